@@ -1,0 +1,1 @@
+//! `#[derive(Equivalence)]` for plain structs (filled in by the derive work).

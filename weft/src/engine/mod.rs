@@ -1,0 +1,1 @@
+//! The progress engine: requests, matching, protocols and the wait policy.

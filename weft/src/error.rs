@@ -1,0 +1,71 @@
+//! Typed errors. Every error names the call that failed and the values involved.
+
+use std::fmt;
+
+/// The class of an error, in the spirit of MPI's error classes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorClass {
+    /// A rank outside the communicator.
+    Rank,
+    /// A tag outside `0..=TAG_UB` (or `ANY_TAG` where it is not allowed).
+    Tag,
+    /// A negative or otherwise invalid element count.
+    Count,
+    /// A message longer than the receive buffer.
+    Truncate,
+    /// A communicator, group or request that was freed or never existed.
+    Handle,
+    /// Something this build or this machine does not support.
+    Unsupported,
+    /// The process manager (PMI) failed or answered something unexpected.
+    Boot,
+    /// An operating-system call failed.
+    Os,
+    /// A resource (buffer space, context ids) is exhausted.
+    Resource,
+    /// Any other invalid argument.
+    Arg,
+    /// An internal invariant failed: a bug in weft.
+    Internal,
+}
+
+/// An error from a weft call.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub struct Error {
+    /// What kind of failure this is.
+    pub class: ErrorClass,
+    /// The call that failed, e.g. `"send"` or `"PMI get"`.
+    pub call: &'static str,
+    /// A sentence naming the values involved.
+    pub detail: String,
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "weft: {}: {}", self.call, self.detail)
+    }
+}
+
+impl Error {
+    /// Builds an error of `class` for `call` with a message naming the values.
+    pub fn new(class: ErrorClass, call: &'static str, detail: impl Into<String>) -> Self {
+        Error {
+            class,
+            call,
+            detail: detail.into(),
+        }
+    }
+
+    /// An operating-system error, keeping the OS message.
+    pub fn os(call: &'static str, what: impl fmt::Display, err: std::io::Error) -> Self {
+        Error::new(ErrorClass::Os, call, format!("{what}: {err}"))
+    }
+
+    /// A feature that is not built yet or not available here.
+    pub fn unsupported(call: &'static str, what: impl Into<String>) -> Self {
+        Error::new(ErrorClass::Unsupported, call, what)
+    }
+}
+
+/// Result alias used throughout weft.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

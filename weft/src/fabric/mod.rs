@@ -1,0 +1,121 @@
+//! Transports. Each moves packets (a fixed [`Header`] plus an inline payload) between ranks
+//! with flow control, offers single-copy bulk pulls where it can, and reports arrivals when
+//! polled. The engine sees them only through the [`Fabric`] trait, so it does not know which
+//! transport carries a packet.
+//!
+//! - [`selfloop`]: a rank's messages to itself.
+//! - [`shm`]: ranks on the same node, through shared-memory rings.
+//! - [`node`]: the production fabric, routing each peer to one of the above.
+
+pub mod node;
+pub mod selfloop;
+pub mod shm;
+
+use std::time::Duration;
+
+/// What a packet is. The engine's protocols define the meaning; transports only carry it.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PacketKind {
+    /// First (or only) packet of an eagerly sent message; `len` is the whole message length.
+    Eager = 1,
+    /// A continuation of the eager message in progress from the same sender.
+    Frag = 2,
+    /// Rendezvous request-to-send: `aux` is the sender's buffer address, `cookie` its request.
+    Rts = 3,
+    /// Receiver matched an RTS and pulled the data itself: the sender's request `cookie` is done.
+    Fin = 4,
+    /// Receiver matched an RTS but cannot pull: send the data as `Data` packets to request `aux`.
+    Cts = 5,
+    /// Rendezvous data pushed by the sender; `aux` names the receiver's request, `cookie` the offset.
+    Data = 6,
+    /// A synchronous-mode eager message was matched: sender request `cookie` may complete.
+    SyncAck = 7,
+    /// Barrier and other internal control messages (`tag` says which).
+    Control = 8,
+}
+
+impl PacketKind {
+    /// Decodes a kind byte; `None` for garbage.
+    pub fn from_u8(v: u8) -> Option<Self> {
+        Some(match v {
+            1 => Self::Eager,
+            2 => Self::Frag,
+            3 => Self::Rts,
+            4 => Self::Fin,
+            5 => Self::Cts,
+            6 => Self::Data,
+            7 => Self::SyncAck,
+            8 => Self::Control,
+            _ => return None,
+        })
+    }
+}
+
+/// Flag bit: the sender wants a [`PacketKind::SyncAck`] when the message is matched.
+pub const FLAG_SYNC: u8 = 1;
+
+/// The header every packet carries, on every transport. 40 bytes, `repr(C)`, no pointers
+/// (addresses travel as plain integers and are only used through single-copy system calls).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Header {
+    /// A [`PacketKind`] as a byte.
+    pub kind: u8,
+    /// `FLAG_*` bits.
+    pub flags: u8,
+    /// Reserved, zero.
+    pub reserved: u16,
+    /// Sender's rank in the world.
+    pub src: u32,
+    /// Communicator context id the message belongs to.
+    pub context: u32,
+    /// Message tag.
+    pub tag: i32,
+    /// Whole message length in bytes (not this packet's payload length).
+    pub len: u64,
+    /// Sender-side request id, or an offset for `Data`.
+    pub cookie: u64,
+    /// Kind-specific: a buffer address (`Rts`), a receiver request id (`Cts`, `Data`).
+    pub aux: u64,
+}
+
+/// Size of [`Header`] in bytes.
+pub const HEADER_SIZE: usize = std::mem::size_of::<Header>();
+const _: () = assert!(HEADER_SIZE == 40);
+
+/// Why a single-copy pull did not happen.
+#[derive(Debug)]
+pub enum PullError {
+    /// This transport or this pair of processes cannot do single copy (the engine falls back
+    /// to having the sender push the data through packets).
+    Unsupported,
+    /// The pull was attempted and failed: the peer is gone or the address is bad.
+    Failed(crate::Error),
+}
+
+/// What the engine needs from the transports. One implementation routes to real transports
+/// ([`node::NodeFabric`]); tests use an in-memory fake.
+pub trait Fabric {
+    /// This process's world rank.
+    fn rank(&self) -> u32;
+    /// Number of ranks in the world.
+    fn size(&self) -> u32;
+    /// Largest payload one packet to `peer` can carry.
+    fn max_payload(&self, peer: u32) -> usize;
+    /// Queues one packet to `peer`. Returns `false` (and sends nothing) when there is no room
+    /// now; the caller keeps the packet and tries again after polling.
+    fn try_send(&mut self, peer: u32, hdr: &Header, payload: &[u8]) -> bool;
+    /// Delivers every packet that has arrived to `sink` (payload valid only during the call).
+    /// Returns how many were delivered.
+    fn poll(&mut self, sink: &mut dyn FnMut(&Header, &[u8])) -> usize;
+    /// Copies `dst.len()` bytes from address `remote` in `peer`'s memory into `dst`.
+    fn pull(&mut self, peer: u32, remote: u64, dst: &mut [u8]) -> Result<(), PullError>;
+    /// Announces that this rank is about to sleep: after this, a sender that delivers a packet
+    /// must wake us. The caller polls once more before calling [`Fabric::sleep`].
+    fn prepare_sleep(&mut self);
+    /// Sleeps until woken by a delivery or until `timeout`; then withdraws the announcement.
+    fn sleep(&mut self, timeout: Duration);
+    /// Withdraws the announcement without sleeping (the re-poll found work).
+    fn cancel_sleep(&mut self);
+}

@@ -1,0 +1,163 @@
+//! Every threshold weft uses, with its default, its `WEFT_*` environment variable and a
+//! description. `weft info` prints this table; the runtime reads it once at start-up.
+
+use crate::error::{Error, ErrorClass, Result};
+
+/// One tunable: its environment variable, default and meaning.
+#[derive(Clone, Copy, Debug)]
+pub struct Tunable {
+    /// Environment variable that overrides the default, e.g. `WEFT_EAGER_LIMIT`.
+    pub env: &'static str,
+    /// The default, as text (sizes accept `k`/`m` suffixes).
+    pub default: &'static str,
+    /// What it controls.
+    pub help: &'static str,
+}
+
+macro_rules! tunables {
+    ($($field:ident: $ty:ty = $env:literal, $default:literal, $help:literal;)*) => {
+        /// Every tunable, in the order `weft info` prints them.
+        pub const ALL: &[Tunable] = &[$(Tunable { env: $env, default: $default, help: $help }),*];
+
+        /// The values in force for this process.
+        #[derive(Clone, Debug)]
+        pub struct Tunables {
+            $(#[doc = $help] pub $field: $ty,)*
+        }
+
+        impl Tunables {
+            /// The defaults, ignoring the environment.
+            pub fn defaults() -> Self {
+                Tunables { $($field: <$ty as Parse>::parse($env, $default).expect("default parses"),)* }
+            }
+
+            /// Defaults overridden by the `WEFT_*` variables of `lookup` (the environment).
+            pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self> {
+                Ok(Tunables { $($field: match lookup($env) {
+                    Some(v) => <$ty as Parse>::parse($env, &v)?,
+                    None => <$ty as Parse>::parse($env, $default).expect("default parses"),
+                },)* })
+            }
+
+            /// Defaults overridden by the process environment.
+            pub fn from_env() -> Result<Self> {
+                Self::from_lookup(|k| std::env::var(k).ok())
+            }
+
+            /// `(env, current value)` for every tunable, for `weft info`.
+            pub fn current(&self) -> Vec<(&'static str, String)> {
+                vec![$(($env, self.$field.to_string())),*]
+            }
+        }
+    };
+}
+
+tunables! {
+    eager_limit: usize = "WEFT_EAGER_LIMIT", "16k",
+        "Largest message sent eagerly (streamed through the transport); larger ones use rendezvous";
+    shm_ring_size: usize = "WEFT_SHM_RING_SIZE", "256k",
+        "Bytes in each directed shared-memory ring (sender to receiver); a power of two";
+    shm_max_packet: usize = "WEFT_SHM_MAX_PACKET", "32k",
+        "Largest payload one shared-memory packet carries; bigger eager messages are fragmented";
+    shm_single_copy: bool = "WEFT_SHM_SINGLE_COPY", "1",
+        "Use process_vm_readv (single copy) for rendezvous on one node; 0 forces the pipelined copy";
+    spin_count: u32 = "WEFT_SPIN_COUNT", "2000",
+        "Polls a waiting rank spins before it starts to yield";
+    yield_count: u32 = "WEFT_YIELD_COUNT", "50",
+        "sched_yield calls a waiting rank makes before it sleeps on its futex";
+    sleep_timeout_ms: u64 = "WEFT_SLEEP_TIMEOUT_MS", "100",
+        "Longest futex sleep before a waiting rank re-checks everything (a safety net, not a poll rate)";
+    bsend_overhead: usize = "WEFT_BSEND_OVERHEAD", "64",
+        "Bytes of attached buffer that each buffered send uses beyond its data (MPI_BSEND_OVERHEAD)";
+}
+
+/// Parsing of a tunable's text.
+pub trait Parse: Sized + std::fmt::Display {
+    /// Parses `text` given for `env`.
+    fn parse(env: &'static str, text: &str) -> Result<Self>;
+}
+
+fn bad(env: &'static str, text: &str, want: &str) -> Error {
+    Error::new(
+        ErrorClass::Arg,
+        "tunables",
+        format!("{env}={text:?} is not {want}"),
+    )
+}
+
+/// Parses `123`, `16k`, `4m`, `1g` (binary multiples).
+pub fn parse_size(text: &str) -> Option<u64> {
+    let t = text.trim();
+    let (num, mult) = match t.chars().last()?.to_ascii_lowercase() {
+        'k' => (&t[..t.len() - 1], 1u64 << 10),
+        'm' => (&t[..t.len() - 1], 1 << 20),
+        'g' => (&t[..t.len() - 1], 1 << 30),
+        _ => (t, 1),
+    };
+    num.trim().parse::<u64>().ok()?.checked_mul(mult)
+}
+
+impl Parse for usize {
+    fn parse(env: &'static str, text: &str) -> Result<Self> {
+        parse_size(text)
+            .and_then(|v| usize::try_from(v).ok())
+            .ok_or_else(|| bad(env, text, "a size (e.g. 4096, 64k, 4m)"))
+    }
+}
+
+impl Parse for u32 {
+    fn parse(env: &'static str, text: &str) -> Result<Self> {
+        text.trim()
+            .parse()
+            .map_err(|_| bad(env, text, "a whole number"))
+    }
+}
+
+impl Parse for u64 {
+    fn parse(env: &'static str, text: &str) -> Result<Self> {
+        text.trim()
+            .parse()
+            .map_err(|_| bad(env, text, "a whole number"))
+    }
+}
+
+impl Parse for bool {
+    fn parse(env: &'static str, text: &str) -> Result<Self> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "1" | "true" | "yes" | "on" => Ok(true),
+            "0" | "false" | "no" | "off" => Ok(false),
+            _ => Err(bad(
+                env,
+                text,
+                "a boolean (1/0, true/false, yes/no, on/off)",
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_with_suffixes() {
+        assert_eq!(parse_size("4096"), Some(4096));
+        assert_eq!(parse_size("64k"), Some(65536));
+        assert_eq!(parse_size("4M"), Some(4 << 20));
+        assert_eq!(parse_size("x"), None);
+    }
+
+    #[test]
+    fn defaults_parse_and_env_overrides() {
+        let d = Tunables::defaults();
+        assert_eq!(d.eager_limit, 16 << 10);
+        let t = Tunables::from_lookup(|k| (k == "WEFT_EAGER_LIMIT").then(|| "1m".into())).unwrap();
+        assert_eq!(t.eager_limit, 1 << 20);
+        let e = Tunables::from_lookup(|k| (k == "WEFT_SPIN_COUNT").then(|| "lots".into()));
+        let msg = e.unwrap_err().to_string();
+        assert!(
+            msg.contains("WEFT_SPIN_COUNT") && msg.contains("lots"),
+            "{msg}"
+        );
+    }
+}
