@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs Debian's MPICH and Open MPI (the peers we test against and compare with) when missing.
+# Idempotent; needs root (CI runs as root). Prints what it did.
+set -euo pipefail
+need=()
+command -v mpiexec.hydra >/dev/null 2>&1 && command -v mpicc.mpich >/dev/null 2>&1 || need+=(mpich libmpich-dev)
+command -v mpirun.openmpi >/dev/null 2>&1 && command -v mpicc.openmpi >/dev/null 2>&1 || need+=(openmpi-bin libopenmpi-dev)
+if [ ${#need[@]} -eq 0 ]; then
+  echo "install-mpi-peers: MPICH and Open MPI already installed"
+  exit 0
+fi
+echo "install-mpi-peers: installing ${need[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+echo "install-mpi-peers: done"
