@@ -1,7 +1,7 @@
 //! Collective operations. This release has the barrier; the collective algorithms proper
 //! (broadcast, reduce, gather, ...) are a later piece of work.
 
-use super::topology::{AsCommunicator, SimpleCommunicator};
+use super::topology::{AsCommunicator, Communicator};
 use crate::runtime;
 
 /// Collective operations on a communicator (rsmpi's `CommunicatorCollectives`).
@@ -14,7 +14,7 @@ pub trait CommunicatorCollectives: AsCommunicator {
     }
 }
 
-impl CommunicatorCollectives for SimpleCommunicator {}
+impl<C: Communicator + ?Sized> CommunicatorCollectives for C {}
 
 /// Traits to glob-import.
 pub mod traits {
