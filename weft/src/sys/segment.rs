@@ -27,15 +27,11 @@ unsafe impl Sync for Segment {}
 
 /// The segment name for `job_id` and `rank` with a random suffix (with the leading `/`).
 pub fn segment_name(job_id: &str, rank: u32) -> io::Result<String> {
+    // The job id is kept verbatim so the launcher's sweep pattern matches; only '/' (which
+    // a POSIX shm name cannot hold past its first character) and NUL are replaced.
     let clean: String = job_id
         .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '.' {
-                c
-            } else {
-                '_'
-            }
-        })
+        .map(|c| if c == '/' || c == '\0' { '_' } else { c })
         .collect();
     Ok(format!("/weft-{clean}-{rank}-{}", super::random_hex(16)?))
 }
