@@ -127,7 +127,9 @@ fn odd_sizes_wrap_for_many_laps() {
     for round in 0..5000 {
         let burst = 1 + round % 7;
         for _ in 0..burst {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let len = match x >> 60 {
                 0 => 0,
                 1 => max,
@@ -220,7 +222,10 @@ fn threaded_stress_keeps_order_and_content() {
         if c.drain(&mut check_sink(&mut next)) == 0 {
             std::thread::yield_now();
         }
-        assert!(start.elapsed() < Duration::from_secs(120), "watchdog: stuck at {next}");
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "watchdog: stuck at {next}"
+        );
     }
     prod.join().unwrap();
     drop(m);
@@ -271,5 +276,8 @@ fn doorbell_stress_with_futexes() {
     }
     prod.join().unwrap();
     assert!(done.load(Ordering::Acquire));
-    assert!(sleeps > 0, "the receiver never slept; the test did not test");
+    assert!(
+        sleeps > 0,
+        "the receiver never slept; the test did not test"
+    );
 }
