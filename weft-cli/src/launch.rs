@@ -47,6 +47,8 @@ pub struct Options {
     pub timeout: Option<Duration>,
     /// Log PMI traffic to stderr.
     pub pmi_debug: bool,
+    /// Serve this `PMI_process_mapping` instead of "all on one node" (for tests).
+    pub process_mapping: Option<String>,
 }
 
 /// Reports to the main thread.
@@ -136,7 +138,12 @@ pub fn run(opts: &Options) -> anyhow::Result<u8> {
     let n = opts.np;
     let job_id = new_job_id();
     let kvsname = format!("weft_{job_id}");
-    let job = Job::new(n, kvsname.clone(), opts.pmi_debug);
+    let job = Job::new(
+        n,
+        kvsname.clone(),
+        opts.process_mapping.clone(),
+        opts.pmi_debug,
+    );
     let (tx, rx) = mpsc::channel::<Event>();
 
     // Signals that end the job are taken by one thread; block them first so every thread

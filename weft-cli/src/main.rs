@@ -8,6 +8,8 @@
 //! when the program could not be started, 2 for a command-line error, 1 for any other error
 //! of the launcher (such as a failed cargo build).
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 /// Writes a line to stderr, ignoring a closed stderr (eprintln! would panic).
 macro_rules! note {
     ($($arg:tt)*) => {{
@@ -75,6 +77,10 @@ struct RunArgs {
     /// Log every PMI line the launcher receives and sends to stderr.
     #[arg(long)]
     pmi_debug: bool,
+    /// Serve this PMI_process_mapping ("" for none) instead of all ranks on one node.
+    /// For testing how ranks find their nodes.
+    #[arg(long, hide = true, value_name = "MAPPING")]
+    process_mapping: Option<String>,
     /// The program and its arguments (with --example/--bin: the arguments only).
     #[arg(
         trailing_var_arg = true,
@@ -144,6 +150,7 @@ fn run_cmd(a: RunArgs) -> anyhow::Result<u8> {
         env,
         timeout,
         pmi_debug: a.pmi_debug,
+        process_mapping: a.process_mapping.clone(),
     })
 }
 

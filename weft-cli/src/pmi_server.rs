@@ -35,12 +35,12 @@ struct State {
 }
 
 impl Job {
-    /// A job of `size` ranks on one node.
-    pub fn new(size: u32, kvsname: String, debug: bool) -> Arc<Job> {
+    /// A job of `size` ranks; `mapping` defaults to all on one node.
+    pub fn new(size: u32, kvsname: String, mapping: Option<String>, debug: bool) -> Arc<Job> {
         Arc::new(Job {
             size,
             kvsname,
-            mapping: weft::boot::mapping::single_node(size),
+            mapping: mapping.unwrap_or_else(|| weft::boot::mapping::single_node(size)),
             debug,
             state: Mutex::new(State::default()),
             barrier_done: Condvar::new(),
@@ -147,7 +147,8 @@ fn handle(job: &Job, rank: u32, text: &str, events: &Sender<Event>) -> Option<St
             let value = if line.get("kvsname") != Some(job.kvsname.as_str()) {
                 None
             } else if key == "PMI_process_mapping" {
-                Some(job.mapping.clone())
+                // An empty mapping is served as absent, as Hydra does when it has none.
+                Some(job.mapping.clone()).filter(|m| !m.is_empty())
             } else {
                 let st = job.state.lock().unwrap_or_else(|e| e.into_inner());
                 st.kvs.get(key).cloned()

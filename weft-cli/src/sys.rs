@@ -53,8 +53,8 @@ pub fn pmi_socketpair() -> io::Result<(UnixStream, OwnedFd)> {
 /// Call only in a `pre_exec` hook (the child after fork): it uses only async-signal-safe
 /// calls (fcntl, prctl, getppid, sigprocmask) and allocates nothing.
 pub unsafe fn child_setup(fd: RawFd, launcher: libc::pid_t) -> io::Result<()> {
-    // SAFETY (whole function): each call below is async-signal-safe and takes only plain
-    // integers or a stack-allocated sigset_t; the caller guarantees we are in the forked child.
+    // SAFETY: each call below is async-signal-safe and takes only plain integers or a
+    // stack-allocated sigset_t; the caller guarantees we are in the forked child.
     unsafe {
         if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
             return Err(io::Error::last_os_error());

@@ -112,7 +112,7 @@ fn boot_probe() -> &'static Path {
                 let end = l[at..].find('"')? + at;
                 Some(PathBuf::from(&l[at..end]))
             })
-            .last()
+            .next_back()
             .expect("cargo reported the boot_probe executable")
     })
 }
@@ -509,4 +509,37 @@ fn info_lists_transports_and_every_tunable() {
         .find(|l| l.contains("WEFT_EAGER_LIMIT"))
         .unwrap();
     assert!(eager.contains("65536 (set)"), "{eager}");
+}
+
+#[test]
+fn node_map_from_mapping_or_hostname_exchange() {
+    // No mapping: ranks exchange host names through put/fence/get; all are on this host.
+    let out = probe_job_with(&["--process-mapping", ""], 4, &[]);
+    check_probe_success(&out, 4);
+
+    // A two-node mapping with wrap-around is passed through to every rank.
+    let out = probe_job_with(&["--process-mapping", "(vector,(0,2,1))"], 4, &[]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(
+        out.stdout.matches("nodes [0, 1, 0, 1]").count(),
+        4,
+        "{out:?}"
+    );
+    assert!(
+        out.stdout.contains("rank 1 of 4, protocol pmi-1")
+            && out.stdout.contains("local ranks [1, 3]"),
+        "{out:?}"
+    );
+}
+
+fn probe_job_with(launcher: &[&str], n: u32, extra: &[&str]) -> Out {
+    let mut c = weft();
+    c.args(["run", "-n", &n.to_string()])
+        .args(launcher)
+        .arg(boot_probe())
+        .args(extra);
+    run(
+        c,
+        &format!("weft run {launcher:?} -n {n} boot_probe {extra:?}"),
+    )
 }

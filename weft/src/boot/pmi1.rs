@@ -497,8 +497,11 @@ fn take_pmi_fd(text: &str) -> Result<Box<dyn Stream>> {
     Ok(Box::new(unsafe { UnixStream::from_raw_fd(fd) }))
 }
 
+/// A connection and the rank and size the server told us during `initack`, if it did.
+type Connected = (Box<dyn Stream>, Option<u32>, Option<u32>);
+
 /// `PMI_PORT=host:port` + `PMI_ID`: connect, send `initack`, read `size`, `rank`, `debug`.
-fn connect_port(port: &str) -> Result<(Box<dyn Stream>, Option<u32>, Option<u32>)> {
+fn connect_port(port: &str) -> Result<Connected> {
     let mut stream = TcpStream::connect(port.trim())
         .map_err(|e| Error::os("initialize", format!("connecting to PMI_PORT={port}"), e))?;
     let _ = stream.set_nodelay(true);
