@@ -543,3 +543,24 @@ fn probe_job_with(launcher: &[&str], n: u32, extra: &[&str]) -> Out {
         &format!("weft run {launcher:?} -n {n} boot_probe {extra:?}"),
     )
 }
+
+#[test]
+fn segments_left_by_dead_ranks_are_removed() {
+    let mut c = weft();
+    c.args(["run", "-n", "2", "sh", "-c"]).arg(
+        "f=/dev/shm/weft-$WEFT_JOB_ID-test-$PMI_RANK; : > $f && echo \"made $f\"; \
+         if [ \"$PMI_RANK\" = 0 ]; then kill -9 $$; fi; exec sleep 30",
+    );
+    let out = run(c, "weft run leaving segments");
+    assert_eq!(out.code, Some(137), "{out:?}");
+    let made: Vec<&str> = out
+        .stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("made "))
+        .collect();
+    assert!(!made.is_empty(), "{out:?}");
+    for f in made {
+        assert!(!Path::new(f).exists(), "{f} was left behind: {out:?}");
+    }
+    assert!(out.stderr.contains("shared-memory segment(s)"), "{out:?}");
+}

@@ -46,8 +46,15 @@ fn main() -> ExitCode {
         boot.node_of,
         boot.local_ranks()
     );
-    assert_eq!(boot.node_of.len(), size as usize, "node map covers every rank");
-    assert!(boot.local_ranks().contains(&rank), "a rank is local to itself");
+    assert_eq!(
+        boot.node_of.len(),
+        size as usize,
+        "node map covers every rank"
+    );
+    assert!(
+        boot.local_ranks().contains(&rank),
+        "a rank is local to itself"
+    );
 
     let value = |r: u32| format!("ring-{r}-of-{size}");
     boot.pmi
