@@ -564,3 +564,39 @@ fn segments_left_by_dead_ranks_are_removed() {
     }
     assert!(out.stderr.contains("shared-memory segment(s)"), "{out:?}");
 }
+
+#[test]
+fn ranks_do_not_outlive_a_killed_launcher() {
+    let mut child = weft()
+        .args([
+            "run",
+            "-n",
+            "2",
+            "sh",
+            "-c",
+            "echo started $$; exec sleep 30",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let pids: Vec<u32> = (0..2)
+        .map(|_| {
+            let l = lines.next().unwrap().unwrap();
+            l.strip_prefix("started ").unwrap().parse().unwrap()
+        })
+        .collect();
+    child.kill().unwrap(); // SIGKILL: the launcher gets no chance to clean up.
+    let out = finish(child, WATCHDOG, "killed launcher");
+    assert_eq!(out.code, None, "{out:?}");
+    let start = Instant::now();
+    while pids.iter().any(|&p| is_running(p)) {
+        assert!(
+            start.elapsed() < WATCHDOG,
+            "ranks {pids:?} outlived their launcher"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+}
