@@ -4,6 +4,13 @@
 //! Threads: one PMI server per rank, two output forwarders per rank, one reaper
 //! (`waitpid(-1)`), one signal taker (`sigwait`). They report [`Event`]s to the main thread,
 //! which alone decides how the job ends.
+//!
+//! Environment each rank gets (on top of the launcher's own, minus `PMI_PORT`/`PMI_ID`, plus
+//! every `-x`): `PMI_FD` (its end of a socket pair; PMI-1 is served on the other end),
+//! `PMI_RANK`, `PMI_SIZE`, `PMI_JOBID` (= the kvsname, `weft_<job id>`), `MPI_LOCALNRANKS`
+//! (= size: one host), `MPI_LOCALRANKID` (= rank), and `WEFT_JOB_ID` (`<launcher pid>_<8 hex
+//! digits>`, unique on the host). `PMI_process_mapping` is `(vector,(0,1,N))`. Stdin is
+//! /dev/null. All ranks share one new process group; each has PR_SET_PDEATHSIG(SIGKILL).
 
 use crate::pmi_server::{self, Job};
 use crate::sys::{self, Status};
