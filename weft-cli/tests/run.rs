@@ -5,116 +5,18 @@
 //! No test asserts a duration; every child runs under a watchdog that turns a hang into a
 //! failure.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
+use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-const WATCHDOG: Duration = Duration::from_secs(60);
-/// Cargo builds (the `--example` path) get longer on a loaded 2-core machine.
-const BUILD_WATCHDOG: Duration = Duration::from_secs(300);
-
-struct Out {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-impl std::fmt::Debug for Out {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "exit code {:?}\n--- stdout ---\n{}--- stderr ---\n{}",
-            self.code, self.stdout, self.stderr
-        )
-    }
-}
-
-fn weft() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_weft"));
-    // A developer's own setting must not change what the tests see.
-    c.env_remove("MPIEXEC_TIMEOUT").env_remove("WEFT_PMI_DEBUG");
-    c
-}
-
-fn drain(mut r: impl Read + Send + 'static) -> thread::JoinHandle<String> {
-    thread::spawn(move || {
-        let mut s = String::new();
-        let _ = r.read_to_string(&mut s);
-        s
-    })
-}
-
-/// Waits for `child` under a watchdog; on expiry kills it and fails the test.
-fn finish(mut child: Child, limit: Duration, what: &str) -> Out {
-    let out = child.stdout.take().map(drain);
-    let err = drain(child.stderr.take().expect("stderr piped"));
-    let start = Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().expect("try_wait") {
-            break st;
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "watchdog: {what} still running after {limit:?}; killed it\nstderr so far: {}",
-                err.join().unwrap_or_default()
-            );
-        }
-        thread::sleep(Duration::from_millis(10));
-    };
-    Out {
-        code: status.code(),
-        stdout: out.map(|o| o.join().unwrap()).unwrap_or_default(),
-        stderr: err.join().unwrap(),
-    }
-}
-
-fn run(mut cmd: Command, what: &str) -> Out {
-    let child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("starting {what}: {e}"));
-    finish(child, WATCHDOG, what)
-}
+mod common;
+use common::*;
 
 /// The boot_probe example, built once for all tests.
-fn boot_probe() -> &'static Path {
-    static EXE: OnceLock<PathBuf> = OnceLock::new();
-    EXE.get_or_init(|| {
-        let child = Command::new(env!("CARGO"))
-            .args([
-                "build",
-                "--example",
-                "boot_probe",
-                "-p",
-                "weft",
-                "--message-format=json-render-diagnostics",
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("starting cargo build");
-        let out = finish(child, BUILD_WATCHDOG, "cargo build --example boot_probe");
-        assert_eq!(out.code, Some(0), "{out:?}");
-        out.stdout
-            .lines()
-            .filter(|l| l.contains("\"compiler-artifact\"") && l.contains("\"boot_probe\""))
-            .filter_map(|l| {
-                let key = "\"executable\":\"";
-                let at = l.find(key)? + key.len();
-                let end = l[at..].find('"')? + at;
-                Some(PathBuf::from(&l[at..end]))
-            })
-            .next_back()
-            .expect("cargo reported the boot_probe executable")
-    })
+fn boot_probe() -> PathBuf {
+    build_example("weft", "boot_probe", false)
 }
 
 fn probe_job(n: u32, extra: &[&str]) -> Out {
@@ -280,17 +182,6 @@ fn first_failing_exit_code_is_passed_on() {
     let mut c = weft();
     c.args(["run", "-n", "3", "true"]);
     assert_eq!(run(c, "weft run true").code, Some(0));
-}
-
-fn is_running(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => false,
-        Ok(stat) => {
-            // The state follows the parenthesized command name.
-            let state = stat.rsplit(')').next().unwrap_or("").trim_start();
-            !(state.starts_with('Z') || state.starts_with('X'))
-        }
-    }
 }
 
 #[test]

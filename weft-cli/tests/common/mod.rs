@@ -1,0 +1,146 @@
+//! The test harness shared by the integration tests: runs the real `weft` binary and the
+//! example programs under a watchdog that turns a hang into a failure (never a timing
+//! assertion), and builds examples once per test process.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::thread;
+use std::time::{Duration, Instant};
+
+pub const WATCHDOG: Duration = Duration::from_secs(60);
+/// Cargo builds (the `--example` path) get longer on a loaded 2-core machine.
+pub const BUILD_WATCHDOG: Duration = Duration::from_secs(300);
+
+pub struct Out {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl std::fmt::Debug for Out {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "exit code {:?}\n--- stdout ---\n{}--- stderr ---\n{}",
+            self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+pub fn weft() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_weft"));
+    // A developer's own setting must not change what the tests see.
+    c.env_remove("MPIEXEC_TIMEOUT").env_remove("WEFT_PMI_DEBUG");
+    c
+}
+
+pub fn drain(mut r: impl Read + Send + 'static) -> thread::JoinHandle<String> {
+    thread::spawn(move || {
+        let mut s = String::new();
+        let _ = r.read_to_string(&mut s);
+        s
+    })
+}
+
+/// Waits for `child` under a watchdog; on expiry kills it and fails the test.
+pub fn finish(mut child: Child, limit: Duration, what: &str) -> Out {
+    let out = child.stdout.take().map(drain);
+    let err = drain(child.stderr.take().expect("stderr piped"));
+    let start = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("try_wait") {
+            break st;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "watchdog: {what} still running after {limit:?}; killed it\nstderr so far: {}",
+                err.join().unwrap_or_default()
+            );
+        }
+        thread::sleep(Duration::from_millis(10));
+    };
+    Out {
+        code: status.code(),
+        stdout: out.map(|o| o.join().unwrap()).unwrap_or_default(),
+        stderr: err.join().unwrap(),
+    }
+}
+
+pub fn run(mut cmd: Command, what: &str) -> Out {
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {what}: {e}"));
+    finish(child, WATCHDOG, what)
+}
+
+/// Builds example `name` of `package` (once per test process) and returns its path.
+pub fn build_example(package: &str, name: &str, release: bool) -> PathBuf {
+    static BUILT: Mutex<Option<HashMap<String, PathBuf>>> = Mutex::new(None);
+    let key = format!("{package}/{name}/{release}");
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(p) = built.get_or_insert_with(HashMap::new).get(&key) {
+        return p.clone();
+    }
+    let mut cmd = Command::new(env!("CARGO"));
+    cmd.args([
+        "build",
+        "--example",
+        name,
+        "-p",
+        package,
+        "--message-format=json-render-diagnostics",
+    ]);
+    if release {
+        cmd.arg("--release");
+    }
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting cargo build");
+    let out = finish(
+        child,
+        BUILD_WATCHDOG,
+        &format!("cargo build --example {name}"),
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let exe = out
+        .stdout
+        .lines()
+        .filter(|l| l.contains("\"compiler-artifact\"") && l.contains(&format!("\"{name}\"")))
+        .filter_map(|l| {
+            let key = "\"executable\":\"";
+            let at = l.find(key)? + key.len();
+            let end = l[at..].find('"')? + at;
+            Some(PathBuf::from(&l[at..end]))
+        })
+        .next_back()
+        .unwrap_or_else(|| panic!("cargo reported no executable for example {name}"));
+    built
+        .as_mut()
+        .expect("initialized")
+        .insert(key, exe.clone());
+    exe
+}
+
+/// Whether process `pid` exists and is not a zombie.
+pub fn is_running(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(stat) => {
+            // The state follows the parenthesized command name.
+            let state = stat.rsplit(')').next().unwrap_or("").trim_start();
+            !(state.starts_with('Z') || state.starts_with('X'))
+        }
+    }
+}
