@@ -46,7 +46,7 @@ impl Universe {
     }
     /// The threading level in force.
     pub fn threading_support(&self) -> Threading {
-        Threading::Funneled
+        threading_support()
     }
     /// Communication statistics of this rank so far.
     pub fn stats(&self) -> Stats {
@@ -72,7 +72,7 @@ pub fn initialize_with_threading(threading: Threading) -> Option<(Universe, Thre
         return None;
     }
     let u = try_initialize().unwrap_or_else(|e| panic!("{e}"));
-    Some((u, threading.min(Threading::Funneled)))
+    Some((u, threading.min(threading_support())))
 }
 
 /// Initializes weft, returning why it could not.
@@ -99,4 +99,28 @@ pub fn time() -> f64 {
 /// Resolution of [`time`] in seconds.
 pub fn time_resolution() -> f64 {
     1e-9
+}
+
+/// The threading level weft provides (Funneled), as rsmpi's `threading_support()`.
+pub fn threading_support() -> Threading {
+    Threading::Funneled
+}
+
+/// The MPI standard version whose semantics the API follows (major, minor).
+pub fn version() -> (i32, i32) {
+    (3, 1)
+}
+
+/// A description of this library and what it implements.
+pub fn library_version() -> std::result::Result<String, std::string::FromUtf8Error> {
+    Ok(format!(
+        "Weft {} (MPI-3.1 point-to-point and communicators over shared memory; collectives, \
+         one-sided and TCP are in progress)",
+        env!("CARGO_PKG_VERSION")
+    ))
+}
+
+/// The name of the machine this rank runs on.
+pub fn processor_name() -> std::result::Result<String, std::string::FromUtf8Error> {
+    Ok(crate::boot::pmi1::hostname())
 }

@@ -231,18 +231,29 @@ pub trait Communicator: AsCommunicator {
         self.split_by_color_with_key(Color::with_value(node as i32), key)
             .expect("a defined color gives a communicator")
     }
-    /// MPI_Comm_create: collective over this communicator; members of `group` get the new
-    /// communicator, others `None`.
+    /// MPI_Comm_create: collective over this communicator; each rank passes a group (groups
+    /// passed by different ranks must be equal or disjoint), members of a group get the
+    /// communicator of that group, others `None`.
     fn split_by_subgroup_collective(&self, group: &dyn Group) -> Option<SimpleCommunicator> {
         let d = self.comm_data();
         let g = group.group_data();
         let me = d.world_rank(d.rank);
-        let key = g.rank_of(me).map_or(0, |r| r as i32);
-        let color = if g.contains(me) {
-            Color::with_value(0)
-        } else {
-            Color::undefined()
+        if let Some(&w) = g.members().iter().find(|w| d.comm_rank(**w).is_none()) {
+            panic!(
+                "{}",
+                Error::new(
+                    ErrorClass::Arg,
+                    "split_by_subgroup_collective",
+                    format!("the group contains world rank {w}, which is not in this communicator"),
+                )
+            );
+        }
+        // Disjoint groups have distinct smallest members: that is the split color.
+        let color = match g.rank_of(me) {
+            Some(_) => Color::with_value(*g.members().iter().min().expect("non-empty") as i32),
+            None => Color::undefined(),
         };
+        let key = g.rank_of(me).map_or(0, |r| r as i32);
         let c = self.split_by_color_with_key(color, key)?;
         if c.comm_data().group.members() != g.members() {
             panic!(
@@ -250,7 +261,7 @@ pub trait Communicator: AsCommunicator {
                 Error::new(
                     ErrorClass::Arg,
                     "split_by_subgroup_collective",
-                    "the group contains ranks outside this communicator"
+                    "ranks passed overlapping but different groups (they must be equal or disjoint)",
                 )
             );
         }

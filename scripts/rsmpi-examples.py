@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Builds rsmpi's own example programs against Weft and runs them under `weft run`.
+
+rsmpi (the `mpi` crate) is fetched from crates.io with cargo; its examples are copied
+unchanged into a scratch crate whose only dependency is `mpi = { package = "weft", ... }`
+(the dependency renamed, nothing else). Each example is built, then run on 4 ranks under a
+time limit. The last line is `N passed, N failed`; the exit code is non-zero on a failure.
+
+Usage: scripts/rsmpi-examples.py [--ranks N] [--only NAME,...]
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+RSMPI_VERSION = "0.8.2"
+
+# Point-to-point, communicator, datatype and environment examples (the collective ones
+# belong to the collectives work and do not build yet).
+EXAMPLES = [
+    "simple", "send_receive", "barrier", "immediate", "immediate_multiple_requests",
+    "immediate_multiple_test", "wait_any", "buffered", "ready_send", "duplicate", "split",
+    "group", "comm_name", "time", "struct", "contiguous", "vector", "pack", "env_inq",
+    "init_with_threading", "derive_multiple_thread_init",
+]
+# Left out on purpose: derive_preinit_panic, derive_postfinalize_panic and
+# derive_nonthreaded_panic check that building a datatype panics before initialize, after
+# finalize, or off the main thread. Those are limits of MPI datatype handles; Weft's
+# datatypes are plain layout descriptions that are valid anywhere, so they do not panic.
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORK = os.path.join(ROOT, "target", "rsmpi-examples")
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, check=True, **kw)
+
+
+def fetch_rsmpi():
+    """Downloads the mpi crate with cargo and returns its source directory."""
+    fetch = os.path.join(WORK, "fetch")
+    os.makedirs(os.path.join(fetch, "src"), exist_ok=True)
+    with open(os.path.join(fetch, "Cargo.toml"), "w") as f:
+        f.write(
+            '[package]\nname = "fetch-rsmpi"\nversion = "0.0.0"\nedition = "2021"\n'
+            f'publish = false\n\n[dependencies]\nmpi = "={RSMPI_VERSION}"\n\n[workspace]\n'
+        )
+    with open(os.path.join(fetch, "src", "lib.rs"), "w") as f:
+        f.write("")
+    run(["cargo", "fetch", "--quiet"], cwd=fetch)
+    meta = subprocess.run(
+        ["cargo", "metadata", "--format-version", "1", "--quiet"],
+        cwd=fetch, check=True, capture_output=True, text=True,
+    )
+    for pkg in json.loads(meta.stdout)["packages"]:
+        if pkg["name"] == "mpi" and pkg["version"] == RSMPI_VERSION:
+            return os.path.dirname(pkg["manifest_path"])
+    sys.exit(f"rsmpi-examples: cargo did not fetch mpi {RSMPI_VERSION}")
+
+
+def make_harness(src, names):
+    """A crate with rsmpi's examples, copied unchanged, depending on weft renamed to mpi."""
+    harness = os.path.join(WORK, "harness")
+    shutil.rmtree(os.path.join(harness, "examples"), ignore_errors=True)
+    os.makedirs(os.path.join(harness, "examples"))
+    os.makedirs(os.path.join(harness, "src"), exist_ok=True)
+    with open(os.path.join(harness, "Cargo.toml"), "w") as f:
+        f.write(
+            '[package]\nname = "rsmpi-examples-on-weft"\nversion = "0.0.0"\nedition = "2021"\n'
+            "publish = false\n\n[dependencies]\n"
+            f'mpi = {{ package = "weft", path = "{os.path.join(ROOT, "weft")}" }}\n\n'
+            # rsmpi's build script declares its `msmpi` cfg; declare it here the same way.
+            "[lints.rust]\nunexpected_cfgs = { level = \"warn\", check-cfg = ['cfg(msmpi)'] }\n\n"
+            "[workspace]\n"
+        )
+    with open(os.path.join(harness, "src", "lib.rs"), "w") as f:
+        f.write("")
+    for n in names:
+        shutil.copy(os.path.join(src, "examples", n + ".rs"), os.path.join(harness, "examples"))
+    return harness
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ranks", type=int, default=4)
+    ap.add_argument("--only", default="", help="comma-separated example names")
+    ap.add_argument("--timeout", type=int, default=120, help="seconds per example")
+    args = ap.parse_args()
+    names = [n for n in args.only.split(",") if n] or EXAMPLES
+
+    src = fetch_rsmpi()
+    harness = make_harness(src, names)
+    print(f"rsmpi-examples: mpi {RSMPI_VERSION} examples from {src}", flush=True)
+    run(["cargo", "build", "--quiet", "--release", "-p", "weft-cli", "--bin", "weft"], cwd=ROOT)
+    weft = os.path.join(ROOT, "target", "release", "weft")
+    target = os.path.join(WORK, "target")
+    env = dict(os.environ, CARGO_TARGET_DIR=target)
+
+    passed, failed = [], []
+    for n in names:
+        build = subprocess.run(
+            ["cargo", "build", "--quiet", "--example", n], cwd=harness, env=env,
+            capture_output=True, text=True,
+        )
+        if build.returncode != 0:
+            print(f"FAIL {n}: does not build against weft\n{build.stderr[-3000:]}", flush=True)
+            failed.append(n)
+            continue
+        exe = os.path.join(target, "debug", "examples", n)
+        start = time.monotonic()
+        try:
+            r = subprocess.run(
+                [weft, "run", "-n", str(args.ranks), "--timeout", str(args.timeout), exe],
+                capture_output=True, text=True, timeout=args.timeout + 30,
+            )
+            code, out, err = r.returncode, r.stdout, r.stderr
+        except subprocess.TimeoutExpired as e:
+            code, out, err = "timeout", e.stdout or "", e.stderr or ""
+        secs = time.monotonic() - start
+        if code == 0:
+            print(f"ok   {n} ({secs:.1f} s)", flush=True)
+            passed.append(n)
+        else:
+            print(f"FAIL {n}: exit {code} after {secs:.1f} s\n{str(out)[-2000:]}{str(err)[-3000:]}", flush=True)
+            failed.append(n)
+    print(f"rsmpi examples on {args.ranks} ranks:")
+    print(f"{len(passed)} passed, {len(failed)} failed")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
