@@ -1,1 +1,174 @@
-fn main() {}
+//! `weft`: the launcher (`weft run`) and information tool (`weft info`).
+//!
+//! Exit codes of `weft run`: 0 when every rank exits 0 (and every rank that called PMI init
+//! also called PMI finalize); otherwise the first failure decides: a rank's exit code, 128 +
+//! the signal number for a rank killed by a signal, the code a rank passed to PMI abort (0
+//! becomes 1), 1 for a rank that exited 0 after PMI init without PMI finalize, 124 when the
+//! time limit passed, 128 + the signal number when the launcher itself was interrupted, 127
+//! when the program could not be started, 2 for a command-line error, 1 for any other error
+//! of the launcher (such as a failed cargo build).
+
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+/// Writes a line to stderr, ignoring a closed stderr (eprintln! would panic).
+macro_rules! note {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+mod cargo_target;
+mod info;
+mod launch;
+mod pmi_server;
+mod sys;
+
+use anyhow::{bail, Context};
+use clap::{Args, Parser, Subcommand};
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "weft",
+    version,
+    about = "Run and inspect weft message-passing programs"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Start N ranks of a program on this host and serve them PMI-1.
+    Run(RunArgs),
+    /// Print the version, the transports available here and every tunable.
+    Info,
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    /// Number of ranks to start.
+    #[arg(short = 'n', long = "np", value_name = "N")]
+    np: u32,
+    /// Prefix every line of output with `[rank] `.
+    #[arg(short = 'l', long = "tag-output")]
+    tag_output: bool,
+    /// Pass NAME=VALUE to the ranks (NAME alone: the launcher's value). Repeatable.
+    #[arg(short = 'x', value_name = "NAME[=VALUE]")]
+    export: Vec<String>,
+    /// End the job after SECS seconds (exit code 124). Default: $MPIEXEC_TIMEOUT, else none.
+    #[arg(long, value_name = "SECS")]
+    timeout: Option<f64>,
+    /// Build this cargo example and run it (arguments after it go to the program).
+    #[arg(long, value_name = "NAME", conflicts_with = "bin")]
+    example: Option<String>,
+    /// Build this cargo binary and run it.
+    #[arg(long, value_name = "NAME")]
+    bin: Option<String>,
+    /// Build the example or binary with the release profile.
+    #[arg(long)]
+    release: bool,
+    /// The package of the example or binary.
+    #[arg(short = 'p', long, value_name = "PACKAGE")]
+    package: Option<String>,
+    /// Log every PMI line the launcher receives and sends to stderr.
+    #[arg(long)]
+    pmi_debug: bool,
+    /// Serve this PMI_process_mapping ("" for none) instead of all ranks on one node.
+    /// For testing how ranks find their nodes.
+    #[arg(long, hide = true, value_name = "MAPPING")]
+    process_mapping: Option<String>,
+    /// The program and its arguments (with --example/--bin: the arguments only).
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "PROGRAM [ARGS]"
+    )]
+    command: Vec<String>,
+}
+
+fn parse_secs(what: &str, text: &str) -> anyhow::Result<Duration> {
+    let secs: f64 = text
+        .trim()
+        .parse()
+        .ok()
+        .filter(|s: &f64| s.is_finite() && *s > 0.0)
+        .with_context(|| format!("{what}={text:?} is not a positive number of seconds"))?;
+    Ok(Duration::from_secs_f64(secs))
+}
+
+fn run_cmd(a: RunArgs) -> anyhow::Result<u8> {
+    if a.np == 0 {
+        bail!("-n 0: a job needs at least one rank");
+    }
+    let mut env = Vec::new();
+    for x in &a.export {
+        match x.split_once('=') {
+            Some((k, v)) if !k.is_empty() => env.push((k.to_owned(), v.to_owned())),
+            Some(_) => bail!("-x {x:?}: the variable name is empty"),
+            None => {
+                let v = std::env::var(x).with_context(|| {
+                    format!("-x {x}: {x} is not set in the launcher's environment")
+                })?;
+                env.push((x.clone(), v));
+            }
+        }
+    }
+    let timeout = match (a.timeout, std::env::var("MPIEXEC_TIMEOUT")) {
+        (Some(t), _) => Some(parse_secs("--timeout", &t.to_string())?),
+        (None, Ok(t)) if !t.trim().is_empty() => Some(parse_secs("MPIEXEC_TIMEOUT", &t)?),
+        _ => None,
+    };
+    let target = match (&a.example, &a.bin) {
+        (Some(n), _) => Some((cargo_target::Kind::Example, n)),
+        (None, Some(n)) => Some((cargo_target::Kind::Bin, n)),
+        (None, None) => None,
+    };
+    let (program, args) = match target {
+        Some((kind, name)) => {
+            let exe = cargo_target::build(kind, name, a.package.as_deref(), a.release)?;
+            (exe.to_string_lossy().into_owned(), a.command.clone())
+        }
+        None => {
+            if a.release || a.package.is_some() {
+                bail!("--release and -p only apply with --example or --bin");
+            }
+            let Some((p, rest)) = a.command.split_first() else {
+                bail!("no program given: weft run -n N PROGRAM [ARGS], or --example/--bin NAME");
+            };
+            (p.clone(), rest.to_vec())
+        }
+    };
+    launch::run(&launch::Options {
+        np: a.np,
+        program,
+        args,
+        tag_output: a.tag_output,
+        env,
+        timeout,
+        pmi_debug: a.pmi_debug,
+        process_mapping: a.process_mapping.clone(),
+    })
+}
+
+fn run() -> anyhow::Result<ExitCode> {
+    let cli = Cli::parse();
+    let code = match cli.cmd {
+        Cmd::Run(a) => run_cmd(a).context("weft run")?,
+        Cmd::Info => info::run(),
+    };
+    Ok(ExitCode::from(code))
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(code) => code,
+        Err(e) => {
+            note!("weft: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

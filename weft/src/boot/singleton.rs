@@ -49,7 +49,7 @@ pub fn start() -> Result<Boot> {
         ));
     }
     if let Ok(n) = std::env::var("SLURM_STEP_NUM_TASKS") {
-        if n.trim().parse::<u32>().map_or(false, |n| n > 1) {
+        if n.trim().parse::<u32>().is_ok_and(|n| n > 1) {
             return Err(Error::new(
                 ErrorClass::Boot,
                 "initialize",

@@ -1,1 +1,667 @@
 //! The progress engine: requests, matching, protocols and the wait policy.
+//!
+//! [`core::Core`] is the sans-IO protocol machine; [`Engine`] couples it to a [`Fabric`]:
+//! every call into the engine progresses every outstanding operation (Sun MPI's model), and
+//! a blocking call that has nothing to do spins, then yields, then sleeps on the fabric's
+//! futex until a peer's packet wakes it.
+
+pub mod buffer;
+#[allow(missing_docs)]
+pub mod core;
+#[allow(missing_docs)]
+pub mod matching;
+#[allow(missing_docs)]
+pub mod request;
+#[cfg(test)]
+mod tests;
+
+use self::buffer::{RawBuf, RawBufMut};
+use self::core::{Core, PendingPull};
+use self::matching::Pattern;
+use self::request::{Handle, MsgStatus, Op, Req, SendOp, SendPhase};
+use crate::error::{Error, ErrorClass, Result};
+use crate::fabric::{Fabric, Header, PacketKind, PullError, FLAG_SYNC};
+use crate::tunables::Tunables;
+use std::time::Duration;
+
+/// Per-rank communication statistics (MP_Lite prints these at the end of a run).
+#[derive(Clone, Debug, Default)]
+pub struct Stats {
+    /// Messages sent (all protocols, including to self).
+    pub sent_msgs: u64,
+    /// Bytes sent.
+    pub sent_bytes: u64,
+    /// Messages received.
+    pub recv_msgs: u64,
+    /// Bytes received.
+    pub recv_bytes: u64,
+    /// Messages that went by rendezvous.
+    pub rendezvous: u64,
+    /// Rendezvous messages the receiver pulled in a single copy.
+    pub single_copy: u64,
+    /// Rendezvous messages pushed through packets because single copy was not possible.
+    pub pushed_rendezvous: u64,
+    /// Messages that arrived before their receive was posted.
+    pub unexpected_msgs: u64,
+    /// Times a waiting rank yielded the CPU.
+    pub yields: u64,
+    /// Times a waiting rank slept on its futex.
+    pub sleeps: u64,
+    /// Bytes of the attached buffered-send buffer in use.
+    pub bsend_in_use: usize,
+}
+
+/// The send modes of MPI.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendMode {
+    /// May complete before the receive is posted.
+    Standard,
+    /// Completes only once the receive has matched.
+    Synchronous,
+    /// The receive is known to be posted (treated as standard).
+    Ready,
+}
+
+/// The wait-policy and protocol settings the engine uses.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Largest message sent eagerly.
+    pub eager_limit: usize,
+    /// Idle polls before yielding.
+    pub spin_count: u32,
+    /// Yields before sleeping.
+    pub yield_count: u32,
+    /// Longest sleep before re-checking.
+    pub sleep_timeout: Duration,
+}
+
+impl Config {
+    /// The settings from `t`.
+    pub fn from_tunables(t: &Tunables) -> Self {
+        Config {
+            eager_limit: t.eager_limit,
+            spin_count: t.spin_count,
+            yield_count: t.yield_count,
+            sleep_timeout: Duration::from_millis(t.sleep_timeout_ms.max(1)),
+        }
+    }
+}
+
+/// The engine of one rank over fabric `F`.
+pub struct Engine<F: Fabric> {
+    /// The transports.
+    pub fabric: F,
+    core: Core,
+    cfg: Config,
+    bsend_capacity: usize,
+    bsend_overhead: usize,
+}
+
+impl<F: Fabric> Engine<F> {
+    /// An engine over `fabric`.
+    pub fn new(fabric: F, cfg: Config) -> Self {
+        let core = Core::new(fabric.rank(), fabric.size());
+        Engine {
+            fabric,
+            core,
+            cfg,
+            bsend_capacity: 0,
+            bsend_overhead: 64,
+        }
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> u32 {
+        self.core.rank
+    }
+
+    /// Number of ranks.
+    pub fn size(&self) -> u32 {
+        self.fabric.size()
+    }
+
+    /// The statistics so far.
+    pub fn stats(&self) -> &Stats {
+        &self.core.stats
+    }
+
+    fn check_peer(&self, call: &'static str, peer: u32) -> Result<()> {
+        if peer >= self.size() {
+            return Err(Error::new(
+                ErrorClass::Rank,
+                call,
+                format!(
+                    "rank {peer} is out of range for a world of {} ranks",
+                    self.size()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    // ----- progress -------------------------------------------------------------------------
+
+    /// Progresses everything once: delivers arrivals, runs pulls, sends what fits.
+    /// Returns whether anything happened.
+    pub fn progress(&mut self) -> bool {
+        let core = &mut self.core;
+        let mut did = self.fabric.poll(&mut |h, p| core.on_packet(h, p)) > 0;
+        if !self.core.pulls.is_empty() {
+            self.run_pulls();
+            did = true;
+        }
+        if !self.core.outbox.is_empty() {
+            did |= self.flush_outbox();
+        }
+        if !self.core.active.is_empty() {
+            did |= self.push_all_sends();
+        }
+        if !self.core.detached.is_empty() {
+            self.core.reap_detached();
+        }
+        did
+    }
+
+    fn run_pulls(&mut self) {
+        let pulls = std::mem::take(&mut self.core.pulls);
+        for p in pulls {
+            self.run_pull(p);
+        }
+    }
+
+    fn run_pull(&mut self, p: PendingPull) {
+        let Some(req) = self.core.reqs.get_mut(p.req) else {
+            return;
+        };
+        let Op::Recv(r) = &mut req.op else { return };
+        let mut buf = r.buf;
+        let dst = buf.slice_mut(0, p.len);
+        match self.fabric.pull(p.peer, p.addr, dst) {
+            Ok(()) => {
+                r.got = p.len;
+                self.core.stats.single_copy += 1;
+                self.send_control(p.peer, PacketKind::Fin, p.cookie, 0);
+                self.core.finish_recv(p.req);
+            }
+            Err(PullError::Unsupported) => {
+                self.send_control(p.peer, PacketKind::Cts, p.cookie, p.req.to_cookie());
+            }
+            Err(PullError::Failed(e)) => {
+                req.error = Some(e);
+                self.send_control(p.peer, PacketKind::Fin, p.cookie, 0);
+                self.core.finish_recv(p.req);
+            }
+        }
+    }
+
+    fn send_control(&mut self, peer: u32, kind: PacketKind, cookie: u64, aux: u64) {
+        let hdr = Header {
+            kind: kind as u8,
+            src: self.core.rank,
+            cookie,
+            aux,
+            ..Header::default()
+        };
+        if !self.core.outbox.is_empty() || !self.fabric.try_send(peer, &hdr, &[]) {
+            self.core.outbox.push_back((peer, hdr));
+        }
+    }
+
+    fn flush_outbox(&mut self) -> bool {
+        let mut did = false;
+        while let Some((peer, hdr)) = self.core.outbox.front() {
+            if !self.fabric.try_send(*peer, hdr, &[]) {
+                break;
+            }
+            self.core.outbox.pop_front();
+            did = true;
+        }
+        did
+    }
+
+    fn push_all_sends(&mut self) -> bool {
+        let mut did = false;
+        let mut i = 0;
+        while i < self.core.active.len() {
+            let peer = self.core.active[i];
+            did |= self.push_sends(peer);
+            if self.core.sendq[peer as usize].is_empty() {
+                self.core.active.swap_remove(i);
+            } else {
+                i += 1;
+            }
+        }
+        did
+    }
+
+    /// Hands queued sends for `peer` to the fabric until it is full. Returns whether any
+    /// packet went out.
+    fn push_sends(&mut self, peer: u32) -> bool {
+        let mut did = false;
+        let max = self.fabric.max_payload(peer).max(1);
+        while let Some(&h) = self.core.sendq[peer as usize].front() {
+            let rank = self.core.rank;
+            let eager_limit = self.cfg.eager_limit;
+            let req = self.core.reqs.get_mut(h).expect("queued send is live");
+            let Op::Send(s) = &mut req.op else {
+                unreachable!("send queue holds sends")
+            };
+            let len = s.buf.len();
+            let mut hdr = Header {
+                src: rank,
+                context: s.context,
+                tag: s.tag,
+                len: len as u64,
+                cookie: h.to_cookie(),
+                ..Header::default()
+            };
+            let finished = match s.phase {
+                SendPhase::Queued if len > eager_limit => {
+                    hdr.kind = PacketKind::Rts as u8;
+                    hdr.aux = s.buf.addr();
+                    if !self.fabric.try_send(peer, &hdr, &[]) {
+                        return did;
+                    }
+                    self.core.stats.rendezvous += 1;
+                    s.phase = SendPhase::AwaitReply;
+                    did = true;
+                    false
+                }
+                SendPhase::Queued | SendPhase::Streaming => {
+                    loop {
+                        let first = matches!(s.phase, SendPhase::Queued);
+                        let n = (len - s.sent).min(max);
+                        hdr.kind = if first {
+                            PacketKind::Eager
+                        } else {
+                            PacketKind::Frag
+                        } as u8;
+                        hdr.flags = if first && s.sync { FLAG_SYNC } else { 0 };
+                        if !self
+                            .fabric
+                            .try_send(peer, &hdr, s.buf.slice(s.sent..s.sent + n))
+                        {
+                            return did;
+                        }
+                        did = true;
+                        s.sent += n;
+                        s.phase = SendPhase::Streaming;
+                        if s.sent == len {
+                            break;
+                        }
+                    }
+                    !s.sync || s.acked
+                }
+                SendPhase::PushData { recv_req } => {
+                    hdr.kind = PacketKind::Data as u8;
+                    hdr.aux = recv_req;
+                    while s.sent < len {
+                        let n = (len - s.sent).min(max);
+                        hdr.cookie = s.sent as u64;
+                        if !self
+                            .fabric
+                            .try_send(peer, &hdr, s.buf.slice(s.sent..s.sent + n))
+                        {
+                            return did;
+                        }
+                        did = true;
+                        s.sent += n;
+                    }
+                    true
+                }
+                SendPhase::AwaitReply => unreachable!("a send awaiting FIN/CTS is not queued"),
+            };
+            self.core.sendq[peer as usize].pop_front();
+            if finished {
+                self.core.complete_send(h);
+            }
+        }
+        did
+    }
+
+    // ----- waiting --------------------------------------------------------------------------
+
+    /// Progresses until `done(self)` holds, spinning, then yielding, then sleeping.
+    pub fn wait_until(&mut self, mut done: impl FnMut(&mut Self) -> bool) {
+        let spin = self.cfg.spin_count;
+        let yields = spin.saturating_add(self.cfg.yield_count);
+        let mut idle = 0u32;
+        loop {
+            if done(self) {
+                return;
+            }
+            if self.progress() {
+                idle = 0;
+                continue;
+            }
+            idle = idle.saturating_add(1);
+            if idle <= spin {
+                crate::sync::spin_hint();
+            } else if idle <= yields {
+                self.core.stats.yields += 1;
+                std::thread::yield_now();
+            } else {
+                self.fabric.prepare_sleep();
+                if self.progress() || done(self) {
+                    self.fabric.cancel_sleep();
+                    idle = 0;
+                    continue;
+                }
+                // Output blocked on a full peer: nobody will wake us when it drains.
+                let timeout = if self.core.has_blocked_output() {
+                    Duration::from_micros(200)
+                } else {
+                    self.cfg.sleep_timeout
+                };
+                self.core.stats.sleeps += 1;
+                self.fabric.sleep(timeout);
+                idle = 0;
+            }
+        }
+    }
+
+    /// Whether request `h` is complete (or stale).
+    pub fn is_done(&self, h: Handle) -> bool {
+        self.core.reqs.get(h).map_or(true, |r| r.done)
+    }
+
+    /// Waits for `h` and frees it, returning its status or error.
+    pub fn wait(&mut self, h: Handle) -> Result<MsgStatus> {
+        if self.core.reqs.get(h).is_none() {
+            return Err(stale("wait", h));
+        }
+        self.wait_until(|e| e.is_done(h));
+        self.take(h, "wait")
+    }
+
+    /// Progresses once; if `h` is complete, frees it and returns its result.
+    pub fn test(&mut self, h: Handle) -> Result<Option<MsgStatus>> {
+        if self.core.reqs.get(h).is_none() {
+            return Err(stale("test", h));
+        }
+        if !self.is_done(h) {
+            self.progress();
+        }
+        if self.is_done(h) {
+            self.take(h, "test").map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    fn take(&mut self, h: Handle, call: &'static str) -> Result<MsgStatus> {
+        let req = self.core.reqs.remove(h).ok_or_else(|| stale(call, h))?;
+        debug_assert!(req.done, "taking an incomplete request");
+        match req.error {
+            Some(e) => Err(e),
+            None => Ok(req.status),
+        }
+    }
+
+    /// Gives up on `h` without waiting: it completes in the background and is then freed.
+    pub fn detach(&mut self, h: Handle) {
+        if self.core.reqs.get(h).is_some() {
+            self.core.detached.push(h);
+        }
+    }
+
+    // ----- point to point -------------------------------------------------------------------
+
+    /// Blocking send. A small standard send to an idle peer goes straight into the fabric:
+    /// no request, no allocation, no system call.
+    pub fn send(
+        &mut self,
+        peer: u32,
+        context: u32,
+        tag: i32,
+        data: &[u8],
+        mode: SendMode,
+    ) -> Result<()> {
+        self.check_peer("send", peer)?;
+        let len = data.len();
+        if mode != SendMode::Synchronous
+            && len <= self.cfg.eager_limit
+            && self.core.sendq[peer as usize].is_empty()
+            && len <= self.fabric.max_payload(peer)
+        {
+            let hdr = Header {
+                kind: PacketKind::Eager as u8,
+                src: self.core.rank,
+                context,
+                tag,
+                len: len as u64,
+                ..Header::default()
+            };
+            if self.fabric.try_send(peer, &hdr, data) {
+                self.core.stats.sent_msgs += 1;
+                self.core.stats.sent_bytes += len as u64;
+                return Ok(());
+            }
+        }
+        let h = self.isend_raw(
+            peer,
+            context,
+            tag,
+            RawBuf::new(data),
+            mode == SendMode::Synchronous,
+            None,
+            0,
+        );
+        self.wait(h).map(drop)
+    }
+
+    /// Starts a nonblocking send of `buf`, which must stay valid until the request completes.
+    pub fn isend(
+        &mut self,
+        peer: u32,
+        context: u32,
+        tag: i32,
+        buf: RawBuf,
+        mode: SendMode,
+    ) -> Result<Handle> {
+        self.check_peer("immediate send", peer)?;
+        Ok(self.isend_raw(
+            peer,
+            context,
+            tag,
+            buf,
+            mode == SendMode::Synchronous,
+            None,
+            0,
+        ))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn isend_raw(
+        &mut self,
+        peer: u32,
+        context: u32,
+        tag: i32,
+        buf: RawBuf,
+        sync: bool,
+        owned: Option<Vec<u8>>,
+        bsend_charge: usize,
+    ) -> Handle {
+        self.core.stats.sent_msgs += 1;
+        self.core.stats.sent_bytes += buf.len() as u64;
+        let h = self.core.reqs.insert(Req {
+            done: false,
+            status: MsgStatus::default(),
+            error: None,
+            op: Op::Send(SendOp {
+                peer,
+                context,
+                tag,
+                buf,
+                sent: 0,
+                sync,
+                acked: false,
+                phase: SendPhase::Queued,
+                owned,
+                bsend_charge,
+            }),
+        });
+        self.core.enqueue_send(peer, h);
+        if self.core.sendq[peer as usize].len() == 1 {
+            self.push_sends(peer);
+        }
+        h
+    }
+
+    /// Buffered send: copies `data` into space charged to the attached buffer and returns at
+    /// once; the copy is sent in the background.
+    pub fn bsend(&mut self, peer: u32, context: u32, tag: i32, data: &[u8]) -> Result<Handle> {
+        self.check_peer("buffered send", peer)?;
+        let charge = data.len() + self.bsend_overhead;
+        let in_use = self.core.stats.bsend_in_use;
+        if in_use + charge > self.bsend_capacity {
+            return Err(Error::new(
+                ErrorClass::Resource,
+                "buffered send",
+                format!(
+                    "a {}-byte message needs {charge} bytes of attached buffer but only {} of \
+                     {} are free (attach a larger buffer with set_buffer_size)",
+                    data.len(),
+                    self.bsend_capacity - in_use,
+                    self.bsend_capacity
+                ),
+            ));
+        }
+        self.core.stats.bsend_in_use += charge;
+        let owned = data.to_vec();
+        let buf = RawBuf::new(&owned);
+        // The Vec's heap block does not move when the Vec is moved into the request.
+        let h = self.isend_raw(peer, context, tag, buf, false, Some(owned), charge);
+        Ok(h)
+    }
+
+    /// Attaches a buffered-send buffer of `bytes` (0 detaches), after waiting for buffered
+    /// sends in flight to finish.
+    pub fn set_bsend_capacity(&mut self, bytes: usize, overhead: usize) {
+        self.wait_until(|e| e.core.stats.bsend_in_use == 0);
+        self.bsend_capacity = bytes;
+        self.bsend_overhead = overhead;
+    }
+
+    /// The attached buffered-send buffer size.
+    pub fn bsend_capacity(&self) -> usize {
+        self.bsend_capacity
+    }
+
+    /// Starts a nonblocking receive into `buf`.
+    pub fn irecv(&mut self, pattern: Pattern, buf: RawBufMut) -> Result<Handle> {
+        if let Some(s) = pattern.source {
+            self.check_peer("receive", s)?;
+        }
+        let h = self.core.start_recv(pattern, buf);
+        if !self.core.pulls.is_empty() {
+            self.run_pulls();
+        }
+        Ok(h)
+    }
+
+    /// Blocking receive.
+    pub fn recv(&mut self, pattern: Pattern, buf: &mut [u8]) -> Result<MsgStatus> {
+        let h = self.irecv(pattern, RawBufMut::new(buf))?;
+        self.wait(h)
+    }
+
+    /// Cancels a pending receive; returns whether it was cancelled (false: already matched).
+    pub fn cancel(&mut self, h: Handle) -> bool {
+        self.core.cancel_recv(h)
+    }
+
+    /// Nonblocking probe: the status of the oldest matching message that has arrived.
+    pub fn iprobe(&mut self, pattern: &Pattern) -> Option<MsgStatus> {
+        self.progress();
+        self.peek(pattern)
+    }
+
+    fn peek(&self, pattern: &Pattern) -> Option<MsgStatus> {
+        self.core
+            .matcher
+            .peek_unexpected(pattern)
+            .map(|(_, m)| MsgStatus {
+                source: m.source,
+                tag: m.tag,
+                len: m.len,
+                cancelled: false,
+            })
+    }
+
+    /// Blocking probe.
+    pub fn probe(&mut self, pattern: &Pattern) -> MsgStatus {
+        let mut found = None;
+        self.wait_until(|e| {
+            found = e.peek(pattern);
+            found.is_some()
+        });
+        found.expect("probe found a message")
+    }
+
+    /// Nonblocking matched probe: claims the oldest matching message so that only
+    /// [`Engine::mrecv`] with the returned id can receive it.
+    pub fn improbe(&mut self, pattern: &Pattern) -> Option<(u64, MsgStatus)> {
+        self.progress();
+        let status = self.peek(pattern)?;
+        let id = self
+            .core
+            .matcher
+            .claim_unexpected(pattern)
+            .expect("peeked message is claimable");
+        Some((id, status))
+    }
+
+    /// Blocking matched probe.
+    pub fn mprobe(&mut self, pattern: &Pattern) -> (u64, MsgStatus) {
+        let mut found = None;
+        self.wait_until(|e| {
+            found = e.peek(pattern).map(|s| {
+                (
+                    e.core
+                        .matcher
+                        .claim_unexpected(pattern)
+                        .expect("peeked message is claimable"),
+                    s,
+                )
+            });
+            found.is_some()
+        });
+        found.expect("mprobe found a message")
+    }
+
+    /// Starts receiving the message claimed by a matched probe.
+    pub fn mrecv(&mut self, id: u64, buf: RawBufMut) -> Result<Handle> {
+        if self.core.matcher.get_mut(id).is_none() {
+            return Err(Error::new(
+                ErrorClass::Handle,
+                "matched receive",
+                format!("message {id} was already received"),
+            ));
+        }
+        let h = self.core.reqs.insert(self::core::recv_req(buf));
+        self.core.consume_unexpected(id, h);
+        if !self.core.pulls.is_empty() {
+            self.run_pulls();
+        }
+        Ok(h)
+    }
+
+    /// Number of requests not yet freed (for leak checks in tests and finalize).
+    pub fn live_requests(&self) -> usize {
+        self.core.reqs.live()
+    }
+
+    /// Progresses until everything this rank started has left it (detached sends included).
+    pub fn drain(&mut self) {
+        self.wait_until(|e| e.core.detached.is_empty() && !e.core.has_blocked_output());
+    }
+}
+
+fn stale(call: &'static str, h: Handle) -> Error {
+    Error::new(
+        ErrorClass::Handle,
+        call,
+        format!("request {h:?} was already completed and freed (use after free)"),
+    )
+}

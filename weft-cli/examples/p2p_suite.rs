@@ -1,0 +1,397 @@
+//! Multi-process point-to-point checks, run by `weft-cli/tests/p2p.rs` through `weft run`.
+//! `p2p_suite CASE`: each case checks its results and panics (failing the job) on a mismatch.
+
+use weft::point_to_point as p2p;
+use weft::traits::*;
+use weft::ErrorClass;
+
+fn pattern(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+fn main() {
+    let case = std::env::args().nth(1).expect("usage: p2p_suite CASE");
+    let universe = weft::initialize().expect("initialize");
+    let world = universe.world();
+    let (rank, size) = (world.rank(), world.size());
+    match case.as_str() {
+        "ring" => ring(&world),
+        "allpairs" => allpairs(&world),
+        "storm" => storm(&world),
+        "truncate" => truncate(&world),
+        "probe" => probe(&world),
+        "cancel" => cancel(&world),
+        "sync" => sync(&world),
+        "badinput" => badinput(&world),
+        "comms" => comms(&world),
+        "barriers" => {
+            for _ in 0..200 {
+                world.barrier();
+            }
+        }
+        "panic" => {
+            world.barrier();
+            if rank == size - 1 {
+                panic!("rank {rank} panics on purpose");
+            }
+            // Everyone else waits for a message that never comes.
+            let _: (u64, _) = world.any_process().receive();
+        }
+        "abort" => {
+            world.barrier();
+            if rank == size - 1 {
+                world.abort(7);
+            }
+            let _: (u64, _) = world.any_process().receive();
+        }
+        "kill" => {
+            // Large transfers in flight when the last rank kills itself.
+            let big = pattern(8 << 20, rank as u64);
+            let mut inbuf = vec![0u8; 8 << 20];
+            let next = (rank + 1) % size;
+            let prev = (rank + size - 1) % size;
+            for i in 0.. {
+                if rank == size - 1 && i == 3 {
+                    // SAFETY: raise(SIGKILL) on our own process has no memory-safety effects.
+                    unsafe { libc::raise(libc::SIGKILL) };
+                }
+                p2p::send_receive_into(
+                    &big[..],
+                    &world.process_at_rank(next),
+                    &mut inbuf[..],
+                    &world.process_at_rank(prev),
+                );
+            }
+        }
+        other => panic!("unknown case {other}"),
+    }
+    if rank == 0 {
+        println!("p2p_suite {case}: ok on {size} ranks");
+    }
+}
+
+fn ring(world: &impl Communicator) {
+    let (rank, size) = (world.rank(), world.size());
+    let next = world.process_at_rank((rank + 1) % size);
+    let prev = world.process_at_rank((rank + size - 1) % size);
+    for round in 0..500u64 {
+        let token = [rank as u64, round];
+        let mut got = [0u64; 2];
+        p2p::send_receive_into(&token, &next, &mut got, &prev);
+        assert_eq!(
+            got,
+            [((rank + size - 1) % size) as u64, round],
+            "ring round {round}"
+        );
+    }
+}
+
+fn allpairs(world: &impl Communicator) {
+    let (rank, size) = (world.rank(), world.size());
+    let mut sizes = vec![
+        0usize,
+        1,
+        7,
+        8,
+        9,
+        31,
+        63,
+        64,
+        65,
+        1000,
+        4095,
+        4097,
+        16383,
+        16384,
+        16385,
+        32769,
+        65537,
+        262_143,
+        1 << 20,
+        (1 << 20) + 3,
+    ];
+    if size <= 4 {
+        sizes.extend([(4 << 20) - 1, 16 << 20]);
+    } else {
+        sizes.push(4 << 20);
+    }
+    for &len in &sizes {
+        for d in 0..size {
+            let to = (rank + d) % size;
+            let from = (rank + size - d) % size;
+            let out = pattern(len, (rank * 1000 + to) as u64 ^ len as u64);
+            let mut inbuf = vec![0u8; len];
+            let st = p2p::send_receive_into_with_tags(
+                &out[..],
+                &world.process_at_rank(to),
+                5,
+                &mut inbuf[..],
+                &world.process_at_rank(from),
+                5,
+            );
+            assert_eq!(
+                (st.source_rank(), st.tag(), st.byte_count()),
+                (from, 5, len)
+            );
+            assert!(
+                inbuf == pattern(len, (from * 1000 + rank) as u64 ^ len as u64),
+                "data from {from} of {len} bytes differs"
+            );
+        }
+    }
+}
+
+fn storm(world: &impl Communicator) {
+    let (rank, size) = (world.rank(), world.size());
+    const PER_SENDER: i32 = 300;
+    if rank != 0 {
+        weft::request::multiple_scope(PER_SENDER as usize, |scope, coll| {
+            let msgs: Vec<Vec<u8>> = (0..PER_SENDER)
+                .map(|i| {
+                    pattern(
+                        [0, 3, 40, 200, 5000, 70_000][i as usize % 6],
+                        (rank * 10_000 + i) as u64,
+                    )
+                })
+                .collect();
+            let msgs: &'static [Vec<u8>] = Box::leak(msgs.into_boxed_slice());
+            for (i, m) in msgs.iter().enumerate() {
+                coll.add(
+                    world
+                        .process_at_rank(0)
+                        .immediate_send_with_tag(scope, &m[..], i as i32),
+                );
+            }
+            let mut out = vec![];
+            coll.wait_all(&mut out);
+        });
+    } else {
+        let mut next = vec![0i32; size as usize];
+        let mut buf = vec![0u8; 70_000];
+        for _ in 0..PER_SENDER * (size - 1) {
+            let st = world.any_process().receive_into(&mut buf[..]);
+            let s = st.source_rank() as usize;
+            assert_eq!(
+                st.tag(),
+                next[s],
+                "messages from rank {s} overtook each other"
+            );
+            let expect = pattern(
+                [0, 3, 40, 200, 5000, 70_000][st.tag() as usize % 6],
+                (s as i32 * 10_000 + st.tag()) as u64,
+            );
+            assert!(
+                buf[..st.byte_count()] == expect[..],
+                "data of message {} from {s}",
+                st.tag()
+            );
+            next[s] += 1;
+        }
+        assert!(next[1..].iter().all(|&n| n == PER_SENDER));
+    }
+}
+
+fn truncate(world: &impl Communicator) {
+    if world.size() < 2 || world.rank() > 1 {
+        return;
+    }
+    if world.rank() == 0 {
+        world.process_at_rank(1).send(&pattern(100, 1)[..]);
+        world.process_at_rank(1).send(&pattern(1 << 20, 2)[..]);
+    } else {
+        for len in [100usize, 1 << 20] {
+            let mut small = vec![0u8; 10];
+            let err = world
+                .process_at_rank(0)
+                .try_receive_into_with_tag(&mut small[..], weft::point_to_point::ANY_TAG)
+                .unwrap_err();
+            assert_eq!(err.class, ErrorClass::Truncate);
+            let msg = err.to_string();
+            assert!(
+                msg.contains(&format!("{len} bytes")) && msg.contains("10-byte"),
+                "{msg}"
+            );
+        }
+    }
+}
+
+fn probe(world: &impl Communicator) {
+    let (rank, size) = (world.rank(), world.size());
+    if size < 2 || rank > 1 {
+        return;
+    }
+    if rank == 0 {
+        assert!(world.any_process().immediate_probe_with_tag(77).is_none());
+        let v: Vec<u32> = (0..1234).collect();
+        world.process_at_rank(1).send_with_tag(&v[..], 9);
+        world
+            .process_at_rank(1)
+            .send_with_tag(&pattern(100_000, 3)[..], 10);
+    } else {
+        let st = world.any_process().probe_with_tag(9);
+        assert_eq!(
+            (
+                st.source_rank(),
+                st.tag(),
+                st.count(u32::equivalent_datatype())
+            ),
+            (0, 9, 1234)
+        );
+        let (v, _) = world.process_at_rank(0).receive_vec_with_tag::<u32>(9);
+        assert_eq!(v, (0..1234).collect::<Vec<u32>>());
+        let (msg, st) = world.any_process().matched_probe();
+        assert_eq!(st.byte_count(), 100_000);
+        let mut b = vec![0u8; 100_000];
+        msg.matched_receive_into(&mut b[..]);
+        assert_eq!(b, pattern(100_000, 3));
+    }
+}
+
+fn cancel(world: &impl Communicator) {
+    let mut x = 0u64;
+    weft::request::scope(|scope| {
+        let r = world
+            .any_process()
+            .immediate_receive_into_with_tag(scope, &mut x, 4242);
+        r.cancel();
+        let st = r.wait();
+        assert!(st.is_cancelled(), "cancelled receive reports cancellation");
+    });
+    world.barrier();
+}
+
+fn sync(world: &impl Communicator) {
+    let (rank, size) = (world.rank(), world.size());
+    if size < 2 || rank > 1 {
+        return;
+    }
+    let data = [7u8; 64];
+    if rank == 0 {
+        weft::request::scope(|scope| {
+            let mut s = world
+                .process_at_rank(1)
+                .immediate_synchronous_send_with_tag(scope, &data, 1);
+            for _ in 0..2000 {
+                s = match s.test() {
+                    Ok(_) => panic!("synchronous send completed before its receive was posted"),
+                    Err(s) => s,
+                };
+            }
+            world.process_at_rank(1).send_with_tag(&1u8, 2);
+            s.wait();
+            // A standard send of the same size completes with the receive not yet posted.
+            let t = world
+                .process_at_rank(1)
+                .immediate_send_with_tag(scope, &data, 3);
+            t.wait();
+            world.process_at_rank(1).send_with_tag(&1u8, 4);
+        });
+    } else {
+        let _: (u8, _) = world.process_at_rank(0).receive_with_tag(2);
+        let (d, _) = world.process_at_rank(0).receive_with_tag::<[u8; 64]>(1);
+        assert_eq!(d, data);
+        let _: (u8, _) = world.process_at_rank(0).receive_with_tag(4);
+        let (d, _) = world.process_at_rank(0).receive_with_tag::<[u8; 64]>(3);
+        assert_eq!(d, data);
+    }
+}
+
+fn badinput(world: &impl Communicator) {
+    let size = world.size();
+    let e = world.try_process_at_rank(size).unwrap_err();
+    assert_eq!(e.class, ErrorClass::Rank);
+    assert!(
+        e.to_string().contains(&format!("rank {size}"))
+            && e.to_string().contains("process_at_rank"),
+        "{e}"
+    );
+    let e = world.try_process_at_rank(-3).unwrap_err();
+    assert!(e.to_string().contains("rank -3"), "{e}");
+    let e = world
+        .this_process()
+        .try_send_with_tag(&1u8, -5)
+        .unwrap_err();
+    assert_eq!(e.class, ErrorClass::Tag);
+    assert!(
+        e.to_string().contains("tag -5") && e.to_string().contains("send"),
+        "{e}"
+    );
+    let mut x = 0u8;
+    let e = world
+        .this_process()
+        .try_receive_into_with_tag(&mut x, -7)
+        .unwrap_err();
+    assert_eq!(e.class, ErrorClass::Tag);
+    // A negative count is rejected where counts are given.
+    let r = std::panic::catch_unwind(|| {
+        let buf = [0i32; 4];
+        let dt = i32::equivalent_datatype();
+        // SAFETY: never constructed: the negative count is rejected first.
+        let _ = unsafe { weft::datatype::View::with_count_and_datatype(&buf[..], -2, &dt) };
+    });
+    let msg = r
+        .unwrap_err()
+        .downcast::<String>()
+        .map(|s| *s)
+        .unwrap_or_default();
+    assert!(msg.contains("count is -2"), "{msg}");
+    // Buffered send without an attached buffer.
+    let e = world
+        .this_process()
+        .try_buffered_send_with_tag(&[0u8; 100][..], 0)
+        .unwrap_err();
+    assert_eq!(e.class, ErrorClass::Resource);
+}
+
+fn comms(world: &impl Communicator) {
+    let (rank, size) = (world.rank(), world.size());
+    let dup = world.duplicate();
+    let half = world
+        .split_by_color_with_key(weft::topology::Color::with_value(rank % 2), -rank)
+        .unwrap();
+    let shared = world.split_shared(rank);
+    assert_eq!(shared.size(), size, "one node: split_shared keeps everyone");
+    // Traffic on the duplicate and on the world with the same tag does not mix.
+    let next = (rank + 1) % size;
+    let prev = (rank + size - 1) % size;
+    weft::request::scope(|scope| {
+        let a = world
+            .process_at_rank(next)
+            .immediate_send_with_tag(scope, &1u32, 3);
+        let b = dup
+            .process_at_rank(next)
+            .immediate_send_with_tag(scope, &2u32, 3);
+        let (y, _) = dup.process_at_rank(prev).receive_with_tag::<u32>(3);
+        let (x, _) = world.process_at_rank(prev).receive_with_tag::<u32>(3);
+        assert_eq!((x, y), (1, 2));
+        a.wait();
+        b.wait();
+    });
+    // The split communicator is ordered by key (descending world rank here).
+    let members: Vec<i32> = (0..size).filter(|r| r % 2 == rank % 2).rev().collect();
+    assert_eq!(half.size() as usize, members.len());
+    assert_eq!(members[half.rank() as usize], rank);
+    let sum = {
+        let next = half.process_at_rank((half.rank() + 1) % half.size());
+        let prev = half.process_at_rank((half.rank() + half.size() - 1) % half.size());
+        let (got, st): (i32, _) = p2p::send_receive(&rank, &next, &prev);
+        assert_eq!(members[st.source_rank() as usize], got);
+        got
+    };
+    assert_eq!(sum % 2, rank % 2);
+    // Many communicators created and freed: context ids are recycled, never exhausted.
+    for _ in 0..3000 {
+        let c = dup.duplicate();
+        c.barrier();
+    }
+    half.barrier();
+    shared.barrier();
+}

@@ -1,0 +1,114 @@
+//! `weft info`: version, transports usable here, and every tunable with its default, the
+//! value in force and its environment variable.
+
+use crate::sys;
+use std::fmt::Write as _;
+use weft::tunables::{Tunables, ALL};
+
+/// `WEFT_*` variables that are not tunables but are still ours.
+const OTHER_VARS: &[&str] = &["WEFT_JOB_ID", "WEFT_PMI_DEBUG"];
+
+fn single_copy() -> String {
+    let scope = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope")
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok());
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    match (sys::process_vm_readv_works(), scope) {
+        (Err(e), _) => format!("single-copy (process_vm_readv) not permitted here: {e}"),
+        (Ok(()), None | Some(0)) => "single-copy (process_vm_readv) permitted".into(),
+        (Ok(()), Some(1)) if root => {
+            "single-copy (process_vm_readv) permitted (root; Yama ptrace_scope=1)".into()
+        }
+        (Ok(()), Some(1)) => "single-copy (process_vm_readv) limited: Yama ptrace_scope=1 \
+            allows it only toward processes that opted in (PR_SET_PTRACER)"
+            .into(),
+        (Ok(()), Some(s)) => format!(
+            "single-copy (process_vm_readv) not permitted: Yama ptrace_scope={s}; the \
+             pipelined copy is used"
+        ),
+    }
+}
+
+fn shm() -> String {
+    let probe = format!("/dev/shm/weft-info-{}", std::process::id());
+    match std::fs::File::create(&probe) {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+            format!("available (/dev/shm writable); {}", single_copy())
+        }
+        Err(e) => format!("NOT available: cannot create files in /dev/shm: {e}"),
+    }
+}
+
+/// Builds the report; the flag says whether some `WEFT_*` value is invalid.
+pub fn report(lookup: &dyn Fn(&str) -> Option<String>) -> (String, Vec<String>) {
+    let mut out = String::new();
+    let mut errors = Vec::new();
+    let _ = writeln!(out, "weft {}", env!("CARGO_PKG_VERSION"));
+    let _ = writeln!(out);
+    let _ = writeln!(out, "Transports:");
+    let _ = writeln!(out, "  self  available");
+    let _ = writeln!(out, "  shm   {}", shm());
+    let _ = writeln!(out, "  tcp   not built yet");
+    let _ = writeln!(out);
+
+    let defaults = Tunables::defaults().current();
+    let mut rows = vec![[
+        "VARIABLE".to_string(),
+        "DEFAULT".into(),
+        "CURRENT".into(),
+        "DESCRIPTION".into(),
+    ]];
+    for t in ALL {
+        // Parse each variable on its own, so one bad value does not hide the others.
+        let one = Tunables::from_lookup(|k| if k == t.env { lookup(k) } else { None });
+        let current = match one {
+            Ok(v) => {
+                let cur = v
+                    .current()
+                    .into_iter()
+                    .find(|(e, _)| *e == t.env)
+                    .map(|(_, c)| c)
+                    .unwrap_or_default();
+                let def = defaults.iter().find(|(e, _)| *e == t.env).map(|(_, d)| d);
+                if lookup(t.env).is_some() && Some(&cur) != def {
+                    format!("{cur} (set)")
+                } else {
+                    cur
+                }
+            }
+            Err(e) => {
+                errors.push(e.to_string());
+                "INVALID".into()
+            }
+        };
+        rows.push([t.env.into(), t.default.into(), current, t.help.into()]);
+    }
+    let width = |c: usize| rows.iter().map(|r| r[c].len()).max().unwrap_or(0);
+    let (w0, w1, w2) = (width(0), width(1), width(2));
+    let _ = writeln!(out, "Tunables (set the environment variable to override):");
+    for r in &rows {
+        let _ = writeln!(out, "  {:w0$}  {:w1$}  {:w2$}  {}", r[0], r[1], r[2], r[3]);
+    }
+    (out, errors)
+}
+
+/// Prints the report; returns the exit code (1 when a `WEFT_*` value is invalid).
+pub fn run() -> u8 {
+    let (out, errors) = report(&|k| std::env::var(k).ok());
+    print!("{out}");
+    let mut unknown: Vec<String> = std::env::vars()
+        .map(|(k, _)| k)
+        .filter(|k| k.starts_with("WEFT_"))
+        .filter(|k| !ALL.iter().any(|t| t.env == k) && !OTHER_VARS.contains(&k.as_str()))
+        .collect();
+    unknown.sort();
+    for k in unknown {
+        note!("weft info: warning: {k} is set but is not a weft tunable (misspelt?)");
+    }
+    for e in &errors {
+        note!("weft info: error: {e}");
+    }
+    u8::from(!errors.is_empty())
+}

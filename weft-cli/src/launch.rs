@@ -1,0 +1,456 @@
+//! `weft run`: start N ranks on this host, serve them PMI-1, forward their output, and end
+//! the whole job on the first failure.
+//!
+//! Threads: one PMI server per rank, two output forwarders per rank, one reaper
+//! (`waitpid(-1)`), one signal taker (`sigwait`). They report [`Event`]s to the main thread,
+//! which alone decides how the job ends.
+//!
+//! Environment each rank gets (on top of the launcher's own, minus `PMI_PORT`/`PMI_ID`, plus
+//! every `-x`): `PMI_FD` (its end of a socket pair; PMI-1 is served on the other end),
+//! `PMI_RANK`, `PMI_SIZE`, `PMI_JOBID` (= the kvsname, `weft_<job id>`), `MPI_LOCALNRANKS`
+//! (= size: one host), `MPI_LOCALRANKID` (= rank), and `WEFT_JOB_ID` (`<launcher pid>_<8 hex
+//! digits>`, unique on the host). `PMI_process_mapping` is `(vector,(0,1,N))`. Stdin is
+//! /dev/null. All ranks share one new process group; each has PR_SET_PDEATHSIG(SIGKILL).
+
+use crate::pmi_server::{self, Job};
+use crate::sys::{self, Status};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Exit code of a job that ran past its time limit (as timeout(1)).
+pub const EXIT_TIMEOUT: i32 = 124;
+/// Exit code when the program could not be started (as shells).
+pub const EXIT_CANNOT_START: i32 = 127;
+/// Exit code of a job whose rank exited 0 without PMI finalize after PMI init.
+pub const EXIT_NO_FINALIZE: i32 = 1;
+
+/// SIGTERM first; SIGKILL whatever is left after this long.
+const TERM_GRACE: Duration = Duration::from_millis(300);
+/// After a rank exits, how long to wait for its PMI socket to close (so an `abort` or
+/// `finalize` it sent just before is seen first).
+const PMI_DRAIN: Duration = Duration::from_millis(200);
+/// After SIGKILL, how long to wait for ranks to be reaped before giving up.
+const KILL_WAIT: Duration = Duration::from_secs(3);
+
+/// What to run and how.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Number of ranks.
+    pub np: u32,
+    /// The program and its arguments.
+    pub program: String,
+    /// Arguments to the program.
+    pub args: Vec<String>,
+    /// Prefix each output line with `[rank] `.
+    pub tag_output: bool,
+    /// Extra environment for the ranks.
+    pub env: Vec<(String, String)>,
+    /// End the job after this long.
+    pub timeout: Option<Duration>,
+    /// Log PMI traffic to stderr.
+    pub pmi_debug: bool,
+    /// Serve this `PMI_process_mapping` instead of "all on one node" (for tests).
+    pub process_mapping: Option<String>,
+}
+
+/// Reports to the main thread.
+#[derive(Debug)]
+pub enum Event {
+    /// A child was reaped.
+    Exited { pid: libc::pid_t, status: Status },
+    /// The reaper failed.
+    ReaperError(String),
+    /// `cmd=init` from a rank.
+    PmiInit { rank: u32 },
+    /// `cmd=finalize` from a rank.
+    PmiFinalize { rank: u32 },
+    /// `cmd=abort exitcode=N` from a rank.
+    PmiAbort { rank: u32, code: i32 },
+    /// A rank's PMI socket reached end of file.
+    PmiClosed { rank: u32 },
+    /// The launcher received SIGINT, SIGTERM or SIGHUP.
+    Signal(i32),
+}
+
+struct Rank {
+    pid: libc::pid_t,
+    inited: bool,
+    finalized: bool,
+    pmi_open: bool,
+    /// Reaped, waiting for the PMI socket to drain until the instant.
+    pending: Option<(Status, Instant)>,
+    done: bool,
+}
+
+/// A job id unique on this host: launcher pid and 32 random bits, `[0-9a-f_]`.
+pub fn new_job_id() -> String {
+    format!("{}_{:08x}", std::process::id(), sys::random_u32())
+}
+
+fn forward(rank: u32, src: impl Read, to_stderr: bool, tag: bool) {
+    let mut reader = BufReader::new(src);
+    let mut line = Vec::new();
+    let prefix = format!("[{rank}] ");
+    loop {
+        line.clear();
+        match reader.read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let mut out = Vec::with_capacity(line.len() + prefix.len() + 1);
+        if tag {
+            out.extend_from_slice(prefix.as_bytes());
+        }
+        out.extend_from_slice(&line);
+        if tag && !line.ends_with(b"\n") {
+            out.push(b'\n');
+        }
+        // A closed launcher stdout must not stop the job: drop the output.
+        if to_stderr {
+            let mut e = std::io::stderr().lock();
+            let _ = e.write_all(&out);
+        } else {
+            let mut o = std::io::stdout().lock();
+            let _ = o.write_all(&out).and_then(|()| o.flush());
+        }
+    }
+}
+
+/// Removes `/dev/shm/weft-<job_id>-*`; returns how many it removed.
+pub fn remove_segments(job_id: &str) -> usize {
+    let prefix = format!("weft-{job_id}-");
+    let Ok(dir) = std::fs::read_dir("/dev/shm") else {
+        return 0;
+    };
+    dir.flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .filter(|e| std::fs::remove_file(e.path()).is_ok())
+        .count()
+}
+
+fn exit_byte(code: i32) -> u8 {
+    match (code & 0xff) as u8 {
+        0 if code != 0 => 1,
+        b => b,
+    }
+}
+
+/// Runs the job; returns the exit code for the launcher.
+pub fn run(opts: &Options) -> anyhow::Result<u8> {
+    let n = opts.np;
+    let job_id = new_job_id();
+    let kvsname = format!("weft_{job_id}");
+    let job = Job::new(
+        n,
+        kvsname.clone(),
+        opts.process_mapping.clone(),
+        opts.pmi_debug,
+    );
+    let (tx, rx) = mpsc::channel::<Event>();
+
+    // Signals that end the job are taken by one thread; block them first so every thread
+    // started afterwards inherits the mask (children get an empty mask back).
+    sys::block_job_signals().map_err(|e| anyhow::anyhow!("blocking SIGINT/SIGTERM: {e}"))?;
+    {
+        let tx = tx.clone();
+        thread::Builder::new()
+            .name("signals".into())
+            .spawn(move || loop {
+                if tx.send(Event::Signal(sys::wait_signal())).is_err() {
+                    break;
+                }
+            })?;
+    }
+
+    let launcher = std::process::id() as libc::pid_t;
+    let mut ranks: Vec<Rank> = Vec::with_capacity(n as usize);
+    let mut outputs = Vec::new();
+    let mut pgid: libc::pid_t = 0;
+    for rank in 0..n {
+        let spawned = spawn_rank(opts, rank, &job_id, &kvsname, pgid, launcher);
+        let (mut child, parent_end) = match spawned {
+            Ok(x) => x,
+            Err(e) => {
+                note!("weft run: cannot start rank {rank}: {e}");
+                for r in &ranks {
+                    sys::kill(r.pid, libc::SIGKILL);
+                }
+                while let Ok(Some(_)) = sys::wait_any() {}
+                return Ok(EXIT_CANNOT_START as u8);
+            }
+        };
+        let pid = child.id() as libc::pid_t;
+        if rank == 0 {
+            pgid = pid;
+        }
+        let tag = opts.tag_output;
+        if let Some(out) = child.stdout.take() {
+            outputs.push(thread::spawn(move || forward(rank, out, false, tag)));
+        }
+        if let Some(err) = child.stderr.take() {
+            outputs.push(thread::spawn(move || forward(rank, err, true, tag)));
+        }
+        let (job, tx) = (job.clone(), tx.clone());
+        thread::spawn(move || pmi_server::serve(job, rank, parent_end, tx));
+        // The child is reaped by the reaper thread through waitpid(-1), not through `child`.
+        drop(child);
+        ranks.push(Rank {
+            pid,
+            inited: false,
+            finalized: false,
+            pmi_open: true,
+            pending: None,
+            done: false,
+        });
+    }
+    {
+        let tx = tx.clone();
+        thread::Builder::new()
+            .name("reaper".into())
+            .spawn(move || loop {
+                match sys::wait_any() {
+                    Ok(Some((pid, status))) => {
+                        if tx.send(Event::Exited { pid, status }).is_err() {
+                            break;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        let _ = tx.send(Event::ReaperError(e.to_string()));
+                        break;
+                    }
+                }
+            })?;
+    }
+    drop(tx);
+
+    let mut ctl = Control {
+        ranks,
+        pgid,
+        alive: n,
+        outcome: None,
+        kill_at: None,
+        give_up_at: None,
+    };
+    let deadline = opts.timeout.map(|t| Instant::now() + t);
+    while ctl.alive > 0 {
+        let now = Instant::now();
+        let mut wake: Option<Instant> = None;
+        let mut consider = |t: Option<Instant>| {
+            if let Some(t) = t {
+                wake = Some(wake.map_or(t, |w| w.min(t)));
+            }
+        };
+        if ctl.outcome.is_none() {
+            consider(deadline);
+        }
+        consider(ctl.kill_at);
+        consider(ctl.give_up_at);
+        for r in &ctl.ranks {
+            consider(r.pending.map(|(_, t)| t));
+        }
+        let ev = match wake {
+            Some(t) => rx.recv_timeout(t.saturating_duration_since(now)),
+            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+        };
+        match ev {
+            Ok(Event::Exited { pid, status }) => {
+                if let Some(i) = ctl.ranks.iter().position(|r| r.pid == pid && !r.done) {
+                    let r = &mut ctl.ranks[i];
+                    r.pending = Some((status, Instant::now() + PMI_DRAIN));
+                    if !r.pmi_open {
+                        ctl.finish_exit(i);
+                    }
+                }
+            }
+            Ok(Event::ReaperError(e)) => {
+                ctl.fail(1, format!("waiting for the ranks failed: {e}"));
+                break;
+            }
+            Ok(Event::PmiInit { rank }) => ctl.ranks[rank as usize].inited = true,
+            Ok(Event::PmiFinalize { rank }) => ctl.ranks[rank as usize].finalized = true,
+            Ok(Event::PmiAbort { rank, code }) => {
+                let pid = ctl.ranks[rank as usize].pid;
+                ctl.fail(
+                    if code == 0 { 1 } else { code },
+                    format!("rank {rank} (pid {pid}) called PMI abort with exit code {code}"),
+                );
+            }
+            Ok(Event::PmiClosed { rank }) => {
+                let r = &mut ctl.ranks[rank as usize];
+                r.pmi_open = false;
+                if r.pending.is_some() {
+                    ctl.finish_exit(rank as usize);
+                }
+            }
+            Ok(Event::Signal(sig)) => {
+                if ctl.outcome.is_some() {
+                    // A second interrupt: no more grace.
+                    ctl.kill_now(libc::SIGKILL);
+                } else {
+                    ctl.fail(128 + sig, format!("received {}", sys::signal_name(sig)));
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                let now = Instant::now();
+                if ctl.outcome.is_none() && deadline.is_some_and(|d| now >= d) {
+                    let secs = opts.timeout.unwrap_or_default().as_secs_f64();
+                    ctl.fail(
+                        EXIT_TIMEOUT,
+                        format!(
+                            "the job ran longer than its time limit of {secs} s (--timeout or \
+                             MPIEXEC_TIMEOUT)"
+                        ),
+                    );
+                }
+                for i in 0..ctl.ranks.len() {
+                    if ctl.ranks[i].pending.is_some_and(|(_, t)| now >= t) {
+                        ctl.finish_exit(i);
+                    }
+                }
+                if ctl.kill_at.is_some_and(|t| now >= t) {
+                    ctl.kill_now(libc::SIGKILL);
+                }
+                if ctl.give_up_at.is_some_and(|t| now >= t) {
+                    let left: Vec<String> = ctl
+                        .ranks
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, r)| !r.done)
+                        .map(|(i, r)| format!("rank {i} (pid {})", r.pid))
+                        .collect();
+                    note!(
+                        "weft run: {} did not exit after SIGKILL; giving up on them",
+                        left.join(", ")
+                    );
+                    break;
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+    }
+
+    let removed = remove_segments(&job_id);
+    if removed > 0 {
+        note!("weft run: removed {removed} shared-memory segment(s) /dev/shm/weft-{job_id}-* left by the job");
+    }
+    // Let the forwarders print what the ranks wrote last, but do not wait on descendants
+    // that keep a pipe open.
+    let until = Instant::now() + Duration::from_secs(1);
+    for h in outputs {
+        while !h.is_finished() && Instant::now() < until {
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+    Ok(ctl.outcome.map_or(0, exit_byte))
+}
+
+fn spawn_rank(
+    opts: &Options,
+    rank: u32,
+    job_id: &str,
+    kvsname: &str,
+    pgid: libc::pid_t,
+    launcher: libc::pid_t,
+) -> std::io::Result<(std::process::Child, std::os::unix::net::UnixStream)> {
+    let (parent_end, child_end) = sys::pmi_socketpair()?;
+    let fd = child_end.as_raw_fd();
+    let mut cmd = Command::new(&opts.program);
+    cmd.args(&opts.args)
+        .env_remove("PMI_PORT")
+        .env_remove("PMI_ID")
+        .envs(opts.env.iter().map(|(k, v)| (k, v)))
+        .env("PMI_FD", fd.to_string())
+        .env("PMI_RANK", rank.to_string())
+        .env("PMI_SIZE", opts.np.to_string())
+        .env("PMI_JOBID", kvsname)
+        .env("MPI_LOCALNRANKS", opts.np.to_string())
+        .env("MPI_LOCALRANKID", rank.to_string())
+        .env("WEFT_JOB_ID", job_id)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(pgid);
+    // SAFETY: the hook runs in the forked child before exec and calls only
+    // async-signal-safe functions (fcntl, prctl, getppid, sigprocmask); `fd` is the child end
+    // of the socket pair, open in the child because the parent still holds `child_end`.
+    unsafe {
+        cmd.pre_exec(move || sys::child_setup(fd, launcher));
+    }
+    let child = cmd
+        .spawn()
+        .map_err(|e| std::io::Error::new(e.kind(), format!("program {:?}: {e}", opts.program)))?;
+    drop(child_end);
+    Ok((child, parent_end))
+}
+
+struct Control {
+    ranks: Vec<Rank>,
+    pgid: libc::pid_t,
+    alive: u32,
+    outcome: Option<i32>,
+    kill_at: Option<Instant>,
+    give_up_at: Option<Instant>,
+}
+
+impl Control {
+    fn finish_exit(&mut self, i: usize) {
+        let r = &mut self.ranks[i];
+        let Some((status, _)) = r.pending.take() else {
+            return;
+        };
+        r.done = true;
+        self.alive -= 1;
+        let (pid, inited, finalized) = (r.pid, r.inited, r.finalized);
+        match status {
+            Status::Signaled(s) => self.fail(
+                status.shell_code(),
+                format!(
+                    "rank {i} (pid {pid}) killed by signal {s} ({})",
+                    sys::signal_name(s)
+                ),
+            ),
+            Status::Exited(c) if c != 0 => {
+                self.fail(c, format!("rank {i} (pid {pid}) exited with code {c}"))
+            }
+            Status::Exited(_) if inited && !finalized => self.fail(
+                EXIT_NO_FINALIZE,
+                format!("rank {i} (pid {pid}) exited with code 0 without calling PMI finalize"),
+            ),
+            Status::Exited(_) => {}
+        }
+    }
+
+    /// Records the job's outcome (the first failure wins) and starts ending the job.
+    fn fail(&mut self, code: i32, why: String) {
+        if self.outcome.is_some() {
+            return;
+        }
+        self.outcome = Some(code);
+        if self.alive > 0 {
+            note!("weft run: {why}; ending the job");
+            self.kill_now(libc::SIGTERM);
+            self.kill_at = Some(Instant::now() + TERM_GRACE);
+        } else {
+            note!("weft run: {why}");
+        }
+    }
+
+    fn kill_now(&mut self, sig: i32) {
+        if self.pgid > 0 {
+            sys::kill(-self.pgid, sig);
+        }
+        for r in self.ranks.iter().filter(|r| !r.done && r.pending.is_none()) {
+            sys::kill(r.pid, sig);
+        }
+        if sig == libc::SIGKILL {
+            self.kill_at = None;
+            self.give_up_at.get_or_insert(Instant::now() + KILL_WAIT);
+        }
+    }
+}

@@ -1,0 +1,235 @@
+//! The launcher's operating-system calls: socket pairs, signals, waiting and killing.
+//! Every `unsafe` block of the binary lives here.
+
+use std::io;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixStream;
+
+/// A connected pair: the launcher's end (close-on-exec) and the rank's end, whose
+/// close-on-exec flag [`clear_cloexec`] clears in the child between fork and exec.
+pub fn pmi_socketpair() -> io::Result<(UnixStream, OwnedFd)> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: `fds` is a valid array of two ints for socketpair to fill.
+    let rc = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if fds[1] < 3 {
+        // The launcher started with a standard stream closed: move the rank's end above 2, or
+        // the child's stdio setup would overwrite it.
+        // SAFETY: fds[1] is open (socketpair succeeded); F_DUPFD_CLOEXEC returns a new fd.
+        let moved = unsafe { libc::fcntl(fds[1], libc::F_DUPFD_CLOEXEC, 3) };
+        let err = io::Error::last_os_error();
+        // SAFETY: fds[1] is open and owned by us; after dup we no longer need it.
+        unsafe { libc::close(fds[1]) };
+        if moved < 0 {
+            // SAFETY: fds[0] is open and owned by us.
+            unsafe { libc::close(fds[0]) };
+            return Err(err);
+        }
+        fds[1] = moved;
+    }
+    // SAFETY: socketpair (and the dup above) succeeded, so both fds are open and owned by
+    // nobody else; each is wrapped exactly once.
+    let (parent, child) = unsafe {
+        (
+            UnixStream::from_raw_fd(fds[0]),
+            OwnedFd::from_raw_fd(fds[1]),
+        )
+    };
+    Ok((parent, child))
+}
+
+/// Between fork and exec: let `fd` survive exec, die with the launcher, reset signals.
+///
+/// # Safety
+/// Call only in a `pre_exec` hook (the child after fork): it uses only async-signal-safe
+/// calls (fcntl, prctl, getppid, sigprocmask) and allocates nothing.
+pub unsafe fn child_setup(fd: RawFd, launcher: libc::pid_t) -> io::Result<()> {
+    // SAFETY: each call below is async-signal-safe and takes only plain integers or a
+    // stack-allocated sigset_t; the caller guarantees we are in the forked child.
+    unsafe {
+        if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        ) != 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+        // The launcher may have died before prctl took effect: then nobody would kill us.
+        if libc::getppid() != launcher {
+            libc::_exit(1);
+        }
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+    }
+    Ok(())
+}
+
+/// Blocks the signals that end the job in the calling thread (and threads it starts later),
+/// so one thread can take them with [`wait_signal`].
+pub fn block_job_signals() -> io::Result<()> {
+    let set = job_signals();
+    // SAFETY: `set` is an initialized sigset_t; pthread_sigmask only changes this thread's mask.
+    let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    Ok(())
+}
+
+fn job_signals() -> libc::sigset_t {
+    // SAFETY: sigset_t is plain data; sigemptyset initializes it before use and sigaddset
+    // takes valid signal numbers.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            libc::sigaddset(&mut set, s);
+        }
+        set
+    }
+}
+
+/// Waits for one of the signals [`block_job_signals`] blocked.
+pub fn wait_signal() -> i32 {
+    let set = job_signals();
+    let mut sig: libc::c_int = 0;
+    loop {
+        // SAFETY: `set` is initialized and `sig` is a valid out-pointer.
+        let rc = unsafe { libc::sigwait(&set, &mut sig) };
+        if rc == 0 {
+            return sig;
+        }
+    }
+}
+
+/// How a child ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// `exit(code)`.
+    Exited(i32),
+    /// Killed by this signal.
+    Signaled(i32),
+}
+
+impl Status {
+    /// The code a shell would report: the exit code, or 128 + the signal number.
+    pub fn shell_code(self) -> i32 {
+        match self {
+            Status::Exited(c) => c,
+            Status::Signaled(s) => 128 + s,
+        }
+    }
+}
+
+/// Reaps any child: `Ok(None)` when there are none left.
+pub fn wait_any() -> io::Result<Option<(libc::pid_t, Status)>> {
+    loop {
+        let mut status: libc::c_int = 0;
+        // SAFETY: `status` is a valid out-pointer; waitpid(-1) reaps a child of this process.
+        let pid = unsafe { libc::waitpid(-1, &mut status, 0) };
+        if pid < 0 {
+            let e = io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::ECHILD) => return Ok(None),
+                _ => return Err(e),
+            }
+        }
+        let st = if libc::WIFEXITED(status) {
+            Status::Exited(libc::WEXITSTATUS(status))
+        } else if libc::WIFSIGNALED(status) {
+            Status::Signaled(libc::WTERMSIG(status))
+        } else {
+            continue; // stopped/continued: not an end
+        };
+        return Ok(Some((pid, st)));
+    }
+}
+
+/// Sends `sig` to process (or, negative, process group) `pid`, ignoring "no such process".
+pub fn kill(pid: libc::pid_t, sig: i32) {
+    // SAFETY: kill(2) takes plain integers; a stale pid gives ESRCH, which we ignore.
+    unsafe {
+        libc::kill(pid, sig);
+    }
+}
+
+/// Random bits for the job id.
+pub fn random_u32() -> u32 {
+    let mut b = [0u8; 4];
+    // SAFETY: `b` is a valid writable buffer of 4 bytes.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n == 4 {
+        u32::from_ne_bytes(b)
+    } else {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos())
+    }
+}
+
+/// Whether process_vm_readv works here (a seccomp filter may forbid it), tried on this
+/// process's own memory.
+pub fn process_vm_readv_works() -> Result<(), io::Error> {
+    let src = [7u8; 64];
+    let mut dst = [0u8; 64];
+    let local = libc::iovec {
+        iov_base: dst.as_mut_ptr().cast(),
+        iov_len: dst.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: src.as_ptr() as *mut libc::c_void,
+        iov_len: src.len(),
+    };
+    // SAFETY: both iovecs describe live buffers of 64 bytes in this process; the kernel
+    // reads `src` and writes `dst`, which nothing else aliases during the call.
+    let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+    if n == 64 && dst == src {
+        Ok(())
+    } else if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Err(io::Error::other(format!("short read of {n} bytes")))
+    }
+}
+
+/// The conventional short name of a signal.
+pub fn signal_name(sig: i32) -> String {
+    let name = match sig {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGTRAP => "SIGTRAP",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGUSR2 => "SIGUSR2",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGXCPU => "SIGXCPU",
+        libc::SIGXFSZ => "SIGXFSZ",
+        _ => return format!("signal {sig}"),
+    };
+    name.to_owned()
+}

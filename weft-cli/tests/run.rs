@@ -1,0 +1,602 @@
+//! Runs the real `weft` binary: boot_probe at several sizes, output tagging, environment,
+//! exit codes, failure handling (signal death, abort, missing finalize, time limit, Ctrl-C),
+//! and external clients (an MPICH program under `weft run`, boot_probe under Hydra).
+//!
+//! No test asserts a duration; every child runs under a watchdog that turns a hang into a
+//! failure.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::thread;
+use std::time::{Duration, Instant};
+
+const WATCHDOG: Duration = Duration::from_secs(60);
+/// Cargo builds (the `--example` path) get longer on a loaded 2-core machine.
+const BUILD_WATCHDOG: Duration = Duration::from_secs(300);
+
+struct Out {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl std::fmt::Debug for Out {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "exit code {:?}\n--- stdout ---\n{}--- stderr ---\n{}",
+            self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+fn weft() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_weft"));
+    // A developer's own setting must not change what the tests see.
+    c.env_remove("MPIEXEC_TIMEOUT").env_remove("WEFT_PMI_DEBUG");
+    c
+}
+
+fn drain(mut r: impl Read + Send + 'static) -> thread::JoinHandle<String> {
+    thread::spawn(move || {
+        let mut s = String::new();
+        let _ = r.read_to_string(&mut s);
+        s
+    })
+}
+
+/// Waits for `child` under a watchdog; on expiry kills it and fails the test.
+fn finish(mut child: Child, limit: Duration, what: &str) -> Out {
+    let out = child.stdout.take().map(drain);
+    let err = drain(child.stderr.take().expect("stderr piped"));
+    let start = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("try_wait") {
+            break st;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "watchdog: {what} still running after {limit:?}; killed it\nstderr so far: {}",
+                err.join().unwrap_or_default()
+            );
+        }
+        thread::sleep(Duration::from_millis(10));
+    };
+    Out {
+        code: status.code(),
+        stdout: out.map(|o| o.join().unwrap()).unwrap_or_default(),
+        stderr: err.join().unwrap(),
+    }
+}
+
+fn run(mut cmd: Command, what: &str) -> Out {
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {what}: {e}"));
+    finish(child, WATCHDOG, what)
+}
+
+/// The boot_probe example, built once for all tests.
+fn boot_probe() -> &'static Path {
+    static EXE: OnceLock<PathBuf> = OnceLock::new();
+    EXE.get_or_init(|| {
+        let child = Command::new(env!("CARGO"))
+            .args([
+                "build",
+                "--example",
+                "boot_probe",
+                "-p",
+                "weft",
+                "--message-format=json-render-diagnostics",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting cargo build");
+        let out = finish(child, BUILD_WATCHDOG, "cargo build --example boot_probe");
+        assert_eq!(out.code, Some(0), "{out:?}");
+        out.stdout
+            .lines()
+            .filter(|l| l.contains("\"compiler-artifact\"") && l.contains("\"boot_probe\""))
+            .filter_map(|l| {
+                let key = "\"executable\":\"";
+                let at = l.find(key)? + key.len();
+                let end = l[at..].find('"')? + at;
+                Some(PathBuf::from(&l[at..end]))
+            })
+            .next_back()
+            .expect("cargo reported the boot_probe executable")
+    })
+}
+
+fn probe_job(n: u32, extra: &[&str]) -> Out {
+    let mut c = weft();
+    c.args(["run", "-n", &n.to_string()])
+        .arg(boot_probe())
+        .args(extra);
+    run(c, &format!("weft run -n {n} boot_probe {extra:?}"))
+}
+
+fn check_probe_success(out: &Out, n: usize) {
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.stdout.matches("ring ok").count(), n, "{out:?}");
+    assert_eq!(out.stdout.matches(" finalized").count(), n, "{out:?}");
+    let nodes = format!("nodes {:?}", vec![0; n]);
+    let mut jobs: Vec<&str> = Vec::new();
+    for r in 0..n {
+        let line = out
+            .stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("boot_probe: rank {r} of {n}, protocol pmi-1")))
+            .unwrap_or_else(|| panic!("no start line for rank {r}: {out:?}"));
+        assert!(line.contains(&nodes), "{line}");
+        let job = line
+            .split("job ")
+            .nth(1)
+            .unwrap()
+            .split(',')
+            .next()
+            .unwrap();
+        jobs.push(job);
+    }
+    jobs.dedup();
+    assert_eq!(jobs.len(), 1, "every rank sees the same job id: {jobs:?}");
+}
+
+#[test]
+fn boot_probe_at_1_2_4_8_ranks() {
+    for n in [1, 2, 4, 8] {
+        let out = probe_job(n, &[]);
+        check_probe_success(&out, n as usize);
+    }
+}
+
+#[test]
+fn example_flag_builds_with_cargo_and_runs() {
+    let mut c = weft();
+    c.args(["run", "-n", "4", "--example", "boot_probe", "-p", "weft"]);
+    let child = c
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = finish(child, BUILD_WATCHDOG, "weft run --example boot_probe");
+    check_probe_success(&out, 4);
+}
+
+#[test]
+fn tag_output_prefixes_every_line_with_the_rank() {
+    let mut c = weft();
+    c.args(["run", "-n", "3", "--tag-output", "sh", "-c"])
+        .arg("echo out-$PMI_RANK; echo second-$PMI_RANK; echo err-$PMI_RANK >&2");
+    let out = run(c, "weft run --tag-output");
+    assert_eq!(out.code, Some(0), "{out:?}");
+    for r in 0..3 {
+        assert!(out.stdout.contains(&format!("[{r}] out-{r}\n")), "{out:?}");
+        assert!(
+            out.stdout.contains(&format!("[{r}] second-{r}\n")),
+            "{out:?}"
+        );
+        assert!(out.stderr.contains(&format!("[{r}] err-{r}\n")), "{out:?}");
+    }
+    assert!(out.stdout.lines().all(|l| l.starts_with('[')), "{out:?}");
+
+    let mut c = weft();
+    c.args(["run", "-n", "2", "sh", "-c", "echo plain-$PMI_RANK"]);
+    let out = run(c, "weft run without tags");
+    assert!(out.stdout.contains("plain-0\n") && out.stdout.contains("plain-1\n"));
+    assert!(!out.stdout.contains('['), "{out:?}");
+}
+
+#[test]
+fn environment_contract_and_x_passing() {
+    let mut c = weft();
+    c.env("WEFT_TEST_FROM_LAUNCHER", "launcher-value")
+        .env("WEFT_TEST_INHERITED", "inherited")
+        .args([
+            "run",
+            "-n",
+            "2",
+            "-x",
+            "WEFT_TEST_SET=given=with=equals",
+            "-x",
+            "WEFT_TEST_FROM_LAUNCHER",
+            "sh",
+            "-c",
+        ])
+        .arg(
+            "echo \"r=$PMI_RANK s=$PMI_SIZE lr=$MPI_LOCALRANKID ln=$MPI_LOCALNRANKS \
+             fd=$PMI_FD job=$WEFT_JOB_ID kvs=$PMI_JOBID set=$WEFT_TEST_SET \
+             from=$WEFT_TEST_FROM_LAUNCHER inh=$WEFT_TEST_INHERITED\"",
+        );
+    let out = run(c, "weft run -x");
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let mut jobs = Vec::new();
+    for r in 0..2 {
+        let line = out
+            .stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("r={r} ")))
+            .unwrap_or_else(|| panic!("{out:?}"));
+        assert!(line.contains(&format!("s=2 lr={r} ln=2 fd=")), "{line}");
+        assert!(line.contains("set=given=with=equals"), "{line}");
+        assert!(line.contains("from=launcher-value"), "{line}");
+        assert!(line.contains("inh=inherited"), "{line}");
+        let job = line
+            .split("job=")
+            .nth(1)
+            .unwrap()
+            .split(' ')
+            .next()
+            .unwrap();
+        assert!(
+            !job.is_empty() && job.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+            "{line}"
+        );
+        assert!(line.contains(&format!("kvs=weft_{job} ")), "{line}");
+        jobs.push(job.to_owned());
+    }
+    assert_eq!(jobs[0], jobs[1]);
+
+    let mut c = weft();
+    c.env_remove("WEFT_TEST_SURELY_UNSET").args([
+        "run",
+        "-n",
+        "1",
+        "-x",
+        "WEFT_TEST_SURELY_UNSET",
+        "true",
+    ]);
+    let out = run(c, "weft run -x UNSET");
+    assert_ne!(out.code, Some(0), "{out:?}");
+    assert!(
+        out.stderr.contains("WEFT_TEST_SURELY_UNSET is not set"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn first_failing_exit_code_is_passed_on() {
+    let mut c = weft();
+    c.args(["run", "-n", "4", "sh", "-c"])
+        .arg("if [ \"$PMI_RANK\" = 2 ]; then exit 3; fi; exec sleep 30");
+    let out = run(c, "weft run exit 3");
+    assert_eq!(out.code, Some(3), "{out:?}");
+    assert!(
+        out.stderr.contains("rank 2 (pid ") && out.stderr.contains("exited with code 3"),
+        "{out:?}"
+    );
+    assert!(out.stderr.contains("ending the job"), "{out:?}");
+
+    let mut c = weft();
+    c.args(["run", "-n", "3", "true"]);
+    assert_eq!(run(c, "weft run true").code, Some(0));
+}
+
+fn is_running(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(stat) => {
+            // The state follows the parenthesized command name.
+            let state = stat.rsplit(')').next().unwrap_or("").trim_start();
+            !(state.starts_with('Z') || state.starts_with('X'))
+        }
+    }
+}
+
+#[test]
+fn rank_killed_by_sigkill_ends_the_job_and_leaves_nothing_running() {
+    let mut c = weft();
+    c.args(["run", "-n", "4", "sh", "-c"]).arg(
+        "sleep 30 & echo \"pids $$ $!\"; \
+         if [ \"$PMI_RANK\" = 1 ]; then sleep 0.3; echo \"victim $$\"; kill -9 $$; fi; wait",
+    );
+    let out = run(c, "weft run with a SIGKILLed rank");
+    assert_eq!(out.code, Some(128 + 9), "{out:?}");
+    let victim: u32 = out
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("victim "))
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{out:?}"));
+    assert!(
+        out.stderr.contains(&format!(
+            "rank 1 (pid {victim}) killed by signal 9 (SIGKILL); ending the job"
+        )),
+        "{out:?}"
+    );
+    let pids: Vec<u32> = out
+        .stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("pids "))
+        .flat_map(|l| {
+            l.split(' ')
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(!pids.is_empty(), "{out:?}");
+    // Killed processes can take a moment to be torn down by the kernel; poll, without
+    // asserting any duration, until the watchdog.
+    let start = Instant::now();
+    while pids.iter().any(|&p| is_running(p)) {
+        assert!(
+            start.elapsed() < WATCHDOG,
+            "still running after the job ended: {:?}",
+            pids.iter().filter(|&&p| is_running(p)).collect::<Vec<_>>()
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn pmi_abort_ends_the_job_with_its_code() {
+    let out = probe_job(4, &["--abort", "1:7"]);
+    assert_eq!(out.code, Some(7), "{out:?}");
+    assert!(
+        out.stderr.contains("rank 1 (pid ")
+            && out.stderr.contains("called PMI abort with exit code 7"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn exit_zero_without_finalize_ends_the_job() {
+    let out = probe_job(4, &["--skip-finalize", "2"]);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(
+        out.stderr.contains("rank 2 (pid ")
+            && out
+                .stderr
+                .contains("exited with code 0 without calling PMI finalize"),
+        "{out:?}"
+    );
+    assert!(!out.stderr.contains("second fence returned"), "{out:?}");
+}
+
+#[test]
+fn timeout_ends_the_job_with_124() {
+    let mut c = weft();
+    c.args(["run", "-n", "2", "--timeout", "1", "sleep", "30"]);
+    let out = run(c, "weft run --timeout 1");
+    assert_eq!(out.code, Some(124), "{out:?}");
+    assert!(out.stderr.contains("time limit of 1 s"), "{out:?}");
+
+    let mut c = weft();
+    c.env("MPIEXEC_TIMEOUT", "1")
+        .args(["run", "-n", "2", "sleep", "30"]);
+    let out = run(c, "weft run with MPIEXEC_TIMEOUT=1");
+    assert_eq!(out.code, Some(124), "{out:?}");
+
+    let mut c = weft();
+    c.env("MPIEXEC_TIMEOUT", "soon")
+        .args(["run", "-n", "1", "true"]);
+    let out = run(c, "weft run with MPIEXEC_TIMEOUT=soon");
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(out.stderr.contains("MPIEXEC_TIMEOUT=\"soon\""), "{out:?}");
+}
+
+#[test]
+fn sigint_to_the_launcher_ends_the_job() {
+    let mut child = weft()
+        .args(["run", "-n", "2", "sh", "-c", "echo started; exec sleep 30"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    for _ in 0..2 {
+        assert_eq!(lines.next().unwrap().unwrap(), "started");
+    }
+    // SAFETY: kill(2) on the pid of our own child, which has not been reaped yet.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let rest = thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>());
+    let out = finish(child, WATCHDOG, "weft run interrupted");
+    let _ = rest.join();
+    assert_eq!(out.code, Some(130), "{out:?}");
+    assert!(
+        out.stderr.contains("received SIGINT; ending the job"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn a_program_that_cannot_start_gives_127() {
+    let mut c = weft();
+    c.args(["run", "-n", "2", "/nonexistent/weft-test-program"]);
+    let out = run(c, "weft run /nonexistent");
+    assert_eq!(out.code, Some(127), "{out:?}");
+    assert!(out.stderr.contains("cannot start rank 0"), "{out:?}");
+}
+
+fn installed(prog: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {prog}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+#[test]
+fn mpich_program_runs_under_weft_run() {
+    if !installed("mpicc.mpich") {
+        eprintln!("skipped: mpicc.mpich not installed (scripts/install-mpi-peers.sh installs it)");
+        return;
+    }
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/mpich_ring.c");
+    let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join("mpich_ring");
+    let mut cc = Command::new("mpicc.mpich");
+    cc.arg("-o").arg(&exe).arg(&src);
+    let out = run(cc, "mpicc.mpich mpich_ring.c");
+    assert_eq!(out.code, Some(0), "{out:?}");
+    for n in [1u32, 4] {
+        let mut c = weft();
+        c.args(["run", "-n", &n.to_string()]).arg(&exe);
+        let out = run(c, &format!("weft run -n {n} mpich_ring"));
+        assert_eq!(out.code, Some(0), "{out:?}");
+        for r in 0..n {
+            assert!(
+                out.stdout
+                    .contains(&format!("mpich_ring: rank {r} of {n} ok")),
+                "{out:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn boot_probe_runs_under_hydra() {
+    if !installed("mpiexec.hydra") {
+        eprintln!(
+            "skipped: mpiexec.hydra not installed (scripts/install-mpi-peers.sh installs it)"
+        );
+        return;
+    }
+    // PMI_FD (the default) and the PMI_PORT + PMI_ID initack variant.
+    for extra in [&[][..], &["-pmi-port"][..]] {
+        let mut c = Command::new("mpiexec.hydra");
+        c.env_remove("WEFT_JOB_ID")
+            .args(extra)
+            .args(["-n", "4"])
+            .arg(boot_probe());
+        let out = run(c, &format!("mpiexec.hydra {extra:?} -n 4 boot_probe"));
+        check_probe_success(&out, 4);
+    }
+}
+
+#[test]
+fn info_lists_transports_and_every_tunable() {
+    let mut c = weft();
+    c.arg("info");
+    let out = run(c, "weft info");
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.starts_with("weft "), "{out:?}");
+    for t in ["self", "shm", "tcp   not built yet"] {
+        assert!(out.stdout.contains(t), "{out:?}");
+    }
+    for t in weft::tunables::ALL {
+        let line = out
+            .stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with(t.env))
+            .unwrap_or_else(|| panic!("{} missing: {out:?}", t.env));
+        assert!(line.contains(t.default) && line.contains(t.help), "{line}");
+    }
+
+    let mut c = weft();
+    c.env("WEFT_SPIN_COUNT", "lots")
+        .env("WEFT_EAGER_LIMIT", "64k")
+        .arg("info");
+    let out = run(c, "weft info with a bad value");
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(
+        out.stderr.contains("WEFT_SPIN_COUNT") && out.stderr.contains("lots"),
+        "{out:?}"
+    );
+    let eager = out
+        .stdout
+        .lines()
+        .find(|l| l.contains("WEFT_EAGER_LIMIT"))
+        .unwrap();
+    assert!(eager.contains("65536 (set)"), "{eager}");
+}
+
+#[test]
+fn node_map_from_mapping_or_hostname_exchange() {
+    // No mapping: ranks exchange host names through put/fence/get; all are on this host.
+    let out = probe_job_with(&["--process-mapping", ""], 4, &[]);
+    check_probe_success(&out, 4);
+
+    // A two-node mapping with wrap-around is passed through to every rank.
+    let out = probe_job_with(&["--process-mapping", "(vector,(0,2,1))"], 4, &[]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(
+        out.stdout.matches("nodes [0, 1, 0, 1]").count(),
+        4,
+        "{out:?}"
+    );
+    assert!(
+        out.stdout.contains("rank 1 of 4, protocol pmi-1")
+            && out.stdout.contains("local ranks [1, 3]"),
+        "{out:?}"
+    );
+}
+
+fn probe_job_with(launcher: &[&str], n: u32, extra: &[&str]) -> Out {
+    let mut c = weft();
+    c.args(["run", "-n", &n.to_string()])
+        .args(launcher)
+        .arg(boot_probe())
+        .args(extra);
+    run(
+        c,
+        &format!("weft run {launcher:?} -n {n} boot_probe {extra:?}"),
+    )
+}
+
+#[test]
+fn segments_left_by_dead_ranks_are_removed() {
+    let mut c = weft();
+    c.args(["run", "-n", "2", "sh", "-c"]).arg(
+        "f=/dev/shm/weft-$WEFT_JOB_ID-test-$PMI_RANK; : > $f && echo \"made $f\"; \
+         if [ \"$PMI_RANK\" = 0 ]; then kill -9 $$; fi; exec sleep 30",
+    );
+    let out = run(c, "weft run leaving segments");
+    assert_eq!(out.code, Some(137), "{out:?}");
+    let made: Vec<&str> = out
+        .stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("made "))
+        .collect();
+    assert!(!made.is_empty(), "{out:?}");
+    for f in made {
+        assert!(!Path::new(f).exists(), "{f} was left behind: {out:?}");
+    }
+    assert!(out.stderr.contains("shared-memory segment(s)"), "{out:?}");
+}
+
+#[test]
+fn ranks_do_not_outlive_a_killed_launcher() {
+    let mut child = weft()
+        .args([
+            "run",
+            "-n",
+            "2",
+            "sh",
+            "-c",
+            "echo started $$; exec sleep 30",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let pids: Vec<u32> = (0..2)
+        .map(|_| {
+            let l = lines.next().unwrap().unwrap();
+            l.strip_prefix("started ").unwrap().parse().unwrap()
+        })
+        .collect();
+    child.kill().unwrap(); // SIGKILL: the launcher gets no chance to clean up.
+    let out = finish(child, WATCHDOG, "killed launcher");
+    assert_eq!(out.code, None, "{out:?}");
+    let start = Instant::now();
+    while pids.iter().any(|&p| is_running(p)) {
+        assert!(
+            start.elapsed() < WATCHDOG,
+            "ranks {pids:?} outlived their launcher"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -1,0 +1,635 @@
+//! Datatypes, in rsmpi's shape: [`Equivalence`] maps a Rust type to a datatype; user
+//! datatypes (contiguous, vector, indexed, structured) describe layouts; [`View`] and
+//! [`MutView`] pair a buffer with a count and a datatype; [`Buffer`] and [`BufferMut`] are
+//! what the communication calls accept.
+//!
+//! A datatype here is its *type map* flattened to byte blocks `(offset, length)` plus an
+//! extent. All ranks run on one architecture, so no conversion is needed: sending packs the
+//! blocks in order (or sends the bytes directly when the layout is contiguous).
+
+use crate::error::{Error, ErrorClass};
+use std::any::TypeId;
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+/// Byte displacements (MPI_Aint).
+pub type Address = isize;
+/// Element counts (MPI's `int` counts).
+pub type Count = i32;
+
+/// A datatype's layout: byte blocks in type-map order, and the extent of one element.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TypeMap {
+    blocks: Cow<'static, [(isize, usize)]>,
+    size: usize,
+    extent: usize,
+}
+
+impl TypeMap {
+    /// A primitive of `size` bytes.
+    pub const fn primitive(size: usize, blocks: &'static [(isize, usize)]) -> TypeMap {
+        TypeMap {
+            blocks: Cow::Borrowed(blocks),
+            size,
+            extent: size,
+        }
+    }
+
+    fn from_blocks(mut raw: Vec<(isize, usize)>, extent: usize) -> TypeMap {
+        raw.retain(|b| b.1 > 0);
+        // Merge adjacent blocks, so contiguous layouts are recognised.
+        let mut blocks: Vec<(isize, usize)> = Vec::with_capacity(raw.len());
+        for (off, len) in raw {
+            match blocks.last_mut() {
+                Some(last) if last.0 + last.1 as isize == off => last.1 += len,
+                _ => blocks.push((off, len)),
+            }
+        }
+        let size = blocks.iter().map(|b| b.1).sum();
+        TypeMap {
+            blocks: Cow::Owned(blocks),
+            size,
+            extent,
+        }
+    }
+
+    /// Bytes of data in one element.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+    /// Bytes from one element to the next.
+    pub fn extent(&self) -> usize {
+        self.extent
+    }
+    /// The byte blocks of one element.
+    pub fn blocks(&self) -> &[(isize, usize)] {
+        &self.blocks
+    }
+    /// Whether `count` elements occupy exactly `count * size` consecutive bytes.
+    pub fn is_contiguous(&self) -> bool {
+        self.size == self.extent
+            && (self.size == 0 || (self.blocks.len() == 1 && self.blocks[0].0 == 0))
+    }
+
+    /// Appends the data of `count` elements at `base` to `out`.
+    ///
+    /// # Safety
+    /// `base` must point to `count` elements laid out as this map says, all readable.
+    pub unsafe fn pack(&self, base: *const u8, count: usize, out: &mut Vec<u8>) {
+        out.reserve(self.size * count);
+        for i in 0..count {
+            for &(off, len) in self.blocks.iter() {
+                // SAFETY: the caller promises element `i`'s block at `off` is readable;
+                // `i * extent + off` stays inside the described buffer.
+                let src = unsafe { base.offset((i * self.extent) as isize + off) };
+                // SAFETY: as above, `len` bytes at `src` are readable.
+                out.extend_from_slice(unsafe { std::slice::from_raw_parts(src, len) });
+            }
+        }
+    }
+
+    /// Scatters packed `data` into `count` elements at `base`; returns bytes consumed.
+    ///
+    /// # Safety
+    /// `base` must point to `count` writable elements laid out as this map says.
+    pub unsafe fn unpack(&self, data: &[u8], base: *mut u8, count: usize) -> usize {
+        let mut pos = 0;
+        'outer: for i in 0..count {
+            for &(off, len) in self.blocks.iter() {
+                let n = len.min(data.len() - pos);
+                if n == 0 {
+                    break 'outer;
+                }
+                // SAFETY: the caller promises element `i`'s block is writable; `n <= len`
+                // and `data[pos..pos+n]` is in bounds by construction of `n`.
+                unsafe {
+                    let dst = base.offset((i * self.extent) as isize + off);
+                    std::ptr::copy_nonoverlapping(data.as_ptr().add(pos), dst, n);
+                }
+                pos += n;
+            }
+        }
+        pos
+    }
+}
+
+/// Something that describes a layout (rsmpi's `Datatype`).
+pub trait Datatype {
+    /// The layout.
+    #[doc(hidden)]
+    fn type_map(&self) -> &TypeMap;
+}
+
+/// Datatypes that can be used to build other datatypes (rsmpi's `UncommittedDatatype`).
+pub trait UncommittedDatatype: Datatype {}
+impl<T: Datatype + ?Sized> UncommittedDatatype for T {}
+
+/// A borrowed datatype.
+#[derive(Clone, Copy, Debug)]
+pub struct DatatypeRef<'a> {
+    map: &'a TypeMap,
+}
+
+impl<'a> DatatypeRef<'a> {
+    /// Wraps a type map that lives long enough.
+    pub fn from_map(map: &'a TypeMap) -> Self {
+        DatatypeRef { map }
+    }
+}
+
+impl Datatype for DatatypeRef<'_> {
+    fn type_map(&self) -> &TypeMap {
+        self.map
+    }
+}
+
+/// The datatypes of the primitive types.
+pub type SystemDatatype = DatatypeRef<'static>;
+
+/// A datatype built at run time.
+#[derive(Clone, Debug)]
+pub struct UserDatatype {
+    map: TypeMap,
+}
+
+/// rsmpi's name for a datatype not yet committed; the same thing here.
+pub type UncommittedUserDatatype = UserDatatype;
+
+impl Datatype for UserDatatype {
+    fn type_map(&self) -> &TypeMap {
+        &self.map
+    }
+}
+
+fn check_count(call: &'static str, what: &str, n: Count) -> usize {
+    if n < 0 {
+        panic!(
+            "{}",
+            Error::new(
+                ErrorClass::Count,
+                call,
+                format!("{what} is {n}; it must not be negative")
+            )
+        );
+    }
+    n as usize
+}
+
+impl UserDatatype {
+    /// `count` consecutive copies of `oldtype`.
+    pub fn contiguous<D: UncommittedDatatype + ?Sized>(count: Count, oldtype: &D) -> UserDatatype {
+        let n = check_count("UserDatatype::contiguous", "count", count);
+        Self::vector(n as Count, 1, 1, oldtype)
+    }
+
+    /// `count` blocks of `blocklength` elements, `stride` elements apart.
+    pub fn vector<D: UncommittedDatatype + ?Sized>(
+        count: Count,
+        blocklength: Count,
+        stride: Count,
+        oldtype: &D,
+    ) -> UserDatatype {
+        let n = check_count("UserDatatype::vector", "count", count);
+        let bl = check_count("UserDatatype::vector", "blocklength", blocklength);
+        let old = oldtype.type_map();
+        let ext = old.extent as isize;
+        let mut blocks = vec![];
+        for i in 0..n {
+            for j in 0..bl {
+                let base = (i as isize * stride as isize + j as isize) * ext;
+                blocks.extend(old.blocks().iter().map(|&(o, l)| (base + o, l)));
+            }
+        }
+        let extent = if n == 0 {
+            0
+        } else {
+            (((n - 1) as isize * stride as isize + bl as isize) * ext).max(0) as usize
+        };
+        UserDatatype {
+            map: TypeMap::from_blocks(blocks, extent),
+        }
+    }
+
+    /// Blocks of `blocklengths[i]` elements at element displacements `displacements[i]`.
+    pub fn indexed<D: UncommittedDatatype + ?Sized>(
+        blocklengths: &[Count],
+        displacements: &[Count],
+        oldtype: &D,
+    ) -> UserDatatype {
+        assert_eq!(
+            blocklengths.len(),
+            displacements.len(),
+            "indexed: one displacement per block"
+        );
+        let old = oldtype.type_map();
+        let ext = old.extent as isize;
+        let mut blocks = vec![];
+        let mut hi = 0isize;
+        for (&bl, &d) in blocklengths.iter().zip(displacements) {
+            let bl = check_count("UserDatatype::indexed", "a block length", bl);
+            for j in 0..bl as isize {
+                let base = (d as isize + j) * ext;
+                blocks.extend(old.blocks().iter().map(|&(o, l)| (base + o, l)));
+            }
+            hi = hi.max((d as isize + bl as isize) * ext);
+        }
+        UserDatatype {
+            map: TypeMap::from_blocks(blocks, hi.max(0) as usize),
+        }
+    }
+
+    /// Blocks of `blocklengths[i]` elements of `types[i]` at byte displacements
+    /// `displacements[i]` (MPI_Type_create_struct). The extent is the end of the last byte,
+    /// rounded up to the largest block alignment, as Rust lays out structs.
+    pub fn structured<D: UncommittedDatatype>(
+        blocklengths: &[Count],
+        displacements: &[Address],
+        types: &[D],
+    ) -> UserDatatype {
+        Self::structured_with_extent(blocklengths, displacements, types, None)
+    }
+
+    /// Like [`UserDatatype::structured`] with an explicit extent (the derive passes
+    /// `size_of::<T>()`).
+    pub fn structured_with_extent<D: UncommittedDatatype>(
+        blocklengths: &[Count],
+        displacements: &[Address],
+        types: &[D],
+        extent: Option<usize>,
+    ) -> UserDatatype {
+        assert!(
+            blocklengths.len() == displacements.len() && displacements.len() == types.len(),
+            "structured: blocklengths, displacements and types must have the same length"
+        );
+        let mut blocks = vec![];
+        let mut hi = 0isize;
+        for ((&bl, &d), t) in blocklengths.iter().zip(displacements).zip(types) {
+            let bl = check_count("UserDatatype::structured", "a block length", bl);
+            let m = t.type_map();
+            for j in 0..bl as isize {
+                let base = d + j * m.extent as isize;
+                blocks.extend(m.blocks().iter().map(|&(o, l)| (base + o, l)));
+            }
+            hi = hi.max(d + (bl * m.extent) as isize);
+        }
+        let extent = extent.unwrap_or(hi.max(0) as usize);
+        UserDatatype {
+            map: TypeMap::from_blocks(blocks, extent),
+        }
+    }
+
+    /// A borrowed view of this datatype.
+    pub fn as_ref(&self) -> DatatypeRef<'_> {
+        DatatypeRef { map: &self.map }
+    }
+
+    /// Wraps an existing type map (used by `#[derive(Equivalence)]`).
+    #[doc(hidden)]
+    pub fn from_type_map(map: TypeMap) -> Self {
+        UserDatatype { map }
+    }
+}
+
+/// A Rust type with an equivalent datatype (rsmpi's `Equivalence`).
+///
+/// # Safety
+/// `equivalent_datatype()` must describe exactly the bytes of the type that carry data, and
+/// any bytes a receive writes there must form a valid value (true for plain data: numbers,
+/// `bool` sent from a `bool`, arrays, tuples and `#[derive(Equivalence)]` structs of those).
+pub unsafe trait Equivalence {
+    /// The datatype type.
+    type Out: Datatype;
+    /// The datatype describing `Self`.
+    fn equivalent_datatype() -> Self::Out;
+}
+
+macro_rules! primitive {
+    ($($t:ty),*) => {$(
+        // SAFETY: one contiguous block covering the whole primitive, every bit pattern of
+        // which is a valid value (for bool: only what a sender's bool wrote is received).
+        unsafe impl Equivalence for $t {
+            type Out = SystemDatatype;
+            #[inline]
+            fn equivalent_datatype() -> Self::Out {
+                const SZ: usize = std::mem::size_of::<$t>();
+                static MAP: TypeMap = TypeMap::primitive(SZ, &[(0, SZ)]);
+                DatatypeRef { map: &MAP }
+            }
+        }
+    )*};
+}
+primitive!(u8, i8, u16, i16, u32, i32, u64, i64, u128, i128, usize, isize, f32, f64, bool, char);
+
+thread_local! {
+    static DERIVED: std::cell::RefCell<HashMap<TypeId, &'static TypeMap>> = std::cell::RefCell::new(HashMap::new());
+}
+
+/// The datatype of a composite type, computed once per type and kept for the process.
+#[doc(hidden)]
+pub fn cached_datatype<T: 'static>(build: impl FnOnce() -> UserDatatype) -> DatatypeRef<'static> {
+    let id = TypeId::of::<T>();
+    if let Some(map) = DERIVED.with(|d| d.borrow().get(&id).copied()) {
+        return DatatypeRef { map };
+    }
+    // Leak the blocks too, so clones of this map (one per send) do not allocate.
+    let built = build().map;
+    let blocks: &'static [(isize, usize)] = Box::leak(built.blocks.into_owned().into_boxed_slice());
+    let map: &'static TypeMap = Box::leak(Box::new(TypeMap {
+        blocks: Cow::Borrowed(blocks),
+        size: built.size,
+        extent: built.extent,
+    }));
+    DERIVED.with(|d| d.borrow_mut().insert(id, map));
+    DatatypeRef { map }
+}
+
+// SAFETY: an array is `N` consecutive elements of `T`, described by a contiguous datatype of
+// `T`'s datatype with the array's extent.
+unsafe impl<T: Equivalence + 'static, const N: usize> Equivalence for [T; N] {
+    type Out = DatatypeRef<'static>;
+    fn equivalent_datatype() -> Self::Out {
+        cached_datatype::<Self>(|| UserDatatype::contiguous(N as Count, &T::equivalent_datatype()))
+    }
+}
+
+macro_rules! tuple {
+    ($($name:ident . $idx:tt),+) => {
+        // SAFETY: each field is described at its own offset (offset_of!) by its own
+        // datatype, and the extent is the tuple's size.
+        unsafe impl<$($name: Equivalence + 'static),+> Equivalence for ($($name,)+) {
+            type Out = DatatypeRef<'static>;
+            fn equivalent_datatype() -> Self::Out {
+                cached_datatype::<Self>(|| {
+                    let types = [$($name::equivalent_datatype().type_map().clone()),+];
+                    let refs: Vec<DatatypeRef<'_>> = types.iter().map(DatatypeRef::from_map).collect();
+                    UserDatatype::structured_with_extent(
+                        &[$({ let _ = $idx; 1 }),+],
+                        &[$(std::mem::offset_of!(Self, $idx) as Address),+],
+                        &refs,
+                        Some(std::mem::size_of::<Self>()),
+                    )
+                })
+            }
+        }
+    };
+}
+tuple!(A.0);
+tuple!(A.0, B.1);
+tuple!(A.0, B.1, C.2);
+tuple!(A.0, B.1, C.2, D.3);
+tuple!(A.0, B.1, C.2, D.3, E.4);
+tuple!(A.0, B.1, C.2, D.3, E.4, F.5);
+tuple!(A.0, B.1, C.2, D.3, E.4, F.5, G.6);
+tuple!(A.0, B.1, C.2, D.3, E.4, F.5, G.6, H.7);
+
+/// A buffer's raw layout: where, how many elements, and their datatype.
+#[doc(hidden)]
+#[derive(Clone, Debug)]
+pub struct Layout<'a> {
+    pub ptr: *const u8,
+    pub count: usize,
+    /// The element layout (cheap to clone for primitives and derived types).
+    pub map: TypeMap,
+    pub _buf: std::marker::PhantomData<&'a ()>,
+}
+
+impl<'a> Layout<'a> {
+    /// `count` elements of `map` at `ptr`.
+    pub fn new(ptr: *const u8, count: usize, map: &TypeMap) -> Self {
+        Layout {
+            ptr,
+            count,
+            map: map.clone(),
+            _buf: std::marker::PhantomData,
+        }
+    }
+
+    /// Bytes of data this buffer holds (packed).
+    pub fn data_len(&self) -> usize {
+        self.count * self.map.size()
+    }
+    /// The bytes themselves when the layout is contiguous.
+    pub fn contiguous_bytes(&self) -> Option<&[u8]> {
+        if !self.map.is_contiguous() {
+            return None;
+        }
+        let n = self.data_len();
+        if n == 0 {
+            return Some(&[]);
+        }
+        // SAFETY: a Buffer reports a pointer to `count` elements of its datatype, which is
+        // contiguous, so `n` bytes are readable while the buffer is borrowed (as it is for
+        // the lifetime of this layout's use by the caller).
+        Some(unsafe { std::slice::from_raw_parts(self.ptr, n) })
+    }
+    /// The packed data (a copy).
+    pub fn pack(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        // SAFETY: the Buffer contract: `count` readable elements of the datatype at `ptr`.
+        unsafe { self.map.pack(self.ptr, self.count, &mut out) };
+        out
+    }
+}
+
+/// Something that can be sent (rsmpi's `Buffer`).
+///
+/// # Safety
+/// `layout()` must describe memory owned or borrowed by `self`, valid while `self` is.
+pub unsafe trait Buffer {
+    /// Where the data is and how it is laid out.
+    #[doc(hidden)]
+    fn layout(&self) -> Layout<'_>;
+}
+
+/// Something that can be received into (rsmpi's `BufferMut`).
+///
+/// # Safety
+/// As for [`Buffer`], and the memory must be writable through `self`.
+pub unsafe trait BufferMut {
+    /// Where the data goes and how it is laid out.
+    #[doc(hidden)]
+    fn layout_mut(&mut self) -> Layout<'_>;
+}
+
+// SAFETY: one value of T, at its own address.
+unsafe impl<T: Equivalence> Buffer for T {
+    #[inline]
+    fn layout(&self) -> Layout<'_> {
+        Layout::new(
+            self as *const T as *const u8,
+            1,
+            T::equivalent_datatype().type_map(),
+        )
+    }
+}
+// SAFETY: one value of T, at its own address, writable through &mut.
+unsafe impl<T: Equivalence> BufferMut for T {
+    #[inline]
+    fn layout_mut(&mut self) -> Layout<'_> {
+        Layout::new(
+            self as *mut T as *const u8,
+            1,
+            T::equivalent_datatype().type_map(),
+        )
+    }
+}
+// SAFETY: `len` consecutive values of T.
+unsafe impl<T: Equivalence> Buffer for [T] {
+    #[inline]
+    fn layout(&self) -> Layout<'_> {
+        Layout::new(
+            self.as_ptr() as *const u8,
+            self.len(),
+            T::equivalent_datatype().type_map(),
+        )
+    }
+}
+// SAFETY: `len` consecutive writable values of T.
+unsafe impl<T: Equivalence> BufferMut for [T] {
+    #[inline]
+    fn layout_mut(&mut self) -> Layout<'_> {
+        Layout::new(
+            self.as_mut_ptr() as *const u8,
+            self.len(),
+            T::equivalent_datatype().type_map(),
+        )
+    }
+}
+// SAFETY: the Vec's elements, as for slices.
+unsafe impl<T: Equivalence> Buffer for Vec<T> {
+    fn layout(&self) -> Layout<'_> {
+        self[..].layout()
+    }
+}
+// SAFETY: the Vec's elements, as for slices.
+unsafe impl<T: Equivalence> BufferMut for Vec<T> {
+    fn layout_mut(&mut self) -> Layout<'_> {
+        self[..].layout_mut()
+    }
+}
+
+/// A buffer seen as `count` elements of a datatype (rsmpi's `View`).
+pub struct View<'d, 'b, D: ?Sized + Datatype, T: ?Sized> {
+    ptr: *const u8,
+    count: usize,
+    datatype: &'d D,
+    _buf: std::marker::PhantomData<&'b T>,
+}
+
+impl<'d, 'b, D: Datatype, T: ?Sized> View<'d, 'b, D, T> {
+    /// Views `buffer` as `count` elements of `datatype`.
+    ///
+    /// # Safety
+    /// `count` elements of `datatype` must fit in `buffer`.
+    pub unsafe fn with_count_and_datatype(buffer: &'b T, count: Count, datatype: &'d D) -> Self
+    where
+        T: Buffer,
+    {
+        let count = check_count("View::with_count_and_datatype", "count", count);
+        View {
+            ptr: buffer.layout().ptr,
+            count,
+            datatype,
+            _buf: std::marker::PhantomData,
+        }
+    }
+}
+
+// SAFETY: the constructor's caller promised `count` elements of `datatype` fit the buffer.
+unsafe impl<D: Datatype, T: ?Sized> Buffer for View<'_, '_, D, T> {
+    fn layout(&self) -> Layout<'_> {
+        Layout::new(self.ptr, self.count, self.datatype.type_map())
+    }
+}
+
+/// A mutable buffer seen as `count` elements of a datatype (rsmpi's `MutView`).
+pub struct MutView<'d, 'b, D: ?Sized + Datatype, T: ?Sized> {
+    ptr: *mut u8,
+    count: usize,
+    datatype: &'d D,
+    _buf: std::marker::PhantomData<&'b mut T>,
+}
+
+impl<'d, 'b, D: Datatype, T: ?Sized> MutView<'d, 'b, D, T> {
+    /// Views `buffer` as `count` writable elements of `datatype`.
+    ///
+    /// # Safety
+    /// `count` elements of `datatype` must fit in `buffer`.
+    pub unsafe fn with_count_and_datatype(buffer: &'b mut T, count: Count, datatype: &'d D) -> Self
+    where
+        T: BufferMut,
+    {
+        let count = check_count("MutView::with_count_and_datatype", "count", count);
+        MutView {
+            ptr: buffer.layout_mut().ptr as *mut u8,
+            count,
+            datatype,
+            _buf: std::marker::PhantomData,
+        }
+    }
+}
+
+// SAFETY: as for View; the memory was borrowed mutably.
+unsafe impl<D: Datatype, T: ?Sized> BufferMut for MutView<'_, '_, D, T> {
+    fn layout_mut(&mut self) -> Layout<'_> {
+        Layout::new(self.ptr, self.count, self.datatype.type_map())
+    }
+}
+
+/// Traits to glob-import.
+pub mod traits {
+    pub use super::{Buffer, BufferMut, Datatype, Equivalence, UncommittedDatatype};
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layouts() {
+        assert!(u64::equivalent_datatype().type_map().is_contiguous());
+        let a = <[i32; 4]>::equivalent_datatype();
+        assert!(a.type_map().is_contiguous());
+        assert_eq!(a.type_map().size(), 16);
+        let t = <(u8, u32)>::equivalent_datatype();
+        assert_eq!(t.type_map().size(), 5);
+        assert_eq!(t.type_map().extent(), 8);
+        assert!(!t.type_map().is_contiguous());
+        let v = UserDatatype::vector(2, 1, 3, &i32::equivalent_datatype());
+        assert_eq!(v.type_map().blocks(), &[(0, 4), (12, 4)]);
+        let x = [1i32, 2, 3, 4, 5, 6];
+        let mut out = vec![];
+        // SAFETY: two elements of the vector type (extent 16) fit in 6 i32s... the second
+        // element's last block ends at 16 + 12 + 4 = 32 > 24, so pack just one.
+        unsafe { v.type_map().pack(x.as_ptr() as *const u8, 1, &mut out) };
+        assert_eq!(out.len(), 8);
+        let mut y = [0i32; 4];
+        // SAFETY: one element of the vector type fits in 4 i32s.
+        unsafe { v.type_map().unpack(&out, y.as_mut_ptr() as *mut u8, 1) };
+        assert_eq!(y, [1, 0, 0, 4]);
+    }
+}
+
+/// The type map of `F`'s datatype (used by `#[derive(Equivalence)]`).
+#[doc(hidden)]
+pub fn map_of<F: Equivalence>() -> TypeMap {
+    F::equivalent_datatype().type_map().clone()
+}
+
+/// The datatype of a struct whose fields are at `fields()` = (byte offset, field map), in
+/// declaration order (used by `#[derive(Equivalence)]`).
+#[doc(hidden)]
+pub fn derived<T: 'static>(
+    fields: impl FnOnce() -> Vec<(Address, TypeMap)>,
+) -> DatatypeRef<'static> {
+    cached_datatype::<T>(|| {
+        let fields = fields();
+        let refs: Vec<DatatypeRef<'_>> = fields
+            .iter()
+            .map(|(_, m)| DatatypeRef::from_map(m))
+            .collect();
+        let displs: Vec<Address> = fields.iter().map(|(d, _)| *d).collect();
+        let ones = vec![1; fields.len()];
+        UserDatatype::structured_with_extent(&ones, &displs, &refs, Some(std::mem::size_of::<T>()))
+    })
+}

@@ -1,0 +1,102 @@
+//! Start-up, shut-down and the clock, in rsmpi's shape: [`initialize`] returns the
+//! [`Universe`]; dropping it finalizes.
+
+use super::topology::SimpleCommunicator;
+use crate::engine::Stats;
+use crate::error::Result;
+use crate::runtime;
+
+/// Threading levels (MPI_THREAD_*). Weft is funneled: one thread makes the calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Threading {
+    /// One thread only.
+    Single,
+    /// Many threads, only the initializing one calls weft.
+    Funneled,
+    /// Many threads calling one at a time (not supported: reported as Funneled).
+    Serialized,
+    /// Any thread at any time (not supported: reported as Funneled).
+    Multiple,
+}
+
+/// The initialized runtime. Dropping it finalizes (collective over the world).
+pub struct Universe {
+    buffer_size: usize,
+}
+
+impl Universe {
+    /// The world communicator.
+    pub fn world(&self) -> SimpleCommunicator {
+        SimpleCommunicator::world()
+    }
+    /// Size of the attached buffered-send buffer.
+    pub fn buffer_size(&self) -> usize {
+        self.buffer_size
+    }
+    /// Attaches a buffered-send buffer of `size` bytes (replacing any attached one, after
+    /// the buffered sends using it have gone).
+    pub fn set_buffer_size(&mut self, size: usize) {
+        let overhead = runtime::with(|rt| rt.tunables.bsend_overhead);
+        runtime::with(|rt| rt.engine.set_bsend_capacity(size, overhead));
+        self.buffer_size = size;
+    }
+    /// Detaches the buffered-send buffer, waiting for buffered sends in flight.
+    pub fn detach_buffer(&mut self) {
+        self.set_buffer_size(0);
+    }
+    /// The threading level in force.
+    pub fn threading_support(&self) -> Threading {
+        Threading::Funneled
+    }
+    /// Communication statistics of this rank so far.
+    pub fn stats(&self) -> Stats {
+        runtime::with(|rt| rt.engine.stats().clone())
+    }
+}
+
+impl Drop for Universe {
+    fn drop(&mut self) {
+        runtime::finalize();
+    }
+}
+
+/// Initializes weft. `None` if it was already initialized; panics with the reason when the
+/// process manager or a transport fails (use [`try_initialize`] to handle that).
+pub fn initialize() -> Option<Universe> {
+    initialize_with_threading(Threading::Single).map(|(u, _)| u)
+}
+
+/// Initializes asking for a threading level; returns the level provided.
+pub fn initialize_with_threading(threading: Threading) -> Option<(Universe, Threading)> {
+    if runtime::is_running() || runtime::is_finalized() {
+        return None;
+    }
+    let u = try_initialize().unwrap_or_else(|e| panic!("{e}"));
+    Some((u, threading.min(Threading::Funneled)))
+}
+
+/// Initializes weft, returning why it could not.
+pub fn try_initialize() -> Result<Universe> {
+    runtime::init()?;
+    Ok(Universe { buffer_size: 0 })
+}
+
+/// Whether weft is initialized (and not finalized) on this thread.
+pub fn is_initialized() -> bool {
+    runtime::is_running()
+}
+
+/// Whether weft was finalized.
+pub fn is_finalized() -> bool {
+    runtime::is_finalized()
+}
+
+/// Seconds since an arbitrary point (MPI_Wtime), monotonic.
+pub fn time() -> f64 {
+    runtime::time()
+}
+
+/// Resolution of [`time`] in seconds.
+pub fn time_resolution() -> f64 {
+    1e-9
+}

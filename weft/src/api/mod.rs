@@ -1,0 +1,10 @@
+//! The front end: the Rust API in rsmpi's shape. Each submodule is re-exported at the crate
+//! root under rsmpi's module name, so `use mpi::traits::*` code works after renaming the
+//! dependency.
+
+pub mod collective;
+pub mod datatype;
+pub mod environment;
+pub mod point_to_point;
+pub mod request;
+pub mod topology;

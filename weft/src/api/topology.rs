@@ -1,0 +1,524 @@
+//! Communicators, groups and processes, in rsmpi's shape.
+
+use super::datatype::{Buffer, BufferMut};
+use crate::comm::context::{SELF_PAIR, WORLD_PAIR};
+use crate::comm::group::{GroupData, Relation};
+use crate::comm::{self, CommData};
+use crate::error::{Error, ErrorClass, Result};
+use crate::runtime;
+use std::rc::Rc;
+
+/// A rank in a communicator or group.
+pub type Rank = i32;
+/// The key that orders ranks in `split_by_color_with_key`.
+pub type Key = i32;
+
+/// How two communicators relate (MPI_Comm_compare).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CommunicatorRelation {
+    /// The same communicator.
+    Identical,
+    /// Same members in the same order, different contexts.
+    Congruent,
+    /// Same members, different order.
+    Similar,
+    /// Different members.
+    Unequal,
+}
+
+/// How two groups relate (MPI_Group_compare).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GroupRelation {
+    /// Same members in the same order.
+    Identical,
+    /// Same members, different order.
+    Similar,
+    /// Different members.
+    Unequal,
+}
+
+impl From<Relation> for GroupRelation {
+    fn from(r: Relation) -> Self {
+        match r {
+            Relation::Identical => GroupRelation::Identical,
+            Relation::Similar => GroupRelation::Similar,
+            Relation::Unequal => GroupRelation::Unequal,
+        }
+    }
+}
+
+/// The color of `split_by_color`: a non-negative value, or undefined (no new communicator).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Color(Option<i32>);
+
+impl Color {
+    /// A defined color. Panics with a clear message on a negative value.
+    pub fn with_value(value: i32) -> Color {
+        if value < 0 {
+            panic!(
+                "{}",
+                Error::new(
+                    ErrorClass::Arg,
+                    "Color::with_value",
+                    format!("color {value} is negative")
+                )
+            );
+        }
+        Color(Some(value))
+    }
+    /// MPI_UNDEFINED: the caller gets no communicator.
+    pub fn undefined() -> Color {
+        Color(None)
+    }
+}
+
+/// A communicator handle. Dropping a communicator created by dup/split frees its contexts.
+#[derive(Debug)]
+pub struct SimpleCommunicator {
+    data: Rc<CommData>,
+    owned: bool,
+}
+
+/// rsmpi's name for communicators made from others.
+pub type UserCommunicator = SimpleCommunicator;
+
+impl SimpleCommunicator {
+    pub(crate) fn world() -> SimpleCommunicator {
+        let (rank, size) = runtime::with(|rt| (rt.boot.rank, rt.boot.size));
+        let group = Rc::new(GroupData::new((0..size).collect()));
+        SimpleCommunicator {
+            data: Rc::new(CommData {
+                pair: WORLD_PAIR,
+                group,
+                rank,
+            }),
+            owned: false,
+        }
+    }
+
+    /// The `self` communicator: just this rank.
+    pub fn self_comm() -> SimpleCommunicator {
+        let rank = runtime::with(|rt| rt.boot.rank);
+        let group = Rc::new(GroupData::new(vec![rank]));
+        SimpleCommunicator {
+            data: Rc::new(CommData {
+                pair: SELF_PAIR,
+                group,
+                rank: 0,
+            }),
+            owned: false,
+        }
+    }
+
+    fn user(data: CommData) -> SimpleCommunicator {
+        SimpleCommunicator {
+            data: Rc::new(data),
+            owned: true,
+        }
+    }
+}
+
+impl Drop for SimpleCommunicator {
+    fn drop(&mut self) {
+        if self.owned && runtime::is_running() {
+            let pair = self.data.pair;
+            runtime::with(|rt| {
+                rt.contexts.release(pair);
+                rt.names.remove(&pair);
+            });
+        }
+    }
+}
+
+/// Gives access to the communicator behind a handle.
+pub trait AsCommunicator {
+    /// The communicator.
+    #[doc(hidden)]
+    fn comm_data(&self) -> &CommData;
+}
+
+impl AsCommunicator for SimpleCommunicator {
+    fn comm_data(&self) -> &CommData {
+        &self.data
+    }
+}
+
+fn fatal<T>(r: Result<T>) -> T {
+    r.unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Operations on communicators (rsmpi's `Communicator`). Methods panic on error with a
+/// message naming the call and values (MPI_ERRORS_ARE_FATAL); the `try_` forms return it.
+pub trait Communicator: AsCommunicator {
+    /// Number of ranks.
+    fn size(&self) -> Rank {
+        self.comm_data().size() as Rank
+    }
+    /// This process's rank.
+    fn rank(&self) -> Rank {
+        self.comm_data().rank as Rank
+    }
+    /// The process with rank `r`; panics when `r` is out of range.
+    fn process_at_rank(&self, r: Rank) -> Process<'_> {
+        fatal(self.try_process_at_rank(r))
+    }
+    /// The process with rank `r`, or an error naming `r` and the size.
+    fn try_process_at_rank(&self, r: Rank) -> Result<Process<'_>> {
+        self.comm_data().check_rank("process_at_rank", r)?;
+        Ok(Process {
+            comm: self.comm_data(),
+            rank: r,
+        })
+    }
+    /// A source matching any process (MPI_ANY_SOURCE).
+    fn any_process(&self) -> AnyProcess<'_> {
+        AnyProcess {
+            comm: self.comm_data(),
+        }
+    }
+    /// This process.
+    fn this_process(&self) -> Process<'_> {
+        Process {
+            comm: self.comm_data(),
+            rank: self.rank(),
+        }
+    }
+    /// MPI_Comm_compare.
+    fn compare(&self, other: &dyn Communicator) -> CommunicatorRelation {
+        let (a, b) = (self.comm_data(), other.comm_data());
+        if a.pair == b.pair && a.group == b.group {
+            return CommunicatorRelation::Identical;
+        }
+        match a.group.compare(&b.group) {
+            Relation::Identical => CommunicatorRelation::Congruent,
+            Relation::Similar => CommunicatorRelation::Similar,
+            Relation::Unequal => CommunicatorRelation::Unequal,
+        }
+    }
+    /// MPI_Comm_dup. Collective.
+    fn duplicate(&self) -> SimpleCommunicator {
+        fatal(self.try_duplicate())
+    }
+    /// MPI_Comm_dup, returning errors.
+    fn try_duplicate(&self) -> Result<SimpleCommunicator> {
+        let d = self.comm_data();
+        let data = runtime::with(|rt| comm::dup(&mut rt.engine, &mut rt.contexts, d))?;
+        Ok(SimpleCommunicator::user(data))
+    }
+    /// MPI_Comm_split with key 0. Collective.
+    fn split_by_color(&self, color: Color) -> Option<SimpleCommunicator> {
+        self.split_by_color_with_key(color, 0)
+    }
+    /// MPI_Comm_split. Collective.
+    fn split_by_color_with_key(&self, color: Color, key: Key) -> Option<SimpleCommunicator> {
+        fatal(self.try_split_by_color_with_key(color, key))
+    }
+    /// MPI_Comm_split, returning errors.
+    fn try_split_by_color_with_key(
+        &self,
+        color: Color,
+        key: Key,
+    ) -> Result<Option<SimpleCommunicator>> {
+        let d = self.comm_data();
+        let data =
+            runtime::with(|rt| comm::split(&mut rt.engine, &mut rt.contexts, d, color.0, key))?;
+        Ok(data.map(SimpleCommunicator::user))
+    }
+    /// MPI_Comm_split_type(MPI_COMM_TYPE_SHARED): the ranks sharing this node. Collective.
+    fn split_shared(&self, key: Key) -> SimpleCommunicator {
+        let me = self.comm_data().world_rank(self.comm_data().rank);
+        let node = runtime::with(|rt| rt.boot.node_of[me as usize]);
+        self.split_by_color_with_key(Color::with_value(node as i32), key)
+            .expect("a defined color gives a communicator")
+    }
+    /// MPI_Comm_create: collective over this communicator; members of `group` get the new
+    /// communicator, others `None`.
+    fn split_by_subgroup_collective(&self, group: &dyn Group) -> Option<SimpleCommunicator> {
+        let d = self.comm_data();
+        let g = group.group_data();
+        let me = d.world_rank(d.rank);
+        let key = g.rank_of(me).map_or(0, |r| r as i32);
+        let color = if g.contains(me) {
+            Color::with_value(0)
+        } else {
+            Color::undefined()
+        };
+        let c = self.split_by_color_with_key(color, key)?;
+        if c.comm_data().group.members() != g.members() {
+            panic!(
+                "{}",
+                Error::new(
+                    ErrorClass::Arg,
+                    "split_by_subgroup_collective",
+                    "the group contains ranks outside this communicator"
+                )
+            );
+        }
+        Some(c)
+    }
+    /// MPI_Comm_create_group with tag 0: only members of `group` call it.
+    fn split_by_subgroup(&self, group: &dyn Group) -> Option<SimpleCommunicator> {
+        self.split_by_subgroup_with_tag(group, 0)
+    }
+    /// MPI_Comm_create_group: only members of `group` call it; collective over the group.
+    fn split_by_subgroup_with_tag(
+        &self,
+        group: &dyn Group,
+        tag: i32,
+    ) -> Option<SimpleCommunicator> {
+        let d = self.comm_data();
+        let g = group.group_data();
+        fatal(runtime::with(|rt| {
+            comm::create_from_group(&mut rt.engine, &mut rt.contexts, d, g, tag)
+        }))
+        .map(SimpleCommunicator::user)
+    }
+    /// The communicator's group.
+    fn group(&self) -> UserGroup {
+        UserGroup {
+            data: self.comm_data().group.clone(),
+        }
+    }
+    /// Ends the whole job with `errorcode` (MPI_Abort).
+    fn abort(&self, errorcode: i32) -> ! {
+        runtime::with(|rt| {
+            let r = rt.boot.rank;
+            rt.boot
+                .pmi
+                .abort(errorcode, &format!("rank {r} called abort({errorcode})"))
+        })
+    }
+    /// Sets the communicator's name.
+    fn set_name(&self, name: &str) {
+        let pair = self.comm_data().pair;
+        runtime::with(|rt| rt.names.insert(pair, name.to_owned()));
+    }
+    /// The communicator's name ("MPI_COMM_WORLD" and "MPI_COMM_SELF" by default).
+    fn get_name(&self) -> String {
+        let pair = self.comm_data().pair;
+        runtime::with(|rt| rt.names.get(&pair).cloned()).unwrap_or_else(|| match pair {
+            WORLD_PAIR => "MPI_COMM_WORLD".into(),
+            SELF_PAIR => "MPI_COMM_SELF".into(),
+            _ => String::new(),
+        })
+    }
+    /// Packs `inbuf` into bytes (MPI_Pack).
+    fn pack<Buf: ?Sized + Buffer>(&self, inbuf: &Buf) -> Vec<u8>
+    where
+        Self: Sized,
+    {
+        inbuf.layout().pack()
+    }
+    /// Bytes `pack` would produce for `incount` elements of `datatype`.
+    fn pack_size<Dt: super::datatype::Datatype>(&self, incount: i32, datatype: &Dt) -> i32
+    where
+        Self: Sized,
+    {
+        incount.max(0) * datatype.type_map().size() as i32
+    }
+    /// Unpacks `inbuf` from byte `position` into `outbuf`; returns the new position.
+    ///
+    /// # Safety
+    /// `inbuf[position..]` must hold data packed from the same layout as `outbuf`'s.
+    unsafe fn unpack_into<Buf: ?Sized + BufferMut>(
+        &self,
+        inbuf: &[u8],
+        outbuf: &mut Buf,
+        position: i32,
+    ) -> i32
+    where
+        Self: Sized,
+    {
+        let l = outbuf.layout_mut();
+        let pos = position.max(0) as usize;
+        // SAFETY: BufferMut promises `count` writable elements of the layout at `ptr`.
+        let n = unsafe { l.map.unpack(&inbuf[pos..], l.ptr as *mut u8, l.count) };
+        (pos + n) as i32
+    }
+}
+
+impl Communicator for SimpleCommunicator {}
+
+/// A process of a communicator: a destination or a source.
+#[derive(Clone, Copy, Debug)]
+pub struct Process<'a> {
+    pub(crate) comm: &'a CommData,
+    pub(crate) rank: Rank,
+}
+
+impl<'a> Process<'a> {
+    /// The process's rank in its communicator.
+    pub fn rank(&self) -> Rank {
+        self.rank
+    }
+    /// Whether this is the calling process.
+    pub fn is_self(&self) -> bool {
+        self.rank as u32 == self.comm.rank
+    }
+}
+
+impl AsCommunicator for Process<'_> {
+    fn comm_data(&self) -> &CommData {
+        self.comm
+    }
+}
+
+/// Any process of a communicator (MPI_ANY_SOURCE).
+#[derive(Clone, Copy, Debug)]
+pub struct AnyProcess<'a> {
+    pub(crate) comm: &'a CommData,
+}
+
+impl AsCommunicator for AnyProcess<'_> {
+    fn comm_data(&self) -> &CommData {
+        self.comm
+    }
+}
+
+/// Operations on groups (rsmpi's `Group`).
+pub trait Group {
+    /// The members.
+    #[doc(hidden)]
+    fn group_data(&self) -> &GroupData;
+    /// Members of self, then those of `other` not in self.
+    fn union<G: Group>(&self, other: &G) -> UserGroup
+    where
+        Self: Sized,
+    {
+        UserGroup::new(self.group_data().union(other.group_data()))
+    }
+    /// Members of self also in `other`.
+    fn intersection<G: Group>(&self, other: &G) -> UserGroup
+    where
+        Self: Sized,
+    {
+        UserGroup::new(self.group_data().intersection(other.group_data()))
+    }
+    /// Members of self not in `other`.
+    fn difference<G: Group>(&self, other: &G) -> UserGroup
+    where
+        Self: Sized,
+    {
+        UserGroup::new(self.group_data().difference(other.group_data()))
+    }
+    /// The members at `ranks`, in that order. Panics on a bad or repeated rank.
+    fn include(&self, ranks: &[Rank]) -> UserGroup
+    where
+        Self: Sized,
+    {
+        let r = fatal(check_ranks("Group::include", self.group_data(), ranks));
+        UserGroup::new(self.group_data().include(&r))
+    }
+    /// The members not at `ranks`. Panics on a bad or repeated rank.
+    fn exclude(&self, ranks: &[Rank]) -> UserGroup
+    where
+        Self: Sized,
+    {
+        let r = fatal(check_ranks("Group::exclude", self.group_data(), ranks));
+        UserGroup::new(self.group_data().exclude(&r))
+    }
+    /// Number of members.
+    fn size(&self) -> Rank {
+        self.group_data().size() as Rank
+    }
+    /// This process's rank in the group, if a member.
+    fn rank(&self) -> Option<Rank> {
+        let me = runtime::with(|rt| rt.boot.rank);
+        self.group_data().rank_of(me).map(|r| r as Rank)
+    }
+    /// The rank in `other` of the member at `rank` here.
+    fn translate_rank<G: Group>(&self, rank: Rank, other: &G) -> Option<Rank>
+    where
+        Self: Sized,
+    {
+        if rank < 0 {
+            return None;
+        }
+        self.group_data()
+            .translate(rank as usize, other.group_data())
+            .map(|r| r as Rank)
+    }
+    /// [`Group::translate_rank`] for several ranks.
+    fn translate_ranks<G: Group>(&self, ranks: &[Rank], other: &G) -> Vec<Option<Rank>>
+    where
+        Self: Sized,
+    {
+        ranks
+            .iter()
+            .map(|&r| self.translate_rank(r, other))
+            .collect()
+    }
+    /// MPI_Group_compare.
+    fn compare<G: Group>(&self, other: &G) -> GroupRelation
+    where
+        Self: Sized,
+    {
+        self.group_data().compare(other.group_data()).into()
+    }
+}
+
+fn check_ranks(call: &'static str, g: &GroupData, ranks: &[Rank]) -> Result<Vec<usize>> {
+    let mut out = Vec::with_capacity(ranks.len());
+    for &r in ranks {
+        if r < 0 || r as usize >= g.size() {
+            return Err(Error::new(
+                ErrorClass::Rank,
+                call,
+                format!("rank {r} is out of range for a group of size {}", g.size()),
+            ));
+        }
+        if out.contains(&(r as usize)) {
+            return Err(Error::new(
+                ErrorClass::Rank,
+                call,
+                format!("rank {r} appears twice"),
+            ));
+        }
+        out.push(r as usize);
+    }
+    Ok(out)
+}
+
+/// A group made by a group operation or taken from a communicator.
+#[derive(Clone, Debug)]
+pub struct UserGroup {
+    data: Rc<GroupData>,
+}
+
+impl UserGroup {
+    fn new(g: GroupData) -> Self {
+        UserGroup { data: Rc::new(g) }
+    }
+}
+
+impl Group for UserGroup {
+    fn group_data(&self) -> &GroupData {
+        &self.data
+    }
+}
+
+/// Predefined groups.
+#[derive(Clone, Debug)]
+pub struct SystemGroup {
+    data: Rc<GroupData>,
+}
+
+impl SystemGroup {
+    /// MPI_GROUP_EMPTY.
+    pub fn empty() -> SystemGroup {
+        SystemGroup {
+            data: Rc::new(GroupData::default()),
+        }
+    }
+}
+
+impl Group for SystemGroup {
+    fn group_data(&self) -> &GroupData {
+        &self.data
+    }
+}
+
+/// Traits to glob-import.
+pub mod traits {
+    pub use super::{AsCommunicator, Communicator, Group};
+}

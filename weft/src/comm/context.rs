@@ -1,0 +1,108 @@
+//! Context ids: every communicator has a pair (point-to-point, collective) that no other
+//! communicator sharing a member uses. Each rank keeps a bit mask of free pair numbers; the
+//! members of a new communicator AND their masks together and take the lowest common free
+//! pair (MPICH's algorithm), so ids never collide and no rank needs a global view.
+
+use crate::error::{Error, ErrorClass, Result};
+
+/// Pair numbers available per rank.
+pub const MAX_PAIRS: usize = 2048;
+const WORDS: usize = MAX_PAIRS / 64;
+
+/// Pair 0 is the world, pair 1 is `self`; both are never freed.
+pub const WORLD_PAIR: u32 = 0;
+/// The pair of the `self` communicator.
+pub const SELF_PAIR: u32 = 1;
+
+/// The point-to-point context of pair `p`.
+pub fn p2p_context(pair: u32) -> u32 {
+    pair * 2
+}
+/// The collective context of pair `p`.
+pub fn coll_context(pair: u32) -> u32 {
+    pair * 2 + 1
+}
+
+/// This rank's free-pair mask.
+#[derive(Clone, Debug)]
+pub struct ContextMask {
+    free: [u64; WORDS],
+}
+
+impl Default for ContextMask {
+    fn default() -> Self {
+        let mut free = [u64::MAX; WORDS];
+        free[0] &= !0b11; // world and self
+        ContextMask { free }
+    }
+}
+
+impl ContextMask {
+    /// The mask as bytes, for exchange with the other members.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        self.free.iter().flat_map(|w| w.to_le_bytes()).collect()
+    }
+
+    /// The lowest pair free in this mask and in every mask of `others` (as bytes).
+    pub fn lowest_common(&self, others: &[Vec<u8>]) -> Result<u32> {
+        let mut common = self.free;
+        for o in others {
+            for (i, c) in common.iter_mut().enumerate() {
+                *c &= u64::from_le_bytes(o[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+            }
+        }
+        for (i, w) in common.iter().enumerate() {
+            if *w != 0 {
+                return Ok((i * 64 + w.trailing_zeros() as usize) as u32);
+            }
+        }
+        Err(Error::new(
+            ErrorClass::Resource,
+            "communicator creation",
+            format!(
+                "all {MAX_PAIRS} context ids are in use; free communicators you no longer need"
+            ),
+        ))
+    }
+
+    /// Marks `pair` used.
+    pub fn take(&mut self, pair: u32) {
+        self.free[pair as usize / 64] &= !(1 << (pair % 64));
+    }
+
+    /// Marks `pair` free again.
+    pub fn release(&mut self, pair: u32) {
+        if pair > SELF_PAIR {
+            self.free[pair as usize / 64] |= 1 << (pair % 64);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agreement_takes_lowest_common_free_pair() {
+        let mut a = ContextMask::default();
+        let mut b = ContextMask::default();
+        a.take(2);
+        b.take(3);
+        assert_eq!(a.lowest_common(&[b.to_bytes()]).unwrap(), 4);
+        a.release(2);
+        assert_eq!(a.lowest_common(&[b.to_bytes()]).unwrap(), 2);
+        a.release(WORLD_PAIR);
+        assert_eq!(
+            a.lowest_common(&[]).unwrap(),
+            2,
+            "world pair is never freed"
+        );
+        for p in 0..MAX_PAIRS as u32 {
+            a.take(p);
+        }
+        assert_eq!(
+            a.lowest_common(&[]).unwrap_err().class,
+            ErrorClass::Resource
+        );
+    }
+}

@@ -1,0 +1,404 @@
+//! The sans-IO protocol core: reacts to arriving packets, tracks requests and the messages
+//! in flight, and says what to send. It never touches a transport; [`super::Engine`] feeds it
+//! packets from the fabric and hands its output to the fabric.
+//!
+//! Protocols (see `fabric::PacketKind`):
+//! - eager: `Eager` (header + first chunk), then `Frag`s; synchronous mode asks for a
+//!   `SyncAck` when the message is matched;
+//! - rendezvous: `Rts` (sender's buffer address); the receiver, once matched, pulls the data
+//!   in a single copy and answers `Fin`, or, when it cannot, answers `Cts` and the sender
+//!   pushes `Data` packets (the pipelined fallback).
+
+use super::buffer::RawBufMut;
+use super::matching::{Matcher, Pattern, Unexpected, UnexpectedBody};
+use super::request::{Handle, MsgStatus, Op, Req, Requests, SendPhase};
+use super::Stats;
+use crate::error::{Error, ErrorClass};
+use crate::fabric::{Header, PacketKind, FLAG_SYNC};
+use std::collections::VecDeque;
+
+/// Where fragments from a source go while its eager message is still arriving.
+#[derive(Clone, Copy, Debug)]
+enum Stream {
+    Req(Handle),
+    Unexpected(u64),
+}
+
+/// A rendezvous receive waiting for its single-copy pull.
+#[derive(Clone, Copy, Debug)]
+pub struct PendingPull {
+    pub req: Handle,
+    pub peer: u32,
+    pub cookie: u64,
+    pub addr: u64,
+    pub len: usize,
+}
+
+/// Protocol state of one rank.
+pub struct Core {
+    pub rank: u32,
+    pub reqs: Requests,
+    pub matcher: Matcher,
+    streams: Vec<Option<Stream>>,
+    /// Per destination, the sends not fully handed to the fabric yet, in order.
+    pub sendq: Vec<VecDeque<Handle>>,
+    /// Destinations whose `sendq` is not empty.
+    pub active: Vec<u32>,
+    /// Control packets (acks, FIN, CTS) waiting for room.
+    pub outbox: VecDeque<(u32, Header)>,
+    /// Matched rendezvous receives to pull.
+    pub pulls: Vec<PendingPull>,
+    /// Requests nobody waits for (buffered sends, freed requests): reaped when done.
+    pub detached: Vec<Handle>,
+    pub stats: Stats,
+}
+
+impl Core {
+    /// A core for `rank` of `size`.
+    pub fn new(rank: u32, size: u32) -> Self {
+        Core {
+            rank,
+            reqs: Requests::default(),
+            matcher: Matcher::default(),
+            streams: (0..size).map(|_| None).collect(),
+            sendq: (0..size).map(|_| VecDeque::new()).collect(),
+            active: Vec::new(),
+            outbox: VecDeque::new(),
+            pulls: Vec::new(),
+            detached: Vec::new(),
+            stats: Stats::default(),
+        }
+    }
+
+    fn control(&mut self, peer: u32, kind: PacketKind, cookie: u64, aux: u64) {
+        let hdr = Header {
+            kind: kind as u8,
+            src: self.rank,
+            cookie,
+            aux,
+            ..Header::default()
+        };
+        self.outbox.push_back((peer, hdr));
+    }
+
+    /// Queues a send for its destination (the engine pushes it out).
+    pub fn enqueue_send(&mut self, peer: u32, h: Handle) {
+        let q = &mut self.sendq[peer as usize];
+        q.push_back(h);
+        if q.len() == 1 {
+            self.active.push(peer);
+        }
+    }
+
+    /// Handles one arriving packet.
+    pub fn on_packet(&mut self, hdr: &Header, payload: &[u8]) {
+        match PacketKind::from_u8(hdr.kind) {
+            Some(PacketKind::Eager) => self.on_eager(hdr, payload),
+            Some(PacketKind::Frag) => self.on_frag(hdr, payload),
+            Some(PacketKind::Rts) => self.on_rts(hdr),
+            Some(PacketKind::Fin) => self.complete_send(Handle::from_cookie(hdr.cookie)),
+            Some(PacketKind::SyncAck) => self.on_sync_ack(Handle::from_cookie(hdr.cookie)),
+            Some(PacketKind::Cts) => self.on_cts(hdr),
+            Some(PacketKind::Data) => self.on_data(hdr, payload),
+            Some(PacketKind::Control) | None => {
+                debug_assert!(
+                    false,
+                    "unexpected packet kind {} from rank {}",
+                    hdr.kind, hdr.src
+                )
+            }
+        }
+    }
+
+    fn on_eager(&mut self, hdr: &Header, payload: &[u8]) {
+        let (src, total) = (hdr.src, hdr.len as usize);
+        self.stats.recv_msgs += 1;
+        self.stats.recv_bytes += total as u64;
+        if let Some(h) = self.matcher.take_posted(hdr.context, src, hdr.tag) {
+            if hdr.flags & FLAG_SYNC != 0 {
+                self.control(src, PacketKind::SyncAck, hdr.cookie, 0);
+            }
+            let req = self.reqs.get_mut(h).expect("posted receive is live");
+            req.status = MsgStatus {
+                source: src,
+                tag: hdr.tag,
+                len: total,
+                cancelled: false,
+            };
+            if let Op::Recv(r) = &mut req.op {
+                r.expect = total;
+                r.got = payload.len();
+                r.buf.write_at(0, payload);
+            }
+            if payload.len() == total {
+                self.finish_recv(h);
+            } else {
+                self.streams[src as usize] = Some(Stream::Req(h));
+            }
+            return;
+        }
+        self.stats.unexpected_msgs += 1;
+        let mut data = Vec::with_capacity(total);
+        data.extend_from_slice(payload);
+        let id = self.matcher.add_unexpected(Unexpected {
+            context: hdr.context,
+            source: src,
+            tag: hdr.tag,
+            len: total,
+            sync_cookie: (hdr.flags & FLAG_SYNC != 0).then_some(hdr.cookie),
+            body: UnexpectedBody::Eager { data },
+        });
+        if payload.len() < total {
+            self.streams[src as usize] = Some(Stream::Unexpected(id));
+        }
+    }
+
+    fn on_frag(&mut self, hdr: &Header, payload: &[u8]) {
+        let src = hdr.src as usize;
+        match self.streams[src] {
+            Some(Stream::Req(h)) => {
+                let req = self.reqs.get_mut(h).expect("streaming receive is live");
+                let Op::Recv(r) = &mut req.op else {
+                    unreachable!("stream target is a receive")
+                };
+                r.buf.write_at(r.got, payload);
+                r.got += payload.len();
+                if r.got >= r.expect {
+                    self.streams[src] = None;
+                    self.finish_recv(h);
+                }
+            }
+            Some(Stream::Unexpected(id)) => {
+                let m = self
+                    .matcher
+                    .get_mut(id)
+                    .expect("streaming unexpected message is stored");
+                if let UnexpectedBody::Eager { data } = &mut m.body {
+                    data.extend_from_slice(payload);
+                }
+                if m.is_complete() {
+                    self.streams[src] = None;
+                }
+            }
+            None => debug_assert!(
+                false,
+                "fragment from rank {src} with no message in progress"
+            ),
+        }
+    }
+
+    fn on_rts(&mut self, hdr: &Header) {
+        let (src, len) = (hdr.src, hdr.len as usize);
+        self.stats.recv_msgs += 1;
+        self.stats.recv_bytes += len as u64;
+        if let Some(h) = self.matcher.take_posted(hdr.context, src, hdr.tag) {
+            let req = self.reqs.get_mut(h).expect("posted receive is live");
+            req.status = MsgStatus {
+                source: src,
+                tag: hdr.tag,
+                len,
+                cancelled: false,
+            };
+            if let Op::Recv(r) = &mut req.op {
+                r.expect = len;
+            }
+            self.pulls.push(PendingPull {
+                req: h,
+                peer: src,
+                cookie: hdr.cookie,
+                addr: hdr.aux,
+                len,
+            });
+        } else {
+            self.stats.unexpected_msgs += 1;
+            self.matcher.add_unexpected(Unexpected {
+                context: hdr.context,
+                source: src,
+                tag: hdr.tag,
+                len,
+                sync_cookie: None,
+                body: UnexpectedBody::Rts {
+                    cookie: hdr.cookie,
+                    addr: hdr.aux,
+                },
+            });
+        }
+    }
+
+    fn on_cts(&mut self, hdr: &Header) {
+        let h = Handle::from_cookie(hdr.cookie);
+        let Some(req) = self.reqs.get_mut(h) else {
+            debug_assert!(false, "CTS for unknown send {h:?}");
+            return;
+        };
+        let Op::Send(s) = &mut req.op else { return };
+        s.phase = SendPhase::PushData { recv_req: hdr.aux };
+        s.sent = 0;
+        let peer = s.peer;
+        self.stats.pushed_rendezvous += 1;
+        self.enqueue_send(peer, h);
+    }
+
+    fn on_data(&mut self, hdr: &Header, payload: &[u8]) {
+        let h = Handle::from_cookie(hdr.aux);
+        let Some(req) = self.reqs.get_mut(h) else {
+            debug_assert!(false, "data for unknown receive {h:?}");
+            return;
+        };
+        let Op::Recv(r) = &mut req.op else { return };
+        r.buf.write_at(hdr.cookie as usize, payload);
+        r.got += payload.len();
+        if r.got >= r.expect {
+            self.finish_recv(h);
+        }
+    }
+
+    fn on_sync_ack(&mut self, h: Handle) {
+        let Some(req) = self.reqs.get_mut(h) else {
+            debug_assert!(false, "sync ack for unknown send {h:?}");
+            return;
+        };
+        if let Op::Send(s) = &mut req.op {
+            s.acked = true;
+            if s.sent == s.buf.len() && matches!(s.phase, SendPhase::Streaming) {
+                self.complete_send(h);
+            }
+        }
+    }
+
+    /// Marks a send done and releases what it held.
+    pub fn complete_send(&mut self, h: Handle) {
+        if let Some(req) = self.reqs.get_mut(h) {
+            req.done = true;
+            if let Op::Send(s) = std::mem::replace(&mut req.op, Op::Idle) {
+                self.stats.bsend_in_use -= s.bsend_charge;
+            }
+        }
+    }
+
+    /// Marks a receive done, recording a truncation error if the message did not fit.
+    pub fn finish_recv(&mut self, h: Handle) {
+        let Some(req) = self.reqs.get_mut(h) else {
+            return;
+        };
+        req.done = true;
+        if let Op::Recv(r) = std::mem::replace(&mut req.op, Op::Idle) {
+            if r.expect > r.buf.len() {
+                req.error = Some(Error::new(
+                    ErrorClass::Truncate,
+                    "receive",
+                    format!(
+                        "message of {} bytes from rank {} (tag {}) is longer than the {}-byte \
+                         receive buffer",
+                        r.expect,
+                        req.status.source,
+                        req.status.tag,
+                        r.buf.len()
+                    ),
+                ));
+            }
+        }
+    }
+
+    /// Starts a receive: matches the oldest fitting unexpected message, or posts it.
+    pub fn start_recv(&mut self, pattern: Pattern, buf: RawBufMut) -> Handle {
+        let h = self.reqs.insert(recv_req(buf));
+        match self.matcher.claim_unexpected(&pattern) {
+            Some(id) => self.consume_unexpected(id, h),
+            None => self.matcher.post(h, pattern),
+        }
+        h
+    }
+
+    /// Receives a claimed unexpected message `id` into request `h`.
+    pub fn consume_unexpected(&mut self, id: u64, h: Handle) {
+        let m = self
+            .matcher
+            .get_mut(id)
+            .expect("claimed unexpected message is stored");
+        let (src, len, tag) = (m.source, m.len, m.tag);
+        let sync_cookie = m.sync_cookie.take();
+        let complete = m.is_complete();
+        if let Some(c) = sync_cookie {
+            self.control(src, PacketKind::SyncAck, c, 0);
+        }
+        let m = self.matcher.remove(id).expect("stored");
+        let req = self.reqs.get_mut(h).expect("new receive is live");
+        req.status = MsgStatus {
+            source: src,
+            tag,
+            len,
+            cancelled: false,
+        };
+        let Op::Recv(r) = &mut req.op else {
+            unreachable!("consume into a receive")
+        };
+        r.expect = len;
+        match m.body {
+            UnexpectedBody::Eager { data } => {
+                r.buf.write_at(0, &data);
+                r.got = data.len();
+                if complete {
+                    self.finish_recv(h);
+                } else {
+                    self.streams[src as usize] = Some(Stream::Req(h));
+                }
+            }
+            UnexpectedBody::Rts { cookie, addr } => {
+                self.pulls.push(PendingPull {
+                    req: h,
+                    peer: src,
+                    cookie,
+                    addr,
+                    len,
+                });
+            }
+        }
+    }
+
+    /// Cancels a receive that is still posted. Returns whether it was.
+    pub fn cancel_recv(&mut self, h: Handle) -> bool {
+        if !self.matcher.unpost(h) {
+            return false;
+        }
+        if let Some(req) = self.reqs.get_mut(h) {
+            req.done = true;
+            req.status.cancelled = true;
+            req.op = Op::Idle;
+        }
+        true
+    }
+
+    /// Frees detached requests that are done.
+    pub fn reap_detached(&mut self) {
+        let reqs = &mut self.reqs;
+        self.detached.retain(|&h| match reqs.get(h) {
+            Some(r) if r.done => {
+                reqs.remove(h);
+                false
+            }
+            Some(_) => true,
+            None => false,
+        });
+    }
+
+    /// Whether output is waiting for room at a peer (then a sleeping rank must wake up on
+    /// its own to retry, since nobody will send it a packet).
+    pub fn has_blocked_output(&self) -> bool {
+        !self.active.is_empty() || !self.outbox.is_empty()
+    }
+}
+
+/// A fresh receive request for `buf`.
+pub fn recv_req(buf: RawBufMut) -> Req {
+    Req {
+        done: false,
+        status: MsgStatus::default(),
+        error: None,
+        op: Op::Recv(super::request::RecvOp {
+            buf,
+            expect: 0,
+            got: 0,
+        }),
+    }
+}

@@ -1,0 +1,381 @@
+//! Sans-IO tests: several engines in one thread over an in-memory fake fabric with bounded
+//! queues, stepped by hand. A step bound turns a livelock or deadlock into a failure.
+
+use super::buffer::{RawBuf, RawBufMut};
+use super::matching::Pattern;
+use super::request::Handle;
+use super::{Config, Engine, SendMode};
+use crate::error::ErrorClass;
+use crate::fabric::{Fabric, Header, PullError};
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::time::Duration;
+
+/// Packets in flight to each rank; each queue holds at most `capacity` packets.
+struct FakeNet {
+    queues: Vec<VecDeque<(Header, Vec<u8>)>>,
+    capacity: usize,
+}
+
+struct FakeFabric {
+    rank: u32,
+    net: Rc<RefCell<FakeNet>>,
+    max_payload: usize,
+    single_copy: bool,
+}
+
+impl Fabric for FakeFabric {
+    fn rank(&self) -> u32 {
+        self.rank
+    }
+    fn size(&self) -> u32 {
+        self.net.borrow().queues.len() as u32
+    }
+    fn max_payload(&self, _peer: u32) -> usize {
+        self.max_payload
+    }
+    fn try_send(&mut self, peer: u32, hdr: &Header, payload: &[u8]) -> bool {
+        assert!(
+            payload.len() <= self.max_payload,
+            "packet larger than max_payload"
+        );
+        let mut net = self.net.borrow_mut();
+        let cap = net.capacity;
+        let q = &mut net.queues[peer as usize];
+        if q.len() >= cap {
+            return false;
+        }
+        q.push_back((*hdr, payload.to_vec()));
+        true
+    }
+    fn poll(&mut self, sink: &mut dyn FnMut(&Header, &[u8])) -> usize {
+        let batch: Vec<_> = self.net.borrow_mut().queues[self.rank as usize]
+            .drain(..)
+            .collect();
+        for (h, p) in &batch {
+            sink(h, p);
+        }
+        batch.len()
+    }
+    fn pull(&mut self, _peer: u32, remote: u64, dst: &mut [u8]) -> Result<(), PullError> {
+        if !self.single_copy {
+            return Err(PullError::Unsupported);
+        }
+        // SAFETY: all simulated ranks live in this process; `remote` is the address of a send
+        // buffer the sending test keeps alive until its request completes, after this pull.
+        unsafe { std::ptr::copy_nonoverlapping(remote as *const u8, dst.as_mut_ptr(), dst.len()) };
+        Ok(())
+    }
+    fn prepare_sleep(&mut self) {}
+    fn sleep(&mut self, _timeout: Duration) {}
+    fn cancel_sleep(&mut self) {}
+}
+
+fn cfg(eager_limit: usize) -> Config {
+    Config {
+        eager_limit,
+        spin_count: 0,
+        yield_count: 0,
+        sleep_timeout: Duration::from_millis(1),
+    }
+}
+
+fn world(
+    n: u32,
+    capacity: usize,
+    max_payload: usize,
+    eager: usize,
+    single_copy: bool,
+) -> Vec<Engine<FakeFabric>> {
+    let net = Rc::new(RefCell::new(FakeNet {
+        queues: (0..n).map(|_| VecDeque::new()).collect(),
+        capacity,
+    }));
+    (0..n)
+        .map(|rank| {
+            Engine::new(
+                FakeFabric {
+                    rank,
+                    net: net.clone(),
+                    max_payload,
+                    single_copy,
+                },
+                cfg(eager),
+            )
+        })
+        .collect()
+}
+
+/// Steps every engine until all `(rank, handle)` are done; panics after `bound` rounds.
+fn run_until_done(es: &mut [Engine<FakeFabric>], hs: &[(usize, Handle)], bound: usize) {
+    for _ in 0..bound {
+        if hs.iter().all(|&(r, h)| es[r].is_done(h)) {
+            return;
+        }
+        for e in es.iter_mut() {
+            e.progress();
+        }
+    }
+    panic!("no completion within {bound} rounds: livelock or deadlock");
+}
+
+fn pat(source: Option<u32>, tag: Option<i32>) -> Pattern {
+    Pattern {
+        context: 0,
+        source,
+        tag,
+    }
+}
+
+fn pattern_bytes(n: usize, seed: u8) -> Vec<u8> {
+    (0..n)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+/// Sends `len` bytes 0 -> 1 with the given receive-first order and checks the data.
+fn transfer(len: usize, recv_first: bool, single_copy: bool, mode: SendMode) {
+    let mut es = world(2, 4, 100, 250, single_copy);
+    let data = pattern_bytes(len, 7);
+    let mut out = vec![0u8; len];
+    let (s, r);
+    if recv_first {
+        r = es[1]
+            .irecv(pat(Some(0), Some(3)), RawBufMut::new(&mut out))
+            .unwrap();
+        s = es[0].isend(1, 0, 3, RawBuf::new(&data), mode).unwrap();
+    } else {
+        s = es[0].isend(1, 0, 3, RawBuf::new(&data), mode).unwrap();
+        for _ in 0..3 {
+            es[1].progress();
+        }
+        r = es[1]
+            .irecv(pat(Some(0), Some(3)), RawBufMut::new(&mut out))
+            .unwrap();
+    }
+    run_until_done(&mut es, &[(0, s), (1, r)], 10_000);
+    let st = es[1].wait(r).unwrap();
+    es[0].wait(s).unwrap();
+    assert_eq!((st.source, st.tag, st.len), (0, 3, len));
+    assert!(out == data, "data differs for len {len}");
+    assert_eq!(es[0].live_requests() + es[1].live_requests(), 0);
+}
+
+#[test]
+fn every_size_and_order_and_protocol() {
+    for len in [0, 1, 7, 99, 100, 101, 249, 250, 251, 999, 5000] {
+        for recv_first in [true, false] {
+            for single_copy in [true, false] {
+                for mode in [SendMode::Standard, SendMode::Synchronous] {
+                    transfer(len, recv_first, single_copy, mode);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn non_overtaking_with_wildcards_under_backpressure() {
+    // Three senders each send 50 messages of mixed sizes (eager, fragmented, rendezvous)
+    // to rank 3 through queues of 2 packets; rank 3 receives with ANY_SOURCE / ANY_TAG and
+    // checks that each sender's messages arrive in order.
+    let mut es = world(4, 2, 64, 200, true);
+    let msgs: Vec<Vec<Vec<u8>>> = (0..3)
+        .map(|s| {
+            (0..50)
+                .map(|i| pattern_bytes([0, 5, 64, 65, 300][i % 5], (s * 50 + i) as u8))
+                .collect()
+        })
+        .collect();
+    let mut sends = vec![];
+    for (s, list) in msgs.iter().enumerate() {
+        for (i, m) in list.iter().enumerate() {
+            let h = es[s]
+                .isend(3, 0, i as i32, RawBuf::new(m), SendMode::Standard)
+                .unwrap();
+            sends.push((s, h));
+        }
+    }
+    let mut next = [0usize; 3];
+    let mut buf = vec![0u8; 300];
+    for _ in 0..150 {
+        let r = es[3]
+            .irecv(pat(None, None), RawBufMut::new(&mut buf))
+            .unwrap();
+        run_until_done(&mut es, &[(3, r)], 10_000);
+        let st = es[3].wait(r).unwrap();
+        let s = st.source as usize;
+        assert_eq!(
+            st.tag as usize, next[s],
+            "messages from rank {s} overtook each other"
+        );
+        assert_eq!(&buf[..st.len], &msgs[s][next[s]][..]);
+        next[s] += 1;
+    }
+    run_until_done(&mut es, &sends, 10_000);
+    assert_eq!(next, [50, 50, 50]);
+}
+
+#[test]
+fn truncation_is_an_error_naming_both_sizes() {
+    for len in [10, 150, 400] {
+        let mut es = world(2, 8, 100, 200, len != 400);
+        let data = pattern_bytes(len, 1);
+        let mut small = vec![0u8; 8];
+        let s = es[0]
+            .isend(1, 0, 0, RawBuf::new(&data), SendMode::Standard)
+            .unwrap();
+        let r = es[1]
+            .irecv(pat(Some(0), None), RawBufMut::new(&mut small))
+            .unwrap();
+        run_until_done(&mut es, &[(0, s), (1, r)], 1000);
+        let err = es[1].wait(r).unwrap_err();
+        assert_eq!(err.class, ErrorClass::Truncate);
+        let msg = err.to_string();
+        assert!(
+            msg.contains(&format!("{len} bytes")) && msg.contains("8-byte"),
+            "{msg}"
+        );
+        assert_eq!(small, data[..8]);
+        es[0].wait(s).unwrap();
+    }
+}
+
+#[test]
+fn synchronous_send_completes_only_after_match() {
+    let mut es = world(2, 8, 100, 200, true);
+    let data = [1u8; 16];
+    let s = es[0]
+        .isend(1, 0, 0, RawBuf::new(&data), SendMode::Synchronous)
+        .unwrap();
+    for _ in 0..50 {
+        es[0].progress();
+        es[1].progress();
+    }
+    assert!(
+        !es[0].is_done(s),
+        "synchronous send completed before any receive was posted"
+    );
+    let mut out = [0u8; 16];
+    let r = es[1]
+        .irecv(pat(None, None), RawBufMut::new(&mut out))
+        .unwrap();
+    run_until_done(&mut es, &[(0, s), (1, r)], 100);
+    // A standard send of the same size completes with nobody receiving.
+    let s2 = es[0]
+        .isend(1, 0, 0, RawBuf::new(&data), SendMode::Standard)
+        .unwrap();
+    es[0].progress();
+    assert!(es[0].is_done(s2));
+}
+
+#[test]
+fn probe_matched_probe_and_cancel() {
+    let mut es = world(2, 8, 100, 200, true);
+    assert!(es[1].iprobe(&pat(None, None)).is_none());
+    let a = pattern_bytes(30, 2);
+    let b = pattern_bytes(500, 3);
+    let sa = es[0]
+        .isend(1, 0, 5, RawBuf::new(&a), SendMode::Standard)
+        .unwrap();
+    let sb = es[0]
+        .isend(1, 0, 6, RawBuf::new(&b), SendMode::Standard)
+        .unwrap();
+    for _ in 0..5 {
+        es[0].progress();
+        es[1].progress();
+    }
+    let st = es[1]
+        .iprobe(&pat(None, Some(6)))
+        .expect("message with tag 6 arrived");
+    assert_eq!((st.source, st.tag, st.len), (0, 6, 500));
+    let (id, st) = es[1].improbe(&pat(Some(0), None)).unwrap();
+    assert_eq!((st.tag, st.len), (5, 30));
+    // The claimed message no longer matches ordinary receives or probes.
+    assert_eq!(es[1].iprobe(&pat(None, None)).unwrap().tag, 6);
+    let mut out = vec![0u8; 30];
+    let r = es[1].mrecv(id, RawBufMut::new(&mut out)).unwrap();
+    assert!(
+        es[1].mrecv(id, RawBufMut::new(&mut out)).is_err(),
+        "second mrecv of one message"
+    );
+    run_until_done(&mut es, &[(1, r)], 100);
+    es[1].wait(r).unwrap();
+    assert_eq!(out, a);
+    let mut out_b = vec![0u8; 500];
+    let rb = es[1]
+        .irecv(pat(None, Some(6)), RawBufMut::new(&mut out_b))
+        .unwrap();
+    run_until_done(&mut es, &[(0, sa), (0, sb), (1, rb)], 100);
+    assert_eq!(out_b, b);
+    // Cancel a receive nobody sends to; a cancelled request reports it.
+    let mut never = [0u8; 4];
+    let c = es[1]
+        .irecv(pat(Some(0), Some(99)), RawBufMut::new(&mut never))
+        .unwrap();
+    assert!(es[1].cancel(c));
+    assert!(es[1].wait(c).unwrap().cancelled);
+    // Using the freed request again is a typed error.
+    assert_eq!(es[1].wait(c).unwrap_err().class, ErrorClass::Handle);
+}
+
+#[test]
+fn buffered_send_respects_attached_capacity() {
+    let mut es = world(2, 1, 100, 200, true);
+    let data = pattern_bytes(100, 4);
+    assert_eq!(
+        es[0].bsend(1, 0, 0, &data).unwrap_err().class,
+        ErrorClass::Resource
+    );
+    es[0].set_bsend_capacity(300, 64);
+    let h1 = es[0].bsend(1, 0, 0, &data).unwrap();
+    es[0].detach(h1);
+    let err = es[0]
+        .bsend(1, 0, 0, &data)
+        .and_then(|_| es[0].bsend(1, 0, 0, &data))
+        .unwrap_err();
+    assert!(err.to_string().contains("set_buffer_size"), "{err}");
+    let mut out = vec![0u8; 100];
+    let r = es[1]
+        .irecv(pat(None, None), RawBufMut::new(&mut out))
+        .unwrap();
+    run_until_done(&mut es, &[(1, r)], 100);
+    assert_eq!(out, data);
+}
+
+#[test]
+fn send_to_self_every_protocol() {
+    for len in [0, 50, 150, 1000] {
+        let mut es = world(1, 4, 100, 120, true);
+        let data = pattern_bytes(len, 9);
+        let s = es[0]
+            .isend(0, 0, 1, RawBuf::new(&data), SendMode::Standard)
+            .unwrap();
+        let mut out = vec![0u8; len];
+        let r = es[0]
+            .irecv(pat(Some(0), Some(1)), RawBufMut::new(&mut out))
+            .unwrap();
+        run_until_done(&mut es, &[(0, s), (0, r)], 1000);
+        assert_eq!(out, data);
+    }
+}
+
+#[test]
+fn bad_ranks_are_typed_errors() {
+    let mut es = world(2, 4, 100, 200, true);
+    let e = es[0].send(5, 0, 0, &[1], SendMode::Standard).unwrap_err();
+    assert_eq!(e.class, ErrorClass::Rank);
+    assert!(
+        e.to_string().contains("rank 5") && e.to_string().contains("2 ranks"),
+        "{e}"
+    );
+    let mut b = [0u8; 1];
+    assert_eq!(
+        es[0]
+            .irecv(pat(Some(9), None), RawBufMut::new(&mut b))
+            .unwrap_err()
+            .class,
+        ErrorClass::Rank
+    );
+}

@@ -1,0 +1,394 @@
+//! Shared-memory transport between ranks of one node.
+//!
+//! Each local rank creates one segment (see [`layout`]): a control block (its doorbell, its
+//! pid, an "active senders" bitmap) and one outgoing SPSC ring per local peer (see [`ring`]).
+//! A packet to a peer is one record appended to my ring for it; the peer polls the rings
+//! whose senders set their bit in its bitmap. Rings are sparse, so only rings that carry
+//! traffic use memory. Waking a sleeping receiver is the handshake in [`doorbell`].
+//!
+//! Contract with `fabric::node`:
+//! - `ShmTransport::new(boot, tunables)` is collective over the world (it uses PMI put/fence/get)
+//!   and returns `Ok(None)` when this rank has no other rank on its node.
+//! - `try_send` / `poll` / `pull` / `prepare_sleep` / `sleep` / `cancel_sleep` behave as the
+//!   methods of the same name on [`super::Fabric`], for peers on this node (world ranks).
+//!
+//! Guarantees: packets from one sender to one receiver are delivered in the order they were
+//! sent. One `poll` may deliver packets from several senders; it visits senders round-robin,
+//! starting one further each call, and takes at most one ring's worth of bytes from each.
+
+pub mod doorbell;
+pub mod layout;
+pub mod ring;
+#[cfg(all(test, not(loom)))]
+mod tests;
+
+use super::{Header, PullError};
+use crate::boot::Boot;
+use crate::error::{Error, ErrorClass, Result};
+use crate::sync::Ordering;
+use crate::sys::segment::{self, Segment};
+use crate::tunables::Tunables;
+use doorbell::Futex;
+use layout::{Geometry, SegView, MAGIC};
+use ring::{Consumer, Producer};
+use std::time::Duration;
+
+const NOT_LOCAL: u32 = u32::MAX;
+
+/// One local peer: its mapped segment, my ring to it, its ring to me.
+struct Peer {
+    /// Keeps the mapping alive; `view`, `tx`'s and `rx`'s pointers point into it (tx into
+    /// my own segment, which `ShmTransport::own` keeps alive).
+    _seg: Segment,
+    view: SegView,
+    pid: u32,
+    /// Whether I already set my bit in its active bitmap.
+    contacted: bool,
+    tx: Producer,
+    rx: Consumer,
+}
+
+/// The shared-memory transport of one rank.
+pub struct ShmTransport {
+    rank: u32,
+    my_local: usize,
+    /// World rank -> local index, or NOT_LOCAL.
+    local_of: Vec<u32>,
+    /// By local index; `None` at my own index.
+    peers: Vec<Option<Peer>>,
+    /// My own segment (rings I send on, my control block). Dropped after `peers`.
+    own_view: SegView,
+    _own: Segment,
+    /// Local indices of the senders that contacted me, in the order I learned of them.
+    active: Vec<u32>,
+    /// The bitmap words already folded into `active`.
+    known: Vec<u64>,
+    /// Where the next poll starts in `active` (round-robin fairness).
+    next: usize,
+    max_payload: usize,
+    single_copy: bool,
+    ticket: u32,
+}
+
+// SAFETY: all raw pointers point into segments this value owns (or maps), and the shared
+// words are accessed atomically following the ring protocol; nothing is tied to a thread.
+unsafe impl Send for ShmTransport {}
+
+fn boot_err(detail: String) -> Error {
+    Error::new(ErrorClass::Os, "initialize shared memory", detail)
+}
+
+/// Does any node host two or more ranks? (Then every rank takes part in the PMI fences,
+/// even one alone on its node, so the collective calls match.)
+fn any_node_shared(node_of: &[u32]) -> bool {
+    let mut v = node_of.to_vec();
+    v.sort_unstable();
+    v.windows(2).any(|w| w[0] == w[1])
+}
+
+fn create_own(boot: &Boot, geo: Geometry) -> Result<Segment> {
+    let name = segment::segment_name(&boot.job_id, boot.rank)
+        .map_err(|e| Error::os("initialize shared memory", "getrandom", e))?;
+    let seg = Segment::create(&name, geo.total).map_err(|e| {
+        boot_err(format!(
+            "cannot create segment {name} of {} bytes: {e}",
+            geo.total
+        ))
+    })?;
+    // SAFETY: the mapping is geo.total bytes, page-aligned, and lives as long as `seg`.
+    let view = unsafe { SegView::new(seg.as_ptr(), geo) };
+    let info_ptr = &view.control().info.0 as *const layout::Info as *mut layout::Info;
+    // SAFETY: nobody else knows the name yet, so we are the only user of the fresh, zeroed
+    // info line; the plain fields are written before the magic is published (Release).
+    unsafe {
+        (*info_ptr).pid = crate::sys::pid();
+        (*info_ptr).nlocal = geo.nlocal as u32;
+        (*info_ptr).ring_size = geo.ring_size as u64;
+        (*info_ptr).ring_stride = geo.ring_stride as u64;
+        (*info_ptr).rings_offset = geo.rings_offset as u64;
+    }
+    // SYNC: pairs with the Acquire load of magic in `attach`.
+    view.control().info.magic.store(MAGIC, Ordering::Release);
+    Ok(seg)
+}
+
+/// Maps a peer's segment and checks its control block.
+fn attach(name: &str, nlocal: usize) -> Result<(Segment, SegView)> {
+    let seg = Segment::open(name)
+        .map_err(|e| boot_err(format!("cannot open peer segment {name}: {e}")))?;
+    if seg.len() < 4096 {
+        return Err(boot_err(format!("peer segment {name} is too small")));
+    }
+    // SAFETY: the control block lies in the first page, which is mapped.
+    let ctl = unsafe { &*(seg.as_ptr() as *const layout::Control) };
+    // SYNC: pairs with the Release store of magic in `create_own`.
+    if ctl.info.magic.load(Ordering::Acquire) != MAGIC {
+        return Err(boot_err(format!("peer segment {name} is not initialised")));
+    }
+    let ring_size = ctl.info.ring_size as usize;
+    let geo = Geometry::new(nlocal, ring_size);
+    if ctl.info.nlocal as usize != nlocal
+        || !ring_size.is_power_of_two()
+        || ring_size < 4096
+        || geo.total > seg.len()
+        || geo.rings_offset as u64 != ctl.info.rings_offset
+    {
+        return Err(boot_err(format!(
+            "peer segment {name} has a different layout (nlocal {}, ring size {ring_size})",
+            ctl.info.nlocal
+        )));
+    }
+    // SAFETY: checked above that the mapping covers geo.total bytes; it lives with `seg`.
+    let view = unsafe { SegView::new(seg.as_ptr(), geo) };
+    Ok((seg, view))
+}
+
+impl ShmTransport {
+    /// Creates this rank's segment, publishes it, attaches every local peer's. Collective.
+    pub fn new(boot: &mut Boot, tunables: &Tunables) -> Result<Option<ShmTransport>> {
+        let local = boot.local_ranks();
+        if !any_node_shared(&boot.node_of) {
+            return Ok(None);
+        }
+        if local.len() <= 1 {
+            boot.pmi.fence()?;
+            boot.pmi.fence()?;
+            return Ok(None);
+        }
+        let ring_size = tunables.shm_ring_size;
+        let geo = Geometry::new(local.len(), ring_size);
+        let created = if !ring_size.is_power_of_two() || ring_size < 4096 {
+            Err(Error::new(
+                ErrorClass::Arg,
+                "initialize shared memory",
+                format!("WEFT_SHM_RING_SIZE={ring_size} is not a power of two >= 4096"),
+            ))
+        } else {
+            create_own(boot, geo)
+        };
+        // Publish the name, or a failure marker so peers fail instead of hanging.
+        let value = match &created {
+            Ok(seg) => seg.name().to_owned(),
+            Err(e) => format!("!{e}"),
+        };
+        let key = format!("shm-{}", boot.rank);
+        boot.pmi.put(&key, &value)?;
+        boot.pmi.fence()?;
+        let attached = (|| -> Result<Vec<Option<(Segment, SegView, u32)>>> {
+            let mut v = Vec::with_capacity(local.len());
+            for &r in &local {
+                if r == boot.rank {
+                    v.push(None);
+                    continue;
+                }
+                let name = boot.pmi.get(&format!("shm-{r}"))?;
+                if let Some(msg) = name.strip_prefix('!') {
+                    return Err(boot_err(format!("rank {r} failed: {msg}")));
+                }
+                let (seg, view) = attach(&name, local.len())?;
+                v.push(Some((seg, view, r)));
+            }
+            Ok(v)
+        })();
+        // Everyone has opened (or failed to open) everything: drop the names, so nothing
+        // leaks even if a process dies from now on.
+        let fenced = boot.pmi.fence();
+        if let Ok(seg) = &created {
+            let _ = segment::unlink(seg.name());
+        }
+        let own = created?;
+        let attached = attached?;
+        fenced?;
+
+        let my_local = local.iter().position(|&r| r == boot.rank).unwrap();
+        let mut local_of = vec![NOT_LOCAL; boot.size as usize];
+        for (i, &r) in local.iter().enumerate() {
+            local_of[r as usize] = i as u32;
+        }
+        // SAFETY: our own mapping is geo.total bytes and lives in `self._own`.
+        let own_view = unsafe { SegView::new(own.as_ptr(), geo) };
+        let peers = attached
+            .into_iter()
+            .enumerate()
+            .map(|(k, a)| {
+                a.map(|(seg, view, _r)| {
+                    let pid = view.control().info.pid;
+                    let peer_ring = view.geometry().ring_size;
+                    Peer {
+                        // SAFETY: ring k of my segment is mine to produce into (only I write
+                        // records there; peer k only consumes), and my segment outlives
+                        // the Peer (field order of ShmTransport).
+                        tx: unsafe { Producer::new(own_view.ring_base(k), ring_size) },
+                        // SAFETY: ring `my_local` of peer k's segment is the one it produces
+                        // for me; I am its only consumer; `seg` keeps it mapped.
+                        rx: unsafe { Consumer::new(view.ring_base(my_local), peer_ring) },
+                        _seg: seg,
+                        view,
+                        pid,
+                        contacted: false,
+                    }
+                })
+            })
+            .collect();
+        Ok(Some(ShmTransport {
+            rank: boot.rank,
+            my_local,
+            local_of,
+            peers,
+            own_view,
+            _own: own,
+            active: Vec::new(),
+            known: vec![0; geo.active_words()],
+            next: 0,
+            max_payload: ring::max_payload(ring_size).min(tunables.shm_max_packet),
+            single_copy: tunables.shm_single_copy,
+            ticket: 0,
+        }))
+    }
+
+    /// Whether `peer` (world rank) is reachable through shared memory.
+    pub fn reaches(&self, peer: u32) -> bool {
+        peer != self.rank
+            && self
+                .local_of
+                .get(peer as usize)
+                .is_some_and(|&l| l != NOT_LOCAL)
+    }
+
+    /// Largest payload of one packet.
+    pub fn max_payload(&self) -> usize {
+        self.max_payload
+    }
+
+    #[inline]
+    fn peer_mut(&mut self, peer: u32) -> &mut Peer {
+        let l = self
+            .local_of
+            .get(peer as usize)
+            .copied()
+            .unwrap_or(NOT_LOCAL);
+        match self.peers.get_mut(l as usize) {
+            Some(Some(p)) => p,
+            _ => panic!(
+                "weft shm: rank {peer} is not a shared-memory peer of rank {}",
+                self.rank
+            ),
+        }
+    }
+
+    /// See [`super::Fabric::try_send`]. Never blocks, allocates or makes a system call,
+    /// except the futex wake when the receiver sleeps. Panics if `payload` is longer than
+    /// [`ShmTransport::max_payload`] or `peer` is not reachable.
+    #[inline]
+    pub fn try_send(&mut self, peer: u32, hdr: &Header, payload: &[u8]) -> bool {
+        assert!(payload.len() <= self.max_payload, "shm payload too long");
+        let me = self.my_local;
+        let p = self.peer_mut(peer);
+        if !p.contacted {
+            p.view.mark_active(me);
+            p.contacted = true;
+        }
+        if !p.tx.try_push(hdr, payload) {
+            return false;
+        }
+        p.view.control().bell.ring(&Futex);
+        true
+    }
+
+    /// Folds newly set bits of my active bitmap into the poll list.
+    #[inline]
+    fn refresh_active(&mut self) {
+        for w in 0..self.known.len() {
+            let now = self.own_view.active(w).load(Ordering::Relaxed);
+            let new = now & !self.known[w];
+            if new != 0 {
+                self.known[w] = now;
+                let mut bits = new;
+                while bits != 0 {
+                    let b = bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    let l = w * 64 + b;
+                    if l < self.peers.len() && self.peers[l].is_some() {
+                        self.active.push(l as u32);
+                    }
+                }
+            }
+        }
+    }
+
+    /// See [`super::Fabric::poll`].
+    #[inline]
+    pub fn poll(&mut self, sink: &mut dyn FnMut(&Header, &[u8])) -> usize {
+        self.refresh_active();
+        let n = self.active.len();
+        if n == 0 {
+            return 0;
+        }
+        let start = if self.next >= n { 0 } else { self.next };
+        self.next = start + 1;
+        let mut delivered = 0;
+        for i in 0..n {
+            let mut k = start + i;
+            if k >= n {
+                k -= n;
+            }
+            let l = self.active[k] as usize;
+            if let Some(p) = self.peers[l].as_mut() {
+                delivered += p.rx.drain(sink);
+            }
+        }
+        delivered
+    }
+
+    /// See [`super::Fabric::pull`]: `process_vm_readv` from the peer. `Unsupported` when
+    /// `WEFT_SHM_SINGLE_COPY=0` or when the OS refuses (remembered: later pulls do not try).
+    pub fn pull(&mut self, peer: u32, remote: u64, dst: &mut [u8]) -> Result<(), PullError> {
+        if !self.single_copy {
+            return Err(PullError::Unsupported);
+        }
+        let pid = self.peer_mut(peer).pid;
+        match crate::sys::cma::read_from(pid, remote, dst) {
+            Ok(()) => Ok(()),
+            Err(crate::sys::cma::CmaError::Unsupported(_)) => {
+                self.single_copy = false;
+                Err(PullError::Unsupported)
+            }
+            Err(crate::sys::cma::CmaError::Failed(e)) => Err(PullError::Failed(Error::os(
+                "pull",
+                format_args!(
+                    "process_vm_readv of {} bytes at {remote:#x} from rank {peer} (pid {pid})",
+                    dst.len()
+                ),
+                e,
+            ))),
+        }
+    }
+
+    /// See [`super::Fabric::prepare_sleep`].
+    #[inline]
+    pub fn prepare_sleep(&mut self) {
+        self.ticket = self.own_view.control().bell.prepare();
+    }
+
+    /// See [`super::Fabric::sleep`].
+    pub fn sleep(&mut self, timeout: Duration) {
+        self.own_view
+            .control()
+            .bell
+            .sleep(self.ticket, &Futex, Some(timeout));
+    }
+
+    /// See [`super::Fabric::cancel_sleep`].
+    #[inline]
+    pub fn cancel_sleep(&mut self) {
+        self.own_view.control().bell.cancel();
+    }
+
+    /// The local index of world rank `peer` (for diagnostics and tests).
+    pub fn local_index(&self, peer: u32) -> Option<usize> {
+        match self.local_of.get(peer as usize) {
+            Some(&l) if l != NOT_LOCAL => Some(l as usize),
+            _ => None,
+        }
+    }
+}

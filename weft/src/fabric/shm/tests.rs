@@ -1,0 +1,283 @@
+//! Unit tests of the ring (on heap memory) and of the doorbell with real futexes.
+
+use super::doorbell::{Doorbell, Futex};
+use super::layout::RING_HEADER;
+use super::ring::{self, Consumer, Producer, REC_ALIGN};
+use crate::fabric::Header;
+use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Zeroed, page-aligned memory standing in for a ring inside a segment.
+struct Mem {
+    ptr: *mut u8,
+    layout: Layout,
+}
+// SAFETY: plain owned memory.
+unsafe impl Send for Mem {}
+unsafe impl Sync for Mem {}
+
+impl Mem {
+    fn ring(size: usize) -> Arc<Mem> {
+        let layout = Layout::from_size_align(RING_HEADER + size, 4096).unwrap();
+        // SAFETY: non-zero size.
+        let ptr = unsafe { alloc_zeroed(layout) };
+        assert!(!ptr.is_null());
+        Arc::new(Mem { ptr, layout })
+    }
+    fn pair(self: &Arc<Mem>, size: usize) -> (Producer, Consumer) {
+        // SAFETY: the memory is RING_HEADER + size zeroed bytes, 4096-aligned; the tests keep
+        // the Arc alive as long as the ends; one producer and one consumer.
+        unsafe { (Producer::new(self.ptr, size), Consumer::new(self.ptr, size)) }
+    }
+}
+impl Drop for Mem {
+    fn drop(&mut self) {
+        // SAFETY: allocated above with this layout.
+        unsafe { dealloc(self.ptr, self.layout) }
+    }
+}
+
+fn hdr(seq: u64, len: usize) -> Header {
+    Header {
+        kind: 1,
+        src: 7,
+        tag: seq as i32,
+        len: len as u64,
+        cookie: seq,
+        aux: !seq,
+        ..Header::default()
+    }
+}
+
+fn payload(seq: u64, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (seq as usize * 31 + i * 7) as u8)
+        .collect()
+}
+
+/// Collects delivered packets, checking content and sequence.
+fn check_sink(next: &mut u64) -> impl FnMut(&Header, &[u8]) + '_ {
+    move |h: &Header, p: &[u8]| {
+        assert_eq!(h.cookie, *next, "out of order");
+        assert_eq!(h.aux, !*next);
+        assert_eq!(h.len as usize, p.len());
+        assert_eq!(p, &payload(*next, p.len())[..], "payload of {}", *next);
+        *next += 1;
+    }
+}
+
+#[test]
+fn record_sizes() {
+    assert_eq!(ring::record_size(0), 64);
+    assert_eq!(ring::record_size(8), 64);
+    assert_eq!(ring::record_size(9), 128);
+    assert_eq!(ring::record_size(64), 128);
+    assert_eq!(ring::max_payload(4096), 1024 - 56);
+    assert_eq!(ring::record_size(ring::max_payload(4096)), 1024);
+}
+
+#[test]
+fn zero_and_small_records_round_trip() {
+    let m = Mem::ring(4096);
+    let (mut p, mut c) = m.pair(4096);
+    let mut next = 0;
+    assert_eq!(c.drain(&mut check_sink(&mut next)), 0);
+    for (i, len) in [0usize, 1, 7, 8, 9, 63, 64, 100].into_iter().enumerate() {
+        assert!(p.try_push(&hdr(i as u64, len), &payload(i as u64, len)));
+    }
+    assert_eq!(c.drain(&mut check_sink(&mut next)), 8);
+    assert_eq!(next, 8);
+    assert_eq!(c.drain(&mut check_sink(&mut next)), 0);
+}
+
+#[test]
+fn full_ring_refuses_then_recovers() {
+    let size = 4096;
+    let m = Mem::ring(size);
+    let (mut p, mut c) = m.pair(size);
+    let mut sent = 0u64;
+    while p.try_push(&hdr(sent, 0), &[]) {
+        sent += 1;
+    }
+    // One line of slack: size/64 - 1 records of one line fit.
+    assert_eq!(sent as usize, size / REC_ALIGN - 1);
+    assert!(!p.try_push(&hdr(sent, 0), &[]), "still full");
+    let mut next = 0;
+    assert_eq!(c.drain(&mut check_sink(&mut next)) as u64, sent);
+    for _ in 0..10 {
+        assert!(p.try_push(&hdr(sent, 0), &[]));
+        sent += 1;
+    }
+    assert_eq!(c.drain(&mut check_sink(&mut next)), 10);
+    assert_eq!(next, sent);
+}
+
+#[test]
+fn odd_sizes_wrap_for_many_laps() {
+    let size = 4096;
+    let m = Mem::ring(size);
+    let (mut p, mut c) = m.pair(size);
+    let max = p.max_payload();
+    let mut seq = 0u64;
+    let mut next = 0u64;
+    let mut x = 12345u64;
+    // Interleave bursts of pushes with drains; lengths from a small LCG, incl. 0 and max.
+    for round in 0..5000 {
+        let burst = 1 + round % 7;
+        for _ in 0..burst {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let len = match x >> 60 {
+                0 => 0,
+                1 => max,
+                _ => (x >> 33) as usize % (max + 1),
+            };
+            if !p.try_push(&hdr(seq, len), &payload(seq, len)) {
+                break;
+            }
+            seq += 1;
+        }
+        c.drain(&mut check_sink(&mut next));
+        assert_eq!(next, seq);
+    }
+    assert!(seq > 10_000, "{seq} records");
+}
+
+#[test]
+fn payload_that_looks_like_a_stamp_is_never_mistaken() {
+    // Fill payloads with every value a future stamp could take; after wrapping, the
+    // consumer's head lands on memory that held such payloads in an earlier lap.
+    let size = 4096;
+    let m = Mem::ring(size);
+    let (mut p, mut c) = m.pair(size);
+    let mut seq = 0u64;
+    let mut next = 0u64;
+    for lap in 0..50u64 {
+        let fake: Vec<u8> = (0..120u64)
+            .flat_map(|i| ((lap + 1) * size as u64 + i * 64 | 1).to_le_bytes())
+            .collect();
+        while p.try_push(&hdr(seq, 0), &[]) {
+            seq += 1;
+            let mut h = hdr(seq, fake.len());
+            h.aux = !seq;
+            let mut forged = payload(seq, fake.len());
+            forged.copy_from_slice(&fake);
+            if !p.try_push(&h, &forged) {
+                break;
+            }
+            seq += 1;
+        }
+        let mut got = 0;
+        c.drain(&mut |h: &Header, _p: &[u8]| {
+            assert_eq!(h.cookie, next);
+            next += 1;
+            got += 1;
+        });
+        assert!(got > 0);
+        assert_eq!(c.drain(&mut |_, _| panic!("phantom record")), 0);
+    }
+    assert_eq!(next, seq);
+}
+
+#[test]
+fn one_drain_takes_at_most_one_lap() {
+    let size = 4096;
+    let m = Mem::ring(size);
+    let (mut p, mut c) = m.pair(size);
+    let mut n = 0;
+    while p.try_push(&hdr(n, 0), &[]) {
+        n += 1;
+    }
+    let mut next = 0;
+    let got = c.drain(&mut check_sink(&mut next));
+    assert_eq!(got as u64, n);
+    assert!(got <= size / REC_ALIGN);
+}
+
+#[test]
+fn threaded_stress_keeps_order_and_content() {
+    let size = 8192;
+    let m = Mem::ring(size);
+    let (mut p, mut c) = m.pair(size);
+    let total = 200_000u64;
+    let max = p.max_payload();
+    let prod = std::thread::spawn(move || {
+        let mut seq = 0;
+        while seq < total {
+            let len = (seq as usize * 37) % (max + 1);
+            let len = if seq % 3 == 0 { len % 64 } else { len };
+            let data = payload(seq, len);
+            while !p.try_push(&hdr(seq, len), &data) {
+                std::thread::yield_now();
+            }
+            seq += 1;
+        }
+    });
+    let mut next = 0;
+    let start = Instant::now();
+    while next < total {
+        if c.drain(&mut check_sink(&mut next)) == 0 {
+            std::thread::yield_now();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "watchdog: stuck at {next}"
+        );
+    }
+    prod.join().unwrap();
+    drop(m);
+}
+
+/// The doorbell with real futexes: the receiver sleeps whenever its ring is empty; the
+/// sender sometimes pauses so the receiver really sleeps. A lost wake-up would show as a
+/// sleep that lasts the whole (long) timeout: the watchdog fails the test then.
+#[test]
+fn doorbell_stress_with_futexes() {
+    let size = 4096;
+    let m = Mem::ring(size);
+    let (mut p, mut c) = m.pair(size);
+    let bell = Arc::new(Doorbell::default());
+    let done = Arc::new(AtomicBool::new(false));
+    let total = 20_000u64;
+    let (b2, d2) = (bell.clone(), done.clone());
+    let prod = std::thread::spawn(move || {
+        for seq in 0..total {
+            while !p.try_push(&hdr(seq, 8), &payload(seq, 8)) {
+                std::thread::yield_now();
+            }
+            b2.ring(&Futex);
+            if seq % 64 == 0 {
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        }
+        d2.store(true, Ordering::Release);
+    });
+    let mut next = 0;
+    let mut sleeps = 0;
+    while next < total {
+        if c.drain(&mut check_sink(&mut next)) > 0 {
+            continue;
+        }
+        let t = bell.prepare();
+        if c.ready() {
+            bell.cancel();
+            continue;
+        }
+        let slept = Instant::now();
+        bell.sleep(t, &Futex, Some(Duration::from_secs(20)));
+        sleeps += 1;
+        assert!(
+            slept.elapsed() < Duration::from_secs(15),
+            "lost wake-up: slept the whole timeout at record {next}"
+        );
+    }
+    prod.join().unwrap();
+    assert!(done.load(Ordering::Acquire));
+    assert!(
+        sleeps > 0,
+        "the receiver never slept; the test did not test"
+    );
+}

@@ -1,0 +1,144 @@
+//! The per-process runtime behind the front end: the engine over the node fabric, the
+//! bootstrap client, the context-id mask and communicator names. It lives in a thread-local
+//! slot of the thread that initialized (weft is single-threaded: MPI_THREAD_FUNNELED).
+
+use crate::boot::Boot;
+use crate::comm::context::ContextMask;
+use crate::engine::{Config, Engine};
+use crate::error::{Error, ErrorClass, Result};
+use crate::fabric::node::NodeFabric;
+use crate::tunables::Tunables;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::time::Instant;
+
+/// Everything one initialized process holds.
+pub struct Runtime {
+    /// The progress engine over this node's transports.
+    pub engine: Engine<NodeFabric>,
+    /// The process-manager client and what it told us.
+    pub boot: Boot,
+    /// Free context-id pairs.
+    pub contexts: ContextMask,
+    /// Communicator names by context pair.
+    pub names: HashMap<u32, String>,
+    /// The tunables in force.
+    pub tunables: Tunables,
+}
+
+thread_local! {
+    static RUNTIME: RefCell<Option<Runtime>> = const { RefCell::new(None) };
+    static STATE: Cell<State> = const { Cell::new(State::Uninitialized) };
+}
+
+static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+static EVER_INITIALIZED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Uninitialized,
+    Running,
+    Finalized,
+}
+
+/// Boots and installs the runtime on this thread. Errors if it already ran in this process.
+pub fn init() -> Result<()> {
+    START.get_or_init(Instant::now);
+    if EVER_INITIALIZED.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        return Err(Error::new(
+            ErrorClass::Arg,
+            "initialize",
+            "weft was already initialized in this process (it can be initialized once)",
+        ));
+    }
+    let tunables = Tunables::from_env()?;
+    let mut boot = Boot::from_env()?;
+    let fabric = NodeFabric::new(&mut boot, &tunables)?;
+    let mut engine = Engine::new(fabric, Config::from_tunables(&tunables));
+    engine.set_bsend_capacity(0, tunables.bsend_overhead);
+    let rt = Runtime {
+        engine,
+        boot,
+        contexts: ContextMask::default(),
+        names: HashMap::new(),
+        tunables,
+    };
+    RUNTIME.with(|r| *r.borrow_mut() = Some(rt));
+    STATE.with(|s| s.set(State::Running));
+    Ok(())
+}
+
+/// Runs `f` with the runtime. Panics with a clear message when called before initialize,
+/// after finalize, or from another thread.
+#[inline]
+pub fn with<R>(f: impl FnOnce(&mut Runtime) -> R) -> R {
+    RUNTIME.with(|r| {
+        let mut guard = r.borrow_mut();
+        match guard.as_mut() {
+            Some(rt) => f(rt),
+            None => panic!("{}", not_running()),
+        }
+    })
+}
+
+fn not_running() -> Error {
+    let msg = match STATE.with(|s| s.get()) {
+        State::Finalized => "weft was already finalized (the Universe was dropped)",
+        _ if EVER_INITIALIZED.load(std::sync::atomic::Ordering::SeqCst) => {
+            "weft is initialized on another thread; call it only from the thread that \
+             called initialize (threading level Funneled)"
+        }
+        _ => "weft is not initialized: call weft::initialize() first",
+    };
+    Error::new(ErrorClass::Arg, "weft call", msg)
+}
+
+/// Whether the runtime is running on this thread.
+pub fn is_running() -> bool {
+    STATE.with(|s| s.get()) == State::Running
+}
+
+/// Whether finalize ran.
+pub fn is_finalized() -> bool {
+    STATE.with(|s| s.get()) == State::Finalized
+}
+
+/// Ends the runtime: completes outstanding sends, synchronizes with every rank, tells the
+/// process manager. When the thread is panicking, aborts the whole job instead (the other
+/// ranks would otherwise wait for this one forever).
+pub fn finalize() {
+    let Some(mut rt) = RUNTIME.with(|r| r.borrow_mut().take()) else {
+        return;
+    };
+    STATE.with(|s| s.set(State::Finalized));
+    if std::thread::panicking() {
+        let rank = rt.boot.rank;
+        rt.boot.pmi.abort(101, &format!("rank {rank} panicked"));
+    }
+    rt.engine.drain();
+    let world = crate::comm::CommData {
+        pair: crate::comm::context::WORLD_PAIR,
+        group: std::rc::Rc::new(crate::comm::group::GroupData::new(
+            (0..rt.boot.size).collect(),
+        )),
+        rank: rt.boot.rank,
+    };
+    if let Err(e) = crate::comm::barrier(&mut rt.engine, &world) {
+        eprintln!("{e}");
+    }
+    if let Err(e) = rt.boot.pmi.finalize() {
+        eprintln!("{e}");
+    }
+    if std::env::var_os("WEFT_STATS").is_some() {
+        eprintln!(
+            "weft: rank {} statistics: {:?}",
+            rt.boot.rank,
+            rt.engine.stats()
+        );
+    }
+}
+
+/// Seconds since the process first initialized (monotonic).
+pub fn time() -> f64 {
+    START.get_or_init(Instant::now).elapsed().as_secs_f64()
+}
