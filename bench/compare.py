@@ -176,6 +176,32 @@ def build_weft(skip_build):
 # Running
 
 
+def cpu_busy(interval=0.5):
+    """Fraction of all CPUs busy over `interval` seconds (from /proc/stat), or None."""
+    def snap():
+        with open("/proc/stat") as f:
+            vals = [int(x) for x in f.readline().split()[1:9]]
+        return sum(vals), vals[3] + vals[4]  # total, idle + iowait
+    try:
+        t1, i1 = snap()
+        time.sleep(interval)
+        t2, i2 = snap()
+    except (OSError, ValueError, IndexError):
+        return None
+    return 1.0 - (i2 - i1) / (t2 - t1) if t2 > t1 else 0.0
+
+
+def wait_quiet(max_wait, threshold=0.15):
+    """Before a run: measures how busy the machine is and, with --wait-idle, waits up to
+    max_wait seconds for other work to calm down. Returns the last busy fraction."""
+    deadline = time.time() + max_wait
+    busy = cpu_busy()
+    while busy is not None and busy > threshold and time.time() < deadline:
+        time.sleep(1.0)
+        busy = cpu_busy()
+    return busy
+
+
 def launch_cmd(impl, nranks, exe, launcher, args):
     if impl == "weft":
         return [str(launcher), "run", "-n", str(nranks), str(exe), *args]
@@ -206,6 +232,7 @@ class Results:
         self.values = {}
         self.failures = {}
         self.raw = []
+        self.busy = []  # CPU busy fraction just before each run
 
     def add(self, impl, key, size, value):
         self.values.setdefault((impl, key, size), []).append(value)
@@ -230,6 +257,8 @@ def main():
     ap.add_argument("--markdown", action="store_true", help="print the tables in Markdown")
     ap.add_argument("--ranks", default="4,8", help="rank counts for ring/barrier (default 4,8)")
     ap.add_argument("--no-build", action="store_true", help="skip cargo build (use the existing release binaries)")
+    ap.add_argument("--wait-idle", type=float, default=0.0, metavar="SECS",
+                    help="before each run wait up to SECS for the machine to be idle (default 0: just measure how busy)")
     ap.add_argument("--timeout", type=float, default=None, help="watchdog per run, seconds (default 240; 90 with --quick)")
     opts = ap.parse_args()
     rounds = opts.rounds if opts.rounds is not None else (1 if opts.quick else 3)
@@ -272,10 +301,14 @@ def main():
                     res.failures[(impl, job)] = problem
                     continue
                 cmd = launch_cmd(impl, nranks, exe, launcher, args)
+                busy = wait_quiet(opts.wait_idle)
+                if busy is not None:
+                    res.busy.append(busy)
                 t0 = time.time()
                 status, out, err = run_cmd(cmd, timeout=timeout)
                 found = parse_results(out)
-                log(f"  {impl:8} {prog} -n {nranks}: {status or 'ok'} ({time.time() - t0:.1f} s, {len(found)} results)")
+                busy_txt = f", CPU {busy:.0%} busy before" if busy is not None else ""
+                log(f"  {impl:8} {prog} -n {nranks}: {status or 'ok'} ({time.time() - t0:.1f} s, {len(found)} results{busy_txt})")
                 if status:
                     res.failures[(impl, job)] = status
                     log(f"    {' '.join(cmd)}\n{tail(err, 4)}")
@@ -375,6 +408,11 @@ def report(opts, res, floor, impls, ring_ranks, rounds):
     summary = (f"{stamp}, {platform.node()}: {cpu}, {os.cpu_count()} CPUs; medians over {rounds} round(s)"
                f"{' (quick)' if opts.quick else ''}; load average now {os.getloadavg()[0]:.2f}")
     print(summary if not md else f"_{summary}_")
+    if res.busy:
+        med, top = statistics.median(res.busy), max(res.busy)
+        note = (f"CPU busy with other work just before the runs: median {med:.0%}, max {top:.0%}"
+                + (" -- the machine was not idle: expect noisy figures" if med > 0.15 else ""))
+        print(note if not md else f"\n_{note}_")
 
     fl = statistics.median(floor) if floor else None
     fl_text = f"{fl:.3f} µs" if fl is not None else "not measured"
@@ -406,7 +444,7 @@ def report(opts, res, floor, impls, ring_ranks, rounds):
 def save_raw(opts, res, floor, rounds):
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     path = OUT_DIR / f"results-{datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
-    data = {"rounds": rounds, "quick": opts.quick, "floor_us": floor, "runs": res.raw,
+    data = {"rounds": rounds, "cpu_busy_before_runs": res.busy, "quick": opts.quick, "floor_us": floor, "runs": res.raw,
             "failures": [{"impl": i, "program": j[0], "ranks": j[1], "reason": r} for (i, j), r in res.failures.items()]}
     path.write_text(json.dumps(data, indent=1))
     log(f"raw results: {path.relative_to(REPO)}")
