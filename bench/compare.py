@@ -105,7 +105,7 @@ def ensure_peers(wanted):
         log(f"peer installation failed ({status}):\n{tail(err)}")
 
 
-def build_c(wanted_peers, quick_flags):
+def build_c(wanted_peers):
     """Returns {(impl, program): path or error string}."""
     BUILD_DIR.mkdir(parents=True, exist_ok=True)
     built = {}
@@ -271,7 +271,7 @@ def main():
     peers = [p for p in PEERS if p in impls]
     if peers:
         ensure_peers(peers)
-    built = build_c(peers, args)
+    built = build_c(peers)
     floor_exe = build_floor()
     weft_progs, launcher = build_weft(opts.no_build) if "weft" in impls else ({}, None)
 
@@ -366,7 +366,7 @@ def comparison_rows(res, impls, key, job, sizes, lower_is_better, targets, label
         cells, vals = [label(size)], {}
         for impl in IMPLS:
             if impl not in impls:
-                cells.append("-")
+                cells.append("skipped")
                 continue
             v = res.median(impl, key, size)
             vals[impl] = v
