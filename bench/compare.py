@@ -1,0 +1,454 @@
+#!/usr/bin/env python3
+"""Side-by-side benchmarks: Weft against MPICH and Open MPI on this machine, in one run.
+
+Installs the peers when missing (scripts/install-mpi-peers.sh), builds the C benchmarks in
+bench/c/ with each peer's mpicc and the floor with gcc, builds Weft's side with cargo, then runs
+every benchmark for every implementation, alternating implementations within each round (so that
+drift on a shared machine hits all of them alike), takes the median over rounds and prints one
+table per benchmark with the ratio of Weft to the best peer. Targets are marked PASS/MISS; a MISS
+never makes this script fail: it is a benchmark, not a test. A missing peer, a failed build or a
+failed run shows up in its table cell.
+
+Python standard library only. See bench/README.md.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO = BENCH_DIR.parent
+C_DIR = BENCH_DIR / "c"
+OUT_DIR = BENCH_DIR / "out"
+BUILD_DIR = OUT_DIR / "build"
+INSTALL_SCRIPT = REPO / "scripts" / "install-mpi-peers.sh"
+
+IMPLS = ["weft", "mpich", "openmpi"]
+PEERS = ["mpich", "openmpi"]
+TITLE = {"weft": "Weft", "mpich": "MPICH", "openmpi": "Open MPI"}
+PROGRAMS = ["latency", "bandwidth", "ring_barrier"]
+PEER_TOOLS = {"mpich": ("mpicc.mpich", "mpiexec.hydra"), "openmpi": ("mpicc.openmpi", "mpirun.openmpi")}
+
+RESULT_RE = re.compile(r"^RESULT\s+(\S+)\s+(\d+)\s+(\S+)\s+(\S+)\s*$")
+
+
+def log(msg):
+    print(f"[compare] {msg}", file=sys.stderr, flush=True)
+
+
+def human_size(n):
+    for unit, div in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= div and n % div == 0:
+            return f"{n // div} {unit}"
+    return f"{n} B"
+
+
+def tail(text, lines=6):
+    return "\n".join((text or "").strip().splitlines()[-lines:])
+
+
+def run_cmd(cmd, timeout, cwd=None, env=None):
+    """Runs cmd in its own session with a watchdog; on timeout kills the whole process group
+    (the launcher and every rank it started). Returns (status, stdout, stderr) where status is
+    None on success, else a short reason for the table cell."""
+    try:
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True)
+    except OSError as e:
+        return f"cannot start: {e.strerror}", "", str(e)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                out, err = proc.communicate(timeout=5)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        else:
+            out, err = "", ""
+        return f"timeout {timeout:g}s", out or "", err or ""
+    if proc.returncode != 0:
+        return f"exit {proc.returncode}", out, err
+    return None, out, err
+
+
+# ---------------------------------------------------------------------------------------------
+# Setup and builds (all before any measurement: the machine has few cores)
+
+
+def peers_present(impl):
+    return all(shutil.which(t) for t in PEER_TOOLS[impl])
+
+
+def ensure_peers(wanted):
+    if all(peers_present(p) for p in wanted):
+        return
+    log(f"peers missing; running {INSTALL_SCRIPT.relative_to(REPO)}")
+    status, out, err = run_cmd(["bash", str(INSTALL_SCRIPT)], timeout=1800, cwd=REPO)
+    sys.stderr.write(out)
+    if status:
+        log(f"peer installation failed ({status}):\n{tail(err)}")
+
+
+def build_c(wanted_peers):
+    """Returns {(impl, program): path or error string}."""
+    BUILD_DIR.mkdir(parents=True, exist_ok=True)
+    built = {}
+    for impl in wanted_peers:
+        mpicc = PEER_TOOLS[impl][0]
+        for prog in PROGRAMS:
+            if not peers_present(impl):
+                built[(impl, prog)] = "not installed"
+                continue
+            exe = BUILD_DIR / f"{prog}.{impl}"
+            status, _, err = run_cmd([mpicc, "-O2", "-o", str(exe), str(C_DIR / f"{prog}.c")], timeout=300)
+            if status:
+                log(f"{mpicc} {prog}.c failed ({status}):\n{tail(err)}")
+                built[(impl, prog)] = "build failed"
+            else:
+                built[(impl, prog)] = exe
+    return built
+
+
+def build_floor():
+    exe = BUILD_DIR / "floor"
+    BUILD_DIR.mkdir(parents=True, exist_ok=True)
+    status, _, err = run_cmd(["gcc", "-O2", "-o", str(exe), str(C_DIR / "floor.c")], timeout=300)
+    if status:
+        log(f"gcc floor.c failed ({status}):\n{tail(err)}")
+        return "build failed"
+    return exe
+
+
+def cargo_target_dir():
+    status, out, _ = run_cmd(["cargo", "metadata", "--format-version", "1", "--no-deps"], timeout=300, cwd=REPO)
+    if not status:
+        try:
+            return Path(json.loads(out)["target_directory"])
+        except (ValueError, KeyError):
+            pass
+    return Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
+
+
+def build_weft(skip_build):
+    """Returns ({program: path or error string}, launcher path or error string)."""
+    if not shutil.which("cargo"):
+        return {p: "no cargo" for p in PROGRAMS}, "no cargo"
+    release = cargo_target_dir() / "release"
+    error = None
+    if not skip_build:
+        log("cargo build --release -p weft-bench -p weft-cli")
+        status, _, err = run_cmd(["cargo", "build", "--release", "-p", "weft-bench", "-p", "weft-cli"],
+                                 timeout=3600, cwd=REPO)
+        if status:
+            log(f"cargo build failed ({status}):\n{tail(err, 15)}")
+            error = "build failed"
+    progs = {}
+    for p in PROGRAMS:
+        exe = release / p
+        progs[p] = exe if exe.exists() and not error else (error or "not built")
+    launcher = release / "weft"
+    if error:
+        launcher = error
+    elif not launcher.exists():
+        launcher = "no launcher"
+    if isinstance(launcher, str):
+        log(f"Weft's side cannot run: {launcher} ({release / 'weft'})")
+    return progs, launcher
+
+
+# ---------------------------------------------------------------------------------------------
+# Running
+
+
+def cpu_busy(interval=0.5):
+    """Fraction of all CPUs busy over `interval` seconds (from /proc/stat), or None."""
+    def snap():
+        with open("/proc/stat") as f:
+            vals = [int(x) for x in f.readline().split()[1:9]]
+        return sum(vals), vals[3] + vals[4]  # total, idle + iowait
+    try:
+        t1, i1 = snap()
+        time.sleep(interval)
+        t2, i2 = snap()
+    except (OSError, ValueError, IndexError):
+        return None
+    return 1.0 - (i2 - i1) / (t2 - t1) if t2 > t1 else 0.0
+
+
+def wait_quiet(max_wait, threshold=0.15):
+    """Before a run: measures how busy the machine is and, with --wait-idle, waits up to
+    max_wait seconds for other work to calm down. Returns the last busy fraction."""
+    deadline = time.time() + max_wait
+    busy = cpu_busy()
+    while busy is not None and busy > threshold and time.time() < deadline:
+        time.sleep(1.0)
+        busy = cpu_busy()
+    return busy
+
+
+def launch_cmd(impl, nranks, exe, launcher, args):
+    if impl == "weft":
+        return [str(launcher), "run", "-n", str(nranks), str(exe), *args]
+    if impl == "mpich":
+        return ["mpiexec.hydra", "-n", str(nranks), str(exe), *args]
+    cmd = ["mpirun.openmpi", "--allow-run-as-root", "--mca", "btl", "self,vader"]
+    if nranks > (os.cpu_count() or 2):
+        cmd.append("--oversubscribe")
+    return cmd + ["-n", str(nranks), str(exe), *args]
+
+
+def parse_results(text):
+    out = []
+    for line in text.splitlines():
+        m = RESULT_RE.match(line.strip())
+        if m:
+            try:
+                out.append((m.group(1), int(m.group(2)), float(m.group(3)), m.group(4)))
+            except ValueError:
+                pass
+    return out
+
+
+class Results:
+    """Values per (impl, key, size) over rounds, and the latest failure reason per (impl, job)."""
+
+    def __init__(self):
+        self.values = {}
+        self.failures = {}
+        self.raw = []
+        self.busy = []  # CPU busy fraction just before each run
+
+    def add(self, impl, key, size, value):
+        self.values.setdefault((impl, key, size), []).append(value)
+
+    def median(self, impl, key, size):
+        v = self.values.get((impl, key, size))
+        return statistics.median(v) if v else None
+
+    def cell_error(self, impl, job):
+        return self.failures.get((impl, job))
+
+
+def result_key(name, nranks):
+    return name if nranks == 2 else f"{name}@{nranks}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=None, help="rounds of alternating runs (default 3; 1 with --quick)")
+    ap.add_argument("--quick", action="store_true", help="fewer sizes and iterations: a smoke run")
+    ap.add_argument("--only", action="append", choices=IMPLS, help="run only this implementation (repeatable)")
+    ap.add_argument("--markdown", action="store_true", help="print the tables in Markdown")
+    ap.add_argument("--ranks", default="4,8", help="rank counts for ring/barrier (default 4,8)")
+    ap.add_argument("--no-build", action="store_true", help="skip cargo build (use the existing release binaries)")
+    ap.add_argument("--wait-idle", type=float, default=0.0, metavar="SECS",
+                    help="before each run wait up to SECS for the machine to be idle (default 0: just measure how busy)")
+    ap.add_argument("--timeout", type=float, default=None, help="watchdog per run, seconds (default 240; 90 with --quick)")
+    opts = ap.parse_args()
+    rounds = opts.rounds if opts.rounds is not None else (1 if opts.quick else 3)
+    timeout = opts.timeout if opts.timeout is not None else (90.0 if opts.quick else 240.0)
+    impls = [i for i in IMPLS if not opts.only or i in opts.only]
+    ring_ranks = [int(x) for x in opts.ranks.split(",") if x.strip()]
+    args = ["--quick"] if opts.quick else []
+
+    # Setup and builds, then measurements.
+    peers = [p for p in PEERS if p in impls]
+    if peers:
+        ensure_peers(peers)
+    built = build_c(peers)
+    floor_exe = build_floor()
+    weft_progs, launcher = build_weft(opts.no_build) if "weft" in impls else ({}, None)
+
+    jobs = [("latency", 2), ("bandwidth", 2)] + [("ring_barrier", n) for n in ring_ranks]
+    res = Results()
+    floor = []
+    started = time.time()
+    for rnd in range(rounds):
+        load = os.getloadavg()[0]
+        log(f"round {rnd + 1}/{rounds} (load average {load:.2f})")
+        if not isinstance(floor_exe, str):
+            status, out, err = run_cmd([str(floor_exe), *args], timeout=timeout)
+            floor += [v for (n, _, v, _) in parse_results(out) if n == "floor"]
+            if status:
+                log(f"floor: {status}: {tail(err, 3)}")
+        order = impls[rnd % len(impls):] + impls[:rnd % len(impls)]  # rotate the order each round
+        for prog, nranks in jobs:
+            job = (prog, nranks)
+            for impl in order:
+                if impl == "weft":
+                    exe = weft_progs.get(prog)
+                    problem = launcher if isinstance(launcher, str) else exe if isinstance(exe, str) else None
+                else:
+                    exe = built.get((impl, prog))
+                    problem = exe if isinstance(exe, str) else None
+                if problem:
+                    res.failures[(impl, job)] = problem
+                    continue
+                cmd = launch_cmd(impl, nranks, exe, launcher, args)
+                busy = wait_quiet(opts.wait_idle)
+                if busy is not None:
+                    res.busy.append(busy)
+                t0 = time.time()
+                status, out, err = run_cmd(cmd, timeout=timeout)
+                found = parse_results(out)
+                busy_txt = f", CPU {busy:.0%} busy before" if busy is not None else ""
+                log(f"  {impl:8} {prog} -n {nranks}: {status or 'ok'} ({time.time() - t0:.1f} s, {len(found)} results{busy_txt})")
+                if status:
+                    res.failures[(impl, job)] = status
+                    log(f"    {' '.join(cmd)}\n{tail(err, 4)}")
+                for name, size, value, unit in found:
+                    res.add(impl, result_key(name, nranks), size, value)
+                    res.raw.append({"round": rnd + 1, "impl": impl, "bench": name, "ranks": nranks,
+                                    "size": size, "value": value, "unit": unit})
+    log(f"measured in {time.time() - started:.0f} s")
+
+    report(opts, res, floor, impls, ring_ranks, rounds)
+    save_raw(opts, res, floor, rounds)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Report
+
+LATENCY_TARGET = {0: 0.8, 1: 0.8, 8: 0.8, 64: 0.8, 1 << 20: 0.8, 4 << 20: 0.8}  # weft / best peer <=
+BANDWIDTH_TARGET = {64 << 10: 1.25, 4 << 20: 1.25}  # weft / best peer >=
+
+
+def fmt_value(v):
+    if v is None:
+        return None
+    if v >= 1000:
+        return f"{v:.0f}"
+    if v >= 100:
+        return f"{v:.1f}"
+    if v >= 10:
+        return f"{v:.2f}"
+    return f"{v:.3f}"
+
+
+def print_table(title, header, rows, markdown):
+    print()
+    if markdown:
+        print(f"**{title}**\n")
+        print("| " + " | ".join(header) + " |")
+        print("| " + " | ".join("---" for _ in header) + " |")
+        for r in rows:
+            print("| " + " | ".join(c.replace("|", "/") for c in r) + " |")
+    else:
+        print(title)
+        widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
+        line = lambda r: "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+        print(line(header))
+        print("  ".join("-" * w for w in widths))
+        for r in rows:
+            print(line(r))
+
+
+def comparison_rows(res, impls, key, job, sizes, lower_is_better, targets, label):
+    rows = []
+    for size in sizes:
+        cells, vals = [label(size)], {}
+        for impl in IMPLS:
+            if impl not in impls:
+                cells.append("skipped")
+                continue
+            v = res.median(impl, key, size)
+            vals[impl] = v
+            cells.append(fmt_value(v) if v is not None else (res.cell_error(impl, job) or "no result"))
+        peer_vals = [vals[p] for p in PEERS if vals.get(p) is not None]
+        ratio = None
+        if vals.get("weft") is not None and peer_vals:
+            best = min(peer_vals) if lower_is_better else max(peer_vals)
+            ratio = vals["weft"] / best if best > 0 else None
+        cells.append(f"{ratio:.2f}" if ratio is not None else "-")
+        t = targets.get(size)
+        if t is None:
+            cells.append("")
+        else:
+            sign = "≤" if lower_is_better else "≥"
+            ok = None if ratio is None else (ratio <= t if lower_is_better else ratio >= t)
+            cells.append(f"{sign} {t:g} " + ("n/a" if ok is None else "PASS" if ok else "MISS"))
+        rows.append(cells)
+    return rows
+
+
+def sizes_for(res, key):
+    return sorted({s for (_, k, s) in res.values if k == key})
+
+
+def report(opts, res, floor, impls, ring_ranks, rounds):
+    md = opts.markdown
+    header_cols = ["Weft", "MPICH", "Open MPI", "Weft / best peer", "target"]
+    print()
+    cpu = ""
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    stamp = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
+    summary = (f"{stamp}, {platform.node()}: {cpu}, {os.cpu_count()} CPUs; medians over {rounds} round(s)"
+               f"{' (quick)' if opts.quick else ''}; load average now {os.getloadavg()[0]:.2f}")
+    print(summary if not md else f"_{summary}_")
+    if res.busy:
+        med, top = statistics.median(res.busy), max(res.busy)
+        note = (f"CPU busy with other work just before the runs: median {med:.0%}, max {top:.0%}"
+                + (" -- the machine was not idle: expect noisy figures" if med > 0.15 else ""))
+        print(note if not md else f"\n_{note}_")
+
+    fl = statistics.median(floor) if floor else None
+    fl_text = f"{fl:.3f} µs" if fl is not None else "not measured"
+
+    job = ("latency", 2)
+    sizes = sizes_for(res, "latency") or sorted(LATENCY_TARGET)
+    rows = comparison_rows(res, impls, "latency", job, sizes, True, LATENCY_TARGET, human_size)
+    print_table("Ping-pong latency, one-way µs, 2 ranks (lower is better)", ["size"] + header_cols, rows, md)
+    w0 = res.median("weft", "latency", 0)
+    extra = f"; Weft 0 B = {w0 / fl:.1f} x floor" if (w0 is not None and fl) else ""
+    print(("\n" if md else "") + f"Floor (two processes ping-pong one cache line, one-way): {fl_text}{extra}")
+
+    job = ("bandwidth", 2)
+    sizes = sizes_for(res, "bandwidth") or sorted(BANDWIDTH_TARGET)
+    rows = comparison_rows(res, impls, "bandwidth", job, sizes, False, BANDWIDTH_TARGET, human_size)
+    print_table("Streaming bandwidth, MB/s (10^6 B/s), 2 ranks, window 64 (higher is better)",
+                ["size"] + header_cols, rows, md)
+
+    rows = []
+    for name, size in (("ring", 8), ("barrier", 0)):
+        for n in ring_ranks:
+            label = (lambda _s, name=name, n=n: f"{name}, {n} ranks")
+            rows += comparison_rows(res, impls, result_key(name, n), ("ring_barrier", n), [size], True, {}, label)
+    print_table(f"Oversubscribed on {os.cpu_count()} CPUs: µs per ring step (8 B to the next rank) and per barrier "
+                "(lower is better)", ["benchmark"] + header_cols, rows, md)
+    print()
+
+
+def save_raw(opts, res, floor, rounds):
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    path = OUT_DIR / f"results-{datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
+    data = {"rounds": rounds, "cpu_busy_before_runs": res.busy, "quick": opts.quick, "floor_us": floor, "runs": res.raw,
+            "failures": [{"impl": i, "program": j[0], "ranks": j[1], "reason": r} for (i, j), r in res.failures.items()]}
+    path.write_text(json.dumps(data, indent=1))
+    log(f"raw results: {path.relative_to(REPO)}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
