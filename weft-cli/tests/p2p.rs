@@ -163,3 +163,28 @@ fn a_rank_killed_mid_transfer_ends_the_job() {
         );
     }
 }
+
+#[test]
+fn weft_programs_run_under_mpich_hydra() {
+    if std::process::Command::new("mpiexec.hydra")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        println!("skipped: mpiexec.hydra (Debian mpich) is not installed");
+        return;
+    }
+    let exe = suite();
+    for case in ["ring", "storm", "allpairs", "comms"] {
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let mut c = std::process::Command::new("mpiexec.hydra");
+        c.args(["-n", "4"]).arg(&exe).arg(case);
+        let out = run(c, &format!("mpiexec.hydra -n 4 p2p_suite {case}"));
+        assert_eq!(out.code, Some(0), "{case} under Hydra: {out:?}");
+        assert!(
+            out.stdout
+                .contains(&format!("p2p_suite {case}: ok on 4 ranks")),
+            "{out:?}"
+        );
+    }
+}
