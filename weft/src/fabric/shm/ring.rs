@@ -89,7 +89,7 @@ impl RingRef {
     /// The stamp word at ring offset `off` (a multiple of 64 below size).
     #[inline]
     fn stamp(&self, off: u64) -> &AtomicU64 {
-        debug_assert!(off < self.size && off % REC_ALIGN as u64 == 0);
+        debug_assert!(off < self.size && off.is_multiple_of(REC_ALIGN as u64));
         // SAFETY: off < size, so the word is inside the record space, and 8-aligned because
         // data is 64-aligned and off a multiple of 64. Stamps are only accessed atomically.
         unsafe { &*(self.data.add(off as usize) as *const AtomicU64) }
