@@ -97,15 +97,18 @@ fn create_own(boot: &Boot, geo: Geometry) -> Result<Segment> {
     })?;
     // SAFETY: the mapping is geo.total bytes, page-aligned, and lives as long as `seg`.
     let view = unsafe { SegView::new(seg.as_ptr(), geo) };
-    let info_ptr = &view.control().info.0 as *const layout::Info as *mut layout::Info;
+    let ctl = seg.as_ptr() as *mut layout::Control;
     // SAFETY: nobody else knows the name yet, so we are the only user of the fresh, zeroed
-    // info line; the plain fields are written before the magic is published (Release).
+    // control block at offset 0 of the mapping (which covers it); the pointer comes from the
+    // mapping itself, not from a shared reference. The plain fields are written before the
+    // magic is published (Release).
     unsafe {
-        (*info_ptr).pid = crate::sys::pid();
-        (*info_ptr).nlocal = geo.nlocal as u32;
-        (*info_ptr).ring_size = geo.ring_size as u64;
-        (*info_ptr).ring_stride = geo.ring_stride as u64;
-        (*info_ptr).rings_offset = geo.rings_offset as u64;
+        let info = std::ptr::addr_of_mut!((*ctl).info.0);
+        (*info).pid = crate::sys::pid();
+        (*info).nlocal = geo.nlocal as u32;
+        (*info).ring_size = geo.ring_size as u64;
+        (*info).ring_stride = geo.ring_stride as u64;
+        (*info).rings_offset = geo.rings_offset as u64;
     }
     // SYNC: pairs with the Acquire load of magic in `attach`.
     view.control().info.magic.store(MAGIC, Ordering::Release);

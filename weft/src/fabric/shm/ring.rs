@@ -19,10 +19,13 @@
 //!
 //! Invariant (what makes the stamp trustworthy without zeroing consumed memory): the stamp
 //! word at the consumer's head is always either 0 or the valid stamp for that position. The
-//! producer keeps one line of slack and zeroes the stamp word just after each record before
-//! publishing the record; the consumer reaches that word only after acquiring the record's
-//! stamp, so it cannot see stale bytes (an old payload) there. The stamp still encodes the
-//! position, which catches corruption in debug builds.
+//! producer keeps one line of slack and makes sure the stamp word just after each record is
+//! zero before publishing the record; the consumer reaches that word only after acquiring
+//! the record's stamp, so it cannot see stale bytes (an old payload) there. The stamp still
+//! encodes the position, which catches corruption in debug builds. To keep the zeroing off
+//! the latency path, the producer zeroes the stamp words of free space a little ahead of its
+//! tail ([`ZERO_AHEAD`]) *after* publishing, and only zeroes synchronously when a record
+//! would end beyond that window.
 //!
 //! Producer: `tail` and a cached copy of `head` are private; the shared head is re-read
 //! (Acquire) only when the cached view says the ring is full. Consumer: `head` is private and
@@ -36,6 +39,8 @@ use crate::sync::{AtomicU64, Ordering};
 pub const REC_ALIGN: usize = 64;
 /// Bytes before the payload in a record.
 pub const REC_OVERHEAD: usize = 16 + HEADER_SIZE;
+/// How far ahead of the tail the producer keeps the stamp words of free space zeroed.
+pub const ZERO_AHEAD: u64 = 1024;
 const VALID: u64 = 1;
 const WRAP: u64 = 3;
 
@@ -84,7 +89,7 @@ impl RingRef {
     /// The stamp word at ring offset `off` (a multiple of 64 below size).
     #[inline]
     fn stamp(&self, off: u64) -> &AtomicU64 {
-        debug_assert!(off < self.size && off % REC_ALIGN as u64 == 0);
+        debug_assert!(off < self.size && off.is_multiple_of(REC_ALIGN as u64));
         // SAFETY: off < size, so the word is inside the record space, and 8-aligned because
         // data is 64-aligned and off a multiple of 64. Stamps are only accessed atomically.
         unsafe { &*(self.data.add(off as usize) as *const AtomicU64) }
@@ -97,6 +102,9 @@ pub struct Producer {
     ring: RingRef,
     tail: u64,
     cached_head: u64,
+    /// Every stamp word at a line position in [tail, zeroed) reads 0 and was zeroed in free
+    /// space (nothing is written there again before the next record).
+    zeroed: u64,
 }
 
 // SAFETY: the producer is the sole writer of the ring's record space; it may move between
@@ -113,6 +121,8 @@ impl Producer {
             ring: unsafe { RingRef::new(base, size) },
             tail: 0,
             cached_head: 0,
+            // Fresh ring memory is all zeros; the first lap is free space.
+            zeroed: size as u64,
         }
     }
 
@@ -148,10 +158,14 @@ impl Producer {
         }
         let pos = self.tail + pad;
         let roff = pos & mask;
-        // Keep the invariant: the word after this record reads 0 until a later record.
-        self.ring
-            .stamp((pos + n) & mask)
-            .store(0, Ordering::Relaxed);
+        // Keep the invariant: the word after this record must read 0 (it is free space: the
+        // check above reserved it). Usually an earlier push zeroed it already.
+        if self.zeroed < pos + n + REC_ALIGN as u64 {
+            self.ring
+                .stamp((pos + n) & mask)
+                .store(0, Ordering::Relaxed);
+            self.zeroed = pos + n + REC_ALIGN as u64;
+        }
         // SAFETY: [roff, roff + n) lies in the record space (roff + n <= size by the wrap
         // rule) and in the free region [tail, cached_head + size), which the consumer does
         // not read until we publish the stamp; the source buffers are valid for their
@@ -174,6 +188,14 @@ impl Producer {
                 .store(self.tail | WRAP, Ordering::Release);
         }
         self.tail = pos + n;
+        // Zero ahead, after publishing, so the stores stay off this packet's latency path.
+        let limit = (self.tail + ZERO_AHEAD).min(self.cached_head + size);
+        while self.zeroed < limit {
+            self.ring
+                .stamp(self.zeroed & mask)
+                .store(0, Ordering::Relaxed);
+            self.zeroed += REC_ALIGN as u64;
+        }
         true
     }
 
