@@ -61,6 +61,8 @@ tunables! {
         "Largest payload one shared-memory packet carries; bigger eager messages are fragmented";
     shm_single_copy: bool = "WEFT_SHM_SINGLE_COPY", "1",
         "Use process_vm_readv (single copy) for rendezvous on one node; 0 forces the pipelined copy";
+    split_copy_min: usize = "WEFT_SPLIT_COPY_MIN", "256k",
+        "Rendezvous messages at least this large are copied by both sides at once (receiver pulls the first half, sender pushes the second); 0 disables";
     spin_count: u32 = "WEFT_SPIN_COUNT", "2000",
         "Polls a waiting rank spins before it starts to yield";
     yield_count: u32 = "WEFT_YIELD_COUNT", "50",

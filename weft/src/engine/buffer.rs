@@ -74,6 +74,10 @@ impl RawBufMut {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
+    /// The address, for a peer's single-copy push.
+    pub fn addr(&self) -> u64 {
+        self.ptr as u64
+    }
     /// Copies as much of `data` as fits at `offset`; returns the number of bytes copied.
     pub fn write_at(&mut self, offset: usize, data: &[u8]) -> usize {
         if offset >= self.len {

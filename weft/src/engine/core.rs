@@ -34,6 +34,19 @@ pub struct PendingPull {
     pub len: usize,
 }
 
+/// A split rendezvous's sender-side push, waiting to run.
+#[derive(Clone, Copy, Debug)]
+pub struct PendingPush {
+    pub req: Handle,
+    pub peer: u32,
+    /// Receiver's address for the pushed part.
+    pub remote: u64,
+    /// Where in the send buffer the pushed part starts.
+    pub offset: usize,
+    /// The receiver's request.
+    pub recv_cookie: u64,
+}
+
 /// Protocol state of one rank.
 pub struct Core {
     pub rank: u32,
@@ -48,6 +61,8 @@ pub struct Core {
     pub outbox: VecDeque<(u32, Header)>,
     /// Matched rendezvous receives to pull.
     pub pulls: Vec<PendingPull>,
+    /// Split-rendezvous parts this rank must push.
+    pub pushes: Vec<PendingPush>,
     /// Requests nobody waits for (buffered sends, freed requests): reaped when done.
     pub detached: Vec<Handle>,
     pub stats: Stats,
@@ -65,6 +80,7 @@ impl Core {
             active: Vec::new(),
             outbox: VecDeque::new(),
             pulls: Vec::new(),
+            pushes: Vec::new(),
             detached: Vec::new(),
             stats: Stats::default(),
         }
@@ -96,7 +112,9 @@ impl Core {
             Some(PacketKind::Eager) => self.on_eager(hdr, payload),
             Some(PacketKind::Frag) => self.on_frag(hdr, payload),
             Some(PacketKind::Rts) => self.on_rts(hdr),
-            Some(PacketKind::Fin) => self.complete_send(Handle::from_cookie(hdr.cookie)),
+            Some(PacketKind::Fin) => self.on_fin(Handle::from_cookie(hdr.cookie)),
+            Some(PacketKind::Share) => self.on_share(hdr),
+            Some(PacketKind::Pushed) => self.on_pushed(hdr),
             Some(PacketKind::SyncAck) => self.on_sync_ack(Handle::from_cookie(hdr.cookie)),
             Some(PacketKind::Cts) => self.on_cts(hdr),
             Some(PacketKind::Data) => self.on_data(hdr, payload),
@@ -250,6 +268,68 @@ impl Core {
         r.got += payload.len();
         if r.got >= r.expect {
             self.finish_recv(h);
+        }
+    }
+
+    fn on_fin(&mut self, h: Handle) {
+        if let Some(Req {
+            op: Op::Send(s), ..
+        }) = self.reqs.get_mut(h)
+        {
+            if s.push_busy {
+                s.fin_seen = true;
+                return;
+            }
+        }
+        self.complete_send(h);
+    }
+
+    fn on_share(&mut self, hdr: &Header) {
+        let h = Handle::from_cookie(hdr.cookie);
+        let Some(Req {
+            op: Op::Send(s), ..
+        }) = self.reqs.get_mut(h)
+        else {
+            debug_assert!(false, "share for unknown send {h:?}");
+            return;
+        };
+        s.push_busy = true;
+        let offset = s.buf.len() - hdr.len as usize;
+        let recv_cookie = u64::from(hdr.context) | (u64::from(hdr.tag as u32) << 32);
+        self.pushes.push(PendingPush {
+            req: h,
+            peer: hdr.src,
+            remote: hdr.aux,
+            offset,
+            recv_cookie,
+        });
+    }
+
+    fn on_pushed(&mut self, hdr: &Header) {
+        let h = Handle::from_cookie(hdr.aux);
+        let Some(Req {
+            op: Op::Recv(r), ..
+        }) = self.reqs.get_mut(h)
+        else {
+            debug_assert!(false, "pushed part for unknown receive {h:?}");
+            return;
+        };
+        r.got += hdr.len as usize;
+        if r.got >= r.expect {
+            self.finish_recv(h);
+        }
+    }
+
+    /// The sender's part of a split rendezvous is done (pushed or sent as data).
+    pub fn push_done(&mut self, h: Handle) {
+        if let Some(Req {
+            op: Op::Send(s), ..
+        }) = self.reqs.get_mut(h)
+        {
+            s.push_busy = false;
+            if s.fin_seen {
+                self.complete_send(h);
+            }
         }
     }
 

@@ -16,7 +16,7 @@ pub mod request;
 mod tests;
 
 use self::buffer::{RawBuf, RawBufMut};
-use self::core::{Core, PendingPull};
+use self::core::{Core, PendingPull, PendingPush};
 use self::matching::Pattern;
 use self::request::{Handle, MsgStatus, Op, Req, SendOp, SendPhase};
 use crate::error::{Error, ErrorClass, Result};
@@ -39,6 +39,8 @@ pub struct Stats {
     pub rendezvous: u64,
     /// Rendezvous messages the receiver pulled in a single copy.
     pub single_copy: u64,
+    /// Rendezvous messages copied by both sides at once (a part pulled, a part pushed).
+    pub split_copies: u64,
     /// Rendezvous messages pushed through packets because single copy was not possible.
     pub pushed_rendezvous: u64,
     /// Messages that arrived before their receive was posted.
@@ -73,6 +75,8 @@ pub struct Config {
     pub yield_count: u32,
     /// Longest sleep before re-checking.
     pub sleep_timeout: Duration,
+    /// Smallest rendezvous message copied by both sides at once (0: never).
+    pub split_copy_min: usize,
 }
 
 impl Config {
@@ -83,6 +87,7 @@ impl Config {
             spin_count: t.spin_count,
             yield_count: t.yield_count,
             sleep_timeout: Duration::from_millis(t.sleep_timeout_ms.max(1)),
+            split_copy_min: t.split_copy_min,
         }
     }
 }
@@ -95,6 +100,8 @@ pub struct Engine<F: Fabric> {
     cfg: Config,
     bsend_capacity: usize,
     bsend_overhead: usize,
+    /// A single-copy pull has succeeded, so split copies (which also push) may be used.
+    single_copy_works: bool,
 }
 
 impl<F: Fabric> Engine<F> {
@@ -107,6 +114,7 @@ impl<F: Fabric> Engine<F> {
             cfg,
             bsend_capacity: 0,
             bsend_overhead: 64,
+            single_copy_works: false,
         }
     }
 
@@ -146,6 +154,10 @@ impl<F: Fabric> Engine<F> {
     pub fn progress(&mut self) -> bool {
         let core = &mut self.core;
         let mut did = self.fabric.poll(&mut |h, p| core.on_packet(h, p)) > 0;
+        if !self.core.pushes.is_empty() {
+            self.run_pushes();
+            did = true;
+        }
         if !self.core.pulls.is_empty() {
             self.run_pulls();
             did = true;
@@ -170,26 +182,106 @@ impl<F: Fabric> Engine<F> {
     }
 
     fn run_pull(&mut self, p: PendingPull) {
+        let split_min = self.cfg.split_copy_min;
+        let mut buf = match self.core.reqs.get(p.req) {
+            Some(Req {
+                op: Op::Recv(r), ..
+            }) => r.buf,
+            _ => return,
+        };
+        // Split copy: ask the sender to push the second half while we pull the first, so
+        // both processes copy at once. Only when the whole message fits (no truncation).
+        let mut own = p.len;
+        if self.single_copy_works
+            && split_min > 0
+            && p.len >= split_min
+            && buf.len() >= p.len
+            && p.peer != self.core.rank
+        {
+            own = (p.len / 2) & !63;
+            let cookie = p.req.to_cookie();
+            let hdr = Header {
+                kind: PacketKind::Share as u8,
+                src: self.core.rank,
+                context: cookie as u32,
+                tag: (cookie >> 32) as u32 as i32,
+                len: (p.len - own) as u64,
+                cookie: p.cookie,
+                aux: buf.addr() + own as u64,
+                ..Header::default()
+            };
+            self.send_packet(p.peer, hdr);
+            self.core.stats.split_copies += 1;
+        }
+        let result = self.fabric.pull(p.peer, p.addr, buf.slice_mut(0, own));
         let Some(req) = self.core.reqs.get_mut(p.req) else {
             return;
         };
         let Op::Recv(r) = &mut req.op else { return };
-        let mut buf = r.buf;
-        let dst = buf.slice_mut(0, p.len);
-        match self.fabric.pull(p.peer, p.addr, dst) {
+        match result {
             Ok(()) => {
-                r.got = p.len;
+                r.got += own;
+                let done = r.got >= r.expect;
+                self.single_copy_works = true;
                 self.core.stats.single_copy += 1;
                 self.send_control(p.peer, PacketKind::Fin, p.cookie, 0);
-                self.core.finish_recv(p.req);
+                if done {
+                    self.core.finish_recv(p.req);
+                }
             }
             Err(PullError::Unsupported) => {
+                // (Never after a split was asked for: splits start only once a pull worked,
+                // and the transport does not change its mind.)
                 self.send_control(p.peer, PacketKind::Cts, p.cookie, p.req.to_cookie());
             }
             Err(PullError::Failed(e)) => {
                 req.error = Some(e);
                 self.send_control(p.peer, PacketKind::Fin, p.cookie, 0);
                 self.core.finish_recv(p.req);
+            }
+        }
+    }
+
+    fn run_pushes(&mut self) {
+        let pushes = std::mem::take(&mut self.core.pushes);
+        for p in pushes {
+            self.run_push(p);
+        }
+    }
+
+    /// The sender's half of a split rendezvous.
+    fn run_push(&mut self, p: PendingPush) {
+        let Some(req) = self.core.reqs.get_mut(p.req) else {
+            return;
+        };
+        let Op::Send(s) = &mut req.op else { return };
+        let len = s.buf.len();
+        match self
+            .fabric
+            .push(p.peer, p.remote, s.buf.slice(p.offset..len))
+        {
+            Ok(()) => {
+                let hdr = Header {
+                    kind: PacketKind::Pushed as u8,
+                    src: self.core.rank,
+                    len: (len - p.offset) as u64,
+                    aux: p.recv_cookie,
+                    ..Header::default()
+                };
+                self.send_packet(p.peer, hdr);
+                self.core.push_done(p.req);
+            }
+            Err(PullError::Unsupported) => {
+                // Send the part as data packets instead; `push_done` runs when they are out.
+                s.phase = SendPhase::PushData {
+                    recv_req: p.recv_cookie,
+                };
+                s.sent = p.offset;
+                self.core.enqueue_send(p.peer, p.req);
+            }
+            Err(PullError::Failed(e)) => {
+                req.error = Some(e);
+                self.core.push_done(p.req);
             }
         }
     }
@@ -202,6 +294,11 @@ impl<F: Fabric> Engine<F> {
             aux,
             ..Header::default()
         };
+        self.send_packet(peer, hdr);
+    }
+
+    /// Sends a payload-less control packet now, or queues it behind earlier ones.
+    fn send_packet(&mut self, peer: u32, hdr: Header) {
         if !self.core.outbox.is_empty() || !self.fabric.try_send(peer, &hdr, &[]) {
             self.core.outbox.push_back((peer, hdr));
         }
@@ -306,6 +403,13 @@ impl<F: Fabric> Engine<F> {
                         }
                         did = true;
                         s.sent += n;
+                    }
+                    if s.push_busy {
+                        // The second half of a split rendezvous: done once the receiver's
+                        // FIN for its own half is in too.
+                        self.core.sendq[peer as usize].pop_front();
+                        self.core.push_done(h);
+                        continue;
                     }
                     true
                 }
@@ -499,6 +603,8 @@ impl<F: Fabric> Engine<F> {
                 phase: SendPhase::Queued,
                 owned,
                 bsend_charge,
+                push_busy: false,
+                fin_seen: false,
             }),
         });
         self.core.enqueue_send(peer, h);

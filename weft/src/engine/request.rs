@@ -69,6 +69,11 @@ pub struct SendOp {
     pub owned: Option<Vec<u8>>,
     /// Bytes of the attached bsend buffer this send holds (returned on completion).
     pub bsend_charge: usize,
+    /// Split rendezvous: this side is still pushing its part (the send must not complete,
+    /// even if the receiver's FIN arrived, until the push is done).
+    pub push_busy: bool,
+    /// The receiver's FIN arrived while the push was busy.
+    pub fin_seen: bool,
 }
 
 /// A receive in progress (posted, or matched and receiving data).

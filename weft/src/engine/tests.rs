@@ -67,6 +67,15 @@ impl Fabric for FakeFabric {
         unsafe { std::ptr::copy_nonoverlapping(remote as *const u8, dst.as_mut_ptr(), dst.len()) };
         Ok(())
     }
+    fn push(&mut self, _peer: u32, remote: u64, src: &[u8]) -> Result<(), PullError> {
+        if !self.single_copy {
+            return Err(PullError::Unsupported);
+        }
+        // SAFETY: all simulated ranks live in this process; `remote` points into a receive
+        // buffer the receiving test keeps alive and does not touch until its request completes.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), remote as *mut u8, src.len()) };
+        Ok(())
+    }
     fn prepare_sleep(&mut self) {}
     fn sleep(&mut self, _timeout: Duration) {}
     fn cancel_sleep(&mut self) {}
@@ -78,6 +87,7 @@ fn cfg(eager_limit: usize) -> Config {
         spin_count: 0,
         yield_count: 0,
         sleep_timeout: Duration::from_millis(1),
+        split_copy_min: 1000,
     }
 }
 
@@ -378,4 +388,53 @@ fn bad_ranks_are_typed_errors() {
             .class,
         ErrorClass::Rank
     );
+}
+
+#[test]
+fn split_copy_after_a_first_pull_moves_every_byte() {
+    // Rendezvous above 250 bytes; splits from 1000 bytes once a pull has worked.
+    let mut es = world(2, 4, 100, 250, true);
+    for (i, len) in [5000usize, 5000, 1001, 4096, 70_001]
+        .into_iter()
+        .enumerate()
+    {
+        let a = pattern_bytes(len, i as u8);
+        let b = pattern_bytes(len, 100 + i as u8);
+        let (mut out_a, mut out_b) = (vec![0u8; len], vec![0u8; len]);
+        // Both directions at once, receives posted after the sends (unexpected RTS path).
+        let s0 = es[0]
+            .isend(1, 0, 1, RawBuf::new(&a), SendMode::Standard)
+            .unwrap();
+        let s1 = es[1]
+            .isend(0, 0, 1, RawBuf::new(&b), SendMode::Standard)
+            .unwrap();
+        let r1 = es[1]
+            .irecv(pat(Some(0), None), RawBufMut::new(&mut out_a))
+            .unwrap();
+        let r0 = es[0]
+            .irecv(pat(Some(1), None), RawBufMut::new(&mut out_b))
+            .unwrap();
+        run_until_done(&mut es, &[(0, s0), (1, s1), (0, r0), (1, r1)], 10_000);
+        for (r, h) in [(0, s0), (1, s1), (0, r0), (1, r1)] {
+            es[r].wait(h).unwrap();
+        }
+        assert!(out_a == a && out_b == b, "message {i} of {len} bytes");
+    }
+    assert!(
+        es[0].stats().split_copies >= 3,
+        "splits used: {:?}",
+        es[0].stats()
+    );
+    // A truncated receive is never split: the sender must not push past the buffer.
+    let data = pattern_bytes(3000, 9);
+    let mut small = vec![0u8; 2000];
+    let s = es[0]
+        .isend(1, 0, 2, RawBuf::new(&data), SendMode::Standard)
+        .unwrap();
+    let r = es[1]
+        .irecv(pat(Some(0), Some(2)), RawBufMut::new(&mut small))
+        .unwrap();
+    run_until_done(&mut es, &[(0, s), (1, r)], 1000);
+    assert_eq!(es[1].wait(r).unwrap_err().class, ErrorClass::Truncate);
+    assert_eq!(small, data[..2000]);
 }

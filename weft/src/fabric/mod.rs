@@ -33,6 +33,12 @@ pub enum PacketKind {
     SyncAck = 7,
     /// Barrier and other internal control messages (`tag` says which).
     Control = 8,
+    /// Split rendezvous: the receiver pulls the first part itself and asks the sender to
+    /// push the last `len` bytes to address `aux`; `cookie` is the sender's request,
+    /// `context`/`tag` carry the receiver's request (low/high 32 bits).
+    Share = 9,
+    /// The sender pushed its part of a split rendezvous: `len` bytes for receiver request `aux`.
+    Pushed = 10,
 }
 
 impl PacketKind {
@@ -47,6 +53,8 @@ impl PacketKind {
             6 => Self::Data,
             7 => Self::SyncAck,
             8 => Self::Control,
+            9 => Self::Share,
+            10 => Self::Pushed,
             _ => return None,
         })
     }
@@ -111,6 +119,9 @@ pub trait Fabric {
     fn poll(&mut self, sink: &mut dyn FnMut(&Header, &[u8])) -> usize;
     /// Copies `dst.len()` bytes from address `remote` in `peer`'s memory into `dst`.
     fn pull(&mut self, peer: u32, remote: u64, dst: &mut [u8]) -> Result<(), PullError>;
+    /// Copies `src` to address `remote` in `peer`'s memory (the sender's half of a split
+    /// rendezvous).
+    fn push(&mut self, peer: u32, remote: u64, src: &[u8]) -> Result<(), PullError>;
     /// Announces that this rank is about to sleep: after this, a sender that delivers a packet
     /// must wake us. The caller polls once more before calling [`Fabric::sleep`].
     fn prepare_sleep(&mut self);

@@ -13,23 +13,59 @@ pub enum CmaError {
     Failed(io::Error),
 }
 
+/// Which way a cross-memory copy goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Direction {
+    /// From the other process into ours (`process_vm_readv`).
+    Read,
+    /// From ours into the other process (`process_vm_writev`).
+    Write,
+}
+
 /// Copies `dst.len()` bytes from address `remote` in process `pid` into `dst`.
 pub fn read_from(pid: u32, remote: u64, dst: &mut [u8]) -> Result<(), CmaError> {
+    copy(pid, remote, dst.as_mut_ptr(), dst.len(), Direction::Read)
+}
+
+/// Copies `src` to address `remote` in process `pid`.
+pub fn write_to(pid: u32, remote: u64, src: &[u8]) -> Result<(), CmaError> {
+    // `copy` only reads through the pointer in the Write direction.
+    copy(
+        pid,
+        remote,
+        src.as_ptr() as *mut u8,
+        src.len(),
+        Direction::Write,
+    )
+}
+
+/// The copy loop: repeats until all `len` bytes moved (the kernel may copy less per call).
+/// `local` must be valid for `len` bytes: writable for `Read`, readable for `Write`.
+fn copy(pid: u32, remote: u64, local: *mut u8, len: usize, dir: Direction) -> Result<(), CmaError> {
     let mut done = 0usize;
-    while done < dst.len() {
-        let rest = &mut dst[done..];
-        let local = libc::iovec {
-            iov_base: rest.as_mut_ptr().cast(),
-            iov_len: rest.len(),
+    while done < len {
+        let local_iov = libc::iovec {
+            iov_base: local.wrapping_add(done).cast(),
+            iov_len: len - done,
         };
         let remote_iov = libc::iovec {
             iov_base: (remote as usize).wrapping_add(done) as *mut libc::c_void,
-            iov_len: rest.len(),
+            iov_len: len - done,
         };
-        // SAFETY: `local` describes `rest`, a live, exclusively borrowed buffer the kernel
-        // writes at most `rest.len()` bytes into. The remote iovec is only interpreted in the
-        // other process's address space (a bad address there yields EFAULT, not UB here).
-        let n = unsafe { libc::process_vm_readv(pid as libc::pid_t, &local, 1, &remote_iov, 1, 0) };
+        // SAFETY: `local_iov` describes `len - done` bytes of the caller's buffer, which is
+        // live and (for Read) exclusively borrowed, so the kernel may write it; for Write the
+        // kernel only reads it. The remote iovec is interpreted in the other process's
+        // address space only (a bad address there gives EFAULT, not undefined behaviour here).
+        let n = unsafe {
+            match dir {
+                Direction::Read => {
+                    libc::process_vm_readv(pid as libc::pid_t, &local_iov, 1, &remote_iov, 1, 0)
+                }
+                Direction::Write => {
+                    libc::process_vm_writev(pid as libc::pid_t, &local_iov, 1, &remote_iov, 1, 0)
+                }
+            }
+        };
         if n < 0 {
             let e = io::Error::last_os_error();
             return Err(match e.raw_os_error() {
@@ -41,7 +77,7 @@ pub fn read_from(pid: u32, remote: u64, dst: &mut [u8]) -> Result<(), CmaError> 
         if n == 0 {
             return Err(CmaError::Failed(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
-                "process_vm_readv copied nothing",
+                format!("{dir:?} by cross-memory copy moved nothing"),
             )));
         }
         done += n as usize;
@@ -64,5 +100,11 @@ mod tests {
         }
         let bad = read_from(std::process::id(), 8, &mut dst[..16]);
         assert!(bad.is_err());
+        let mut target = vec![0u8; 1000];
+        match write_to(std::process::id(), target.as_mut_ptr() as u64, &src[..1000]) {
+            Ok(()) => assert_eq!(target, src[..1000]),
+            Err(CmaError::Unsupported(_)) => {}
+            Err(CmaError::Failed(e)) => panic!("{e}"),
+        }
     }
 }

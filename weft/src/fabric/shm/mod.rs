@@ -346,22 +346,42 @@ impl ShmTransport {
     /// See [`super::Fabric::pull`]: `process_vm_readv` from the peer. `Unsupported` when
     /// `WEFT_SHM_SINGLE_COPY=0` or when the OS refuses (remembered: later pulls do not try).
     pub fn pull(&mut self, peer: u32, remote: u64, dst: &mut [u8]) -> Result<(), PullError> {
+        let len = dst.len();
+        self.cross_copy(peer, remote, len, "process_vm_readv", |pid| {
+            crate::sys::cma::read_from(pid, remote, dst)
+        })
+    }
+
+    /// See [`super::Fabric::push`].
+    pub fn push(&mut self, peer: u32, remote: u64, src: &[u8]) -> Result<(), PullError> {
+        self.cross_copy(peer, remote, src.len(), "process_vm_writev", |pid| {
+            crate::sys::cma::write_to(pid, remote, src)
+        })
+    }
+
+    /// Runs a single-copy transfer with `peer`, remembering an OS refusal (later calls then
+    /// return `Unsupported` without trying).
+    fn cross_copy(
+        &mut self,
+        peer: u32,
+        remote: u64,
+        len: usize,
+        what: &str,
+        op: impl FnOnce(u32) -> Result<(), crate::sys::cma::CmaError>,
+    ) -> Result<(), PullError> {
         if !self.single_copy {
             return Err(PullError::Unsupported);
         }
         let pid = self.peer_mut(peer).pid;
-        match crate::sys::cma::read_from(pid, remote, dst) {
+        match op(pid) {
             Ok(()) => Ok(()),
             Err(crate::sys::cma::CmaError::Unsupported(_)) => {
                 self.single_copy = false;
                 Err(PullError::Unsupported)
             }
             Err(crate::sys::cma::CmaError::Failed(e)) => Err(PullError::Failed(Error::os(
-                "pull",
-                format_args!(
-                    "process_vm_readv of {} bytes at {remote:#x} from rank {peer} (pid {pid})",
-                    dst.len()
-                ),
+                "single-copy transfer",
+                format_args!("{what} of {len} bytes at {remote:#x} with rank {peer} (pid {pid})"),
                 e,
             ))),
         }
