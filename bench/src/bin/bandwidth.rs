@@ -10,7 +10,15 @@ use weft_bench::{median, quick, result};
 
 const BATCHES: usize = 5;
 const WINDOW: usize = 64;
-const SIZES: [usize; 7] = [1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20];
+const SIZES: [usize; 7] = [
+    1 << 10,
+    4 << 10,
+    16 << 10,
+    64 << 10,
+    256 << 10,
+    1 << 20,
+    4 << 20,
+];
 const QUICK_SIZES: [usize; 3] = [1 << 10, 64 << 10, 4 << 20];
 const DATA_TAG: weft::Tag = 2;
 const ACK_TAG: weft::Tag = 3;
@@ -72,7 +80,9 @@ fn main() {
                 } else {
                     weft::request::multiple_scope(WINDOW, |scope, coll| {
                         for chunk in buf[..n * WINDOW].chunks_mut(n) {
-                            coll.add(sender.immediate_receive_into_with_tag(scope, chunk, DATA_TAG));
+                            coll.add(
+                                sender.immediate_receive_into_with_tag(scope, chunk, DATA_TAG),
+                            );
                         }
                         let mut out = Vec::with_capacity(WINDOW);
                         coll.wait_all(&mut out);

@@ -34,7 +34,11 @@ fn measure<C: Communicator>(world: &C, op: &mut dyn FnMut(), target_s: f64) -> f
     let per_op = (weft::time() - t0) / CALIBRATE as f64;
     let mut count: u64 = 0;
     if world.rank() == 0 {
-        let c = if per_op > 0.0 { target_s / per_op } else { MAX_COUNT as f64 };
+        let c = if per_op > 0.0 {
+            target_s / per_op
+        } else {
+            MAX_COUNT as f64
+        };
         count = if c < MIN_COUNT as f64 {
             MIN_COUNT
         } else if c > MAX_COUNT as f64 {
@@ -46,7 +50,9 @@ fn measure<C: Communicator>(world: &C, op: &mut dyn FnMut(), target_s: f64) -> f
             world.process_at_rank(r).send_with_tag(&count, COUNT_TAG);
         }
     } else {
-        world.process_at_rank(0).receive_into_with_tag(&mut count, COUNT_TAG);
+        world
+            .process_at_rank(0)
+            .receive_into_with_tag(&mut count, COUNT_TAG);
     }
     let mut batch_us = [0.0; BATCHES];
     for slot in batch_us.iter_mut() {
