@@ -241,6 +241,10 @@ class Results:
         v = self.values.get((impl, key, size))
         return statistics.median(v) if v else None
 
+    def spread(self, impl, key, size):
+        v = self.values.get((impl, key, size))
+        return (min(v), max(v)) if v and len(v) > 1 else None
+
     def cell_error(self, impl, job):
         return self.failures.get((impl, job))
 
@@ -251,17 +255,18 @@ def result_key(name, nranks):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=None, help="rounds of alternating runs (default 3; 1 with --quick)")
+    ap.add_argument("--rounds", type=int, default=None, help="rounds of alternating runs (default 5; 1 with --quick)")
     ap.add_argument("--quick", action="store_true", help="fewer sizes and iterations: a smoke run")
     ap.add_argument("--only", action="append", choices=IMPLS, help="run only this implementation (repeatable)")
     ap.add_argument("--markdown", action="store_true", help="print the tables in Markdown")
+    ap.add_argument("--spread", action="store_true", help="show each cell's range over rounds: median (min-max)")
     ap.add_argument("--ranks", default="4,8", help="rank counts for ring/barrier (default 4,8)")
     ap.add_argument("--no-build", action="store_true", help="skip cargo build (use the existing release binaries)")
     ap.add_argument("--wait-idle", type=float, default=0.0, metavar="SECS",
                     help="before each run wait up to SECS for the machine to be idle (default 0: just measure how busy)")
     ap.add_argument("--timeout", type=float, default=None, help="watchdog per run, seconds (default 240; 90 with --quick)")
     opts = ap.parse_args()
-    rounds = opts.rounds if opts.rounds is not None else (1 if opts.quick else 3)
+    rounds = opts.rounds if opts.rounds is not None else (1 if opts.quick else 5)
     timeout = opts.timeout if opts.timeout is not None else (90.0 if opts.quick else 240.0)
     impls = [i for i in IMPLS if not opts.only or i in opts.only]
     ring_ranks = [int(x) for x in opts.ranks.split(",") if x.strip()]
@@ -360,7 +365,7 @@ def print_table(title, header, rows, markdown):
             print(line(r))
 
 
-def comparison_rows(res, impls, key, job, sizes, lower_is_better, targets, label):
+def comparison_rows(res, impls, key, job, sizes, lower_is_better, targets, label, spread=False):
     rows = []
     for size in sizes:
         cells, vals = [label(size)], {}
@@ -370,7 +375,11 @@ def comparison_rows(res, impls, key, job, sizes, lower_is_better, targets, label
                 continue
             v = res.median(impl, key, size)
             vals[impl] = v
-            cells.append(fmt_value(v) if v is not None else (res.cell_error(impl, job) or "no result"))
+            text = fmt_value(v) if v is not None else (res.cell_error(impl, job) or "no result")
+            rng = res.spread(impl, key, size) if spread else None
+            if rng:
+                text += f" ({fmt_value(rng[0])}-{fmt_value(rng[1])})"
+            cells.append(text)
         peer_vals = [vals[p] for p in PEERS if vals.get(p) is not None]
         ratio = None
         if vals.get("weft") is not None and peer_vals:
@@ -419,7 +428,7 @@ def report(opts, res, floor, impls, ring_ranks, rounds):
 
     job = ("latency", 2)
     sizes = sizes_for(res, "latency") or sorted(LATENCY_TARGET)
-    rows = comparison_rows(res, impls, "latency", job, sizes, True, LATENCY_TARGET, human_size)
+    rows = comparison_rows(res, impls, "latency", job, sizes, True, LATENCY_TARGET, human_size, opts.spread)
     print_table("Ping-pong latency, one-way µs, 2 ranks (lower is better)", ["size"] + header_cols, rows, md)
     w0 = res.median("weft", "latency", 0)
     extra = f"; Weft 0 B = {w0 / fl:.1f} x floor" if (w0 is not None and fl) else ""
@@ -427,7 +436,7 @@ def report(opts, res, floor, impls, ring_ranks, rounds):
 
     job = ("bandwidth", 2)
     sizes = sizes_for(res, "bandwidth") or sorted(BANDWIDTH_TARGET)
-    rows = comparison_rows(res, impls, "bandwidth", job, sizes, False, BANDWIDTH_TARGET, human_size)
+    rows = comparison_rows(res, impls, "bandwidth", job, sizes, False, BANDWIDTH_TARGET, human_size, opts.spread)
     print_table("Streaming bandwidth, MB/s (10^6 B/s), 2 ranks, window 64 (higher is better)",
                 ["size"] + header_cols, rows, md)
 
@@ -435,7 +444,8 @@ def report(opts, res, floor, impls, ring_ranks, rounds):
     for name, size in (("ring", 8), ("barrier", 0)):
         for n in ring_ranks:
             label = (lambda _s, name=name, n=n: f"{name}, {n} ranks")
-            rows += comparison_rows(res, impls, result_key(name, n), ("ring_barrier", n), [size], True, {}, label)
+            rows += comparison_rows(res, impls, result_key(name, n), ("ring_barrier", n), [size], True, {}, label,
+                                    opts.spread)
     print_table(f"Oversubscribed on {os.cpu_count()} CPUs: µs per ring step (8 B to the next rank) and per barrier "
                 "(lower is better)", ["benchmark"] + header_cols, rows, md)
     print()
