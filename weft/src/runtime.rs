@@ -54,7 +54,9 @@ pub fn init() -> Result<()> {
     let tunables = Tunables::from_env()?;
     let mut boot = Boot::from_env()?;
     let fabric = NodeFabric::new(&mut boot, &tunables)?;
-    let mut engine = Engine::new(fabric, Config::from_tunables(&tunables));
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let config = Config::from_tunables(&tunables, boot.local_ranks().len(), cpus);
+    let mut engine = Engine::new(fabric, config);
     engine.set_bsend_capacity(0, tunables.bsend_overhead);
     let rt = Runtime {
         engine,

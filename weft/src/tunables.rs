@@ -63,14 +63,46 @@ tunables! {
         "Use process_vm_readv (single copy) for rendezvous on one node; 0 forces the pipelined copy";
     split_copy_min: usize = "WEFT_SPLIT_COPY_MIN", "256k",
         "Rendezvous messages at least this large are copied by both sides at once (receiver pulls the first half, sender pushes the second); 0 disables";
-    spin_count: u32 = "WEFT_SPIN_COUNT", "2000",
-        "Polls a waiting rank spins before it starts to yield";
-    yield_count: u32 = "WEFT_YIELD_COUNT", "50",
-        "sched_yield calls a waiting rank makes before it sleeps on its futex";
+    spin_count: Auto = "WEFT_SPIN_COUNT", "auto",
+        "Idle polls a waiting rank spins before it yields (auto: 4000 with a core per local rank, 10 when the node is oversubscribed)";
+    yield_count: Auto = "WEFT_YIELD_COUNT", "auto",
+        "sched_yield calls a waiting rank makes before it sleeps on its futex (auto: 20, or 2000 when oversubscribed)";
     sleep_timeout_ms: u64 = "WEFT_SLEEP_TIMEOUT_MS", "100",
         "Longest futex sleep before a waiting rank re-checks everything (a safety net, not a poll rate)";
     bsend_overhead: usize = "WEFT_BSEND_OVERHEAD", "64",
         "Bytes of attached buffer that each buffered send uses beyond its data (MPI_BSEND_OVERHEAD)";
+}
+
+/// A count that can be left to weft (`auto`) or set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Auto(pub Option<u32>);
+
+impl Auto {
+    /// The set value, or `auto` resolved to `default`.
+    pub fn or(self, default: u32) -> u32 {
+        self.0.unwrap_or(default)
+    }
+}
+
+impl std::fmt::Display for Auto {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(v) => write!(f, "{v}"),
+            None => f.write_str("auto"),
+        }
+    }
+}
+
+impl Parse for Auto {
+    fn parse(env: &'static str, text: &str) -> Result<Self> {
+        if text.trim().eq_ignore_ascii_case("auto") {
+            return Ok(Auto(None));
+        }
+        text.trim()
+            .parse()
+            .map(|v| Auto(Some(v)))
+            .map_err(|_| bad(env, text, "a whole number or auto"))
+    }
 }
 
 /// Parsing of a tunable's text.
@@ -155,6 +187,9 @@ mod tests {
         assert_eq!(d.eager_limit, 16 << 10);
         let t = Tunables::from_lookup(|k| (k == "WEFT_EAGER_LIMIT").then(|| "1m".into())).unwrap();
         assert_eq!(t.eager_limit, 1 << 20);
+        assert_eq!(d.spin_count, Auto(None));
+        let t = Tunables::from_lookup(|k| (k == "WEFT_SPIN_COUNT").then(|| "7".into())).unwrap();
+        assert_eq!(t.spin_count.or(1), 7);
         let e = Tunables::from_lookup(|k| (k == "WEFT_SPIN_COUNT").then(|| "lots".into()));
         let msg = e.unwrap_err().to_string();
         assert!(

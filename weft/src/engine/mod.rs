@@ -80,12 +80,15 @@ pub struct Config {
 }
 
 impl Config {
-    /// The settings from `t`.
-    pub fn from_tunables(t: &Tunables) -> Self {
+    /// The settings from `t`, for a node where `local_ranks` share `cpus` processors.
+    /// When oversubscribed, a waiting rank spins only briefly (the peer it waits for may
+    /// need this very CPU) and yields many times before it sleeps.
+    pub fn from_tunables(t: &Tunables, local_ranks: usize, cpus: usize) -> Self {
+        let oversubscribed = local_ranks > cpus;
         Config {
             eager_limit: t.eager_limit,
-            spin_count: t.spin_count,
-            yield_count: t.yield_count,
+            spin_count: t.spin_count.or(if oversubscribed { 10 } else { 4000 }),
+            yield_count: t.yield_count.or(if oversubscribed { 2000 } else { 20 }),
             sleep_timeout: Duration::from_millis(t.sleep_timeout_ms.max(1)),
             split_copy_min: t.split_copy_min,
         }
