@@ -47,6 +47,18 @@ pub struct PendingPush {
     pub recv_cookie: u64,
 }
 
+/// A blocking receive posted when nothing else was pending (LAM's short-circuit): a
+/// one-packet eager message that matches is copied straight into the buffer, with no request
+/// and no queue. Any other matching packet "spoils" it (it goes the general way, so MPI's
+/// ordering holds) and the receive falls back to a normal posted receive.
+#[derive(Debug)]
+pub struct FastRecv {
+    pub pattern: Pattern,
+    pub buf: RawBufMut,
+    pub result: Option<MsgStatus>,
+    pub spoiled: bool,
+}
+
 /// Protocol state of one rank.
 pub struct Core {
     pub rank: u32,
@@ -63,6 +75,8 @@ pub struct Core {
     pub pulls: Vec<PendingPull>,
     /// Split-rendezvous parts this rank must push.
     pub pushes: Vec<PendingPush>,
+    /// The short-circuit receive in progress, if any.
+    pub fast: Option<FastRecv>,
     /// Requests nobody waits for (buffered sends, freed requests): reaped when done.
     pub detached: Vec<Handle>,
     pub stats: Stats,
@@ -81,6 +95,7 @@ impl Core {
             outbox: VecDeque::new(),
             pulls: Vec::new(),
             pushes: Vec::new(),
+            fast: None,
             detached: Vec::new(),
             stats: Stats::default(),
         }
@@ -107,7 +122,32 @@ impl Core {
     }
 
     /// Handles one arriving packet.
+    #[inline]
     pub fn on_packet(&mut self, hdr: &Header, payload: &[u8]) {
+        if let Some(f) = &mut self.fast {
+            if f.result.is_none()
+                && !f.spoiled
+                && is_new_message(hdr.kind)
+                && f.pattern.matches(hdr.context, hdr.src, hdr.tag)
+            {
+                if hdr.kind == PacketKind::Eager as u8
+                    && hdr.flags == 0
+                    && hdr.len as usize == payload.len()
+                {
+                    f.buf.write_at(0, payload);
+                    f.result = Some(MsgStatus {
+                        source: hdr.src,
+                        tag: hdr.tag,
+                        len: payload.len(),
+                        cancelled: false,
+                    });
+                    self.stats.recv_msgs += 1;
+                    self.stats.recv_bytes += payload.len() as u64;
+                    return;
+                }
+                f.spoiled = true;
+            }
+        }
         match PacketKind::from_u8(hdr.kind) {
             Some(PacketKind::Eager) => self.on_eager(hdr, payload),
             Some(PacketKind::Frag) => self.on_frag(hdr, payload),
@@ -364,17 +404,11 @@ impl Core {
         req.done = true;
         if let Op::Recv(r) = std::mem::replace(&mut req.op, Op::Idle) {
             if r.expect > r.buf.len() {
-                req.error = Some(Error::new(
-                    ErrorClass::Truncate,
-                    "receive",
-                    format!(
-                        "message of {} bytes from rank {} (tag {}) is longer than the {}-byte \
-                         receive buffer",
-                        r.expect,
-                        req.status.source,
-                        req.status.tag,
-                        r.buf.len()
-                    ),
+                req.error = Some(truncation(
+                    r.expect,
+                    req.status.source,
+                    req.status.tag,
+                    r.buf.len(),
                 ));
             }
         }
@@ -467,6 +501,21 @@ impl Core {
     pub fn has_blocked_output(&self) -> bool {
         !self.active.is_empty() || !self.outbox.is_empty()
     }
+}
+
+/// The error of a receive whose `len`-byte message from `source` did not fit `cap` bytes.
+pub fn truncation(len: usize, source: u32, tag: i32, cap: usize) -> Error {
+    Error::new(
+        ErrorClass::Truncate,
+        "receive",
+        format!("message of {len} bytes from rank {source} (tag {tag}) is longer than the {cap}-byte receive buffer"),
+    )
+}
+
+/// Whether a packet of this kind starts a new message (and so takes part in matching).
+#[inline]
+fn is_new_message(kind: u8) -> bool {
+    kind == PacketKind::Eager as u8 || kind == PacketKind::Rts as u8
 }
 
 /// A fresh receive request for `buf`.

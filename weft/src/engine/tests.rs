@@ -438,3 +438,38 @@ fn split_copy_after_a_first_pull_moves_every_byte() {
     assert_eq!(es[1].wait(r).unwrap_err().class, ErrorClass::Truncate);
     assert_eq!(small, data[..2000]);
 }
+
+#[test]
+fn short_circuit_receive_keeps_order_and_reports_truncation() {
+    let mut es = world(2, 16, 100, 200, true);
+    // A rendezvous message, then a small one: a wildcard blocking receive must get the
+    // rendezvous one first (it spoils the short-circuit and falls back).
+    let big = pattern_bytes(500, 1);
+    let small = pattern_bytes(10, 2);
+    let s1 = es[0]
+        .isend(1, 0, 7, RawBuf::new(&big), SendMode::Standard)
+        .unwrap();
+    es[0].send(1, 0, 8, &small, SendMode::Standard).unwrap();
+    let mut out = vec![0u8; 500];
+    let st = es[1].recv(pat(None, None), &mut out).unwrap();
+    assert_eq!((st.tag, st.len), (7, 500));
+    assert_eq!(out, big);
+    let st = es[1].recv(pat(None, None), &mut out).unwrap();
+    assert_eq!((st.tag, st.len), (8, 10));
+    assert_eq!(out[..10], small[..]);
+    run_until_done(&mut es, &[(0, s1)], 100);
+    // The short-circuit itself: one eager packet straight into the buffer, no request.
+    es[0].send(1, 0, 9, &small, SendMode::Standard).unwrap();
+    let before = es[1].live_requests();
+    let st = es[1].recv(pat(Some(0), Some(9)), &mut out).unwrap();
+    assert_eq!((st.source, st.len), (0, 10));
+    assert_eq!(es[1].live_requests(), before);
+    // Truncation through the short-circuit is the same typed error.
+    es[0].send(1, 0, 3, &small, SendMode::Standard).unwrap();
+    let err = es[1].recv(pat(None, None), &mut out[..4]).unwrap_err();
+    assert_eq!(err.class, ErrorClass::Truncate);
+    assert!(
+        err.to_string().contains("10 bytes") && err.to_string().contains("4-byte"),
+        "{err}"
+    );
+}
