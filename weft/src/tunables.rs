@@ -53,7 +53,7 @@ macro_rules! tunables {
 }
 
 tunables! {
-    eager_limit: usize = "WEFT_EAGER_LIMIT", "16k",
+    eager_limit: usize = "WEFT_EAGER_LIMIT", "32k",
         "Largest message sent eagerly (streamed through the transport); larger ones use rendezvous";
     shm_ring_size: usize = "WEFT_SHM_RING_SIZE", "256k",
         "Bytes in each directed shared-memory ring (sender to receiver); a power of two";
@@ -61,7 +61,7 @@ tunables! {
         "Largest payload one shared-memory packet carries; bigger eager messages are fragmented";
     shm_single_copy: bool = "WEFT_SHM_SINGLE_COPY", "1",
         "Use process_vm_readv (single copy) for rendezvous on one node; 0 forces the pipelined copy";
-    split_copy_min: usize = "WEFT_SPLIT_COPY_MIN", "256k",
+    split_copy_min: usize = "WEFT_SPLIT_COPY_MIN", "64k",
         "Rendezvous messages at least this large are copied by both sides at once (receiver pulls the first half, sender pushes the second); 0 disables";
     spin_count: Auto = "WEFT_SPIN_COUNT", "auto",
         "Idle polls a waiting rank spins before it yields (auto: 4000 with a core per local rank, 10 when the node is oversubscribed)";
@@ -184,7 +184,7 @@ mod tests {
     #[test]
     fn defaults_parse_and_env_overrides() {
         let d = Tunables::defaults();
-        assert_eq!(d.eager_limit, 16 << 10);
+        assert_eq!(d.eager_limit, 32 << 10);
         let t = Tunables::from_lookup(|k| (k == "WEFT_EAGER_LIMIT").then(|| "1m".into())).unwrap();
         assert_eq!(t.eager_limit, 1 << 20);
         assert_eq!(d.spin_count, Auto(None));

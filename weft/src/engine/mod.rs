@@ -591,6 +591,31 @@ impl<F: Fabric> Engine<F> {
     ) -> Handle {
         self.core.stats.sent_msgs += 1;
         self.core.stats.sent_bytes += buf.len() as u64;
+        let len = buf.len();
+        if !sync
+            && owned.is_none()
+            && len <= self.cfg.eager_limit
+            && self.core.sendq[peer as usize].is_empty()
+            && len <= self.fabric.max_payload(peer)
+        {
+            // One packet, nothing queued ahead of it: send now; the request is born complete.
+            let hdr = Header {
+                kind: PacketKind::Eager as u8,
+                src: self.core.rank,
+                context,
+                tag,
+                len: len as u64,
+                ..Header::default()
+            };
+            if self.fabric.try_send(peer, &hdr, buf.slice(0..len)) {
+                return self.core.reqs.insert(Req {
+                    done: true,
+                    status: MsgStatus::default(),
+                    error: None,
+                    op: Op::Idle,
+                });
+            }
+        }
         let h = self.core.reqs.insert(Req {
             done: false,
             status: MsgStatus::default(),
@@ -613,6 +638,10 @@ impl<F: Fabric> Engine<F> {
         self.core.enqueue_send(peer, h);
         if self.core.sendq[peer as usize].len() == 1 {
             self.push_sends(peer);
+            if self.core.sendq[peer as usize].is_empty() && self.core.active.last() == Some(&peer) {
+                // It all went out: `enqueue_send` just listed the peer as active; unlist it.
+                self.core.active.pop();
+            }
         }
         h
     }
