@@ -196,7 +196,7 @@ impl Core {
             return;
         }
         self.stats.unexpected_msgs += 1;
-        let mut data = Vec::with_capacity(total);
+        let mut data = self.matcher.data_buffer(total);
         data.extend_from_slice(payload);
         let id = self.matcher.add_unexpected(Unexpected {
             context: hdr.context,
@@ -452,6 +452,7 @@ impl Core {
             UnexpectedBody::Eager { data } => {
                 r.buf.write_at(0, &data);
                 r.got = data.len();
+                self.matcher.recycle(data);
                 if complete {
                     self.finish_recv(h);
                 } else {

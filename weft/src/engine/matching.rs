@@ -6,7 +6,7 @@
 //! arrival order.
 
 use super::request::Handle;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 /// Source and tag selectors; `None` is the wildcard.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,16 +63,58 @@ impl Unexpected {
 }
 
 /// Posted and unexpected queues.
+///
+/// Unexpected messages live in a slab addressed by generation-checked ids (no hashing on
+/// the arrival path), and their data vectors are recycled, so a steady stream of messages
+/// that arrive before their receives does not allocate.
 #[derive(Default)]
 pub struct Matcher {
     posted: VecDeque<Posted>,
-    /// Unexpected messages by id; `order` lists the ones not yet claimed, oldest first.
-    unexpected: HashMap<u64, Unexpected>,
+    slots: Vec<UnexpectedSlot>,
+    free: Vec<u32>,
+    /// Ids of the unexpected messages not yet claimed, oldest first.
     order: VecDeque<u64>,
-    next_id: u64,
+    /// Data vectors of received messages, kept for reuse.
+    spare: Vec<Vec<u8>>,
 }
 
+#[derive(Default)]
+struct UnexpectedSlot {
+    gen: u32,
+    msg: Option<Unexpected>,
+}
+
+/// Spare data vectors kept at most, and the largest kept (bigger ones are freed).
+const SPARE_MAX: usize = 128;
+const SPARE_LARGEST: usize = 256 << 10;
+
 impl Matcher {
+    fn slot(&self, id: u64) -> Option<&Unexpected> {
+        let s = self.slots.get(id as u32 as usize)?;
+        (s.gen == (id >> 32) as u32)
+            .then_some(s.msg.as_ref())
+            .flatten()
+    }
+
+    /// A data vector with room for `len` bytes, recycled when one is spare.
+    pub fn data_buffer(&mut self, len: usize) -> Vec<u8> {
+        match self.spare.pop() {
+            Some(mut v) => {
+                v.clear();
+                v.reserve(len);
+                v
+            }
+            None => Vec::with_capacity(len),
+        }
+    }
+
+    /// Returns a data vector for reuse.
+    pub fn recycle(&mut self, v: Vec<u8>) {
+        if self.spare.len() < SPARE_MAX && v.capacity() <= SPARE_LARGEST {
+            self.spare.push(v);
+        }
+    }
+
     /// Takes the first posted receive matching an arriving message.
     #[inline]
     pub fn take_posted(&mut self, context: u32, source: u32, tag: i32) -> Option<Handle> {
@@ -101,28 +143,36 @@ impl Matcher {
 
     /// Stores an unexpected message; returns its id.
     pub fn add_unexpected(&mut self, msg: Unexpected) -> u64 {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.unexpected.insert(id, msg);
+        let idx = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.slots.push(UnexpectedSlot { gen: 1, msg: None });
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let slot = &mut self.slots[idx as usize];
+        debug_assert!(slot.msg.is_none(), "free list names an occupied slot {idx}");
+        slot.msg = Some(msg);
+        let id = (u64::from(slot.gen) << 32) | u64::from(idx);
         self.order.push_back(id);
         id
     }
 
     /// The oldest unclaimed unexpected message matching `pattern`, without taking it.
     pub fn peek_unexpected(&self, pattern: &Pattern) -> Option<(u64, &Unexpected)> {
-        self.order.iter().find_map(|id| {
-            let m = &self.unexpected[id];
+        self.order.iter().find_map(|&id| {
+            let m = self.slot(id).expect("listed message is stored");
             pattern
                 .matches(m.context, m.source, m.tag)
-                .then_some((*id, m))
+                .then_some((id, m))
         })
     }
 
     /// Claims the oldest matching unexpected message: it no longer matches other receives,
     /// but stays stored (it may still be receiving fragments) until [`Matcher::remove`].
     pub fn claim_unexpected(&mut self, pattern: &Pattern) -> Option<u64> {
-        let i = self.order.iter().position(|id| {
-            let m = &self.unexpected[id];
+        let i = self.order.iter().position(|&id| {
+            let m = self.slot(id).expect("listed message is stored");
             pattern.matches(m.context, m.source, m.tag)
         })?;
         self.order.remove(i)
@@ -130,7 +180,11 @@ impl Matcher {
 
     /// The stored message `id`.
     pub fn get_mut(&mut self, id: u64) -> Option<&mut Unexpected> {
-        self.unexpected.get_mut(&id)
+        let s = self.slots.get_mut(id as u32 as usize)?;
+        if s.gen != (id >> 32) as u32 {
+            return None;
+        }
+        s.msg.as_mut()
     }
 
     /// Drops the stored message `id` (after it was claimed).
@@ -139,7 +193,15 @@ impl Matcher {
             !self.order.contains(&id),
             "removing unexpected message {id} before claiming it"
         );
-        self.unexpected.remove(&id)
+        let idx = id as u32;
+        let s = self.slots.get_mut(idx as usize)?;
+        if s.gen != (id >> 32) as u32 {
+            return None;
+        }
+        let msg = s.msg.take()?;
+        s.gen = s.gen.wrapping_add(1).max(1);
+        self.free.push(idx);
+        Some(msg)
     }
 
     /// Whether nothing is posted.
