@@ -208,7 +208,7 @@ fn truncate(world: &impl Communicator) {
         world.process_at_rank(1).send(&pattern(1 << 20, 2)[..]);
     } else {
         for len in [100usize, 1 << 20] {
-            let mut small = vec![0u8; 10];
+            let mut small = [0u8; 10];
             let err = world
                 .process_at_rank(0)
                 .try_receive_into_with_tag(&mut small[..], weft::point_to_point::ANY_TAG)
@@ -394,4 +394,10 @@ fn comms(world: &impl Communicator) {
     }
     half.barrier();
     shared.barrier();
+    // The self communicator: just this rank, talking to itself.
+    let me = weft::topology::SimpleCommunicator::self_comm();
+    assert_eq!((me.size(), me.rank()), (1, 0));
+    assert_eq!(me.get_name(), "MPI_COMM_SELF");
+    let (v, st): (i32, _) = p2p::send_receive(&(rank * 3), &me.this_process(), &me.this_process());
+    assert_eq!((v, st.source_rank()), (rank * 3, 0));
 }

@@ -38,12 +38,21 @@ fn suite_pids() -> Vec<u32> {
 
 /// Runs `p2p_suite CASE` on `n` ranks and checks nothing is left behind afterwards.
 fn job(n: u32, case: &str) -> Out {
+    job_with(n, case, &[])
+}
+
+/// Like [`job`], passing `-x NAME=VALUE` settings to the ranks.
+fn job_with(n: u32, case: &str, env: &[&str]) -> Out {
     let exe = suite();
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let before = weft_segments();
     let mut c = weft();
-    c.args(["run", "-n", &n.to_string()]).arg(&exe).arg(case);
-    let out = run(c, &format!("weft run -n {n} p2p_suite {case}"));
+    c.args(["run", "-n", &n.to_string()]);
+    for kv in env {
+        c.args(["-x", kv]);
+    }
+    c.arg(&exe).arg(case);
+    let out = run(c, &format!("weft run -n {n} {env:?} p2p_suite {case}"));
     let leaked: Vec<String> = weft_segments()
         .into_iter()
         .filter(|s| !before.contains(s))
@@ -80,6 +89,32 @@ fn ring() {
 #[test]
 fn all_pairs_every_size_0_to_16_mib_data_checked() {
     passes_at_every_size("allpairs");
+}
+
+#[test]
+fn all_pairs_through_the_pipelined_fallback_and_a_tiny_ring() {
+    // No single copy: rendezvous data is pushed through the ring (Sun's cyclic copy).
+    // A 4 KiB ring: every message is fragmented and senders constantly hit a full ring.
+    for env in [
+        &["WEFT_SHM_SINGLE_COPY=0"][..],
+        &[
+            "WEFT_SHM_RING_SIZE=4k",
+            "WEFT_EAGER_LIMIT=2k",
+            "WEFT_SPLIT_COPY_MIN=0",
+        ][..],
+        &["WEFT_EAGER_LIMIT=0", "WEFT_SPLIT_COPY_MIN=1"][..],
+    ] {
+        for n in [2, 4] {
+            let out = job_with(n, "allpairs", env);
+            assert_eq!(
+                out.code,
+                Some(0),
+                "allpairs on {n} ranks with {env:?}: {out:?}"
+            );
+        }
+        let out = job_with(4, "storm", env);
+        assert_eq!(out.code, Some(0), "storm with {env:?}: {out:?}");
+    }
 }
 
 #[test]

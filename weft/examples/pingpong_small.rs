@@ -21,7 +21,7 @@ fn main() {
     let mut n = 0u64;
     loop {
         // Check the clock every 4096 round trips; rank 0 decides when to stop.
-        let stop = if n % 4096 == 0 {
+        let stop = if n.is_multiple_of(4096) {
             let mut s = [(rank == 0 && weft::time() - t0 > secs) as u8];
             if rank == 0 {
                 peer.send(&s[..]);

@@ -581,6 +581,30 @@ pub mod traits {
     pub use super::{Buffer, BufferMut, Datatype, Equivalence, UncommittedDatatype};
 }
 
+/// The type map of `F`'s datatype (used by `#[derive(Equivalence)]`).
+#[doc(hidden)]
+pub fn map_of<F: Equivalence>() -> TypeMap {
+    F::equivalent_datatype().type_map().clone()
+}
+
+/// The datatype of a struct whose fields are at `fields()` = (byte offset, field map), in
+/// declaration order (used by `#[derive(Equivalence)]`).
+#[doc(hidden)]
+pub fn derived<T: 'static>(
+    fields: impl FnOnce() -> Vec<(Address, TypeMap)>,
+) -> DatatypeRef<'static> {
+    cached_datatype::<T>(|| {
+        let fields = fields();
+        let refs: Vec<DatatypeRef<'_>> = fields
+            .iter()
+            .map(|(_, m)| DatatypeRef::from_map(m))
+            .collect();
+        let displs: Vec<Address> = fields.iter().map(|(d, _)| *d).collect();
+        let ones = vec![1; fields.len()];
+        UserDatatype::structured_with_extent(&ones, &displs, &refs, Some(std::mem::size_of::<T>()))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -608,28 +632,4 @@ mod tests {
         unsafe { v.type_map().unpack(&out, y.as_mut_ptr() as *mut u8, 1) };
         assert_eq!(y, [1, 0, 0, 4]);
     }
-}
-
-/// The type map of `F`'s datatype (used by `#[derive(Equivalence)]`).
-#[doc(hidden)]
-pub fn map_of<F: Equivalence>() -> TypeMap {
-    F::equivalent_datatype().type_map().clone()
-}
-
-/// The datatype of a struct whose fields are at `fields()` = (byte offset, field map), in
-/// declaration order (used by `#[derive(Equivalence)]`).
-#[doc(hidden)]
-pub fn derived<T: 'static>(
-    fields: impl FnOnce() -> Vec<(Address, TypeMap)>,
-) -> DatatypeRef<'static> {
-    cached_datatype::<T>(|| {
-        let fields = fields();
-        let refs: Vec<DatatypeRef<'_>> = fields
-            .iter()
-            .map(|(_, m)| DatatypeRef::from_map(m))
-            .collect();
-        let displs: Vec<Address> = fields.iter().map(|(d, _)| *d).collect();
-        let ones = vec![1; fields.len()];
-        UserDatatype::structured_with_extent(&ones, &displs, &refs, Some(std::mem::size_of::<T>()))
-    })
 }

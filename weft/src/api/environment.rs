@@ -122,5 +122,5 @@ pub fn library_version() -> std::result::Result<String, std::string::FromUtf8Err
 
 /// The name of the machine this rank runs on.
 pub fn processor_name() -> std::result::Result<String, std::string::FromUtf8Error> {
-    Ok(crate::boot::pmi1::hostname())
+    Ok(crate::sys::hostname())
 }

@@ -42,12 +42,9 @@ impl Status {
     }
     /// Number of elements of `d` in the message.
     pub fn count<D: Datatype>(&self, d: D) -> super::datatype::Count {
-        let size = d.type_map().size();
-        if size == 0 {
-            0
-        } else {
-            (self.bytes / size) as super::datatype::Count
-        }
+        self.bytes
+            .checked_div(d.type_map().size())
+            .map_or(0, |c| c as super::datatype::Count)
     }
     /// Bytes in the message.
     pub fn byte_count(&self) -> usize {

@@ -80,6 +80,14 @@ where
     f(&s)
 }
 
+/// A request taken apart: handle, data pointer, group for status translation, completion hook.
+type Parts<D> = (
+    Handle,
+    *const D,
+    Option<Rc<GroupData>>,
+    Option<Box<dyn FnOnce()>>,
+);
+
 /// A nonblocking operation in flight.
 #[must_use = "a request must be completed (wait, test, or a guard)"]
 pub struct Request<'a, D: ?Sized, S: Scope<'a> = StaticScope> {
@@ -175,14 +183,7 @@ impl<'a, D: ?Sized, S: Scope<'a>> Request<'a, D, S> {
         })
     }
 
-    pub(crate) fn into_parts(
-        self,
-    ) -> (
-        Handle,
-        *const D,
-        Option<Rc<GroupData>>,
-        Option<Box<dyn FnOnce()>>,
-    ) {
+    pub(crate) fn into_parts(self) -> Parts<D> {
         let mut me = std::mem::ManuallyDrop::new(self);
         // SAFETY: unregistering hands the completion duty to the caller (a collection that
         // itself checks completion before its scope ends).

@@ -8,10 +8,10 @@
 
 use super::{mapping, Boot, Pmi};
 use crate::error::{Error, ErrorClass, Result};
+use crate::sys::hostname;
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
-use std::os::fd::{FromRawFd, RawFd};
-use std::os::unix::net::UnixStream;
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Longest line either side may send (PMI-1 `PMIU_MAXLINE`).
@@ -478,23 +478,15 @@ fn take_pmi_fd(text: &str) -> Result<Box<dyn Stream>> {
             format!("PMI_FD={fd} was already taken by an earlier initialization in this process"),
         ));
     }
-    // SAFETY: fcntl on any integer is sound; it only reports EBADF for a closed fd.
-    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
-    if flags < 0 {
-        return Err(Error::os(
+    // FD_TAKEN guarantees this process adopts the descriptor at most once.
+    let stream = crate::sys::adopt_inherited_socket(fd).map_err(|e| {
+        Error::os(
             "initialize",
             format!("PMI_FD={fd} (inherited PMI socket)"),
-            std::io::Error::last_os_error(),
-        ));
-    }
-    // Programs this rank starts must not inherit the PMI socket.
-    // SAFETY: fd is open (checked above); setting FD_CLOEXEC changes no memory.
-    unsafe { libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC) };
-    // SAFETY: the launcher handed this process the open socket `fd` for PMI and nothing else
-    // in the process uses it: FD_TAKEN guarantees we wrap it at most once, so the UnixStream
-    // is its sole owner. Reads and writes on a UnixStream are plain read(2)/write(2), valid on
-    // any stream socket (Hydra and weft run pass AF_UNIX socketpairs).
-    Ok(Box::new(unsafe { UnixStream::from_raw_fd(fd) }))
+            e,
+        )
+    })?;
+    Ok(Box::new(stream))
 }
 
 /// A connection and the rank and size the server told us during `initack`, if it did.
@@ -583,20 +575,6 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// This host's name, from uname(2).
-pub fn hostname() -> String {
-    // SAFETY: utsname is plain old data, so all-zero is a valid value; uname fills it and
-    // NUL-terminates every field (POSIX).
-    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
-    // SAFETY: `u` is a valid, writable utsname.
-    if unsafe { libc::uname(&mut u) } != 0 {
-        return "unknown-host".into();
-    }
-    // SAFETY: uname returned 0, so `nodename` holds a NUL-terminated string.
-    let name = unsafe { std::ffi::CStr::from_ptr(u.nodename.as_ptr()) };
-    name.to_string_lossy().into_owned()
-}
-
 /// Which node each rank is on: `PMI_process_mapping` when the server has one, else an
 /// exchange of host names (collective: every rank takes the same branch, since all see the
 /// same mapping).
@@ -674,6 +652,7 @@ mod tests {
     use super::*;
     use std::collections::HashMap;
     use std::io::{BufRead, BufReader};
+    use std::os::unix::net::UnixStream;
     use std::thread;
 
     /// A fake server: answers each line with `handler`'s reply (None: no reply, e.g. abort).

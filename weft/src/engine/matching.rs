@@ -21,8 +21,8 @@ impl Pattern {
     #[inline]
     pub fn matches(&self, context: u32, source: u32, tag: i32) -> bool {
         self.context == context
-            && self.source.map_or(true, |s| s == source)
-            && self.tag.map_or(true, |t| t == tag)
+            && self.source.is_none_or(|s| s == source)
+            && self.tag.is_none_or(|t| t == tag)
     }
 }
 

@@ -469,7 +469,7 @@ impl<F: Fabric> Engine<F> {
 
     /// Whether request `h` is complete (or stale).
     pub fn is_done(&self, h: Handle) -> bool {
-        self.core.reqs.get(h).map_or(true, |r| r.done)
+        self.core.reqs.get(h).is_none_or(|r| r.done)
     }
 
     /// Waits for `h` and frees it, returning its status or error.

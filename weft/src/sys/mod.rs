@@ -65,6 +65,39 @@ pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
     Ok(())
 }
 
+/// This host's name, from uname(2).
+pub fn hostname() -> String {
+    // SAFETY: utsname is plain old data, so all-zero is a valid value; uname fills it and
+    // NUL-terminates every field (POSIX).
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: `u` is a valid, writable utsname.
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return "unknown-host".into();
+    }
+    // SAFETY: uname returned 0, so `nodename` holds a NUL-terminated string.
+    let name = unsafe { std::ffi::CStr::from_ptr(u.nodename.as_ptr()) };
+    name.to_string_lossy().into_owned()
+}
+
+/// Takes ownership of socket `fd`, inherited from the launcher, marking it close-on-exec so
+/// programs this process starts do not inherit it.
+///
+/// The caller must call this at most once per descriptor (the returned stream owns it).
+pub fn adopt_inherited_socket(fd: i32) -> std::io::Result<std::os::unix::net::UnixStream> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: fcntl on any integer is sound; it only reports EBADF for a closed fd.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+    if flags < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fd is open (checked above); setting FD_CLOEXEC changes no memory.
+    unsafe { libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC) };
+    // SAFETY: the launcher handed this process the open socket `fd` and nothing else in the
+    // process uses it; the caller adopts it once, so the UnixStream is its sole owner.
+    // Reads and writes on a UnixStream are plain read(2)/write(2), valid on any stream socket.
+    Ok(unsafe { std::os::unix::net::UnixStream::from_raw_fd(fd) })
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
