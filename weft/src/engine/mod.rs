@@ -525,25 +525,10 @@ impl<F: Fabric> Engine<F> {
         mode: SendMode,
     ) -> Result<()> {
         self.check_peer("send", peer)?;
-        let len = data.len();
-        if mode != SendMode::Synchronous
-            && len <= self.cfg.eager_limit
-            && self.core.sendq[peer as usize].is_empty()
-            && len <= self.fabric.max_payload(peer)
-        {
-            let hdr = Header {
-                kind: PacketKind::Eager as u8,
-                src: self.core.rank,
-                context,
-                tag,
-                len: len as u64,
-                ..Header::default()
-            };
-            if self.fabric.try_send(peer, &hdr, data) {
-                self.core.stats.sent_msgs += 1;
-                self.core.stats.sent_bytes += len as u64;
-                return Ok(());
-            }
+        if mode != SendMode::Synchronous && self.try_send_now(peer, context, tag, data) {
+            self.core.stats.sent_msgs += 1;
+            self.core.stats.sent_bytes += data.len() as u64;
+            return Ok(());
         }
         let h = self.isend_raw(
             peer,
@@ -555,6 +540,28 @@ impl<F: Fabric> Engine<F> {
             0,
         );
         self.wait(h).map(drop)
+    }
+
+    /// Sends `data` as one eager packet right away when it fits one packet and nothing is
+    /// queued ahead of it for `peer`. Returns whether it went out (no request, no allocation).
+    #[inline]
+    fn try_send_now(&mut self, peer: u32, context: u32, tag: i32, data: &[u8]) -> bool {
+        let len = data.len();
+        if len > self.cfg.eager_limit
+            || !self.core.sendq[peer as usize].is_empty()
+            || len > self.fabric.max_payload(peer)
+        {
+            return false;
+        }
+        let hdr = Header {
+            kind: PacketKind::Eager as u8,
+            src: self.core.rank,
+            context,
+            tag,
+            len: len as u64,
+            ..Header::default()
+        };
+        self.fabric.try_send(peer, &hdr, data)
     }
 
     /// Starts a nonblocking send of `buf`, which must stay valid until the request completes.
@@ -591,30 +598,17 @@ impl<F: Fabric> Engine<F> {
     ) -> Handle {
         self.core.stats.sent_msgs += 1;
         self.core.stats.sent_bytes += buf.len() as u64;
-        let len = buf.len();
         if !sync
             && owned.is_none()
-            && len <= self.cfg.eager_limit
-            && self.core.sendq[peer as usize].is_empty()
-            && len <= self.fabric.max_payload(peer)
+            && self.try_send_now(peer, context, tag, buf.slice(0..buf.len()))
         {
-            // One packet, nothing queued ahead of it: send now; the request is born complete.
-            let hdr = Header {
-                kind: PacketKind::Eager as u8,
-                src: self.core.rank,
-                context,
-                tag,
-                len: len as u64,
-                ..Header::default()
-            };
-            if self.fabric.try_send(peer, &hdr, buf.slice(0..len)) {
-                return self.core.reqs.insert(Req {
-                    done: true,
-                    status: MsgStatus::default(),
-                    error: None,
-                    op: Op::Idle,
-                });
-            }
+            // Out already: the request is born complete.
+            return self.core.reqs.insert(Req {
+                done: true,
+                status: MsgStatus::default(),
+                error: None,
+                op: Op::Idle,
+            });
         }
         let h = self.core.reqs.insert(Req {
             done: false,
