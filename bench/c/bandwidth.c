@@ -10,6 +10,8 @@
  * Output (rank 0): `RESULT bandwidth <size_bytes> <MB/s> MB/s`.
  * Keep this file and bandwidth.rs in step: same sizes, counts and method. */
 #include <mpi.h>
+
+#include "common.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,15 +32,6 @@ static long windows_for(long size, int quick) {
     return quick ? (n / 4 > 2 ? n / 4 : 2) : n;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);

@@ -8,11 +8,14 @@
  * Output (rank 0): `RESULT latency <size_bytes> <one-way µs> us`.
  * Keep this file and latency.rs in step: same sizes, counts and method. */
 #include <mpi.h>
+
+#include "common.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define BATCHES 5
+#define TAG 1 /* the same tag as latency.rs */
 
 static const long SIZES[] = {0, 1, 8, 64, 256, 1 << 10, 4 << 10, 16 << 10, 32 << 10,
                              64 << 10, 256 << 10, 1 << 20, 4 << 20};
@@ -28,15 +31,6 @@ static long iters_for(long size, int quick) {
     return quick ? (n / 10 > 5 ? n / 10 : 5) : n;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
@@ -77,11 +71,11 @@ int main(int argc, char **argv) {
             double t0 = MPI_Wtime();
             for (long i = 0; i < count; i++) {
                 if (rank == 0) {
-                    MPI_Send(buf, (int)n, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
-                    MPI_Recv(buf, (int)n, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                    MPI_Send(buf, (int)n, MPI_BYTE, peer, TAG, MPI_COMM_WORLD);
+                    MPI_Recv(buf, (int)n, MPI_BYTE, peer, TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
                 } else {
-                    MPI_Recv(buf, (int)n, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-                    MPI_Send(buf, (int)n, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
+                    MPI_Recv(buf, (int)n, MPI_BYTE, peer, TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                    MPI_Send(buf, (int)n, MPI_BYTE, peer, TAG, MPI_COMM_WORLD);
                 }
             }
             double t = MPI_Wtime() - t0;

@@ -13,6 +13,8 @@
  * Output (rank 0): `RESULT ring 8 <µs per step> us` and `RESULT barrier 0 <µs> us`.
  * Keep this file and ring_barrier.rs in step: same counts and method. */
 #include <mpi.h>
+
+#include "common.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,15 +30,6 @@
 static int rank, nranks;
 static char sbuf[RING_BYTES], rbuf[RING_BYTES];
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 static void ring_step(void) {
     MPI_Request r;
