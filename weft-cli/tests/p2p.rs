@@ -223,3 +223,22 @@ fn weft_programs_run_under_mpich_hydra() {
         );
     }
 }
+
+#[test]
+fn bad_tunables_fail_start_up_with_a_message_naming_them() {
+    for (setting, expect) in [
+        (
+            "WEFT_SHM_RING_SIZE=5000",
+            "WEFT_SHM_RING_SIZE=5000 is not a power of two",
+        ),
+        (
+            "WEFT_EAGER_LIMIT=lots",
+            "WEFT_EAGER_LIMIT=\"lots\" is not a size",
+        ),
+        ("WEFT_SPIN_COUNT=-1", "WEFT_SPIN_COUNT=\"-1\""),
+    ] {
+        let out = job_with(2, "ring", &[setting]);
+        assert_ne!(out.code, Some(0), "{setting}: {out:?}");
+        assert!(out.stderr.contains(expect), "{setting}: {out:?}");
+    }
+}

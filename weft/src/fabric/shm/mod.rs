@@ -169,10 +169,11 @@ impl ShmTransport {
         } else {
             create_own(boot, geo)
         };
-        // Publish the name, or a failure marker so peers fail instead of hanging.
+        // Publish the name, or a failure marker so peers fail instead of hanging. (PMI values
+        // cannot carry the message's spaces; the failing rank reports its own error.)
         let value = match &created {
             Ok(seg) => seg.name().to_owned(),
-            Err(e) => format!("!{e}"),
+            Err(_) => "!failed".to_owned(),
         };
         let key = format!("shm-{}", boot.rank);
         boot.pmi.put(&key, &value)?;
@@ -185,8 +186,10 @@ impl ShmTransport {
                     continue;
                 }
                 let name = boot.pmi.get(&format!("shm-{r}"))?;
-                if let Some(msg) = name.strip_prefix('!') {
-                    return Err(boot_err(format!("rank {r} failed: {msg}")));
+                if name.starts_with('!') {
+                    return Err(boot_err(format!(
+                        "rank {r} could not create its shared-memory segment (it reports why)"
+                    )));
                 }
                 let (seg, view) = attach(&name, local.len())?;
                 v.push(Some((seg, view, r)));
