@@ -141,7 +141,7 @@ fn data(src: u32, seq: u64, len: usize) -> Vec<u8> {
 }
 
 /// Polls until `want` packets arrived, with a watchdog.
-fn poll_n(t: &mut ShmTransport, want: usize, sink: &mut dyn FnMut(&Header, &[u8])) {
+fn poll_n<S: FnMut(&Header, &[u8])>(t: &mut ShmTransport, want: usize, sink: &mut S) {
     let start = Instant::now();
     let mut got = 0;
     while got < want {

@@ -49,7 +49,7 @@ impl Fabric for FakeFabric {
         q.push_back((*hdr, payload.to_vec()));
         true
     }
-    fn poll(&mut self, sink: &mut dyn FnMut(&Header, &[u8])) -> usize {
+    fn poll<S: FnMut(&Header, &[u8])>(&mut self, sink: &mut S) -> usize {
         let batch: Vec<_> = self.net.borrow_mut().queues[self.rank as usize]
             .drain(..)
             .collect();

@@ -116,7 +116,7 @@ pub trait Fabric {
     fn try_send(&mut self, peer: u32, hdr: &Header, payload: &[u8]) -> bool;
     /// Delivers every packet that has arrived to `sink` (payload valid only during the call).
     /// Returns how many were delivered.
-    fn poll(&mut self, sink: &mut dyn FnMut(&Header, &[u8])) -> usize;
+    fn poll<S: FnMut(&Header, &[u8])>(&mut self, sink: &mut S) -> usize;
     /// Copies `dst.len()` bytes from address `remote` in `peer`'s memory into `dst`.
     fn pull(&mut self, peer: u32, remote: u64, dst: &mut [u8]) -> Result<(), PullError>;
     /// Copies `src` to address `remote` in `peer`'s memory (the sender's half of a split

@@ -79,7 +79,7 @@ impl Fabric for NodeFabric {
         }
     }
     #[inline]
-    fn poll(&mut self, sink: &mut dyn FnMut(&Header, &[u8])) -> usize {
+    fn poll<S: FnMut(&Header, &[u8])>(&mut self, sink: &mut S) -> usize {
         let mut n = 0;
         if !self.selfloop.is_empty() {
             n += self.selfloop.poll(sink);

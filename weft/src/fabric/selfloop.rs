@@ -23,7 +23,7 @@ impl SelfLoop {
 
     /// Delivers the queued packets in order; packets queued while delivering wait for the next
     /// call, so a handler that answers itself cannot loop forever.
-    pub fn poll(&mut self, sink: &mut dyn FnMut(&Header, &[u8])) -> usize {
+    pub fn poll<S: FnMut(&Header, &[u8])>(&mut self, sink: &mut S) -> usize {
         let n = self.packets.len();
         if n == 0 {
             return 0;

@@ -324,7 +324,7 @@ impl ShmTransport {
 
     /// See [`super::Fabric::poll`].
     #[inline]
-    pub fn poll(&mut self, sink: &mut dyn FnMut(&Header, &[u8])) -> usize {
+    pub fn poll<S: FnMut(&Header, &[u8])>(&mut self, sink: &mut S) -> usize {
         self.refresh_active();
         let n = self.active.len();
         if n == 0 {

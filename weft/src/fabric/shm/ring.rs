@@ -238,7 +238,7 @@ impl Consumer {
     /// sender that keeps writing cannot hold the caller here). The payload slice borrows the
     /// ring and is valid only during the call. Returns the number of records delivered.
     #[inline]
-    pub fn drain(&mut self, sink: &mut dyn FnMut(&Header, &[u8])) -> usize {
+    pub fn drain<S: FnMut(&Header, &[u8])>(&mut self, sink: &mut S) -> usize {
         let size = self.ring.size;
         let mask = size - 1;
         let start = self.head;
