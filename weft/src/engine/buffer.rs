@@ -88,7 +88,7 @@ impl RawBufMut {
         // until it completes (module comment); (2) `offset + n <= len` by construction of `n`;
         // (3) `data` is a different allocation (a packet payload or an engine-owned vector),
         // so the regions do not overlap.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.add(offset), n) };
+        unsafe { crate::sys::copy_bytes(data.as_ptr(), self.ptr.add(offset), n) };
         n
     }
     /// The writable bytes `offset..offset+n`, clamped to the buffer, for a single-copy pull.

@@ -175,7 +175,7 @@ impl Producer {
             (rec.add(8) as *mut u32).write(payload.len() as u32);
             (rec.add(12) as *mut u32).write(0);
             (rec.add(16) as *mut Header).write(*hdr);
-            std::ptr::copy_nonoverlapping(payload.as_ptr(), rec.add(REC_OVERHEAD), payload.len());
+            crate::sys::copy_bytes(payload.as_ptr(), rec.add(REC_OVERHEAD), payload.len());
         }
         // SYNC: pairs with the Acquire load of the stamp in Consumer::drain: the record's
         // bytes and the zeroed next stamp are visible once the stamp is.
