@@ -66,6 +66,7 @@ impl TypeMap {
         &self.blocks
     }
     /// Whether `count` elements occupy exactly `count * size` consecutive bytes.
+    #[inline]
     pub fn is_contiguous(&self) -> bool {
         self.size == self.extent
             && (self.size == 0 || (self.blocks.len() == 1 && self.blocks[0].0 == 0))
@@ -395,6 +396,7 @@ pub struct Layout<'a> {
 
 impl<'a> Layout<'a> {
     /// `count` elements of `map` at `ptr`.
+    #[inline]
     pub fn new(ptr: *const u8, count: usize, map: &TypeMap) -> Self {
         Layout {
             ptr,
@@ -405,10 +407,12 @@ impl<'a> Layout<'a> {
     }
 
     /// Bytes of data this buffer holds (packed).
+    #[inline]
     pub fn data_len(&self) -> usize {
         self.count * self.map.size()
     }
     /// The bytes themselves when the layout is contiguous.
+    #[inline]
     pub fn contiguous_bytes(&self) -> Option<&[u8]> {
         if !self.map.is_contiguous() {
             return None;

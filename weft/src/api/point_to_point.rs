@@ -66,6 +66,7 @@ impl std::fmt::Debug for Status {
     }
 }
 
+#[inline]
 pub(crate) fn to_status(st: &MsgStatus, group: Option<&GroupData>) -> Status {
     let source = match group {
         Some(g) => g.rank_of(st.source).map_or(-1, |r| r as Rank),
@@ -83,6 +84,7 @@ fn fatal<T>(r: Result<T>) -> T {
     r.unwrap_or_else(|e| panic!("{e}"))
 }
 
+#[inline]
 fn check_send_tag(call: &'static str, tag: Tag) -> Result<()> {
     if !(0..=TAG_UB).contains(&tag) {
         return Err(Error::new(
@@ -94,6 +96,7 @@ fn check_send_tag(call: &'static str, tag: Tag) -> Result<()> {
     Ok(())
 }
 
+#[inline]
 fn recv_tag(call: &'static str, tag: Tag) -> Result<Option<Tag>> {
     match tag {
         ANY_TAG => Ok(None),
@@ -107,10 +110,12 @@ fn recv_tag(call: &'static str, tag: Tag) -> Result<Option<Tag>> {
 }
 
 /// The group used to translate world ranks back to communicator ranks (None for the world).
+#[inline]
 fn group_of(c: &CommData) -> Option<Rc<GroupData>> {
     (c.pair != crate::comm::context::WORLD_PAIR).then(|| c.group.clone())
 }
 
+#[inline]
 fn blocking_send(
     comm: &CommData,
     dest: Rank,
@@ -368,6 +373,7 @@ impl Destination for Process<'_> {
     }
 }
 
+#[inline]
 fn source_pattern(
     c: &CommData,
     source: Option<Rank>,
@@ -385,6 +391,7 @@ fn source_pattern(
     })
 }
 
+#[inline]
 fn blocking_recv(c: &CommData, pattern: Pattern, l: Layout<'_>) -> Result<Status> {
     let group = group_of(c);
     let st = if l.map.is_contiguous() {

@@ -34,6 +34,7 @@ pub struct CommData {
 
 impl CommData {
     /// Context for user point-to-point traffic.
+    #[inline]
     pub fn p2p_context(&self) -> u32 {
         p2p_context(self.pair)
     }
@@ -46,6 +47,7 @@ impl CommData {
         self.group.size() as u32
     }
     /// World rank of communicator rank `r` (caller validated `r`).
+    #[inline]
     pub fn world_rank(&self, r: u32) -> u32 {
         self.group.members()[r as usize]
     }
@@ -54,6 +56,7 @@ impl CommData {
         self.group.rank_of(w).map(|r| r as u32)
     }
     /// Validates a destination or source rank for `call`.
+    #[inline]
     pub fn check_rank(&self, call: &'static str, r: i32) -> Result<u32> {
         if r < 0 || r as u32 >= self.size() {
             return Err(Error::new(
