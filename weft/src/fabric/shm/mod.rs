@@ -340,7 +340,16 @@ impl ShmTransport {
             }
             let l = self.active[k] as usize;
             if let Some(p) = self.peers[l].as_mut() {
+                let before = p.rx.head();
                 delivered += p.rx.drain(sink);
+                // A sender blocked on this ring being full may be asleep: after freeing a
+                // quarter ring or more, ring its doorbell. (Blocked means at least three
+                // quarters of a ring were waiting, and one drain takes all that is there, so
+                // the check cannot miss it; one-record drains stay fence-free.) The ring's
+                // fence pairs with the fence in the sender's `prepare` (Dekker, as for data).
+                if p.rx.head() - before >= p.rx.size() / 4 {
+                    p.view.control().bell.ring(&Futex);
+                }
             }
         }
         delivered

@@ -216,6 +216,18 @@ pub struct Consumer {
 unsafe impl Send for Consumer {}
 
 impl Consumer {
+    /// Absolute position read up to.
+    #[inline]
+    pub fn head(&self) -> u64 {
+        self.head
+    }
+
+    /// Bytes in the ring.
+    #[inline]
+    pub fn size(&self) -> u64 {
+        self.ring.size
+    }
+
     /// # Safety
     /// As for [`Producer::new`], with no other Consumer.
     pub unsafe fn new(base: *mut u8, size: usize) -> Consumer {
