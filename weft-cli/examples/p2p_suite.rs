@@ -123,7 +123,11 @@ fn allpairs(world: &impl Communicator) {
     } else {
         sizes.push(4 << 20);
     }
+    let verbose = std::env::var_os("P2P_VERBOSE").is_some();
     for &len in &sizes {
+        if verbose {
+            eprintln!("rank {rank}: allpairs {len} bytes");
+        }
         for d in 0..size {
             let to = (rank + d) % size;
             let from = (rank + size - d) % size;

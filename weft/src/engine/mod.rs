@@ -103,8 +103,10 @@ pub struct Engine<F: Fabric> {
     cfg: Config,
     bsend_capacity: usize,
     bsend_overhead: usize,
-    /// A single-copy pull has succeeded, so split copies (which also push) may be used.
-    single_copy_works: bool,
+    /// Peers a single-copy pull has succeeded from: split copies (which also push) are only
+    /// used with those, since a refused pull after a split was asked for cannot be undone.
+    /// (Per peer: a pull from oneself is a plain copy and proves nothing about the others.)
+    single_copy_peers: Vec<bool>,
 }
 
 impl<F: Fabric> Engine<F> {
@@ -117,7 +119,7 @@ impl<F: Fabric> Engine<F> {
             cfg,
             bsend_capacity: 0,
             bsend_overhead: 64,
-            single_copy_works: false,
+            single_copy_peers: Vec::new(),
         }
     }
 
@@ -195,7 +197,7 @@ impl<F: Fabric> Engine<F> {
         // Split copy: ask the sender to push the second half while we pull the first, so
         // both processes copy at once. Only when the whole message fits (no truncation).
         let mut own = p.len;
-        if self.single_copy_works
+        if self.single_copy_peers.get(p.peer as usize) == Some(&true)
             && split_min > 0
             && p.len >= split_min
             && buf.len() >= p.len
@@ -225,7 +227,10 @@ impl<F: Fabric> Engine<F> {
             Ok(()) => {
                 r.got += own;
                 let done = r.got >= r.expect;
-                self.single_copy_works = true;
+                if self.single_copy_peers.is_empty() {
+                    self.single_copy_peers = vec![false; self.size() as usize];
+                }
+                self.single_copy_peers[p.peer as usize] = true;
                 self.core.stats.single_copy += 1;
                 self.send_control(p.peer, PacketKind::Fin, p.cookie, 0);
                 if done {
@@ -233,8 +238,8 @@ impl<F: Fabric> Engine<F> {
                 }
             }
             Err(PullError::Unsupported) => {
-                // (Never after a split was asked for: splits start only once a pull worked,
-                // and the transport does not change its mind.)
+                // (Never after a split was asked for: splits with a peer start only once a
+                // pull from that peer worked, and the transport does not change its mind.)
                 self.send_control(p.peer, PacketKind::Cts, p.cookie, p.req.to_cookie());
             }
             Err(PullError::Failed(e)) => {

@@ -58,8 +58,9 @@ impl Fabric for FakeFabric {
         }
         batch.len()
     }
-    fn pull(&mut self, _peer: u32, remote: u64, dst: &mut [u8]) -> Result<(), PullError> {
-        if !self.single_copy {
+    fn pull(&mut self, peer: u32, remote: u64, dst: &mut [u8]) -> Result<(), PullError> {
+        // As in the node fabric, a pull from oneself is a plain copy and always works.
+        if !self.single_copy && peer != self.rank {
             return Err(PullError::Unsupported);
         }
         // SAFETY: all simulated ranks live in this process; `remote` is the address of a send
@@ -471,5 +472,46 @@ fn short_circuit_receive_keeps_order_and_reports_truncation() {
     assert!(
         err.to_string().contains("10 bytes") && err.to_string().contains("4-byte"),
         "{err}"
+    );
+}
+
+#[test]
+fn self_pull_does_not_enable_split_copies_with_peers_that_refuse_single_copy() {
+    // Single copy refused between ranks, but a rank's pull from itself works: a large
+    // message to self must not make the engine ask another rank for a split copy.
+    let mut es = world(2, 8, 100, 250, false);
+    let big = pattern_bytes(5000, 3);
+    let mut out = vec![0u8; 5000];
+    let s = es[0]
+        .isend(0, 0, 1, RawBuf::new(&big), SendMode::Standard)
+        .unwrap();
+    let r = es[0]
+        .irecv(pat(Some(0), None), RawBufMut::new(&mut out))
+        .unwrap();
+    run_until_done(&mut es, &[(0, s), (0, r)], 1000);
+    assert_eq!(out, big);
+    for i in 0..3u8 {
+        let a = pattern_bytes(5000, 10 + i);
+        let b = pattern_bytes(5000, 20 + i);
+        let (mut out_a, mut out_b) = (vec![0u8; 5000], vec![0u8; 5000]);
+        let s0 = es[0]
+            .isend(1, 0, 2, RawBuf::new(&a), SendMode::Standard)
+            .unwrap();
+        let s1 = es[1]
+            .isend(0, 0, 2, RawBuf::new(&b), SendMode::Standard)
+            .unwrap();
+        let r1 = es[1]
+            .irecv(pat(Some(0), None), RawBufMut::new(&mut out_a))
+            .unwrap();
+        let r0 = es[0]
+            .irecv(pat(Some(1), None), RawBufMut::new(&mut out_b))
+            .unwrap();
+        run_until_done(&mut es, &[(0, s0), (1, s1), (0, r0), (1, r1)], 10_000);
+        assert!(out_a == a && out_b == b, "exchange {i}");
+    }
+    assert_eq!(es[0].stats().split_copies, 0);
+    assert!(
+        es[0].stats().pushed_rendezvous > 0,
+        "data went by the pipelined fallback"
     );
 }
