@@ -145,6 +145,35 @@ fn pattern_bytes(n: usize, seed: u8) -> Vec<u8> {
         .collect()
 }
 
+/// Ranks 0 and 1 send each other `len` bytes at once (receives posted after the sends, so
+/// the offers arrive unexpected) and check the data.
+fn exchange(es: &mut [Engine<FakeFabric>], len: usize, seed: u8) {
+    let a = pattern_bytes(len, seed);
+    let b = pattern_bytes(len, seed.wrapping_add(100));
+    let (mut out_a, mut out_b) = (vec![0u8; len], vec![0u8; len]);
+    let s0 = es[0]
+        .isend(1, 0, 1, RawBuf::new(&a), SendMode::Standard)
+        .unwrap();
+    let s1 = es[1]
+        .isend(0, 0, 1, RawBuf::new(&b), SendMode::Standard)
+        .unwrap();
+    let r1 = es[1]
+        .irecv(pat(Some(0), None), RawBufMut::new(&mut out_a))
+        .unwrap();
+    let r0 = es[0]
+        .irecv(pat(Some(1), None), RawBufMut::new(&mut out_b))
+        .unwrap();
+    let all = [(0, s0), (1, s1), (0, r0), (1, r1)];
+    run_until_done(es, &all, 10_000);
+    for (r, h) in all {
+        es[r].wait(h).unwrap();
+    }
+    assert!(
+        out_a == a && out_b == b,
+        "exchange of {len} bytes (seed {seed})"
+    );
+}
+
 /// Sends `len` bytes 0 -> 1 with the given receive-first order and checks the data.
 fn transfer(len: usize, recv_first: bool, single_copy: bool, mode: SendMode) {
     let mut es = world(2, 4, 100, 250, single_copy);
@@ -399,27 +428,7 @@ fn split_copy_after_a_first_pull_moves_every_byte() {
         .into_iter()
         .enumerate()
     {
-        let a = pattern_bytes(len, i as u8);
-        let b = pattern_bytes(len, 100 + i as u8);
-        let (mut out_a, mut out_b) = (vec![0u8; len], vec![0u8; len]);
-        // Both directions at once, receives posted after the sends (unexpected RTS path).
-        let s0 = es[0]
-            .isend(1, 0, 1, RawBuf::new(&a), SendMode::Standard)
-            .unwrap();
-        let s1 = es[1]
-            .isend(0, 0, 1, RawBuf::new(&b), SendMode::Standard)
-            .unwrap();
-        let r1 = es[1]
-            .irecv(pat(Some(0), None), RawBufMut::new(&mut out_a))
-            .unwrap();
-        let r0 = es[0]
-            .irecv(pat(Some(1), None), RawBufMut::new(&mut out_b))
-            .unwrap();
-        run_until_done(&mut es, &[(0, s0), (1, s1), (0, r0), (1, r1)], 10_000);
-        for (r, h) in [(0, s0), (1, s1), (0, r0), (1, r1)] {
-            es[r].wait(h).unwrap();
-        }
-        assert!(out_a == a && out_b == b, "message {i} of {len} bytes");
+        exchange(&mut es, len, i as u8);
     }
     assert!(
         es[0].stats().split_copies >= 3,
@@ -491,23 +500,7 @@ fn self_pull_does_not_enable_split_copies_with_peers_that_refuse_single_copy() {
     run_until_done(&mut es, &[(0, s), (0, r)], 1000);
     assert_eq!(out, big);
     for i in 0..3u8 {
-        let a = pattern_bytes(5000, 10 + i);
-        let b = pattern_bytes(5000, 20 + i);
-        let (mut out_a, mut out_b) = (vec![0u8; 5000], vec![0u8; 5000]);
-        let s0 = es[0]
-            .isend(1, 0, 2, RawBuf::new(&a), SendMode::Standard)
-            .unwrap();
-        let s1 = es[1]
-            .isend(0, 0, 2, RawBuf::new(&b), SendMode::Standard)
-            .unwrap();
-        let r1 = es[1]
-            .irecv(pat(Some(0), None), RawBufMut::new(&mut out_a))
-            .unwrap();
-        let r0 = es[0]
-            .irecv(pat(Some(1), None), RawBufMut::new(&mut out_b))
-            .unwrap();
-        run_until_done(&mut es, &[(0, s0), (1, s1), (0, r0), (1, r1)], 10_000);
-        assert!(out_a == a && out_b == b, "exchange {i}");
+        exchange(&mut es, 5000, 10 + i);
     }
     assert_eq!(es[0].stats().split_copies, 0);
     assert!(
