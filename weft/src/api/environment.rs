@@ -20,8 +20,12 @@ pub enum Threading {
 }
 
 /// The initialized runtime. Dropping it finalizes (collective over the world).
+///
+/// Not `Send`: the runtime belongs to the thread that initialized it, and finalizing from
+/// another thread would not find it.
 pub struct Universe {
     buffer_size: usize,
+    _thread_bound: std::marker::PhantomData<std::rc::Rc<()>>,
 }
 
 impl Universe {
@@ -78,7 +82,10 @@ pub fn initialize_with_threading(threading: Threading) -> Option<(Universe, Thre
 /// Initializes weft, returning why it could not.
 pub fn try_initialize() -> Result<Universe> {
     runtime::init()?;
-    Ok(Universe { buffer_size: 0 })
+    Ok(Universe {
+        buffer_size: 0,
+        _thread_bound: std::marker::PhantomData,
+    })
 }
 
 /// Whether weft is initialized (and not finalized) on this thread.
