@@ -118,11 +118,7 @@ fn allpairs(world: &impl Communicator) {
         1 << 20,
         (1 << 20) + 3,
     ];
-    if size <= 4 {
-        sizes.extend([(4 << 20) - 1, 16 << 20]);
-    } else {
-        sizes.push(4 << 20);
-    }
+    sizes.extend([(4 << 20) - 1, 16 << 20]);
     let verbose = std::env::var_os("P2P_VERBOSE").is_some();
     for &len in &sizes {
         if verbose {
