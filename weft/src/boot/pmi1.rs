@@ -156,10 +156,10 @@ fn parse_num<T: std::str::FromStr>(call: &'static str, line: &Line, key: &str) -
 }
 
 impl Pmi1 {
-    /// Runs the PMI-1 handshake (`init`, `get_maxes`, `get_my_kvsname`, `get_appnum`) on an
-    /// established connection. `rank` is this process's rank, for messages.
-    pub fn handshake(conn: Box<dyn Stream>, rank: u32) -> Result<Pmi1> {
-        let mut pmi = Pmi1 {
+    /// A client over `conn`, before any handshake: the PMI-1 default limits until the server
+    /// reports its own with `get_maxes`.
+    fn new(conn: Box<dyn Stream>, rank: u32) -> Pmi1 {
+        Pmi1 {
             conn,
             buf: Vec::new(),
             kvsname: String::new(),
@@ -172,7 +172,13 @@ impl Pmi1 {
             rank,
             debug: debug_from_env(),
             finalized: false,
-        };
+        }
+    }
+
+    /// Runs the PMI-1 handshake (`init`, `get_maxes`, `get_my_kvsname`, `get_appnum`) on an
+    /// established connection. `rank` is this process's rank, for messages.
+    pub fn handshake(conn: Box<dyn Stream>, rank: u32) -> Result<Pmi1> {
+        let mut pmi = Pmi1::new(conn, rank);
         let r = pmi.transact(
             "PMI init",
             "cmd=init pmi_version=1 pmi_subversion=1\n",
@@ -509,20 +515,7 @@ fn connect_port(port: &str) -> Result<Connected> {
         .write_all(hello.as_bytes())
         .map_err(|e| Error::os("PMI initack", format!("writing to PMI_PORT={port}"), e))?;
     // Read the initack block with a throwaway Pmi1 reader (it owns buffering).
-    let mut pmi = Pmi1 {
-        conn: Box::new(stream),
-        buf: Vec::new(),
-        kvsname: String::new(),
-        maxes: Maxes {
-            kvsname_max: 256,
-            keylen_max: 64,
-            vallen_max: 1024,
-        },
-        appnum: 0,
-        rank: 0,
-        debug: debug_from_env(),
-        finalized: false,
-    };
+    let mut pmi = Pmi1::new(Box::new(stream), 0);
     let (mut size, mut rank) = (None, None);
     let first = pmi.read_line("PMI initack")?;
     if Line::parse(&first).map(|l| l.cmd) != Some("initack".into()) {
