@@ -37,11 +37,8 @@ int main(int argc, char **argv) {
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
-    if (size != 2) {
-        if (rank == 0) fprintf(stderr, "latency: needs exactly 2 ranks, got %d\n", size);
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
+    int quick = quick_flag(argc, argv);
+    require_two_ranks("latency", rank, size);
     const long *sizes = quick ? QUICK_SIZES : SIZES;
     int nsizes = quick ? (int)(sizeof QUICK_SIZES / sizeof *QUICK_SIZES)
                        : (int)(sizeof SIZES / sizeof *SIZES);

@@ -71,7 +71,7 @@ int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-    int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    int quick = quick_flag(argc, argv);
     double target_s = quick ? 0.05 : 0.2; /* per batch */
     memset(sbuf, rank + 1, sizeof sbuf);
 

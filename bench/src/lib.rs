@@ -7,6 +7,14 @@ pub fn quick() -> bool {
     std::env::args().nth(1).as_deref() == Some("--quick")
 }
 
+/// Ends the program unless the job has exactly two ranks (the point-to-point benchmarks).
+pub fn require_two_ranks(name: &str, nranks: i32) {
+    if nranks != 2 {
+        eprintln!("{name}: needs exactly 2 ranks, got {nranks}");
+        std::process::exit(1);
+    }
+}
+
 /// Median of the values (the mean of the two middle ones for an even count), as in the C code.
 pub fn median(v: &mut [f64]) -> f64 {
     assert!(!v.is_empty(), "median of nothing");

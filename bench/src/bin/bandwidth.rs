@@ -6,7 +6,7 @@
 //! `RESULT bandwidth <size_bytes> <MB/s> MB/s`.
 
 use weft::traits::*;
-use weft_bench::{median, quick, result};
+use weft_bench::{median, quick, require_two_ranks, result};
 
 const BATCHES: usize = 5;
 const WINDOW: usize = 64;
@@ -45,10 +45,7 @@ fn main() {
     let universe = weft::initialize().expect("weft initialize");
     let world = universe.world();
     let (rank, nranks) = (world.rank(), world.size());
-    if nranks != 2 {
-        eprintln!("bandwidth: needs exactly 2 ranks, got {nranks}");
-        std::process::exit(1);
-    }
+    require_two_ranks("bandwidth", nranks);
     let quick = quick();
     let sizes: &[usize] = if quick { &QUICK_SIZES } else { &SIZES };
     let max = *sizes.last().unwrap();

@@ -4,7 +4,7 @@
 //! trips; the median batch is reported as `RESULT latency <size_bytes> <one-way µs> us`.
 
 use weft::traits::*;
-use weft_bench::{median, quick, result};
+use weft_bench::{median, quick, require_two_ranks, result};
 
 const BATCHES: usize = 5;
 const SIZES: [usize; 13] = [
@@ -47,10 +47,7 @@ fn main() {
     let universe = weft::initialize().expect("weft initialize");
     let world = universe.world();
     let (rank, nranks) = (world.rank(), world.size());
-    if nranks != 2 {
-        eprintln!("latency: needs exactly 2 ranks, got {nranks}");
-        std::process::exit(1);
-    }
+    require_two_ranks("latency", nranks);
     let quick = quick();
     let sizes: &[usize] = if quick { &QUICK_SIZES } else { &SIZES };
     let max = *sizes.last().unwrap();
