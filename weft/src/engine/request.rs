@@ -2,7 +2,7 @@
 //! request used after it was freed) is detected instead of touching someone else's request.
 
 use super::buffer::{RawBuf, RawBufMut};
-use crate::error::{Error, ErrorClass, Result};
+use crate::error::Error;
 
 /// A request handle: slot index plus the slot's generation when it was handed out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -152,17 +152,6 @@ impl Requests {
             Some(s) if s.gen == h.gen => s.req.as_mut(),
             _ => None,
         }
-    }
-
-    /// Like [`Requests::get_mut`], but a stale handle is an error naming `call`.
-    pub fn checked(&mut self, h: Handle, call: &'static str) -> Result<&mut Req> {
-        self.get_mut(h).ok_or_else(|| {
-            Error::new(
-                ErrorClass::Handle,
-                call,
-                format!("request {h:?} was already completed and freed (use after free)"),
-            )
-        })
     }
 
     /// Frees the slot; the handle (and copies of it) become stale.

@@ -418,12 +418,4 @@ impl ShmTransport {
     pub fn cancel_sleep(&mut self) {
         self.own_view.control().bell.cancel();
     }
-
-    /// The local index of world rank `peer` (for diagnostics and tests).
-    pub fn local_index(&self, peer: u32) -> Option<usize> {
-        match self.local_of.get(peer as usize) {
-            Some(&l) if l != NOT_LOCAL => Some(l as usize),
-            _ => None,
-        }
-    }
 }

@@ -198,11 +198,6 @@ impl Producer {
         }
         true
     }
-
-    /// Bytes published and not yet known to be consumed (a diagnostic).
-    pub fn pending_bytes(&self) -> u64 {
-        self.tail - self.ring.head().load(Ordering::Relaxed)
-    }
 }
 
 /// The receiving end of a ring.
