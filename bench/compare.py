@@ -202,12 +202,20 @@ def wait_quiet(max_wait, threshold=0.15):
     return busy
 
 
-def launch_cmd(impl, nranks, exe, launcher, args):
+def launch_cmd(impl, nranks, exe, launcher, args, net="shm"):
+    """The command running `exe` on `nranks` ranks; `net="tcp"` makes every pair talk over TCP
+    (Weft: WEFT_TRANSPORTS=tcp; MPICH: UCX over TCP; Open MPI: the ob1 PML with the tcp BTL)."""
+    tcp = net == "tcp"
     if impl == "weft":
-        return [str(launcher), "run", "-n", str(nranks), str(exe), *args]
+        env = ["-x", "WEFT_TRANSPORTS=tcp"] if tcp else []
+        return [str(launcher), "run", "-n", str(nranks), *env, str(exe), *args]
     if impl == "mpich":
-        return ["mpiexec.hydra", "-n", str(nranks), str(exe), *args]
-    cmd = ["mpirun.openmpi", "--allow-run-as-root", "--mca", "btl", "self,vader"]
+        env = ["-genv", "UCX_TLS", "tcp,self"] if tcp else []
+        return ["mpiexec.hydra", "-n", str(nranks), *env, str(exe), *args]
+    btl = "self,tcp" if tcp else "self,vader"
+    cmd = ["mpirun.openmpi", "--allow-run-as-root", "--mca", "btl", btl]
+    if tcp:
+        cmd += ["--mca", "pml", "ob1"]
     if nranks > (os.cpu_count() or 2):
         cmd.append("--oversubscribe")
     return cmd + ["-n", str(nranks), str(exe), *args]
@@ -265,6 +273,9 @@ def main():
     ap.add_argument("--wait-idle", type=float, default=0.0, metavar="SECS",
                     help="before each run wait up to SECS for the machine to be idle (default 0: just measure how busy)")
     ap.add_argument("--timeout", type=float, default=None, help="watchdog per run, seconds (default 240; 90 with --quick)")
+    ap.add_argument("--net", choices=["shm", "tcp"], default="shm",
+                    help="shm (default): one node, shared memory; tcp: latency and bandwidth with every pair over "
+                         "TCP on loopback (Weft WEFT_TRANSPORTS=tcp, MPICH UCX_TLS=tcp,self, Open MPI btl self,tcp)")
     opts = ap.parse_args()
     rounds = opts.rounds if opts.rounds is not None else (1 if opts.quick else 5)
     timeout = opts.timeout if opts.timeout is not None else (90.0 if opts.quick else 240.0)
@@ -280,7 +291,9 @@ def main():
     floor_exe = build_floor()
     weft_progs, launcher = build_weft(opts.no_build) if "weft" in impls else ({}, None)
 
-    jobs = [("latency", 2), ("bandwidth", 2)] + [("ring_barrier", n) for n in ring_ranks]
+    jobs = [("latency", 2), ("bandwidth", 2)]
+    if opts.net == "shm":
+        jobs += [("ring_barrier", n) for n in ring_ranks]
     res = Results()
     floor = []
     started = time.time()
@@ -305,7 +318,7 @@ def main():
                 if problem:
                     res.failures[(impl, job)] = problem
                     continue
-                cmd = launch_cmd(impl, nranks, exe, launcher, args)
+                cmd = launch_cmd(impl, nranks, exe, launcher, args, opts.net)
                 busy = wait_quiet(opts.wait_idle)
                 if busy is not None:
                     res.busy.append(busy)
@@ -333,6 +346,9 @@ def main():
 
 LATENCY_TARGET = {0: 0.8, 1: 0.8, 8: 0.8, 64: 0.8, 1 << 20: 0.8, 4 << 20: 0.8}  # weft / best peer <=
 BANDWIDTH_TARGET = {64 << 10: 1.25, 4 << 20: 1.25}  # weft / best peer >=
+# Over TCP: latency at most the best peer's at every size, bandwidth at least its from 64 KiB.
+TCP_LATENCY_TARGET = {s: 1.0 for s in (0, 1, 8, 64, 512, 4 << 10, 32 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20)}
+TCP_BANDWIDTH_TARGET = {s: 1.0 for s in (64 << 10, 256 << 10, 1 << 20, 4 << 20)}
 
 
 def fmt_value(v):
@@ -426,19 +442,26 @@ def report(opts, res, floor, impls, ring_ranks, rounds):
     fl = statistics.median(floor) if floor else None
     fl_text = f"{fl:.3f} µs" if fl is not None else "not measured"
 
+    tcp = opts.net == "tcp"
+    lat_target = TCP_LATENCY_TARGET if tcp else LATENCY_TARGET
+    bw_target = TCP_BANDWIDTH_TARGET if tcp else BANDWIDTH_TARGET
+    over = " over TCP (loopback)" if tcp else ""
     job = ("latency", 2)
-    sizes = sizes_for(res, "latency") or sorted(LATENCY_TARGET)
-    rows = comparison_rows(res, impls, "latency", job, sizes, True, LATENCY_TARGET, human_size, opts.spread)
-    print_table("Ping-pong latency, one-way µs, 2 ranks (lower is better)", ["size"] + header_cols, rows, md)
+    sizes = sizes_for(res, "latency") or sorted(lat_target)
+    rows = comparison_rows(res, impls, "latency", job, sizes, True, lat_target, human_size, opts.spread)
+    print_table(f"Ping-pong latency{over}, one-way µs, 2 ranks (lower is better)", ["size"] + header_cols, rows, md)
     w0 = res.median("weft", "latency", 0)
     extra = f"; Weft 0 B = {w0 / fl:.1f} x floor" if (w0 is not None and fl) else ""
     print(("\n" if md else "") + f"Floor (two processes ping-pong one cache line, one-way): {fl_text}{extra}")
 
     job = ("bandwidth", 2)
-    sizes = sizes_for(res, "bandwidth") or sorted(BANDWIDTH_TARGET)
-    rows = comparison_rows(res, impls, "bandwidth", job, sizes, False, BANDWIDTH_TARGET, human_size, opts.spread)
-    print_table("Streaming bandwidth, MB/s (10^6 B/s), 2 ranks, window 64 (higher is better)",
+    sizes = sizes_for(res, "bandwidth") or sorted(bw_target)
+    rows = comparison_rows(res, impls, "bandwidth", job, sizes, False, bw_target, human_size, opts.spread)
+    print_table(f"Streaming bandwidth{over}, MB/s (10^6 B/s), 2 ranks, window 64 (higher is better)",
                 ["size"] + header_cols, rows, md)
+    if tcp:
+        print()
+        return
 
     rows = []
     for name, size in (("ring", 8), ("barrier", 0)):

@@ -305,7 +305,18 @@ impl Core {
         };
         let Op::Recv(r) = &mut req.op else { return };
         r.buf.write_at(hdr.cookie as usize, payload);
-        r.got += payload.len();
+        self.data_arrived(h, payload.len());
+    }
+
+    /// Counts `n` bytes of rendezvous data in for receive `h`; completes it when all are.
+    fn data_arrived(&mut self, h: Handle, n: usize) {
+        let Some(Req {
+            op: Op::Recv(r), ..
+        }) = self.reqs.get_mut(h)
+        else {
+            return;
+        };
+        r.got += n;
         if r.got >= r.expect {
             self.finish_recv(h);
         }
@@ -530,5 +541,33 @@ pub fn recv_req(buf: RawBufMut) -> Req {
             expect: 0,
             got: 0,
         }),
+    }
+}
+
+impl crate::fabric::Sink for Core {
+    #[inline]
+    fn packet(&mut self, hdr: &Header, payload: &[u8]) {
+        self.on_packet(hdr, payload);
+    }
+
+    /// Rendezvous data goes straight into the receive buffer at its offset, when it fits
+    /// whole (a truncated tail is delivered as a packet, which drops what does not fit).
+    fn place(&mut self, hdr: &Header, len: usize) -> Option<&mut [u8]> {
+        if hdr.kind != PacketKind::Data as u8 {
+            return None;
+        }
+        let req = self.reqs.get_mut(Handle::from_cookie(hdr.aux))?;
+        let Op::Recv(r) = &mut req.op else {
+            return None;
+        };
+        let off = hdr.cookie as usize;
+        if off.checked_add(len)? > r.buf.len() {
+            return None;
+        }
+        Some(r.buf.slice_mut(off, len))
+    }
+
+    fn placed(&mut self, hdr: &Header, len: usize) {
+        self.data_arrived(Handle::from_cookie(hdr.aux), len);
     }
 }

@@ -166,7 +166,7 @@ impl<F: Fabric> Engine<F> {
     /// Returns whether anything happened.
     pub fn progress(&mut self) -> bool {
         let core = &mut self.core;
-        let mut did = self.fabric.poll(&mut |h, p| core.on_packet(h, p)) > 0;
+        let mut did = self.fabric.poll(core) > 0;
         if !self.core.pushes.is_empty() {
             self.run_pushes();
             did = true;

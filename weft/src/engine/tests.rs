@@ -49,12 +49,20 @@ impl Fabric for FakeFabric {
         q.push_back((*hdr, payload.to_vec()));
         true
     }
-    fn poll<S: FnMut(&Header, &[u8])>(&mut self, sink: &mut S) -> usize {
+    fn poll<S: crate::fabric::Sink>(&mut self, sink: &mut S) -> usize {
         let batch: Vec<_> = self.net.borrow_mut().queues[self.rank as usize]
             .drain(..)
             .collect();
         for (h, p) in &batch {
-            sink(h, p);
+            // Rendezvous data is placed straight into the receive buffer, as TCP does.
+            if h.kind == crate::fabric::PacketKind::Data as u8 {
+                if let Some(dst) = sink.place(h, p.len()) {
+                    dst.copy_from_slice(p);
+                    sink.placed(h, p.len());
+                    continue;
+                }
+            }
+            sink.packet(h, p);
         }
         batch.len()
     }

@@ -138,6 +138,29 @@ pub enum PullError {
     Failed(crate::Error),
 }
 
+/// Where a transport delivers arrivals.
+pub trait Sink {
+    /// A packet arrived (`payload` is valid only during the call).
+    fn packet(&mut self, hdr: &Header, payload: &[u8]);
+    /// Offers to take the payload of `hdr` (`len` bytes, not yet received) straight into its
+    /// final place: a byte-stream transport then reads it there and calls [`Sink::placed`]
+    /// instead of [`Sink::packet`], saving a copy. `None`: deliver it as a packet.
+    #[inline]
+    fn place(&mut self, _hdr: &Header, _len: usize) -> Option<&mut [u8]> {
+        None
+    }
+    /// The payload offered by [`Sink::place`] is now all there.
+    #[inline]
+    fn placed(&mut self, _hdr: &Header, _len: usize) {}
+}
+
+impl<F: FnMut(&Header, &[u8])> Sink for F {
+    #[inline]
+    fn packet(&mut self, hdr: &Header, payload: &[u8]) {
+        self(hdr, payload)
+    }
+}
+
 /// What the engine needs from the transports. One implementation routes to real transports
 /// ([`node::NodeFabric`]); tests use an in-memory fake.
 pub trait Fabric {
@@ -158,7 +181,7 @@ pub trait Fabric {
     fn try_send(&mut self, peer: u32, hdr: &Header, payload: &[u8]) -> bool;
     /// Delivers every packet that has arrived to `sink` (payload valid only during the call).
     /// Returns how many were delivered.
-    fn poll<S: FnMut(&Header, &[u8])>(&mut self, sink: &mut S) -> usize;
+    fn poll<S: Sink>(&mut self, sink: &mut S) -> usize;
     /// Copies `dst.len()` bytes from address `remote` in `peer`'s memory into `dst`.
     fn pull(&mut self, peer: u32, remote: u64, dst: &mut [u8]) -> Result<(), PullError>;
     /// Copies `src` to address `remote` in `peer`'s memory (the sender's half of a split

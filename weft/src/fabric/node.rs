@@ -1,7 +1,9 @@
 //! The production fabric: routes each peer to the self transport, shared memory (same node)
 //! or TCP (other nodes, or every pair with `WEFT_TRANSPORTS=tcp`).
 
-use super::{selfloop::SelfLoop, shm::ShmTransport, tcp::TcpTransport, Fabric, Header, PullError};
+use super::{
+    selfloop::SelfLoop, shm::ShmTransport, tcp::TcpTransport, Fabric, Header, PullError, Sink,
+};
 use crate::boot::Boot;
 use crate::error::{Error, ErrorClass, Result};
 use crate::tunables::{ConnectMode, Tunables};
@@ -190,13 +192,13 @@ impl Fabric for NodeFabric {
         }
     }
     #[inline]
-    fn poll<S: FnMut(&Header, &[u8])>(&mut self, sink: &mut S) -> usize {
+    fn poll<S: Sink>(&mut self, sink: &mut S) -> usize {
         let mut n = 0;
         if !self.selfloop.is_empty() {
-            n += self.selfloop.poll(sink);
+            n += self.selfloop.poll(&mut |h, p| sink.packet(h, p));
         }
         if let Some(shm) = self.shm.as_mut() {
-            n += shm.poll(sink);
+            n += shm.poll(&mut |h, p| sink.packet(h, p));
         }
         if let Some(tcp) = self.tcp.as_mut() {
             // With shared-memory peers busy, an idle TCP side is checked only now and then.

@@ -10,7 +10,7 @@
 //! partly written packet waits per peer. No allocation on either path once buffers have
 //! grown to their working size.
 
-use crate::fabric::{Header, PacketKind, HEADER_SIZE};
+use crate::fabric::{Header, PacketKind, Sink, HEADER_SIZE};
 use std::io::{self, IoSlice, Read, Write};
 use std::net::TcpStream;
 
@@ -37,6 +37,13 @@ pub fn bye_frame() -> [u8; PREFIX_LEN] {
     let mut b = [0u8; PREFIX_LEN];
     b[4..8].copy_from_slice(&KIND_BYE.to_le_bytes());
     b
+}
+
+/// A sink that drops what arrives (for the goodbye exchange, when nothing more is expected).
+pub struct Discard;
+
+impl Sink for Discard {
+    fn packet(&mut self, _hdr: &Header, _payload: &[u8]) {}
 }
 
 /// Bytes accepted for a peer but not yet taken by its socket.
@@ -134,7 +141,7 @@ impl RxBuf {
     /// Reads what `stream` has and delivers every whole frame to `sink`. `peer` is the
     /// authenticated rank on the other end: a packet claiming another source is refused.
     /// Returns how many packets were delivered and whether the stream ended (in order).
-    pub fn read_from<S: FnMut(&Header, &[u8])>(
+    pub fn read_from<S: Sink + ?Sized>(
         &mut self,
         stream: &mut TcpStream,
         peer: u32,
@@ -148,7 +155,7 @@ impl RxBuf {
             }
             let n = match stream.read(&mut self.buf[self.end..]) {
                 Ok(0) => {
-                    delivered += self.deliver(peer, sink)?;
+                    delivered += self.deliver(stream, peer, sink)?;
                     if self.bye && self.start == self.end {
                         return Ok((delivered, ReadOutcome::Closed));
                     }
@@ -165,7 +172,7 @@ impl RxBuf {
             };
             let full = self.end + n == self.buf.len();
             self.end += n;
-            delivered += self.deliver(peer, sink)?;
+            delivered += self.deliver(stream, peer, sink)?;
             if !full {
                 break;
             }
@@ -173,8 +180,15 @@ impl RxBuf {
         Ok((delivered, ReadOutcome::Drained))
     }
 
-    /// Hands over every whole frame buffered; keeps a partial one (making room for it).
-    fn deliver<S: FnMut(&Header, &[u8])>(&mut self, peer: u32, sink: &mut S) -> io::Result<usize> {
+    /// Hands over every whole frame buffered; keeps a partial one (making room for it),
+    /// except a large partial one the sink takes in place: its payload is then read from
+    /// `stream` straight into the sink's buffer.
+    fn deliver<S: Sink + ?Sized>(
+        &mut self,
+        stream: &mut TcpStream,
+        peer: u32,
+        sink: &mut S,
+    ) -> io::Result<usize> {
         let mut n = 0;
         loop {
             let avail = self.end - self.start;
@@ -197,9 +211,8 @@ impl RxBuf {
                     )))
                 }
             }
-            let total = FRAME_HEAD + plen;
-            if avail < total {
-                self.make_room(total);
+            if avail < FRAME_HEAD {
+                self.make_room(FRAME_HEAD + plen);
                 break;
             }
             let h = self.start + PREFIX_LEN;
@@ -211,7 +224,24 @@ impl RxBuf {
                     hdr.kind, hdr.src
                 )));
             }
-            sink(&hdr, &self.buf[h + HEADER_SIZE..self.start + total]);
+            let total = FRAME_HEAD + plen;
+            if avail < total {
+                let have = avail - FRAME_HEAD;
+                if plen - have >= PLACE_MIN {
+                    if let Some(dst) = sink.place(&hdr, plen) {
+                        dst[..have].copy_from_slice(&self.buf[h + HEADER_SIZE..self.end]);
+                        read_exact_nonblocking(stream, &mut dst[have..])?;
+                        sink.placed(&hdr, plen);
+                        self.start = 0;
+                        self.end = 0;
+                        n += 1;
+                        continue;
+                    }
+                }
+                self.make_room(total);
+                break;
+            }
+            sink.packet(&hdr, &self.buf[h + HEADER_SIZE..self.start + total]);
             self.start += total;
             n += 1;
         }
@@ -238,6 +268,38 @@ impl RxBuf {
             self.buf.resize(grown, 0);
         }
     }
+}
+
+/// Smallest remainder of a frame worth reading straight into the receiver's buffer.
+const PLACE_MIN: usize = 16 << 10;
+
+/// Reads exactly `dst.len()` bytes from a nonblocking stream, waiting in `poll(2)` when it
+/// has nothing (the sender is in the middle of writing this very frame).
+fn read_exact_nonblocking(stream: &mut TcpStream, dst: &mut [u8]) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let mut got = 0;
+    while got < dst.len() {
+        match stream.read(&mut dst[got..]) {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the connection was closed in the middle of a frame",
+                ))
+            }
+            Ok(k) => got += k,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                let mut fds = [crate::sys::net::poll_entry(
+                    stream.as_raw_fd(),
+                    crate::sys::net::POLLIN,
+                )];
+                // The socket's own timeouts (keepalive, user timeout) end a dead connection.
+                crate::sys::net::poll(&mut fds, std::time::Duration::from_secs(1))?;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 fn bad_data(msg: String) -> io::Error {
@@ -274,7 +336,7 @@ mod tests {
         while got.len() < want {
             assert!(std::time::Instant::now() < deadline, "timed out");
             let (_, out) = rx
-                .read_from(s, peer, &mut |h, p| got.push((h.tag, p.to_vec())))
+                .read_from(s, peer, &mut |h: &Header, p: &[u8]| got.push((h.tag, p.to_vec())))
                 .unwrap();
             if out == ReadOutcome::Closed {
                 break;
@@ -298,7 +360,7 @@ mod tests {
             // The queue keeps what the socket refuses; drain it by reading on the other side.
             while !tx.flush(&mut a).unwrap() {
                 got.extend(collect(&mut rx, &mut b, 5, 0));
-                rx.read_from(&mut b, 5, &mut |h, p| got.push((h.tag, p.to_vec())))
+                rx.read_from(&mut b, 5, &mut |h: &Header, p: &[u8]| got.push((h.tag, p.to_vec())))
                     .unwrap();
             }
             let w = write_parts(&mut a, &parts).unwrap();
@@ -306,7 +368,7 @@ mod tests {
             sent.push((i as i32, payload));
         }
         while !tx.flush(&mut a).unwrap() {
-            rx.read_from(&mut b, 5, &mut |h, p| got.push((h.tag, p.to_vec())))
+            rx.read_from(&mut b, 5, &mut |h: &Header, p: &[u8]| got.push((h.tag, p.to_vec())))
                 .unwrap();
         }
         let rest = sent.len() - got.len();
@@ -326,7 +388,7 @@ mod tests {
         loop {
             assert!(std::time::Instant::now() < deadline);
             let (_, out) = rx
-                .read_from(&mut b, 1, &mut |h, _| tags.push(h.tag))
+                .read_from(&mut b, 1, &mut |h: &Header, _: &[u8]| tags.push(h.tag))
                 .unwrap();
             if out == ReadOutcome::Closed {
                 break;
@@ -338,7 +400,7 @@ mod tests {
         drop(a);
         let mut rx = RxBuf::new(1024);
         let e = loop {
-            match rx.read_from(&mut b, 1, &mut |_, _| {}) {
+            match rx.read_from(&mut b, 1, &mut Discard) {
                 Err(e) => break e,
                 Ok(_) => std::thread::yield_now(),
             }
@@ -352,7 +414,7 @@ mod tests {
         a.write_all(&packet_head(&hdr(2, 0), 0)).unwrap();
         let mut rx = RxBuf::new(1024);
         let e = loop {
-            match rx.read_from(&mut b, 1, &mut |_, _| {}) {
+            match rx.read_from(&mut b, 1, &mut Discard) {
                 Err(e) => break e,
                 Ok(_) => std::thread::yield_now(),
             }
@@ -363,7 +425,7 @@ mod tests {
         a.write_all(&[0xff; 64]).unwrap();
         let mut rx = RxBuf::new(1024);
         let e = loop {
-            match rx.read_from(&mut b, 1, &mut |_, _| {}) {
+            match rx.read_from(&mut b, 1, &mut Discard) {
                 Err(e) => break e,
                 Ok(_) => std::thread::yield_now(),
             }

@@ -27,9 +27,9 @@ pub mod conn;
 pub mod handshake;
 
 use self::auth::SECRET_LEN;
-use self::conn::{packet_head, write_parts, ReadOutcome, RxBuf, TxQueue};
+use self::conn::{packet_head, write_parts, Discard, ReadOutcome, RxBuf, TxQueue};
 use self::handshake::{Handshake, Outcome};
-use super::Header;
+use super::{Header, Sink};
 use crate::boot::Boot;
 use crate::error::{Error, ErrorClass, Result};
 use crate::sys::net::{self, PollFd, POLLIN, POLLOUT};
@@ -38,6 +38,10 @@ use std::io::Write as _;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
+
+/// Initial receive buffer of a connection (grown when a frame that is not placed directly
+/// needs more).
+const RX_BUFFER: usize = 128 << 10;
 
 /// Key under which the per-job secret travels in the process manager's key-value space.
 pub const SECRET_KEY: &str = "weft-job-secret";
@@ -356,7 +360,7 @@ impl TcpTransport {
 
     /// Delivers every packet that has arrived to `sink`, writes queued output, and moves
     /// connection set-up along. Returns how many packets were delivered.
-    pub fn poll<S: FnMut(&Header, &[u8])>(&mut self, sink: &mut S) -> usize {
+    pub fn poll<S: Sink>(&mut self, sink: &mut S) -> usize {
         self.build_fds();
         match net::poll(&mut self.fds, Duration::ZERO) {
             Ok(0) if self.waiting.is_empty() && self.handshakes.is_empty() => return 0,
@@ -372,7 +376,7 @@ impl TcpTransport {
 
     /// Handles what the last `poll(2)` reported (in `self.fds`), and timers. With no sink,
     /// established connections are not read (while connecting everyone at start-up).
-    fn service<S: FnMut(&Header, &[u8])>(&mut self, mut sink: Option<&mut S>) -> usize {
+    fn service<S: Sink>(&mut self, mut sink: Option<&mut S>) -> usize {
         let nh = self.handshakes.len();
         let mut delivered = 0;
         // Established connections.
@@ -551,7 +555,7 @@ impl TcpTransport {
         let slot = &mut self.slots[peer as usize];
         slot.conn = Some(Conn {
             stream,
-            rx: RxBuf::new(4 * (self.cfg.max_payload + conn::FRAME_HEAD)),
+            rx: RxBuf::new(RX_BUFFER),
             peer_done: false,
             bye_sent: false,
         });
@@ -621,7 +625,7 @@ impl TcpTransport {
             self.build_fds();
             net::poll(&mut self.fds, Duration::from_millis(50))
                 .map_err(|e| Error::os("initialize TCP", "poll", e))?;
-            self.service::<fn(&Header, &[u8])>(None);
+            self.service::<Discard>(None);
         }
         Ok(())
     }
@@ -664,7 +668,7 @@ impl TcpTransport {
                     }
                 }
                 if !c.peer_done {
-                    match c.rx.read_from(&mut c.stream, p, &mut |_, _| {}) {
+                    match c.rx.read_from(&mut c.stream, p, &mut Discard) {
                         Ok((_, ReadOutcome::Closed)) | Err(_) => c.peer_done = true,
                         Ok((_, ReadOutcome::Drained)) => pending = true,
                     }
@@ -679,7 +683,7 @@ impl TcpTransport {
             }
             self.build_fds();
             let _ = net::poll(&mut self.fds, Duration::from_millis(10));
-            self.service::<fn(&Header, &[u8])>(None);
+            self.service::<Discard>(None);
         }
         self.handshakes.clear();
         for &p in &self.up {
