@@ -174,7 +174,7 @@ pub fn place(
                     .collect()
             };
             for (i, c) in counts.into_iter().enumerate() {
-                host_of.extend(std::iter::repeat(i).take(c));
+                host_of.extend(std::iter::repeat_n(i, c));
             }
         }
         MapBy::RoundRobin => {

@@ -49,7 +49,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Cmd {
     /// Start N ranks of a program on this host and serve them PMI-1.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Print the version, the transports available here and every tunable.
     Info,
     /// The per-host helper of a multi-host `weft run` (started by it, not by hand).
@@ -241,7 +241,7 @@ fn env_setting(name: &str) -> Option<String> {
 fn run() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
     let code = match cli.cmd {
-        Cmd::Run(a) => run_cmd(a).context("weft run")?,
+        Cmd::Run(a) => run_cmd(*a).context("weft run")?,
         Cmd::Info => info::run(),
         Cmd::Proxy(a) => proxy::run(&a).context("weft proxy")?,
     };

@@ -315,24 +315,20 @@ fn serve_ranks(
             Event::FromHead(ToProxy::Signal(sig)) => kill_all(pgid, &pids, sig),
             Event::FromHead(ToProxy::Exit) => exit_asked = true,
             Event::FromHead(other) => note!("{me}: unexpected message from the head: {other:?}"),
-            Event::HeadLost(why) => {
-                if !exit_asked && lost.is_none() {
-                    if left > 0 {
-                        note!("{me}: {why}; killing its {left} rank(s)");
-                    }
-                    kill_all(pgid, &pids, libc::SIGKILL);
-                    lost = Some(Instant::now());
+            Event::HeadLost(why) if !exit_asked && lost.is_none() => {
+                if left > 0 {
+                    note!("{me}: {why}; killing its {left} rank(s)");
                 }
+                kill_all(pgid, &pids, libc::SIGKILL);
+                lost = Some(Instant::now());
             }
-            Event::Signal(sig) => {
-                if lost.is_none() {
-                    note!(
-                        "{me}: received {}; killing its {left} rank(s)",
-                        sys::signal_name(sig)
-                    );
-                    kill_all(pgid, &pids, libc::SIGKILL);
-                    lost = Some(Instant::now());
-                }
+            Event::Signal(sig) if lost.is_none() => {
+                note!(
+                    "{me}: received {}; killing its {left} rank(s)",
+                    sys::signal_name(sig)
+                );
+                kill_all(pgid, &pids, libc::SIGKILL);
+                lost = Some(Instant::now());
             }
             _ => {}
         }

@@ -384,8 +384,7 @@ fn placement_block_and_round_robin_across_two_hosts() {
         let out = job(&hosts, c, &format!("--map-by {map_by}"));
         assert_eq!(out.code, Some(0), "{map_by}: {out:?}");
         let mut local_seen = std::collections::HashMap::new();
-        for r in 0..4 {
-            let ns = expect_hosts[r];
+        for (r, ns) in expect_hosts.into_iter().enumerate() {
             let local = local_seen.entry(ns).or_insert(0);
             assert!(
                 out.stdout
