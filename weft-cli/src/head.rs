@@ -618,8 +618,10 @@ impl HeadHooks {
             ctl.abandon(r as usize);
         }
         if !p.exited {
-            // Its ranks die with the proxy (or, through ssh, when the proxy sees the head go).
-            sys::kill(p.pid, libc::SIGKILL);
+            // A proxy that gets SIGTERM kills its ranks and removes the job's segments on its
+            // host (through ssh: when sshd hangs up, or when the proxy hears nothing from the
+            // head); the head sends SIGKILL after a grace period when the job ends.
+            sys::kill(p.pid, libc::SIGTERM);
         }
         p.stdin = None;
         self.complete_fence();

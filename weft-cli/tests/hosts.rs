@@ -528,6 +528,39 @@ fn a_remote_start_command_that_fails_is_a_clear_error() {
     );
 }
 
+#[test]
+fn a_program_missing_on_a_host_and_a_killed_head() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(hosts) = Hosts::up(2) else { return };
+    let (h1, h2) = (hosts.names[0].clone(), hosts.names[1].clone());
+    let mut c = hosts.run_cmd(&format!("{h1}:1,{h2}:1"));
+    c.args(["-n", "2", "/nonexistent/weft-test-program"]);
+    let out = job(&hosts, c, "missing program");
+    assert_eq!(out.code, Some(127), "{out:?}");
+    assert!(
+        out.stderr.contains("cannot start rank 0 on host ")
+            && out.stderr.contains("/nonexistent/weft-test-program"),
+        "{out:?}"
+    );
+
+    // SIGKILL the head mid-job: the proxies see it go and take their ranks with them.
+    let mut c = hosts.run_cmd(&format!("{h1}:2,{h2}:2"));
+    c.args(["-n", "4", "sh", "-c", "echo started; exec sleep 120"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = c.spawn().expect("starting weft run");
+    let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
+    for _ in 0..4 {
+        let l = lines.next().expect("a started line").expect("stdout");
+        assert_eq!(l, "started");
+    }
+    child.kill().expect("SIGKILL to weft run");
+    let _ = child.wait();
+    let left = hosts.leftover_processes();
+    assert!(left.is_empty(), "left after the head was killed: {left:?}");
+}
+
 /// The cross-host transport (TCP) is not there yet: jobs spanning hosts fail at start-up.
 fn no_tcp_yet(out: &Out) -> bool {
     if out.stderr.contains("reaches other nodes is not built yet") {
