@@ -538,7 +538,8 @@ fn a_program_missing_on_a_host_and_a_killed_head() {
     let out = job(&hosts, c, "missing program");
     assert_eq!(out.code, Some(127), "{out:?}");
     assert!(
-        out.stderr.contains("cannot start rank 0 on host ")
+        out.stderr.contains("cannot start rank ")
+            && out.stderr.contains(" on host wh")
             && out.stderr.contains("/nonexistent/weft-test-program"),
         "{out:?}"
     );
