@@ -324,6 +324,7 @@ pub fn run(opts: &Options, h: &HostOptions) -> anyhow::Result<u8> {
     // From here on the reaper thread waits for the children.
     drop(children);
 
+    let env = rank_env(std::env::vars(), &opts.env);
     let cwd = std::env::current_dir()
         .map(|p| p.to_string_lossy().into_owned())
         .unwrap_or_default();
@@ -340,7 +341,7 @@ pub fn run(opts: &Options, h: &HostOptions) -> anyhow::Result<u8> {
             ranks: proxies[i].ranks.clone(),
             program: opts.program.clone(),
             args: opts.args.clone(),
-            env: opts.env.clone(),
+            env: env.clone(),
             mapping: mapping.clone(),
             kvs: vec![(crate::pmi_server::SECRET_KEY.to_owned(), job_secret.clone())],
             tag_output: opts.tag_output,
@@ -432,6 +433,30 @@ pub fn run(opts: &Options, h: &HostOptions) -> anyhow::Result<u8> {
     }
     launch::finish_output(outputs);
     Ok(ctl.outcome.map_or(0, launch::exit_byte))
+}
+
+/// What remote ranks get on top of their proxy's environment: the head's `WEFT_*` tunables
+/// (so a setting applies to the whole job, as for local ranks), then every `-x`. Not the
+/// launcher's own settings, nor those that are per host (`WEFT_TCP_ADDR`) or per job.
+fn rank_env(
+    head_env: impl Iterator<Item = (String, String)>,
+    exported: &[(String, String)],
+) -> Vec<(String, String)> {
+    const NOT_PASSED: &[&str] = &[
+        "WEFT_JOB_ID",
+        "WEFT_TCP_ADDR",
+        "WEFT_RSH",
+        "WEFT_HEAD_ADDR",
+        "WEFT_HOST_TIMEOUT",
+        "WEFT_HOST_START_TIMEOUT",
+        "WEFT_PROXY_EXE",
+    ];
+    let mut env: Vec<(String, String)> = head_env
+        .filter(|(k, _)| k.starts_with("WEFT_") && !NOT_PASSED.contains(&k.as_str()))
+        .collect();
+    env.sort();
+    env.extend(exported.iter().cloned());
+    env
 }
 
 fn rsh_text(rsh: &[String], host: &str) -> String {
@@ -683,5 +708,35 @@ impl Hooks for HeadHooks {
             }
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remote_ranks_get_weft_tunables_and_exports() {
+        let head = [
+            ("WEFT_EAGER_LIMIT", "4k"),
+            ("WEFT_TCP_ADDR", "10.0.0.1"),
+            ("WEFT_RSH", "ssh"),
+            ("HOME", "/root"),
+            ("WEFT_JOB_ID", "1_2"),
+        ]
+        .map(|(k, v)| (k.to_owned(), v.to_owned()));
+        let x = [("WEFT_EAGER_LIMIT".to_owned(), "8k".to_owned())];
+        assert_eq!(
+            rank_env(head.into_iter(), &x),
+            [("WEFT_EAGER_LIMIT", "4k"), ("WEFT_EAGER_LIMIT", "8k")]
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        );
+    }
+
+    #[test]
+    fn secrets_compare_whole() {
+        assert!(same_secret("abcd", "abcd"));
+        assert!(!same_secret("abcd", "abce"));
+        assert!(!same_secret("abcd", "abc"));
     }
 }
