@@ -529,7 +529,7 @@ fn a_remote_start_command_that_fails_is_a_clear_error() {
 }
 
 #[test]
-fn a_program_missing_on_a_host_and_a_killed_head() {
+fn a_missing_program_a_killed_proxy_and_a_killed_head() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let Some(hosts) = Hosts::up(2) else { return };
     let (h1, h2) = (hosts.names[0].clone(), hosts.names[1].clone());
@@ -543,6 +543,35 @@ fn a_program_missing_on_a_host_and_a_killed_head() {
             && out.stderr.contains("/nonexistent/weft-test-program"),
         "{out:?}"
     );
+
+    // SIGKILL a proxy mid-job: the head names its host and ends the job.
+    let mut c = hosts.run_cmd(&format!("{h1}:2,{h2}:2"));
+    c.args(["-n", "4", "sh", "-c", "echo started; exec sleep 120"]);
+    let out = job_interrupted(&mut c, "started", 4, || {
+        let pids = Command::new("ip")
+            .args(["netns", "pids", &h2])
+            .output()
+            .expect("ip netns pids");
+        let proxy: Vec<String> = String::from_utf8_lossy(&pids.stdout)
+            .split_whitespace()
+            .filter(|p| {
+                std::fs::read_to_string(format!("/proc/{p}/cmdline"))
+                    .is_ok_and(|c| c.contains("\0proxy\0--head\0"))
+            })
+            .map(str::to_owned)
+            .collect();
+        assert_eq!(proxy.len(), 1, "one proxy in {h2}: {proxy:?}");
+        let st = Command::new("kill").args(["-9", &proxy[0]]).status();
+        assert!(st.is_ok_and(|s| s.success()));
+    });
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(
+        out.stderr
+            .contains(&format!("lost host {h2} (ranks 2, 3): its proxy")),
+        "{out:?}"
+    );
+    let left = hosts.leftover_processes();
+    assert!(left.is_empty(), "left after a proxy was killed: {left:?}");
 
     // SIGKILL the head mid-job: the proxies see it go and take their ranks with them.
     let mut c = hosts.run_cmd(&format!("{h1}:2,{h2}:2"));
