@@ -173,7 +173,11 @@ pub fn run(opts: &Options, h: &HostOptions) -> anyhow::Result<u8> {
     let ip = listen_addr(h.head_addr.as_deref(), &names)?;
     let listener = TcpListener::bind((ip, 0))
         .with_context(|| format!("listening for the proxies on {ip} (bind)"))?;
-    let head = listener.local_addr()?;
+    let mut head = listener.local_addr()?;
+    if ip.is_unspecified() {
+        // Listening on every interface (asked for): tell the proxies an address they can use.
+        head.set_ip(listen_addr(None, &names)?);
+    }
 
     let (tx, rx) = mpsc::channel::<Event>();
     launch::start_signal_thread(&tx)?;
@@ -206,6 +210,8 @@ pub fn run(opts: &Options, h: &HostOptions) -> anyhow::Result<u8> {
             i.to_string(),
             "--name".into(),
             p.name.clone(),
+            "--wait".into(),
+            (h.start_timeout.as_secs() + 10).to_string(),
         ]);
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..])

@@ -48,7 +48,7 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
-    /// Start N ranks of a program on this host and serve them PMI-1.
+    /// Start N ranks of a program on this host (or on --hosts) and serve them PMI-1.
     Run(Box<RunArgs>),
     /// Print the version, the transports available here and every tunable.
     Info,

@@ -43,6 +43,10 @@ pub struct ProxyArgs {
     /// This host's name (for messages).
     #[arg(long)]
     pub name: String,
+    /// Seconds to wait for the job once connected (the head sends it when every proxy has
+    /// connected, which may take up to its start-up timeout).
+    #[arg(long, default_value_t = 70)]
+    pub wait: u64,
 }
 
 fn log_prefix(name: &str) -> String {
@@ -71,7 +75,7 @@ pub fn run(a: &ProxyArgs) -> anyhow::Result<u8> {
         .with_context(|| format!("connecting to the head at {addr}"))?;
     let _ = stream.set_nodelay(true);
     let out = Sender::new(stream.try_clone()?, CONNECT_TIMEOUT)?;
-    let mut input = Receiver::new(stream.try_clone()?, CONNECT_TIMEOUT)?;
+    let mut input = Receiver::new(stream.try_clone()?, Duration::from_secs(a.wait.max(1)))?;
     out.send(
         &ToHead::Hello {
             secret,
