@@ -357,7 +357,13 @@ pub fn run(opts: &Options, h: &HostOptions) -> anyhow::Result<u8> {
         };
         // A failed send shows up as a lost host through the reader.
         let _ = sender.send(&ToProxy::Job(Box::new(spec)).to_value());
-        start_reader(i, receiver, h.heartbeat, tx.clone())?;
+        start_reader(
+            i,
+            proxies[i].ranks.clone(),
+            receiver,
+            h.heartbeat,
+            tx.clone(),
+        )?;
         start_pinger(sender.clone(), h.heartbeat);
         senders
             .lock()
@@ -546,6 +552,7 @@ fn start_acceptor(
 /// Turns a proxy's messages into events; reports the host lost when the connection ends.
 fn start_reader(
     host: usize,
+    ranks: Vec<u32>,
     mut r: wire::Receiver,
     heartbeat: Duration,
     tx: mpsc::Sender<Event>,
@@ -570,6 +577,9 @@ fn start_reader(
                     }
                     Err(e) => break format!("the connection to its proxy failed: {e}"),
                     Ok(Some(v)) => match ToHead::from_value(&v) {
+                        Ok(m) if m.rank().is_some_and(|r| !ranks.contains(&r)) => {
+                            break format!("its proxy sent {m:?}, about a rank it does not serve")
+                        }
                         Ok(ToHead::Ping) | Ok(ToHead::Hello { .. }) => continue,
                         Ok(ToHead::Started { rank, pid }) => Event::RankStarted { rank, pid },
                         Ok(ToHead::StartFailed { rank, why }) => {

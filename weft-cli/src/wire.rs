@@ -180,6 +180,20 @@ impl ToProxy {
 }
 
 impl ToHead {
+    /// The rank a message is about, if any.
+    pub fn rank(&self) -> Option<u32> {
+        match self {
+            ToHead::Started { rank, .. }
+            | ToHead::StartFailed { rank, .. }
+            | ToHead::Init { rank }
+            | ToHead::Finalize { rank }
+            | ToHead::Abort { rank, .. }
+            | ToHead::Closed { rank }
+            | ToHead::Exited { rank, .. } => Some(*rank),
+            ToHead::Hello { .. } | ToHead::Fence(_) | ToHead::Ping => None,
+        }
+    }
+
     pub fn to_value(&self) -> Value {
         match self {
             ToHead::Hello { secret, host } => json!({"t": "hello", "secret": secret, "host": host}),
