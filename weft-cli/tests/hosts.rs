@@ -411,6 +411,39 @@ fn placement_block_and_round_robin_across_two_hosts() {
 }
 
 #[test]
+fn an_ssh_like_remote_start_command_works() {
+    // ssh joins its arguments into one string that the remote login shell parses: the
+    // proxy's command line must survive that. Stdin (the proxy secret) passes through.
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(hosts) = Hosts::up(2) else { return };
+    let dir = std::env::temp_dir().join(format!("weft-fake-ssh-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fake = dir.join("fake-ssh");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\nhost=$1\nshift\nexec ip netns exec \"$host\" sh -c \"$*\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let (h1, h2) = (&hosts.names[0], &hosts.names[1]);
+    let mut c = weft();
+    c.env("WEFT_RSH", &fake)
+        .env("WEFT_HEAD_ADDR", &hosts.bridge_addr)
+        .args(["run", "-l", "--hosts", &format!("{h1},{h2}"), "-n", "2"])
+        .arg(boot_probe());
+    let out = job(&hosts, c, "weft run with WEFT_RSH=fake-ssh");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    for r in 0..2 {
+        assert!(
+            out.stdout
+                .contains(&format!("[{r}] boot_probe: rank {r} finalized")),
+            "{out:?}"
+        );
+    }
+}
+
+#[test]
 fn remote_rank_failures_end_the_job_naming_rank_and_host() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let Some(hosts) = Hosts::up(2) else { return };
