@@ -4,6 +4,7 @@
 
 pub mod cma;
 pub mod futex;
+pub mod net;
 pub mod segment;
 
 use std::io;
