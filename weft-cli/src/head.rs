@@ -686,6 +686,34 @@ impl HeadHooks {
 }
 
 impl Hooks for HeadHooks {
+    fn unreported(&mut self, ctl: &mut Control, ranks: &[usize]) {
+        for i in 0..self.proxies.len() {
+            let silent: Vec<String> = ranks
+                .iter()
+                .filter(|&&r| self.rank_host[r] == i)
+                .map(|r| r.to_string())
+                .collect();
+            if silent.is_empty() {
+                continue;
+            }
+            let p = &mut self.proxies[i];
+            note!(
+                "weft run: no word from host {} about ranks {} since SIGKILL was sent (cut \
+                 off?); giving up on them and stopping its proxy",
+                p.name,
+                silent.join(", ")
+            );
+            if !p.exited {
+                // It kills its ranks and removes the job's segments there.
+                sys::kill(p.pid, libc::SIGTERM);
+            }
+            p.stdin = None;
+        }
+        for &r in ranks {
+            ctl.abandon(r);
+        }
+    }
+
     fn event(&mut self, ctl: &mut Control, ev: Event) {
         match ev {
             Event::RankStarted { rank, pid } => {

@@ -311,6 +311,10 @@ pub trait Hooks {
     /// An event the common loop does not handle (remote starts, fences, lost hosts, the exit
     /// of a child that is not a rank).
     fn event(&mut self, ctl: &mut Control, ev: Event);
+
+    /// Remote ranks whose end was never reported, well after SIGKILL was sent: the hook
+    /// gives up on them ([`Control::abandon`]) and stops what may still run them.
+    fn unreported(&mut self, _ctl: &mut Control, _ranks: &[usize]) {}
 }
 
 /// The hooks of an all-local job: nothing else happens.
@@ -412,17 +416,22 @@ pub fn drive(
                     ctl.kill_now(libc::SIGKILL);
                 }
                 if ctl.give_up_at.is_some_and(|t| now >= t) {
-                    let left: Vec<String> = ctl
-                        .ranks
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, r)| !r.done)
-                        .map(|(i, _)| ctl.who(i))
+                    let remote: Vec<usize> = (0..ctl.ranks.len())
+                        .filter(|&i| !ctl.ranks[i].done && ctl.ranks[i].host.is_some())
                         .collect();
-                    note!(
-                        "weft run: {} did not exit after SIGKILL; giving up on them",
-                        left.join(", ")
-                    );
+                    if !remote.is_empty() {
+                        hooks.unreported(ctl, &remote);
+                    }
+                    let left: Vec<String> = (0..ctl.ranks.len())
+                        .filter(|&i| !ctl.ranks[i].done)
+                        .map(|i| ctl.who(i))
+                        .collect();
+                    if !left.is_empty() {
+                        note!(
+                            "weft run: {} did not exit after SIGKILL; giving up on them",
+                            left.join(", ")
+                        );
+                    }
                     break;
                 }
             }
