@@ -449,14 +449,14 @@ pub fn run(opts: &Options, h: &HostOptions) -> anyhow::Result<u8> {
 
 /// What remote ranks get on top of their proxy's environment: the head's `WEFT_*` tunables
 /// (so a setting applies to the whole job, as for local ranks), then every `-x`. Not the
-/// launcher's own settings, nor those that are per host (`WEFT_TCP_ADDR`) or per job.
+/// launcher's own settings, nor the job id, nor a `WEFT_TCP_ADDR` that is one address of the
+/// head's host (a subnet such as 10.1.0.0/16, or 0.0.0.0, holds for every host and is passed).
 fn rank_env(
     head_env: impl Iterator<Item = (String, String)>,
     exported: &[(String, String)],
 ) -> Vec<(String, String)> {
     const NOT_PASSED: &[&str] = &[
         "WEFT_JOB_ID",
-        "WEFT_TCP_ADDR",
         "WEFT_RSH",
         "WEFT_HEAD_ADDR",
         "WEFT_HOST_TIMEOUT",
@@ -465,6 +465,13 @@ fn rank_env(
     ];
     let mut env: Vec<(String, String)> = head_env
         .filter(|(k, _)| k.starts_with("WEFT_") && !NOT_PASSED.contains(&k.as_str()))
+        .filter(|(k, v)| {
+            k != "WEFT_TCP_ADDR"
+                || v.contains('/')
+                || v.trim()
+                    .parse::<IpAddr>()
+                    .is_ok_and(|ip| ip.is_unspecified())
+        })
         .collect();
     env.sort();
     env.extend(exported.iter().cloned());
@@ -770,6 +777,8 @@ mod tests {
         ]
         .map(|(k, v)| (k.to_owned(), v.to_owned()));
         let x = [("WEFT_EAGER_LIMIT".to_owned(), "8k".to_owned())];
+        let subnet = [("WEFT_TCP_ADDR".to_owned(), "10.1.0.0/16".to_owned())];
+        assert_eq!(rank_env(subnet.clone().into_iter(), &[]), subnet);
         assert_eq!(
             rank_env(head.into_iter(), &x),
             [("WEFT_EAGER_LIMIT", "4k"), ("WEFT_EAGER_LIMIT", "8k")]
