@@ -257,3 +257,86 @@ fn handle(job: &Job, rank: u32, text: &str, events: &Sender<Event>) -> Option<St
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+    use std::thread;
+
+    fn ask(job: &Job, rank: u32, line: &str) -> String {
+        let (tx, _rx) = mpsc::channel();
+        handle(job, rank, line, &tx).unwrap_or_default()
+    }
+
+    #[test]
+    fn the_secret_is_served_from_the_start() {
+        let job = Job::new(2, "kvs".into(), None, false, "00ab".into());
+        assert_eq!(
+            ask(&job, 0, "cmd=get kvsname=kvs key=weft-job-secret\n"),
+            "cmd=get_result rc=0 msg=success value=00ab\n"
+        );
+    }
+
+    #[test]
+    fn a_proxy_barrier_sends_local_puts_and_takes_everyone_s() {
+        let (seen_tx, seen_rx) = mpsc::channel();
+        let fence: Fence = Box::new(move |mine| {
+            seen_tx.send(mine.clone()).unwrap();
+            let mut all = mine;
+            all.push(("from-other-host".into(), "v9".into()));
+            Ok(all)
+        });
+        let job = Job::part(
+            4,
+            2,
+            "kvs".into(),
+            "(vector,(0,2,2))".into(),
+            false,
+            vec![],
+            Some(fence),
+        );
+        let threads: Vec<_> = [1u32, 3]
+            .into_iter()
+            .map(|rank| {
+                let job = job.clone();
+                thread::spawn(move || {
+                    let put = format!("cmd=put kvsname=kvs key=k{rank} value=v{rank}\n");
+                    assert!(ask(&job, rank, &put).contains("rc=0"));
+                    ask(&job, rank, "cmd=barrier_in\n")
+                })
+            })
+            .collect();
+        for t in threads {
+            assert_eq!(t.join().unwrap(), "cmd=barrier_out\n");
+        }
+        let mut sent = seen_rx.recv().unwrap();
+        sent.sort();
+        assert_eq!(
+            sent,
+            [("k1".into(), "v1".into()), ("k3".into(), "v3".into())]
+        );
+        assert!(seen_rx.try_recv().is_err(), "one fence per barrier");
+        assert!(ask(&job, 1, "cmd=get kvsname=kvs key=from-other-host\n").contains("value=v9"));
+        assert!(
+            ask(&job, 3, "cmd=get kvsname=kvs key=PMI_process_mapping\n")
+                .contains("value=(vector,(0,2,2))")
+        );
+    }
+
+    #[test]
+    fn a_failed_fence_fails_the_barrier() {
+        let fence: Fence = Box::new(|_| Err("the head is gone".into()));
+        let job = Job::part(
+            2,
+            1,
+            "kvs".into(),
+            String::new(),
+            false,
+            vec![],
+            Some(fence),
+        );
+        assert_eq!(ask(&job, 0, "cmd=barrier_in\n"), "cmd=barrier_out rc=-1\n");
+        assert_eq!(ask(&job, 0, "cmd=barrier_in\n"), "cmd=barrier_out rc=-1\n");
+    }
+}

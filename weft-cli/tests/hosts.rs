@@ -719,3 +719,27 @@ fn a_host_cut_off_during_p2p_traffic_ends_the_job_naming_it() {
     assert!(left.is_empty(), "left processes {left:?}\n{out:?}");
     hosts.netns(&["heal", &h2]);
 }
+
+#[test]
+fn weft_info_lists_the_launcher_settings() {
+    let mut c = weft();
+    c.env("WEFT_RSH", "ssh -p 2222")
+        .env("WEFT_HOST_TIMEOUT", "5")
+        .arg("info");
+    let out = run(c, "weft info");
+    assert_eq!(out.code, Some(0), "{out:?}");
+    for v in [
+        "WEFT_RSH",
+        "WEFT_HEAD_ADDR",
+        "WEFT_HOST_TIMEOUT",
+        "WEFT_HOST_START_TIMEOUT",
+        "WEFT_PROXY_EXE",
+    ] {
+        assert!(out.stdout.contains(&format!("  {v} ")), "{v}: {out:?}");
+        assert!(
+            !out.stderr.contains(v),
+            "{v} is known to weft info: {out:?}"
+        );
+    }
+    assert!(out.stdout.contains("(set: ssh -p 2222)"), "{out:?}");
+}
