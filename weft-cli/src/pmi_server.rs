@@ -17,7 +17,7 @@ use weft::boot::pmi1::{Line, MAX_LINE};
 
 /// The key under which the job's secret is served (lowercase hex of 32 random bytes): TCP
 /// peers prove they belong to the job with it.
-pub const SECRET_KEY: &str = "weft-job-secret";
+pub use weft::fabric::tcp::SECRET_KEY;
 
 /// The job-wide part of a barrier: takes this server's puts since the last barrier and
 /// returns every put made anywhere in the job since then (or why that failed).
