@@ -9,8 +9,14 @@
 //! every `-x`): `PMI_FD` (its end of a socket pair; PMI-1 is served on the other end),
 //! `PMI_RANK`, `PMI_SIZE`, `PMI_JOBID` (= the kvsname, `weft_<job id>`), `MPI_LOCALNRANKS`
 //! (= size: one host), `MPI_LOCALRANKID` (= rank), and `WEFT_JOB_ID` (`<launcher pid>_<8 hex
-//! digits>`, unique on the host). `PMI_process_mapping` is `(vector,(0,1,N))`. Stdin is
-//! /dev/null. All ranks share one new process group; each has PR_SET_PDEATHSIG(SIGKILL).
+//! digits>`, unique on the host). `PMI_process_mapping` is `(vector,(0,1,N))`, and the
+//! key-value space starts with `weft-job-secret` (lowercase hex of 32 random bytes, for the
+//! TCP transport). Stdin is /dev/null. All ranks share one new process group; each has
+//! PR_SET_PDEATHSIG(SIGKILL).
+//!
+//! Multi-host jobs (`--hosts`, in [`crate::head`]) reuse the rank start-up ([`Spawn`], in
+//! each host's proxy) and this event loop ([`drive`], in the head, with [`Hooks`] for what
+//! only they have: remote starts, barriers across hosts, lost hosts).
 
 use crate::pmi_server::{self, Job};
 use crate::sys::{self, Status};
