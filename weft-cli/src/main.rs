@@ -86,7 +86,7 @@ struct RunArgs {
     /// Log every PMI line the launcher receives and sends to stderr.
     #[arg(long)]
     pmi_debug: bool,
-    /// Run on these hosts: HOST[:SLOTS],... (a host without a count has one slot).
+    /// Run on these hosts: `HOST[:SLOTS],...` (a host without a count has one slot).
     /// Without --hosts or --hostfile every rank runs on this host.
     #[arg(long = "hosts", alias = "host", value_name = "HOST[:SLOTS],...")]
     hosts: Option<String>,
