@@ -1,5 +1,6 @@
 //! Multi-process point-to-point checks, run by `weft-cli/tests/p2p.rs` through `weft run`.
 //! `p2p_suite CASE`: each case checks its results and panics (failing the job) on a mismatch.
+//! `endless` exchanges 1 MiB messages in a ring until the job is ended from outside.
 
 use weft::point_to_point as p2p;
 use weft::traits::*;
@@ -70,6 +71,24 @@ fn main() {
                     &mut inbuf[..],
                     &world.process_at_rank(prev),
                 );
+            }
+        }
+        "endless" => {
+            // Traffic until the job is ended from outside (tests that cut a host off).
+            let data = pattern(1 << 20, rank as u64);
+            let mut inbuf = vec![0u8; 1 << 20];
+            let next = (rank + 1) % size;
+            let prev = (rank + size - 1) % size;
+            for i in 0u64.. {
+                p2p::send_receive_into(
+                    &data[..],
+                    &world.process_at_rank(next),
+                    &mut inbuf[..],
+                    &world.process_at_rank(prev),
+                );
+                if i == 2 {
+                    println!("p2p_suite endless: rank {rank} traffic flowing");
+                }
             }
         }
         other => panic!("unknown case {other}"),

@@ -8,6 +8,35 @@ use weft::tunables::{Tunables, ALL};
 /// `WEFT_*` variables that are not tunables but are still ours.
 const OTHER_VARS: &[&str] = &["WEFT_JOB_ID", "WEFT_PMI_DEBUG"];
 
+/// Settings of multi-host `weft run` (read by the launcher, not by the ranks).
+const LAUNCHER_VARS: &[(&str, &str, &str)] = &[
+    (
+        "WEFT_RSH",
+        "ssh",
+        "remote-start command for --hosts (as --rsh)",
+    ),
+    (
+        "WEFT_HEAD_ADDR",
+        "route to the first host",
+        "address or interface the head listens on for proxies (as --head-addr)",
+    ),
+    (
+        "WEFT_HOST_TIMEOUT",
+        "10",
+        "seconds of silence after which a host (or the head, for a proxy) is lost",
+    ),
+    (
+        "WEFT_HOST_START_TIMEOUT",
+        "60",
+        "seconds the proxies have to connect to the head",
+    ),
+    (
+        "WEFT_PROXY_EXE",
+        "this weft's path",
+        "path of weft on the remote hosts",
+    ),
+];
+
 fn single_copy() -> String {
     let scope = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope")
         .ok()
@@ -91,6 +120,16 @@ pub fn report(lookup: &dyn Fn(&str) -> Option<String>) -> (String, Vec<String>) 
     for r in &rows {
         let _ = writeln!(out, "  {:w0$}  {:w1$}  {:w2$}  {}", r[0], r[1], r[2], r[3]);
     }
+    let _ = writeln!(out);
+    let _ = writeln!(out, "Launcher settings (weft run --hosts/--hostfile):");
+    let w0 = LAUNCHER_VARS.iter().map(|v| v.0.len()).max().unwrap_or(0);
+    let w1 = LAUNCHER_VARS.iter().map(|v| v.1.len()).max().unwrap_or(0);
+    for (name, default, help) in LAUNCHER_VARS {
+        let cur = lookup(name)
+            .map(|v| format!(" (set: {v})"))
+            .unwrap_or_default();
+        let _ = writeln!(out, "  {name:w0$}  {default:w1$}  {help}{cur}");
+    }
     (out, errors)
 }
 
@@ -102,6 +141,7 @@ pub fn run() -> u8 {
         .map(|(k, _)| k)
         .filter(|k| k.starts_with("WEFT_"))
         .filter(|k| !ALL.iter().any(|t| t.env == k) && !OTHER_VARS.contains(&k.as_str()))
+        .filter(|k| !LAUNCHER_VARS.iter().any(|v| v.0 == k))
         .collect();
     unknown.sort();
     for k in unknown {

@@ -9,8 +9,14 @@
 //! every `-x`): `PMI_FD` (its end of a socket pair; PMI-1 is served on the other end),
 //! `PMI_RANK`, `PMI_SIZE`, `PMI_JOBID` (= the kvsname, `weft_<job id>`), `MPI_LOCALNRANKS`
 //! (= size: one host), `MPI_LOCALRANKID` (= rank), and `WEFT_JOB_ID` (`<launcher pid>_<8 hex
-//! digits>`, unique on the host). `PMI_process_mapping` is `(vector,(0,1,N))`. Stdin is
-//! /dev/null. All ranks share one new process group; each has PR_SET_PDEATHSIG(SIGKILL).
+//! digits>`, unique on the host). `PMI_process_mapping` is `(vector,(0,1,N))`, and the
+//! key-value space starts with `weft-job-secret` (lowercase hex of 32 random bytes, for the
+//! TCP transport). Stdin is /dev/null. All ranks share one new process group; each has
+//! PR_SET_PDEATHSIG(SIGKILL).
+//!
+//! Multi-host jobs (`--hosts`, in [`crate::head`]) reuse the rank start-up ([`Spawn`], in
+//! each host's proxy) and this event loop ([`drive`], in the head, with [`Hooks`] for what
+//! only they have: remote starts, barriers across hosts, lost hosts).
 
 use crate::pmi_server::{self, Job};
 use crate::sys::{self, Status};
@@ -75,10 +81,36 @@ pub enum Event {
     PmiClosed { rank: u32 },
     /// The launcher received SIGINT, SIGTERM or SIGHUP.
     Signal(i32),
+    /// A remote rank was started (multi-host jobs; reported by its host's proxy).
+    RankStarted { rank: u32, pid: libc::pid_t },
+    /// A remote rank could not be started.
+    RankStartFailed { rank: u32, why: String },
+    /// A remote rank ended.
+    RankExited { rank: u32, status: Status },
+    /// A host's ranks all entered a PMI barrier, with their puts since the last one.
+    Fence {
+        host: usize,
+        puts: Vec<(String, String)>,
+    },
+    /// A host's proxy is gone: its connection closed, failed or went silent.
+    HostLost { host: usize, why: String },
+    /// A message from the head (in a proxy).
+    FromHead(crate::wire::ToProxy),
+    /// The head is gone (in a proxy).
+    HeadLost(String),
+    /// A proxy connected and proved it knows the job's proxy secret (start-up only).
+    ProxyConnected {
+        host: usize,
+        stream: std::net::TcpStream,
+    },
 }
 
-struct Rank {
-    pid: libc::pid_t,
+/// What the event loop knows of a rank.
+pub struct Rank {
+    /// Its pid (on its host; 0 while a remote rank's start is not yet reported).
+    pub pid: libc::pid_t,
+    /// The host it runs on, for remote ranks.
+    pub host: Option<String>,
     inited: bool,
     finalized: bool,
     pmi_open: bool,
@@ -87,12 +119,27 @@ struct Rank {
     done: bool,
 }
 
+impl Rank {
+    /// A rank not yet started (pid 0) on `host` (None: this host).
+    pub fn new(pid: libc::pid_t, host: Option<String>) -> Rank {
+        Rank {
+            pid,
+            host,
+            inited: false,
+            finalized: false,
+            pmi_open: true,
+            pending: None,
+            done: false,
+        }
+    }
+}
+
 /// A job id unique on this host: launcher pid and 32 random bits, `[0-9a-f_]`.
 pub fn new_job_id() -> String {
     format!("{}_{:08x}", std::process::id(), sys::random_u32())
 }
 
-fn forward(rank: u32, src: impl Read, to_stderr: bool, tag: bool) {
+pub fn forward(rank: u32, src: impl Read, to_stderr: bool, tag: bool) {
     let mut reader = BufReader::new(src);
     let mut line = Vec::new();
     let prefix = format!("[{rank}] ");
@@ -133,7 +180,7 @@ pub fn remove_segments(job_id: &str) -> usize {
         .count()
 }
 
-fn exit_byte(code: i32) -> u8 {
+pub fn exit_byte(code: i32) -> u8 {
     match (code & 0xff) as u8 {
         0 if code != 0 => 1,
         b => b,
@@ -145,34 +192,36 @@ pub fn run(opts: &Options) -> anyhow::Result<u8> {
     let n = opts.np;
     let job_id = new_job_id();
     let kvsname = format!("weft_{job_id}");
+    let secret = weft::sys::random_hex(32)
+        .map_err(|e| anyhow::anyhow!("making the job secret: getrandom: {e}"))?;
     let job = Job::new(
         n,
         kvsname.clone(),
         opts.process_mapping.clone(),
         opts.pmi_debug,
+        secret,
     );
     let (tx, rx) = mpsc::channel::<Event>();
 
     // Signals that end the job are taken by one thread; block them first so every thread
     // started afterwards inherits the mask (children get an empty mask back).
-    sys::block_job_signals().map_err(|e| anyhow::anyhow!("blocking SIGINT/SIGTERM: {e}"))?;
-    {
-        let tx = tx.clone();
-        thread::Builder::new()
-            .name("signals".into())
-            .spawn(move || loop {
-                if tx.send(Event::Signal(sys::wait_signal())).is_err() {
-                    break;
-                }
-            })?;
-    }
+    start_signal_thread(&tx)?;
 
     let launcher = std::process::id() as libc::pid_t;
     let mut ranks: Vec<Rank> = Vec::with_capacity(n as usize);
     let mut outputs = Vec::new();
     let mut pgid: libc::pid_t = 0;
     for rank in 0..n {
-        let spawned = spawn_rank(opts, rank, &job_id, &kvsname, pgid, launcher);
+        let how = Spawn {
+            program: &opts.program,
+            args: &opts.args,
+            env: &opts.env,
+            size: n,
+            job_id: &job_id,
+            kvsname: &kvsname,
+            cwd: None,
+        };
+        let spawned = how.spawn(rank, rank, n, pgid, launcher);
         let (mut child, parent_end) = match spawned {
             Ok(x) => x,
             Err(e) => {
@@ -199,45 +248,97 @@ pub fn run(opts: &Options) -> anyhow::Result<u8> {
         thread::spawn(move || pmi_server::serve(job, rank, parent_end, tx));
         // The child is reaped by the reaper thread through waitpid(-1), not through `child`.
         drop(child);
-        ranks.push(Rank {
-            pid,
-            inited: false,
-            finalized: false,
-            pmi_open: true,
-            pending: None,
-            done: false,
-        });
+        ranks.push(Rank::new(pid, None));
     }
-    {
-        let tx = tx.clone();
-        thread::Builder::new()
-            .name("reaper".into())
-            .spawn(move || loop {
-                match sys::wait_any() {
-                    Ok(Some((pid, status))) => {
-                        if tx.send(Event::Exited { pid, status }).is_err() {
-                            break;
-                        }
-                    }
-                    Ok(None) => break,
-                    Err(e) => {
-                        let _ = tx.send(Event::ReaperError(e.to_string()));
+    start_reaper_thread(&tx)?;
+    drop(tx);
+
+    let mut ctl = Control::new(ranks, pgid);
+    drive(&mut ctl, &rx, opts.timeout, &mut NoHooks);
+
+    let removed = remove_segments(&job_id);
+    if removed > 0 {
+        note!("weft run: removed {removed} shared-memory segment(s) /dev/shm/weft-{job_id}-* left by the job");
+    }
+    finish_output(outputs);
+    Ok(ctl.outcome.map_or(0, exit_byte))
+}
+
+/// Lets the forwarders print what the ranks wrote last, but does not wait on descendants
+/// that keep a pipe open.
+pub fn finish_output(outputs: Vec<thread::JoinHandle<()>>) {
+    let until = Instant::now() + Duration::from_secs(1);
+    for h in outputs {
+        while !h.is_finished() && Instant::now() < until {
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+/// Blocks SIGINT/SIGTERM/SIGHUP in this thread (and the threads it starts afterwards, so
+/// call it first) and starts the one thread that takes them, reporting [`Event::Signal`].
+pub fn start_signal_thread(tx: &mpsc::Sender<Event>) -> anyhow::Result<()> {
+    sys::block_job_signals().map_err(|e| anyhow::anyhow!("blocking SIGINT/SIGTERM: {e}"))?;
+    let tx = tx.clone();
+    thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || loop {
+            if tx.send(Event::Signal(sys::wait_signal())).is_err() {
+                break;
+            }
+        })?;
+    Ok(())
+}
+
+/// Starts the thread that reaps every child (`waitpid(-1)`), reporting [`Event::Exited`].
+pub fn start_reaper_thread(tx: &mpsc::Sender<Event>) -> anyhow::Result<()> {
+    let tx = tx.clone();
+    thread::Builder::new()
+        .name("reaper".into())
+        .spawn(move || loop {
+            match sys::wait_any() {
+                Ok(Some((pid, status))) => {
+                    if tx.send(Event::Exited { pid, status }).is_err() {
                         break;
                     }
                 }
-            })?;
-    }
-    drop(tx);
+                Ok(None) => break,
+                Err(e) => {
+                    let _ = tx.send(Event::ReaperError(e.to_string()));
+                    break;
+                }
+            }
+        })?;
+    Ok(())
+}
 
-    let mut ctl = Control {
-        ranks,
-        pgid,
-        alive: n,
-        outcome: None,
-        kill_at: None,
-        give_up_at: None,
-    };
-    let deadline = opts.timeout.map(|t| Instant::now() + t);
+/// What a multi-host job adds to the event loop.
+pub trait Hooks {
+    /// An event the common loop does not handle (remote starts, fences, lost hosts, the exit
+    /// of a child that is not a rank).
+    fn event(&mut self, ctl: &mut Control, ev: Event);
+
+    /// Remote ranks whose end was never reported, well after SIGKILL was sent: the hook
+    /// gives up on them ([`Control::abandon`]) and stops what may still run them.
+    fn unreported(&mut self, _ctl: &mut Control, _ranks: &[usize]) {}
+}
+
+/// The hooks of an all-local job: nothing else happens.
+pub struct NoHooks;
+
+impl Hooks for NoHooks {
+    fn event(&mut self, _: &mut Control, _: Event) {}
+}
+
+/// The event loop: runs until every rank is accounted for (or the channel closes, or ranks
+/// ignore SIGKILL); the outcome is left in `ctl.outcome`.
+pub fn drive(
+    ctl: &mut Control,
+    rx: &mpsc::Receiver<Event>,
+    timeout: Option<Duration>,
+    hooks: &mut dyn Hooks,
+) {
+    let deadline = timeout.map(|t| Instant::now() + t);
     while ctl.alive > 0 {
         let now = Instant::now();
         let mut wake: Option<Instant> = None;
@@ -260,12 +361,15 @@ pub fn run(opts: &Options) -> anyhow::Result<u8> {
         };
         match ev {
             Ok(Event::Exited { pid, status }) => {
-                if let Some(i) = ctl.ranks.iter().position(|r| r.pid == pid && !r.done) {
-                    let r = &mut ctl.ranks[i];
-                    r.pending = Some((status, Instant::now() + PMI_DRAIN));
-                    if !r.pmi_open {
-                        ctl.finish_exit(i);
-                    }
+                let local = |r: &Rank| r.pid == pid && r.host.is_none() && !r.done;
+                match ctl.ranks.iter().position(local) {
+                    Some(i) => ctl.exited(i, status),
+                    None => hooks.event(ctl, Event::Exited { pid, status }),
+                }
+            }
+            Ok(Event::RankExited { rank, status }) => {
+                if !ctl.ranks[rank as usize].done {
+                    ctl.exited(rank as usize, status);
                 }
             }
             Ok(Event::ReaperError(e)) => {
@@ -275,10 +379,10 @@ pub fn run(opts: &Options) -> anyhow::Result<u8> {
             Ok(Event::PmiInit { rank }) => ctl.ranks[rank as usize].inited = true,
             Ok(Event::PmiFinalize { rank }) => ctl.ranks[rank as usize].finalized = true,
             Ok(Event::PmiAbort { rank, code }) => {
-                let pid = ctl.ranks[rank as usize].pid;
+                let who = ctl.who(rank as usize);
                 ctl.fail(
                     if code == 0 { 1 } else { code },
-                    format!("rank {rank} (pid {pid}) called PMI abort with exit code {code}"),
+                    format!("{who} called PMI abort with exit code {code}"),
                 );
             }
             Ok(Event::PmiClosed { rank }) => {
@@ -296,10 +400,11 @@ pub fn run(opts: &Options) -> anyhow::Result<u8> {
                     ctl.fail(128 + sig, format!("received {}", sys::signal_name(sig)));
                 }
             }
+            Ok(ev) => hooks.event(ctl, ev),
             Err(RecvTimeoutError::Timeout) => {
                 let now = Instant::now();
                 if ctl.outcome.is_none() && deadline.is_some_and(|d| now >= d) {
-                    let secs = opts.timeout.unwrap_or_default().as_secs_f64();
+                    let secs = timeout.unwrap_or_default().as_secs_f64();
                     ctl.fail(
                         EXIT_TIMEOUT,
                         format!(
@@ -317,88 +422,155 @@ pub fn run(opts: &Options) -> anyhow::Result<u8> {
                     ctl.kill_now(libc::SIGKILL);
                 }
                 if ctl.give_up_at.is_some_and(|t| now >= t) {
-                    let left: Vec<String> = ctl
-                        .ranks
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, r)| !r.done)
-                        .map(|(i, r)| format!("rank {i} (pid {})", r.pid))
+                    let remote: Vec<usize> = (0..ctl.ranks.len())
+                        .filter(|&i| !ctl.ranks[i].done && ctl.ranks[i].host.is_some())
                         .collect();
-                    note!(
-                        "weft run: {} did not exit after SIGKILL; giving up on them",
-                        left.join(", ")
-                    );
+                    if !remote.is_empty() {
+                        hooks.unreported(ctl, &remote);
+                    }
+                    let left: Vec<String> = (0..ctl.ranks.len())
+                        .filter(|&i| !ctl.ranks[i].done)
+                        .map(|i| ctl.who(i))
+                        .collect();
+                    if !left.is_empty() {
+                        note!(
+                            "weft run: {} did not exit after SIGKILL; giving up on them",
+                            left.join(", ")
+                        );
+                    }
                     break;
                 }
             }
             Err(RecvTimeoutError::Disconnected) => break,
         }
     }
+}
 
-    let removed = remove_segments(&job_id);
-    if removed > 0 {
-        note!("weft run: removed {removed} shared-memory segment(s) /dev/shm/weft-{job_id}-* left by the job");
-    }
-    // Let the forwarders print what the ranks wrote last, but do not wait on descendants
-    // that keep a pipe open.
-    let until = Instant::now() + Duration::from_secs(1);
-    for h in outputs {
-        while !h.is_finished() && Instant::now() < until {
-            thread::sleep(Duration::from_millis(5));
+/// How to start a rank: what every rank of the job (on this host) shares.
+pub struct Spawn<'a> {
+    pub program: &'a str,
+    pub args: &'a [String],
+    pub env: &'a [(String, String)],
+    /// Ranks in the job.
+    pub size: u32,
+    pub job_id: &'a str,
+    pub kvsname: &'a str,
+    /// Where the ranks start (None: the launcher's directory).
+    pub cwd: Option<&'a std::path::Path>,
+}
+
+impl Spawn<'_> {
+    /// Starts world rank `rank`, number `local_rank` of the `local_size` ranks on this host,
+    /// in process group `pgid` (0: a new one), dying with process `parent`. Returns the child
+    /// (stdout and stderr piped) and the launcher's end of its PMI socket.
+    pub fn spawn(
+        &self,
+        rank: u32,
+        local_rank: u32,
+        local_size: u32,
+        pgid: libc::pid_t,
+        parent: libc::pid_t,
+    ) -> std::io::Result<(std::process::Child, std::os::unix::net::UnixStream)> {
+        let (parent_end, child_end) = sys::pmi_socketpair()?;
+        let fd = child_end.as_raw_fd();
+        let mut cmd = Command::new(self.program);
+        cmd.args(self.args)
+            .env_remove("PMI_PORT")
+            .env_remove("PMI_ID")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .env("PMI_FD", fd.to_string())
+            .env("PMI_RANK", rank.to_string())
+            .env("PMI_SIZE", self.size.to_string())
+            .env("PMI_JOBID", self.kvsname)
+            .env("MPI_LOCALNRANKS", local_size.to_string())
+            .env("MPI_LOCALRANKID", local_rank.to_string())
+            .env("WEFT_JOB_ID", self.job_id)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(pgid);
+        if let Some(dir) = self.cwd {
+            cmd.current_dir(dir);
         }
+        // SAFETY: the hook runs in the forked child before exec and calls only
+        // async-signal-safe functions (fcntl, prctl, getppid, sigprocmask); `fd` is the child
+        // end of the socket pair, open in the child because the parent still holds
+        // `child_end`.
+        unsafe {
+            cmd.pre_exec(move || sys::child_setup(fd, parent));
+        }
+        let child = cmd.spawn().map_err(|e| {
+            std::io::Error::new(e.kind(), format!("program {:?}: {e}", self.program))
+        })?;
+        drop(child_end);
+        Ok((child, parent_end))
     }
-    Ok(ctl.outcome.map_or(0, exit_byte))
 }
 
-fn spawn_rank(
-    opts: &Options,
-    rank: u32,
-    job_id: &str,
-    kvsname: &str,
+/// The event loop's state: which ranks are left and how the job ends.
+pub struct Control {
+    /// Every rank of the job, by world rank.
+    pub ranks: Vec<Rank>,
+    /// The local ranks' process group (0: none).
     pgid: libc::pid_t,
-    launcher: libc::pid_t,
-) -> std::io::Result<(std::process::Child, std::os::unix::net::UnixStream)> {
-    let (parent_end, child_end) = sys::pmi_socketpair()?;
-    let fd = child_end.as_raw_fd();
-    let mut cmd = Command::new(&opts.program);
-    cmd.args(&opts.args)
-        .env_remove("PMI_PORT")
-        .env_remove("PMI_ID")
-        .envs(opts.env.iter().map(|(k, v)| (k, v)))
-        .env("PMI_FD", fd.to_string())
-        .env("PMI_RANK", rank.to_string())
-        .env("PMI_SIZE", opts.np.to_string())
-        .env("PMI_JOBID", kvsname)
-        .env("MPI_LOCALNRANKS", opts.np.to_string())
-        .env("MPI_LOCALRANKID", rank.to_string())
-        .env("WEFT_JOB_ID", job_id)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(pgid);
-    // SAFETY: the hook runs in the forked child before exec and calls only
-    // async-signal-safe functions (fcntl, prctl, getppid, sigprocmask); `fd` is the child end
-    // of the socket pair, open in the child because the parent still holds `child_end`.
-    unsafe {
-        cmd.pre_exec(move || sys::child_setup(fd, launcher));
-    }
-    let child = cmd
-        .spawn()
-        .map_err(|e| std::io::Error::new(e.kind(), format!("program {:?}: {e}", opts.program)))?;
-    drop(child_end);
-    Ok((child, parent_end))
-}
-
-struct Control {
-    ranks: Vec<Rank>,
-    pgid: libc::pid_t,
-    alive: u32,
-    outcome: Option<i32>,
+    /// Ranks not yet accounted for.
+    pub alive: u32,
+    /// The job's exit code, once decided (the first failure wins).
+    pub outcome: Option<i32>,
     kill_at: Option<Instant>,
     give_up_at: Option<Instant>,
+    /// Signals the remote ranks (multi-host jobs: through their proxies).
+    pub signal_remote: Option<Box<dyn FnMut(i32)>>,
 }
 
 impl Control {
+    /// `ranks` all alive; local ranks are in process group `pgid` (0: there are none).
+    pub fn new(ranks: Vec<Rank>, pgid: libc::pid_t) -> Control {
+        Control {
+            alive: ranks.len() as u32,
+            ranks,
+            pgid,
+            outcome: None,
+            kill_at: None,
+            give_up_at: None,
+            signal_remote: None,
+        }
+    }
+
+    /// "rank R (pid P)", with " on host H" for a remote rank.
+    pub fn who(&self, i: usize) -> String {
+        let r = &self.ranks[i];
+        match (&r.host, r.pid) {
+            (None, pid) => format!("rank {i} (pid {pid})"),
+            (Some(h), 0) => format!("rank {i} (on host {h})"),
+            (Some(h), pid) => format!("rank {i} (pid {pid} on host {h})"),
+        }
+    }
+
+    /// Rank `i` ended with `status`: decide once its PMI socket has drained.
+    fn exited(&mut self, i: usize, status: Status) {
+        let r = &mut self.ranks[i];
+        r.pending = Some((status, Instant::now() + PMI_DRAIN));
+        if !r.pmi_open {
+            self.finish_exit(i);
+        }
+    }
+
+    /// Gives up on rank `i` without an exit status (its host is lost).
+    pub fn abandon(&mut self, i: usize) {
+        let r = &mut self.ranks[i];
+        if !r.done {
+            r.done = true;
+            r.pending = None;
+            self.alive -= 1;
+        }
+    }
+
+    /// Whether rank `i` is accounted for.
+    pub fn is_done(&self, i: usize) -> bool {
+        self.ranks[i].done
+    }
+
     fn finish_exit(&mut self, i: usize) {
         let r = &mut self.ranks[i];
         let Some((status, _)) = r.pending.take() else {
@@ -406,28 +578,24 @@ impl Control {
         };
         r.done = true;
         self.alive -= 1;
-        let (pid, inited, finalized) = (r.pid, r.inited, r.finalized);
+        let (inited, finalized) = (r.inited, r.finalized);
+        let who = self.who(i);
         match status {
             Status::Signaled(s) => self.fail(
                 status.shell_code(),
-                format!(
-                    "rank {i} (pid {pid}) killed by signal {s} ({})",
-                    sys::signal_name(s)
-                ),
+                format!("{who} killed by signal {s} ({})", sys::signal_name(s)),
             ),
-            Status::Exited(c) if c != 0 => {
-                self.fail(c, format!("rank {i} (pid {pid}) exited with code {c}"))
-            }
+            Status::Exited(c) if c != 0 => self.fail(c, format!("{who} exited with code {c}")),
             Status::Exited(_) if inited && !finalized => self.fail(
                 EXIT_NO_FINALIZE,
-                format!("rank {i} (pid {pid}) exited with code 0 without calling PMI finalize"),
+                format!("{who} exited with code 0 without calling PMI finalize"),
             ),
             Status::Exited(_) => {}
         }
     }
 
     /// Records the job's outcome (the first failure wins) and starts ending the job.
-    fn fail(&mut self, code: i32, why: String) {
+    pub fn fail(&mut self, code: i32, why: String) {
         if self.outcome.is_some() {
             return;
         }
@@ -445,8 +613,13 @@ impl Control {
         if self.pgid > 0 {
             sys::kill(-self.pgid, sig);
         }
-        for r in self.ranks.iter().filter(|r| !r.done && r.pending.is_none()) {
-            sys::kill(r.pid, sig);
+        for r in self.ranks.iter() {
+            if !r.done && r.pending.is_none() && r.host.is_none() && r.pid > 0 {
+                sys::kill(r.pid, sig);
+            }
+        }
+        if let Some(f) = &mut self.signal_remote {
+            f(sig);
         }
         if sig == libc::SIGKILL {
             self.kill_at = None;

@@ -5,8 +5,10 @@
 //! the signal number for a rank killed by a signal, the code a rank passed to PMI abort (0
 //! becomes 1), 1 for a rank that exited 0 after PMI init without PMI finalize, 124 when the
 //! time limit passed, 128 + the signal number when the launcher itself was interrupted, 127
-//! when the program could not be started, 2 for a command-line error, 1 for any other error
-//! of the launcher (such as a failed cargo build).
+//! when the program could not be started (or, with `--hosts`, a host's proxy could not be
+//! started or a remote rank could not be started), 1 when a host was lost mid-job (its proxy's
+//! connection closed, failed or went silent), 2 for a command-line error, 1 for any other
+//! error of the launcher (such as a failed cargo build).
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
@@ -19,10 +21,14 @@ macro_rules! note {
 }
 
 mod cargo_target;
+mod head;
+mod hosts;
 mod info;
 mod launch;
 mod pmi_server;
+mod proxy;
 mod sys;
+mod wire;
 
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
@@ -42,10 +48,13 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
-    /// Start N ranks of a program on this host and serve them PMI-1.
-    Run(RunArgs),
+    /// Start N ranks of a program on this host (or on --hosts) and serve them PMI-1.
+    Run(Box<RunArgs>),
     /// Print the version, the transports available here and every tunable.
     Info,
+    /// The per-host helper of a multi-host `weft run` (started by it, not by hand).
+    #[command(hide = true)]
+    Proxy(proxy::ProxyArgs),
 }
 
 #[derive(Args, Debug)]
@@ -77,6 +86,35 @@ struct RunArgs {
     /// Log every PMI line the launcher receives and sends to stderr.
     #[arg(long)]
     pmi_debug: bool,
+    /// Run on these hosts: `HOST[:SLOTS],...` (a host without a count has one slot).
+    /// Without --hosts or --hostfile every rank runs on this host.
+    #[arg(long = "hosts", alias = "host", value_name = "HOST[:SLOTS],...")]
+    hosts: Option<String>,
+    /// Run on the hosts listed in FILE: one `HOST [slots=N]` (or `HOST:N`) per line, `#`
+    /// comments.
+    #[arg(
+        long,
+        alias = "machinefile",
+        value_name = "FILE",
+        conflicts_with = "hosts"
+    )]
+    hostfile: Option<String>,
+    /// How ranks are placed: block (fill each host's slots in turn) or round-robin (one rank
+    /// per host in turn).
+    #[arg(long, value_enum, default_value = "block", value_name = "POLICY")]
+    map_by: hosts::MapBy,
+    /// Allow more ranks than the hosts have slots (else that is an error).
+    #[arg(long)]
+    oversubscribe: bool,
+    /// The remote-start command: `CMD HOST weft proxy ...` starts a host's proxy.
+    /// Default: $WEFT_RSH, else ssh. Split at spaces (`--rsh "ssh -p 2222"`).
+    #[arg(long, value_name = "CMD")]
+    rsh: Option<String>,
+    /// The address (or interface name) the head listens on for the hosts' proxies.
+    /// Default: $WEFT_HEAD_ADDR, else the address of the route to the first host, else the
+    /// first non-loopback IPv4 address.
+    #[arg(long, value_name = "ADDR")]
+    head_addr: Option<String>,
     /// Serve this PMI_process_mapping ("" for none) instead of all ranks on one node.
     /// For testing how ranks find their nodes.
     #[arg(long, hide = true, value_name = "MAPPING")]
@@ -142,7 +180,7 @@ fn run_cmd(a: RunArgs) -> anyhow::Result<u8> {
             (p.clone(), rest.to_vec())
         }
     };
-    launch::run(&launch::Options {
+    let opts = launch::Options {
         np: a.np,
         program,
         args,
@@ -151,14 +189,61 @@ fn run_cmd(a: RunArgs) -> anyhow::Result<u8> {
         timeout,
         pmi_debug: a.pmi_debug,
         process_mapping: a.process_mapping.clone(),
-    })
+    };
+    let host_list = match (&a.hosts, &a.hostfile) {
+        (Some(list), _) => hosts::parse_list(list)?,
+        (None, Some(file)) => hosts::parse_file(file)?,
+        (None, None) => {
+            if a.rsh.is_some() || a.head_addr.is_some() || a.oversubscribe {
+                bail!(
+                    "--rsh, --head-addr and --oversubscribe only apply with --hosts or --hostfile"
+                );
+            }
+            return launch::run(&opts);
+        }
+    };
+    let host_of = hosts::place(&host_list, a.np, a.map_by, a.oversubscribe)?;
+    let rsh_text = match &a.rsh {
+        Some(r) => r.clone(),
+        None => env_setting("WEFT_RSH").unwrap_or_else(|| "ssh".into()),
+    };
+    let rsh: Vec<String> = rsh_text.split_whitespace().map(str::to_owned).collect();
+    if rsh.is_empty() {
+        bail!("--rsh/WEFT_RSH {rsh_text:?} names no command");
+    }
+    let secs = |name: &str, default: f64| -> anyhow::Result<Duration> {
+        match env_setting(name) {
+            Some(t) => parse_secs(name, &t),
+            None => Ok(Duration::from_secs_f64(default)),
+        }
+    };
+    head::run(
+        &opts,
+        &head::HostOptions {
+            hosts: host_list,
+            host_of,
+            rsh,
+            head_addr: a
+                .head_addr
+                .clone()
+                .or_else(|| env_setting("WEFT_HEAD_ADDR")),
+            heartbeat: secs("WEFT_HOST_TIMEOUT", 10.0)?,
+            start_timeout: secs("WEFT_HOST_START_TIMEOUT", 60.0)?,
+        },
+    )
+}
+
+/// A launcher setting from the environment; unset or blank is None.
+fn env_setting(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
 fn run() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
     let code = match cli.cmd {
-        Cmd::Run(a) => run_cmd(a).context("weft run")?,
+        Cmd::Run(a) => run_cmd(*a).context("weft run")?,
         Cmd::Info => info::run(),
+        Cmd::Proxy(a) => proxy::run(&a).context("weft proxy")?,
     };
     Ok(ExitCode::from(code))
 }

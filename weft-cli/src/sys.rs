@@ -233,3 +233,72 @@ pub fn signal_name(sig: i32) -> String {
     };
     name.to_owned()
 }
+
+/// Between fork and exec of a remote-start command: receive SIGTERM when the launcher dies,
+/// and start with no signal blocked (the launcher blocks the job signals in its threads).
+///
+/// # Safety
+/// Call only in a `pre_exec` hook: it uses only async-signal-safe calls and allocates nothing.
+pub unsafe fn rsh_child_setup(launcher: libc::pid_t) -> io::Result<()> {
+    // SAFETY: prctl, getppid, _exit, sigemptyset and sigprocmask are async-signal-safe and
+    // take plain integers or a stack-allocated sigset_t; the caller guarantees we are in the
+    // forked child.
+    unsafe {
+        if libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGTERM as libc::c_ulong,
+            0,
+            0,
+            0,
+        ) != 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+        if libc::getppid() != launcher {
+            libc::_exit(1);
+        }
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+    }
+    Ok(())
+}
+
+/// The IPv4 addresses of the interfaces that are up, with the interface names, in the order
+/// the kernel lists them (loopback included).
+pub fn ipv4_interfaces() -> io::Result<Vec<(String, std::net::Ipv4Addr, bool)>> {
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: `head` is a valid out-pointer; on success the list is freed below.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut found = Vec::new();
+    let mut cur = head;
+    while !cur.is_null() {
+        // SAFETY: `cur` is a node of the list getifaddrs returned, not yet freed.
+        let ifa = unsafe { &*cur };
+        cur = ifa.ifa_next;
+        let up = ifa.ifa_flags & libc::IFF_UP as libc::c_uint != 0;
+        if ifa.ifa_addr.is_null() || !up {
+            continue;
+        }
+        // SAFETY: ifa_addr is non-null and points to a sockaddr whose family we check before
+        // reading it as sockaddr_in.
+        let family = unsafe { (*ifa.ifa_addr).sa_family } as i32;
+        if family != libc::AF_INET {
+            continue;
+        }
+        // SAFETY: the family is AF_INET, so the address is a sockaddr_in.
+        let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
+        let ip = std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
+        // SAFETY: ifa_name is a NUL-terminated string owned by the list.
+        let name = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) }
+            .to_string_lossy()
+            .into_owned();
+        let loopback = ifa.ifa_flags & libc::IFF_LOOPBACK as libc::c_uint != 0;
+        found.push((name, ip, loopback));
+    }
+    // SAFETY: `head` came from a successful getifaddrs and is freed exactly once.
+    unsafe { libc::freeifaddrs(head) };
+    Ok(found)
+}

@@ -160,6 +160,46 @@ pub fn single_node(size: u32) -> String {
     format!("(vector,(0,1,{size}))")
 }
 
+/// The shortest `(vector,...)` mapping that [`parse`] turns back into `node_of` (what a
+/// launcher serves once it has placed its ranks). Runs of equal ids become `ppn`, runs on
+/// consecutive ids with equal lengths one block, and a repeating pattern is written once
+/// (placement wraps around). Empty for no ranks.
+pub fn encode(node_of: &[u32]) -> String {
+    let mut runs: Vec<(u32, u32)> = Vec::new();
+    for &n in node_of {
+        match runs.last_mut() {
+            Some((node, count)) if *node == n => *count += 1,
+            _ => runs.push((n, 1)),
+        }
+    }
+    let mut blocks: Vec<Block> = Vec::new();
+    for (node, count) in runs {
+        match blocks.last_mut() {
+            Some(b) if b.ppn == count && b.start.checked_add(b.nnodes) == Some(node) => {
+                b.nnodes += 1
+            }
+            _ => blocks.push(Block {
+                start: node,
+                nnodes: 1,
+                ppn: count,
+            }),
+        }
+    }
+    let size = node_of.len() as u32;
+    let keep = (1..=blocks.len())
+        .find(|&k| place(&blocks[..k], size) == node_of)
+        .unwrap_or(blocks.len());
+    let mut text = String::from("(vector");
+    for b in &blocks[..keep] {
+        text.push_str(&format!(",({},{},{})", b.start, b.nnodes, b.ppn));
+    }
+    text.push(')');
+    if blocks.is_empty() {
+        text.clear();
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -243,6 +283,37 @@ mod tests {
             let e = parse(bad, 4).unwrap_err();
             assert_eq!(e.class, ErrorClass::Boot, "{bad}");
             assert!(e.to_string().contains(bad), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn encode_round_trips_in_short_form() {
+        for (nodes, text) in [
+            (&[0, 0, 1, 1][..], "(vector,(0,2,2))"),
+            (&[0, 1, 0, 1], "(vector,(0,2,1))"),
+            (&[0, 1, 0, 1, 0], "(vector,(0,2,1))"),
+            (&[0, 0, 0, 0], "(vector,(0,1,4))"),
+            (&[0, 1, 1, 1], "(vector,(0,1,1),(1,1,3))"),
+            (&[0, 0, 0, 1, 1], "(vector,(0,1,3),(1,1,2))"),
+            (&[2, 0, 2, 0], "(vector,(2,1,1),(0,1,1))"),
+            (&[], ""),
+        ] {
+            assert_eq!(encode(nodes), text, "{nodes:?}");
+            if !nodes.is_empty() {
+                assert_eq!(p(text, nodes.len() as u32), nodes, "{text}");
+            }
+        }
+        // Any placement survives the round trip.
+        let mut x = 12345u32;
+        for _ in 0..200 {
+            let n = (x % 13) as usize + 1;
+            let nodes: Vec<u32> = (0..n)
+                .map(|_| {
+                    x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                    (x >> 16) % 4
+                })
+                .collect();
+            assert_eq!(p(&encode(&nodes), n as u32), nodes);
         }
     }
 

@@ -1,0 +1,351 @@
+//! `weft proxy` (hidden): the part of a multi-host `weft run` on each remote host.
+//!
+//! Started by the head through the remote-start command (`ssh HOST weft proxy ...`), it reads
+//! the per-job proxy secret from its stdin (so it never appears in a process list or a file),
+//! connects back to the head over TCP and proves it knows the secret, receives the job, then
+//! starts its ranks and serves them PMI-1 exactly as the all-local launcher does (a socket
+//! pair per rank), with barriers completed through the head. It reports every rank event
+//! (start, init, finalize, abort, exit status) to the head, which alone decides how the job
+//! ends, and signals its ranks when the head says so. The ranks' output goes to the proxy's
+//! own stdout/stderr, which the remote-start command carries back to the head.
+//!
+//! When the head goes away (its connection closes, fails or stays silent for the heartbeat
+//! timeout, stdin reaches end of file, or the proxy gets SIGTERM/SIGHUP/SIGINT) the proxy
+//! kills its ranks, removes the job's shared-memory segments on this host and exits 1. Its
+//! ranks also die with it (PR_SET_PDEATHSIG).
+
+use crate::launch::{self, Event, Spawn};
+use crate::pmi_server::{self, Job};
+use crate::sys;
+use crate::wire::{JobSpec, Receiver, Sender, ToHead, ToProxy};
+use anyhow::{bail, Context};
+use std::io::BufRead;
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// How long to wait for the head's connection and its job description.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+/// After the head is lost and the ranks are sent SIGKILL, how long to wait for them.
+const KILL_WAIT: Duration = Duration::from_secs(3);
+
+/// The proxy's command line.
+#[derive(clap::Args, Debug)]
+pub struct ProxyArgs {
+    /// The head's address, HOST:PORT.
+    #[arg(long)]
+    pub head: String,
+    /// This host's index in the job's host list.
+    #[arg(long)]
+    pub index: usize,
+    /// This host's name (for messages).
+    #[arg(long)]
+    pub name: String,
+    /// Seconds to wait for the job once connected (the head sends it when every proxy has
+    /// connected, which may take up to its start-up timeout).
+    #[arg(long, default_value_t = 70)]
+    pub wait: u64,
+}
+
+fn log_prefix(name: &str) -> String {
+    format!("weft proxy on {name}")
+}
+
+/// Runs the proxy; returns its exit code.
+pub fn run(a: &ProxyArgs) -> anyhow::Result<u8> {
+    let me = log_prefix(&a.name);
+    let mut stdin = std::io::stdin().lock();
+    let mut secret = String::new();
+    stdin
+        .read_line(&mut secret)
+        .context("reading the proxy secret from stdin")?;
+    let secret = secret.trim().to_owned();
+    if secret.is_empty() {
+        bail!("no proxy secret on stdin (weft proxy is started by weft run --hosts)");
+    }
+    let addr: SocketAddr = a
+        .head
+        .to_socket_addrs()
+        .with_context(|| format!("resolving the head's address {:?}", a.head))?
+        .next()
+        .with_context(|| format!("the head's address {:?} resolves to nothing", a.head))?;
+    let stream = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)
+        .with_context(|| format!("connecting to the head at {addr}"))?;
+    let _ = stream.set_nodelay(true);
+    let out = Sender::new(stream.try_clone()?, CONNECT_TIMEOUT)?;
+    let mut input = Receiver::new(stream.try_clone()?, Duration::from_secs(a.wait.max(1)))?;
+    out.send(
+        &ToHead::Hello {
+            secret,
+            host: a.index,
+        }
+        .to_value(),
+    )
+    .with_context(|| format!("sending hello to the head at {addr}"))?;
+    let job = match input.recv() {
+        Ok(Some(v)) => match ToProxy::from_value(&v)? {
+            ToProxy::Job(j) => j,
+            other => bail!("the head at {addr} sent {other:?} instead of the job"),
+        },
+        Ok(None) => bail!("the head at {addr} closed the connection (wrong secret?)"),
+        Err(e) => bail!("waiting for the job from the head at {addr}: {e}"),
+    };
+    stream.set_read_timeout(Some(job.heartbeat))?;
+    stream.set_write_timeout(Some(job.heartbeat))?;
+
+    let (tx, rx) = mpsc::channel::<Event>();
+    launch::start_signal_thread(&tx)?;
+
+    // Barriers: the last local rank in sends this host's puts and waits for everyone's.
+    let (fence_tx, fence_rx) = mpsc::channel::<Result<Vec<(String, String)>, String>>();
+    let fence_rx = Mutex::new(fence_rx);
+    let fence_out = out.clone();
+    let fence: pmi_server::Fence = Box::new(move |puts| {
+        fence_out
+            .send(&ToHead::Fence(puts).to_value())
+            .map_err(|e| format!("sending the fence to the head: {e}"))?;
+        let rx = fence_rx.lock().unwrap_or_else(|e| e.into_inner());
+        rx.recv()
+            .map_err(|_| "the proxy is ending".to_owned())
+            .and_then(|r| r)
+    });
+    let pmi = Job::part(
+        job.size,
+        job.ranks.len() as u32,
+        job.kvsname.clone(),
+        job.mapping.clone(),
+        job.pmi_debug,
+        job.kvs.clone(),
+        Some(fence),
+    );
+
+    // The head's messages.
+    {
+        let tx = tx.clone();
+        let fence_tx = fence_tx.clone();
+        let hb = job.heartbeat.as_secs_f64();
+        thread::Builder::new()
+            .name("head-reader".into())
+            .spawn(move || {
+                let why = loop {
+                    match input.recv() {
+                        Ok(None) => break "the head closed the connection".to_owned(),
+                        Err(e)
+                            if matches!(
+                                e.kind(),
+                                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                            ) =>
+                        {
+                            break format!("heard nothing from the head for {hb:.1} s")
+                        }
+                        Err(e) => break format!("the connection to the head failed: {e}"),
+                        Ok(Some(v)) => match ToProxy::from_value(&v) {
+                            Ok(ToProxy::Ping) => {}
+                            Ok(ToProxy::FenceDone(p)) => {
+                                let _ = fence_tx.send(Ok(p));
+                            }
+                            Ok(m) => {
+                                if tx.send(Event::FromHead(m)).is_err() {
+                                    return;
+                                }
+                            }
+                            Err(e) => break e.to_string(),
+                        },
+                    }
+                };
+                let _ = fence_tx.send(Err(why.clone()));
+                let _ = tx.send(Event::HeadLost(why));
+            })?;
+    }
+    // Stdin closes when the remote-start command ends (the head or its ssh is gone).
+    {
+        let tx = tx.clone();
+        thread::Builder::new().name("stdin".into()).spawn(move || {
+            let mut sink = Vec::new();
+            let mut stdin = std::io::stdin().lock();
+            loop {
+                sink.clear();
+                match stdin.read_until(b'\n', &mut sink) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+            }
+            let _ = tx.send(Event::HeadLost(
+                "the remote-start channel to the head (stdin) closed".into(),
+            ));
+        })?;
+    }
+    drop(stdin);
+    // Heartbeat.
+    {
+        let out = out.clone();
+        let every = job.heartbeat / 3;
+        thread::Builder::new()
+            .name("ping".into())
+            .spawn(move || loop {
+                thread::sleep(every);
+                if out.send(&ToHead::Ping.to_value()).is_err() {
+                    break;
+                }
+            })?;
+    }
+
+    let outcome = serve_ranks(&job, &pmi, &out, tx, &rx, &me);
+    let removed = launch::remove_segments(&job.job_id);
+    if removed > 0 {
+        note!(
+            "{me}: removed {removed} shared-memory segment(s) /dev/shm/weft-{}-* left by the job",
+            job.job_id
+        );
+    }
+    out.shutdown();
+    Ok(outcome)
+}
+
+/// Starts the ranks, relays their events and the head's orders until the ranks are gone
+/// and the head said so (0) or was lost (1).
+fn serve_ranks(
+    job: &JobSpec,
+    pmi: &Arc<Job>,
+    out: &Sender,
+    tx: mpsc::Sender<Event>,
+    rx: &mpsc::Receiver<Event>,
+    me: &str,
+) -> u8 {
+    let cwd = std::path::Path::new(&job.cwd);
+    let how = Spawn {
+        program: &job.program,
+        args: &job.args,
+        env: &job.env,
+        size: job.size,
+        job_id: &job.job_id,
+        kvsname: &job.kvsname,
+        cwd: cwd.is_dir().then_some(cwd),
+    };
+    let local_size = job.ranks.len() as u32;
+    let myself = std::process::id() as libc::pid_t;
+    let mut pids: Vec<libc::pid_t> = Vec::new();
+    let mut outputs = Vec::new();
+    let mut pgid = 0;
+    let send = |m: ToHead| {
+        // A failed send shows up as a lost head on the reader's side.
+        let _ = out.send(&m.to_value());
+    };
+    for (local, &rank) in job.ranks.iter().enumerate() {
+        match how.spawn(rank, local as u32, local_size, pgid, myself) {
+            Ok((mut child, pmi_end)) => {
+                let pid = child.id() as libc::pid_t;
+                if pgid == 0 {
+                    pgid = pid;
+                }
+                let tag = job.tag_output;
+                if let Some(o) = child.stdout.take() {
+                    outputs.push(thread::spawn(move || launch::forward(rank, o, false, tag)));
+                }
+                if let Some(e) = child.stderr.take() {
+                    outputs.push(thread::spawn(move || launch::forward(rank, e, true, tag)));
+                }
+                let (pmi, tx) = (pmi.clone(), tx.clone());
+                thread::spawn(move || pmi_server::serve(pmi, rank, pmi_end, tx));
+                drop(child); // reaped by the reaper thread
+                pids.push(pid);
+                send(ToHead::Started { rank, pid });
+            }
+            Err(e) => {
+                send(ToHead::StartFailed {
+                    rank,
+                    why: e.to_string(),
+                });
+                for &later in &job.ranks[local + 1..] {
+                    send(ToHead::StartFailed {
+                        rank: later,
+                        why: format!("not started: rank {rank} could not be started"),
+                    });
+                }
+                break;
+            }
+        }
+    }
+    if launch::start_reaper_thread(&tx).is_err() {
+        note!("{me}: cannot start the reaper thread; killing the ranks");
+        kill_all(pgid, &pids, libc::SIGKILL);
+        return 1;
+    }
+    drop(tx);
+
+    let mut left = pids.len();
+    let mut exit_asked = false;
+    let mut lost: Option<Instant> = None;
+    while left > 0 || !(exit_asked || lost.is_some()) {
+        let ev = match lost {
+            Some(t) => {
+                match rx.recv_timeout((t + KILL_WAIT).saturating_duration_since(Instant::now())) {
+                    Ok(ev) => ev,
+                    Err(RecvTimeoutError::Timeout) => {
+                        note!("{me}: {left} rank(s) did not exit after SIGKILL; giving up on them");
+                        break;
+                    }
+                    Err(RecvTimeoutError::Disconnected) => break,
+                }
+            }
+            None => match rx.recv() {
+                Ok(ev) => ev,
+                Err(_) => break,
+            },
+        };
+        match ev {
+            Event::PmiInit { rank } => send(ToHead::Init { rank }),
+            Event::PmiFinalize { rank } => send(ToHead::Finalize { rank }),
+            Event::PmiAbort { rank, code } => send(ToHead::Abort { rank, code }),
+            Event::PmiClosed { rank } => send(ToHead::Closed { rank }),
+            Event::Exited { pid, status } => {
+                if let Some(i) = pids.iter().position(|&p| p == pid) {
+                    // Reaped: its pid may be reused, so never signal it again.
+                    pids[i] = 0;
+                    left -= 1;
+                    send(ToHead::Exited {
+                        rank: job.ranks[i],
+                        status,
+                    });
+                }
+            }
+            Event::ReaperError(e) => {
+                note!("{me}: waiting for the ranks failed: {e}; killing them");
+                kill_all(pgid, &pids, libc::SIGKILL);
+                break;
+            }
+            Event::FromHead(ToProxy::Signal(sig)) => kill_all(pgid, &pids, sig),
+            Event::FromHead(ToProxy::Exit) => exit_asked = true,
+            Event::FromHead(other) => note!("{me}: unexpected message from the head: {other:?}"),
+            Event::HeadLost(why) if !exit_asked && lost.is_none() => {
+                if left > 0 {
+                    note!("{me}: {why}; killing its {left} rank(s)");
+                }
+                kill_all(pgid, &pids, libc::SIGKILL);
+                lost = Some(Instant::now());
+            }
+            Event::Signal(sig) if lost.is_none() => {
+                note!(
+                    "{me}: received {}; killing its {left} rank(s)",
+                    sys::signal_name(sig)
+                );
+                kill_all(pgid, &pids, libc::SIGKILL);
+                lost = Some(Instant::now());
+            }
+            _ => {}
+        }
+    }
+    launch::finish_output(outputs);
+    u8::from(lost.is_some() && !exit_asked)
+}
+
+fn kill_all(pgid: libc::pid_t, pids: &[libc::pid_t], sig: i32) {
+    if pgid > 0 {
+        sys::kill(-pgid, sig);
+    }
+    for &p in pids.iter().filter(|&&p| p > 0) {
+        sys::kill(p, sig);
+    }
+}

@@ -1,0 +1,745 @@
+//! Multi-host `weft run` (`--hosts`, `--hostfile`, `--rsh`, `--map-by`): host lists and
+//! their errors; jobs through a proxy on `localhost` (anywhere); and, where network
+//! namespaces can be made (root, iproute2), jobs across test hosts made by
+//! `scripts/netns.sh` and started through `scripts/netns-rsh`: placement, remote failures
+//! (exit code, panic, SIGKILL), a host cut off mid-job, a remote-start command that fails, and
+//! the point-to-point suite with ranks on both hosts (once the TCP transport exists).
+//!
+//! Namespace tests print why and pass when namespaces are unavailable (unless
+//! `WEFT_REQUIRE_NETNS=1`, which scripts/test.sh sets as root). Each makes its own
+//! hosts (its own prefix and subnet) and removes them in a Drop guard, even on failure; they
+//! run one at a time (a global lock) so the leak checks see only their own job. No test
+//! asserts a duration: a watchdog turns a hang into a failure.
+
+mod common;
+use common::*;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{mpsc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn script(name: &str) -> PathBuf {
+    repo().join("scripts").join(name)
+}
+
+fn boot_probe() -> PathBuf {
+    build_example("weft", "boot_probe", false)
+}
+
+/// The release build, as tests/p2p.rs uses (built once for both).
+fn suite() -> PathBuf {
+    build_example("weft-cli", "p2p_suite", true)
+}
+
+/// Shared-memory segments of the jobs of launcher `pid` (job ids are `<launcher pid>_<hex>`;
+/// other jobs on this machine, of other tests or people, are not ours to judge).
+fn segments_of(pid: u32) -> Vec<String> {
+    let prefix = format!("weft-{pid}_");
+    std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .filter(|n| n.starts_with(&prefix))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+// ---------------------------------------------------------------- test hosts
+
+/// Test hosts `PREFIX1..PREFIXn`, removed on drop.
+struct Hosts {
+    prefix: String,
+    names: Vec<String>,
+    bridge_addr: String,
+}
+
+impl Hosts {
+    /// Makes `n` namespaces, or says why it cannot (the test then skips).
+    fn up(n: u32) -> Option<Hosts> {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let check = Command::new("bash")
+            .arg(script("netns.sh"))
+            .arg("check")
+            .output()
+            .expect("running scripts/netns.sh check");
+        if !check.status.success() {
+            let why = String::from_utf8_lossy(&check.stderr);
+            // CI (root, iproute2 installed) sets this: there the tests must run.
+            if std::env::var("WEFT_REQUIRE_NETNS").is_ok_and(|v| v == "1") {
+                panic!("WEFT_REQUIRE_NETNS=1 but network namespaces are unavailable: {why}");
+            }
+            println!(
+                "skipped: network namespaces are unavailable here: {}",
+                why.trim()
+            );
+            return None;
+        }
+        // A prefix and a subnet of our own; another subnet when one is in use here.
+        for _ in 0..20 {
+            let k = NEXT.fetch_add(1, Ordering::Relaxed);
+            let prefix = format!("wh{}x{k}h", std::process::id() % 100_000);
+            let subnet = format!("10.77.{}", (std::process::id() + k * 37) % 200 + 20);
+            let out = Command::new("bash")
+                .arg(script("netns.sh"))
+                .args(["up", &n.to_string(), &prefix, &subnet])
+                .output()
+                .expect("running scripts/netns.sh up");
+            if out.status.success() {
+                return Some(Hosts {
+                    names: (1..=n).map(|i| format!("{prefix}{i}")).collect(),
+                    prefix,
+                    bridge_addr: format!("{subnet}.1"),
+                });
+            }
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains("already in use"), "netns.sh up failed: {err}");
+        }
+        panic!("no free subnet in 10.77.20-219.0/24 for test hosts");
+    }
+
+    fn netns(&self, args: &[&str]) {
+        let st = Command::new("bash")
+            .arg(script("netns.sh"))
+            .args(args)
+            .status()
+            .expect("running scripts/netns.sh");
+        assert!(st.success(), "netns.sh {args:?} failed");
+    }
+
+    /// `weft run --hosts ... --rsh netns-rsh --head-addr <bridge>` (more arguments follow).
+    fn run_cmd(&self, hosts: &str) -> Command {
+        let mut c = weft();
+        c.env_remove("WEFT_RSH")
+            .env_remove("WEFT_HEAD_ADDR")
+            .args(["run", "--hosts", hosts, "--rsh"])
+            .arg(script("netns-rsh"))
+            .args(["--head-addr", &self.bridge_addr]);
+        c
+    }
+
+    /// Processes left in any of the namespaces, after a bounded wait for killed ones to go.
+    fn leftover_processes(&self) -> Vec<String> {
+        let start = Instant::now();
+        loop {
+            let mut left = Vec::new();
+            for ns in &self.names {
+                let out = Command::new("ip")
+                    .args(["netns", "pids", ns])
+                    .output()
+                    .expect("ip netns pids");
+                for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+                    let cmd = std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
+                        .unwrap_or_default()
+                        .replace('\0', " ");
+                    if is_running(pid.parse().unwrap_or(0)) {
+                        left.push(format!("{ns}: {pid} {cmd}"));
+                    }
+                }
+            }
+            if left.is_empty() || start.elapsed() > Duration::from_secs(10) {
+                return left;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Hosts {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(script("netns.sh"))
+            .args(["down", &self.prefix])
+            .status();
+        let list = Command::new("ip").args(["netns", "list"]).output();
+        if let Ok(list) = list {
+            let text = String::from_utf8_lossy(&list.stdout);
+            let left: Vec<&str> = text
+                .lines()
+                .filter(|l| self.names.iter().any(|n| l.split(' ').next() == Some(n)))
+                .collect();
+            if !left.is_empty() && !thread::panicking() {
+                panic!("namespaces left after netns.sh down: {left:?}");
+            }
+        }
+    }
+}
+
+/// Runs `cmd` under the watchdog and checks that nothing is left behind on the hosts.
+fn job(hosts: &Hosts, mut cmd: Command, what: &str) -> Out {
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {what}: {e}"));
+    let pid = child.id();
+    let out = finish(child, WATCHDOG, what);
+    let left = hosts.leftover_processes();
+    assert!(left.is_empty(), "{what} left processes {left:?}\n{out:?}");
+    let leaked = segments_of(pid);
+    assert!(
+        leaked.is_empty(),
+        "{what} left segments {leaked:?}\n{out:?}"
+    );
+    out
+}
+
+/// Starts `cmd`, waits (under the watchdog) for `lines` stdout lines containing `marker`,
+/// runs `then`, and finishes the job (checking it left no segments).
+fn job_interrupted(cmd: &mut Command, marker: &str, lines: usize, then: impl FnOnce()) -> Out {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting weft run");
+    let stdout = child.stdout.take().expect("piped");
+    let (tx, rx) = mpsc::channel();
+    let reader = thread::spawn(move || {
+        let mut all = String::new();
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line.clone());
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    let start = Instant::now();
+    let mut seen = 0;
+    while seen < lines {
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(l) if l.contains(marker) => seen += 1,
+            Ok(_) => {}
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+        if start.elapsed() > WATCHDOG {
+            let _ = child.kill();
+            panic!("watchdog: no {lines} lines {marker:?} within {WATCHDOG:?}");
+        }
+    }
+    assert_eq!(
+        seen, lines,
+        "the job ended before printing {lines} x {marker:?}"
+    );
+    then();
+    let pid = child.id();
+    let mut out = finish(child, WATCHDOG, "weft run (interrupted)");
+    out.stdout = reader.join().unwrap_or_default();
+    let leaked = segments_of(pid);
+    assert!(
+        leaked.is_empty(),
+        "the job left segments {leaked:?}\n{out:?}"
+    );
+    out
+}
+
+// ---------------------------------------------------------------- anywhere
+
+#[test]
+fn host_list_and_hostfile_errors_are_clear() {
+    let probe = boot_probe();
+    for (args, expect) in [
+        (
+            &["--hosts", "a,,b"][..],
+            "--hosts \"a,,b\": empty host name",
+        ),
+        (&["--hosts", "a:0"], "slot count \"0\""),
+        (&["--hosts", "-oProxyCommand=x"], "starts with '-'"),
+        (
+            &["--hosts", "localhost:1,localhost", "-n", "3"],
+            "-n 3 is more ranks than the 2 slot(s) of the hosts (localhost:2)",
+        ),
+        (
+            &["--hostfile", "/nonexistent/weft-hf"],
+            "/nonexistent/weft-hf",
+        ),
+        (&["--rsh", "ssh"], "only apply with --hosts or --hostfile"),
+    ] {
+        let mut c = weft();
+        c.arg("run").args(args);
+        if !args.contains(&"-n") {
+            c.args(["-n", "1"]);
+        }
+        c.arg(&probe);
+        let out = run(c, &format!("weft run {args:?}"));
+        assert_eq!(out.code, Some(1), "{args:?}: {out:?}");
+        assert!(out.stderr.contains(expect), "{args:?}: {out:?}");
+    }
+    let dir = std::env::temp_dir().join(format!("weft-hostfile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad");
+    std::fs::write(&bad, "# hosts\nlocalhost slots=2\nother max_slots=4\n").unwrap();
+    let mut c = weft();
+    c.args(["run", "-n", "1", "--hostfile"])
+        .arg(&bad)
+        .arg(&probe);
+    let out = run(c, "weft run --hostfile bad");
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(
+        out.stderr
+            .contains("line 3: \"max_slots=4\" is not understood"),
+        "{out:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn localhost_runs_through_a_proxy_with_hostfile_tags_and_oversubscription() {
+    let dir = std::env::temp_dir().join(format!("weft-hostfile-ok-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let hf = dir.join("hosts");
+    std::fs::write(&hf, "# one host\nlocalhost slots=2   # here\n").unwrap();
+    let mut c = weft();
+    c.args(["run", "-l", "-n", "3", "--oversubscribe", "--hostfile"])
+        .arg(&hf)
+        .arg(boot_probe());
+    let out = run(c, "weft run --hostfile localhost");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    for r in 0..3 {
+        assert!(
+            out.stdout
+                .contains(&format!("[{r}] boot_probe: rank {r} of 3, protocol pmi-1")),
+            "{out:?}"
+        );
+        assert!(
+            out.stdout
+                .contains(&format!("[{r}] boot_probe: rank {r} finalized")),
+            "{out:?}"
+        );
+    }
+    assert!(out.stdout.contains("nodes [0, 0, 0]"), "{out:?}");
+
+    // A failing rank behind the proxy: its code and a message naming it.
+    let mut c = weft();
+    c.args(["run", "-n", "2", "--hosts", "localhost:2", "sh", "-c"])
+        .arg("if [ \"$PMI_RANK\" = 1 ]; then exit 3; fi; exec sleep 30");
+    let out = run(c, "weft run --hosts localhost exit 3");
+    assert_eq!(out.code, Some(3), "{out:?}");
+    assert!(
+        out.stderr.contains("rank 1 (pid ")
+            && out.stderr.contains("on host localhost) exited with code 3"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn the_job_secret_is_in_the_key_value_space() {
+    // boot_probe cannot read arbitrary keys; a PMI-1 line through the socket can.
+    let mut c = weft();
+    c.args(["run", "-n", "1", "--hosts", "localhost", "python3", "-c"])
+        .arg(PMI_GET_SECRET);
+    let out = run(c, "weft run --hosts localhost (secret)");
+    check_secret(&out);
+    let mut c = weft();
+    c.args(["run", "-n", "1", "python3", "-c"])
+        .arg(PMI_GET_SECRET);
+    let out = run(c, "weft run (secret)");
+    check_secret(&out);
+}
+
+const PMI_GET_SECRET: &str = r#"
+import os, socket
+s = socket.socket(fileno=int(os.environ["PMI_FD"]))
+f = s.makefile("rw")
+def cmd(line):
+    f.write(line + "\n"); f.flush()
+    return dict(kv.split("=", 1) for kv in f.readline().split() if "=" in kv)
+cmd("cmd=init pmi_version=1 pmi_subversion=1")
+kvs = cmd("cmd=get_my_kvsname")["kvsname"]
+print("secret=" + cmd("cmd=get kvsname=%s key=weft-job-secret" % kvs).get("value", "none"))
+cmd("cmd=finalize")
+"#;
+
+fn check_secret(out: &Out) {
+    if out.code != Some(0) && out.stderr.contains("python3") {
+        println!("skipped: python3 is not available: {out:?}");
+        return;
+    }
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let secret = out
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("secret="))
+        .unwrap_or_else(|| panic!("{out:?}"));
+    assert_eq!(secret.len(), 64, "{out:?}");
+    assert!(
+        secret
+            .chars()
+            .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()),
+        "{out:?}"
+    );
+}
+
+// ---------------------------------------------------------------- network namespaces
+
+#[test]
+fn placement_block_and_round_robin_across_two_hosts() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(hosts) = Hosts::up(2) else { return };
+    let (h1, h2) = (&hosts.names[0], &hosts.names[1]);
+    let probe = boot_probe();
+    for (map_by, expect_hosts, nodes) in [
+        ("block", [h1, h1, h2, h2], "nodes [0, 0, 1, 1]"),
+        ("round-robin", [h1, h2, h1, h2], "nodes [0, 1, 0, 1]"),
+    ] {
+        let mut c = hosts.run_cmd(&format!("{h1}:2,{h2}:2"));
+        c.args(["--map-by", map_by, "-n", "4", "sh", "-c"])
+            .arg(format!(
+                "echo \"where rank=$PMI_RANK ns=$(ip netns identify $$) \
+             local=$MPI_LOCALRANKID/$MPI_LOCALNRANKS\"; exec {}",
+                probe.display()
+            ));
+        let out = job(&hosts, c, &format!("--map-by {map_by}"));
+        assert_eq!(out.code, Some(0), "{map_by}: {out:?}");
+        let mut local_seen = std::collections::HashMap::new();
+        for (r, ns) in expect_hosts.into_iter().enumerate() {
+            let local = local_seen.entry(ns).or_insert(0);
+            assert!(
+                out.stdout
+                    .contains(&format!("where rank={r} ns={ns} local={local}/2\n")),
+                "{map_by}: rank {r} should be rank {local} of 2 on {ns}: {out:?}"
+            );
+            *local += 1;
+            let line = out
+                .stdout
+                .lines()
+                .find(|l| l.starts_with(&format!("boot_probe: rank {r} of 4, protocol pmi-1")))
+                .unwrap_or_else(|| panic!("{map_by}: no start line for rank {r}: {out:?}"));
+            assert!(line.contains(nodes), "{map_by}: {line}");
+        }
+        assert_eq!(out.stdout.matches("ring ok").count(), 4, "{out:?}");
+        assert_eq!(out.stdout.matches(" finalized").count(), 4, "{out:?}");
+    }
+}
+
+#[test]
+fn an_ssh_like_remote_start_command_works() {
+    // ssh joins its arguments into one string that the remote login shell parses: the
+    // proxy's command line must survive that. Stdin (the proxy secret) passes through.
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(hosts) = Hosts::up(2) else { return };
+    let dir = std::env::temp_dir().join(format!("weft-fake-ssh-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fake = dir.join("fake-ssh");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\nhost=$1\nshift\nexec ip netns exec \"$host\" sh -c \"$*\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let (h1, h2) = (&hosts.names[0], &hosts.names[1]);
+    let mut c = weft();
+    c.env("WEFT_RSH", &fake)
+        .env("WEFT_HEAD_ADDR", &hosts.bridge_addr)
+        .args(["run", "-l", "--hosts", &format!("{h1},{h2}"), "-n", "2"])
+        .arg(boot_probe());
+    let out = job(&hosts, c, "weft run with WEFT_RSH=fake-ssh");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    for r in 0..2 {
+        assert!(
+            out.stdout
+                .contains(&format!("[{r}] boot_probe: rank {r} finalized")),
+            "{out:?}"
+        );
+    }
+}
+
+#[test]
+fn remote_rank_failures_end_the_job_naming_rank_and_host() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(hosts) = Hosts::up(2) else { return };
+    let (h1, h2) = (&hosts.names[0], &hosts.names[1]);
+    let list = format!("{h1}:2,{h2}:2");
+
+    let mut c = hosts.run_cmd(&list);
+    c.args(["-n", "4", "sh", "-c"])
+        .arg("if [ \"$PMI_RANK\" = 3 ]; then exit 3; fi; exec sleep 60");
+    let out = job(&hosts, c, "remote exit 3");
+    assert_eq!(out.code, Some(3), "{out:?}");
+    assert!(
+        out.stderr.contains("rank 3 (pid ")
+            && out
+                .stderr
+                .contains(&format!("on host {h2}) exited with code 3; ending the job")),
+        "{out:?}"
+    );
+
+    let mut c = hosts.run_cmd(&list);
+    c.args(["-n", "4", "sh", "-c"])
+        .arg("if [ \"$PMI_RANK\" = 2 ]; then sleep 0.2; kill -9 $$; fi; exec sleep 60");
+    let out = job(&hosts, c, "remote SIGKILL");
+    assert_eq!(out.code, Some(128 + 9), "{out:?}");
+    assert!(
+        out.stderr
+            .contains(&format!("on host {h2}) killed by signal 9 (SIGKILL)")),
+        "{out:?}"
+    );
+
+    // A panicking Rust rank (both ranks on one remote host: shared memory between them).
+    let mut c = hosts.run_cmd(&format!("{h2}:2"));
+    c.args(["-n", "2"]).arg(suite()).arg("panic");
+    let out = job(&hosts, c, "remote panic");
+    assert_eq!(out.code, Some(101), "{out:?}");
+    assert!(out.stderr.contains("rank 1 panicked"), "{out:?}");
+    // The library's panic hook asks the launcher to abort the job with 101.
+    assert!(
+        out.stderr.contains("rank 1 (pid ")
+            && out.stderr.contains(&format!(
+                "on host {h2}) called PMI abort with exit code 101"
+            )),
+        "{out:?}"
+    );
+
+    // PMI abort from a remote rank.
+    let mut c = hosts.run_cmd(&list);
+    c.args(["-n", "4"])
+        .arg(boot_probe())
+        .args(["--abort", "2:7"]);
+    let out = job(&hosts, c, "remote abort");
+    assert_eq!(out.code, Some(7), "{out:?}");
+    assert!(
+        out.stderr
+            .contains(&format!("on host {h2}) called PMI abort with exit code 7")),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn a_host_cut_off_mid_job_ends_it_naming_the_host() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(hosts) = Hosts::up(2) else { return };
+    let (h1, h2) = (hosts.names[0].clone(), hosts.names[1].clone());
+    let mut c = hosts.run_cmd(&format!("{h1}:2,{h2}:2"));
+    c.env("WEFT_HOST_TIMEOUT", "2")
+        .args(["-n", "4", "sh", "-c", "echo started; exec sleep 120"]);
+    let out = job_interrupted(&mut c, "started", 4, || hosts.netns(&["cut", &h2]));
+    assert_eq!(out.code, Some(1), "{out:?}");
+    // The head hears nothing from the proxy, or the proxy (hearing nothing from the head)
+    // gives up first and its remote-start command exits: either way the host is named.
+    assert!(
+        out.stderr
+            .contains(&format!("lost host {h2} (ranks 2, 3): "))
+            && (out
+                .stderr
+                .contains("heard nothing from its proxy for 2.0 s")
+                || out.stderr.contains("its proxy (remote-start command pid")),
+        "{out:?}"
+    );
+    let left = hosts.leftover_processes();
+    assert!(left.is_empty(), "left processes {left:?}\n{out:?}");
+    hosts.netns(&["heal", &h2]);
+}
+
+#[test]
+fn a_remote_start_command_that_fails_is_a_clear_error() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(hosts) = Hosts::up(1) else { return };
+    let h1 = &hosts.names[0];
+    let missing = format!("{}-nosuchhost", hosts.prefix);
+    let mut c = hosts.run_cmd(&format!("{h1}:1,{missing}:1"));
+    c.args(["-n", "2", "sleep", "60"]);
+    let out = job(&hosts, c, "unknown host");
+    assert_eq!(out.code, Some(127), "{out:?}");
+    assert!(
+        out.stderr.contains(&format!(
+            "cannot start the proxy on host {missing}: the remote-start command"
+        )) && out.stderr.contains("before the proxy connected"),
+        "{out:?}"
+    );
+    // And a remote-start command that does not exist at all.
+    let mut c = weft();
+    c.args([
+        "run",
+        "--hosts",
+        &format!("{h1}:1"),
+        "--rsh",
+        "/nonexistent/weft-rsh",
+    ])
+    .args(["--head-addr", &hosts.bridge_addr, "-n", "1", "true"]);
+    let out = job(&hosts, c, "missing rsh");
+    assert_eq!(out.code, Some(127), "{out:?}");
+    assert!(
+        out.stderr.contains(&format!(
+            "cannot start the proxy for host {h1}: \"/nonexistent/weft-rsh\""
+        )),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn a_missing_program_a_killed_proxy_and_a_killed_head() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(hosts) = Hosts::up(2) else { return };
+    let (h1, h2) = (hosts.names[0].clone(), hosts.names[1].clone());
+    let mut c = hosts.run_cmd(&format!("{h1}:1,{h2}:1"));
+    c.args(["-n", "2", "/nonexistent/weft-test-program"]);
+    let out = job(&hosts, c, "missing program");
+    assert_eq!(out.code, Some(127), "{out:?}");
+    assert!(
+        out.stderr.contains("cannot start rank ")
+            && out.stderr.contains(" on host wh")
+            && out.stderr.contains("/nonexistent/weft-test-program"),
+        "{out:?}"
+    );
+
+    // SIGKILL a proxy mid-job: the head names its host and ends the job.
+    let mut c = hosts.run_cmd(&format!("{h1}:2,{h2}:2"));
+    c.args(["-n", "4", "sh", "-c", "echo started; exec sleep 120"]);
+    let out = job_interrupted(&mut c, "started", 4, || {
+        let pids = Command::new("ip")
+            .args(["netns", "pids", &h2])
+            .output()
+            .expect("ip netns pids");
+        let proxy: Vec<String> = String::from_utf8_lossy(&pids.stdout)
+            .split_whitespace()
+            .filter(|p| {
+                std::fs::read_to_string(format!("/proc/{p}/cmdline"))
+                    .is_ok_and(|c| c.contains("\0proxy\0--head\0"))
+            })
+            .map(str::to_owned)
+            .collect();
+        assert_eq!(proxy.len(), 1, "one proxy in {h2}: {proxy:?}");
+        let st = Command::new("kill").args(["-9", &proxy[0]]).status();
+        assert!(st.is_ok_and(|s| s.success()));
+    });
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(
+        out.stderr
+            .contains(&format!("lost host {h2} (ranks 2, 3): its proxy")),
+        "{out:?}"
+    );
+    let left = hosts.leftover_processes();
+    assert!(left.is_empty(), "left after a proxy was killed: {left:?}");
+
+    // SIGKILL the head mid-job: the proxies see it go and take their ranks with them.
+    let mut c = hosts.run_cmd(&format!("{h1}:2,{h2}:2"));
+    c.args(["-n", "4", "sh", "-c", "echo started; exec sleep 120"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = c.spawn().expect("starting weft run");
+    let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
+    for _ in 0..4 {
+        let l = lines.next().expect("a started line").expect("stdout");
+        assert_eq!(l, "started");
+    }
+    child.kill().expect("SIGKILL to weft run");
+    let _ = child.wait();
+    let left = hosts.leftover_processes();
+    assert!(left.is_empty(), "left after the head was killed: {left:?}");
+}
+
+/// The cross-host transport (TCP) is not there yet: jobs spanning hosts fail at start-up.
+fn no_tcp_yet(out: &Out) -> bool {
+    if out.stderr.contains("reaches other nodes is not built yet") {
+        println!(
+            "skipped: the TCP transport is not built yet: {}",
+            out.stderr.trim()
+        );
+        return true;
+    }
+    false
+}
+
+#[test]
+fn p2p_suite_with_ranks_on_two_hosts() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(hosts) = Hosts::up(2) else { return };
+    let (h1, h2) = (&hosts.names[0], &hosts.names[1]);
+    let exe = suite();
+    for (map_by, n) in [("block", 4), ("round-robin", 4), ("block", 2)] {
+        for case in [
+            "ring", "storm", "allpairs", "probe", "sync", "comms", "barriers", "intruder",
+        ] {
+            if case == "intruder" && n < 3 {
+                // Its liar claims to be rank 2 % size, which is rank 0 itself at 2 ranks.
+                continue;
+            }
+            let mut c = hosts.run_cmd(&format!("{h1}:{},{h2}:{}", n / 2, n / 2));
+            c.args(["--map-by", map_by, "-n", &n.to_string()])
+                .args(["-x", &format!("P2P_RANKS_PER_NODE={}", n / 2)])
+                .arg(&exe)
+                .arg(case);
+            let out = job(&hosts, c, &format!("p2p_suite {case} --map-by {map_by}"));
+            if no_tcp_yet(&out) {
+                return;
+            }
+            assert_eq!(out.code, Some(0), "{case} {map_by} on {n}: {out:?}");
+            assert!(
+                out.stdout
+                    .contains(&format!("p2p_suite {case}: ok on {n} ranks")),
+                "{out:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_host_cut_off_during_p2p_traffic_ends_the_job_naming_it() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(hosts) = Hosts::up(2) else { return };
+    let (h1, h2) = (hosts.names[0].clone(), hosts.names[1].clone());
+    // Does a job spanning hosts start at all?
+    let mut c = hosts.run_cmd(&format!("{h1}:1,{h2}:1"));
+    c.args(["-n", "2"]).arg(suite()).arg("ring");
+    let out = job(&hosts, c, "p2p_suite ring across hosts");
+    if no_tcp_yet(&out) {
+        return;
+    }
+    assert_eq!(out.code, Some(0), "{out:?}");
+
+    // The transport notices first (WEFT_TCP_TIMEOUT, 3 s here), well before the head would
+    // miss the proxy's heartbeat (30 s).
+    let mut c = hosts.run_cmd(&format!("{h1}:2,{h2}:2"));
+    c.env("WEFT_HOST_TIMEOUT", "30")
+        .env("RUST_BACKTRACE", "0")
+        .args(["-n", "4", "-x", "WEFT_TCP_TIMEOUT=3"])
+        .arg(suite())
+        .arg("endless");
+    let out = job_interrupted(&mut c, "traffic flowing", 4, || hosts.netns(&["cut", &h2]));
+    println!("{}", out.stderr);
+    assert_ne!(out.code, Some(0), "{out:?}");
+    assert!(
+        out.stderr.contains("lost its connection to rank "),
+        "the message should name the unreachable peer: {out:?}"
+    );
+    let left = hosts.leftover_processes();
+    assert!(left.is_empty(), "left processes {left:?}\n{out:?}");
+    hosts.netns(&["heal", &h2]);
+}
+
+#[test]
+fn weft_info_lists_the_launcher_settings() {
+    let mut c = weft();
+    c.env("WEFT_RSH", "ssh -p 2222")
+        .env("WEFT_HOST_TIMEOUT", "5")
+        .arg("info");
+    let out = run(c, "weft info");
+    assert_eq!(out.code, Some(0), "{out:?}");
+    for v in [
+        "WEFT_RSH",
+        "WEFT_HEAD_ADDR",
+        "WEFT_HOST_TIMEOUT",
+        "WEFT_HOST_START_TIMEOUT",
+        "WEFT_PROXY_EXE",
+    ] {
+        assert!(out.stdout.contains(&format!("  {v} ")), "{v}: {out:?}");
+        assert!(
+            !out.stderr.contains(v),
+            "{v} is known to weft info: {out:?}"
+        );
+    }
+    assert!(out.stdout.contains("(set: ssh -p 2222)"), "{out:?}");
+}
