@@ -34,7 +34,9 @@ impl std::fmt::Debug for Out {
 pub fn weft() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_weft"));
     // A developer's own setting must not change what the tests see.
-    c.env_remove("MPIEXEC_TIMEOUT").env_remove("WEFT_PMI_DEBUG");
+    c.env_remove("MPIEXEC_TIMEOUT")
+        .env_remove("WEFT_PMI_DEBUG")
+        .env_remove("WEFT_PMI");
     c
 }
 
