@@ -20,6 +20,9 @@ pub const LEN_WIDTH: usize = 6;
 pub const MAX_KEY: usize = 64;
 /// Longest value (PMI-2 `PMI2_MAX_VALLEN`).
 pub const MAX_VALUE: usize = 1024;
+/// The key [`Pmi::fence`] reads to wait for the fence to complete. Nobody puts it; if someone
+/// did, the read would still only wait.
+const FENCE_KEY: &str = "weft-fence-barrier";
 /// Longest message body this client sends or accepts (well above what a key and a value
 /// need; the 6-digit prefix could describe up to 999,999 bytes).
 pub const MAX_BODY: usize = 64 * 1024;
@@ -277,6 +280,27 @@ impl Pmi2 {
 
     /// Sends `msg`, reads the reply, checks it is `expect` with `rc=0`.
     fn transact(&mut self, call: &'static str, msg: Msg, expect: &str) -> Result<Msg> {
+        let body = msg.body();
+        let reply = self.exchange(call, msg, expect)?;
+        let rc = reply.get("rc").unwrap_or("0").trim();
+        if rc != "0" {
+            let why = reply
+                .get("errmsg")
+                .or(reply.get("msg"))
+                .unwrap_or("(no message)");
+            return Err(boot_err(
+                call,
+                format!(
+                    "the process manager answered rc={rc} ({why}) to {:?}",
+                    truncate(&body)
+                ),
+            ));
+        }
+        Ok(reply)
+    }
+
+    /// Sends `msg`, reads the reply, checks it is `expect` (whatever its `rc`).
+    fn exchange(&mut self, call: &'static str, msg: Msg, expect: &str) -> Result<Msg> {
         if self.finalized {
             return Err(boot_err(call, "called after PMI finalize"));
         }
@@ -310,20 +334,6 @@ impl Pmi2 {
                     "expected cmd={expect} in reply to {:?}, got {:?}",
                     truncate(&msg.body()),
                     truncate(&body)
-                ),
-            ));
-        }
-        let rc = reply.get("rc").unwrap_or("0").trim();
-        if rc != "0" {
-            let why = reply
-                .get("errmsg")
-                .or(reply.get("msg"))
-                .unwrap_or("(no message)");
-            return Err(boot_err(
-                call,
-                format!(
-                    "the process manager answered rc={rc} ({why}) to {:?}",
-                    truncate(&msg.body())
                 ),
             ));
         }
@@ -447,11 +457,21 @@ impl Pmi for Pmi2 {
         .map(drop)
     }
 
+    /// `kvs-fence`, then a `kvs-get`, which makes the fence a barrier everywhere: Hydra
+    /// (4.0.2) answers `kvs-fence` at once and holds the next `kvs-get` until every rank has
+    /// fenced; Slurm answers the fence only when all have entered it, and the get then costs
+    /// one round trip. Callers (the shared-memory set-up) rely on the barrier.
     fn fence(&mut self) -> Result<()> {
         self.transact(
             "PMI-2 kvs-fence",
             Msg::new("kvs-fence", &[]),
             "kvs-fence-response",
+        )?;
+        // The key is never put (and found or not, rc or not, only the reply's arrival counts).
+        self.exchange(
+            "PMI-2 kvs-fence",
+            Msg::new("kvs-get", &[("srcid", "-1"), ("key", FENCE_KEY)]),
+            "kvs-get-response",
         )
         .map(drop)
     }

@@ -202,6 +202,12 @@ fn full_conversation(align: Align) {
     assert_eq!(seen[1], "cmd=fullinit;pmirank=1;threaded=FALSE;");
     assert!(seen.contains(&"cmd=kvs-put;key=k1;value=dGVzdA==;".to_string()));
     assert!(seen.contains(&"cmd=kvs-get;srcid=-1;key=k1;".to_string()));
+    // Every fence is followed by a get that waits for it (Hydra answers the fence at once).
+    let fence = seen.iter().position(|b| b == "cmd=kvs-fence;").unwrap();
+    assert_eq!(
+        seen[fence + 1],
+        "cmd=kvs-get;srcid=-1;key=weft-fence-barrier;"
+    );
     assert!(seen.contains(&"cmd=info-getnodeattr;key=shm;wait=TRUE;".to_string()));
     assert!(seen.contains(&"cmd=info-getnodeattr;key=shm;wait=FALSE;".to_string()));
     assert_eq!(seen.last().unwrap(), "cmd=finalize;");
@@ -259,13 +265,16 @@ fn replies_split_across_reads_and_joined_in_one() {
         }
         read_msg(&mut r); // job-getid
         let two = frame(Align::Right, "cmd=job-getid-response;jobid=j;rc=0;")
-            + &frame(Align::Right, "cmd=kvs-fence-response;rc=0;");
+            + &frame(
+                Align::Right,
+                "cmd=info-getjobattr-response;found=FALSE;rc=0;",
+            );
         w.write_all(two.as_bytes()).unwrap();
-        read_msg(&mut r); // kvs-fence, already answered
+        read_msg(&mut r); // info-getjobattr, already answered
     });
     let mut pmi = accepted(Pmi2::init(Box::new(client), 0));
     assert_eq!(pmi.jobid(), "j");
-    pmi.fence().unwrap();
+    assert_eq!(pmi.job_attr("PMI_process_mapping").unwrap(), None);
     t.join().unwrap();
 }
 
@@ -463,4 +472,43 @@ fn weft_pmi_setting_parses() {
     }
     let e = PmiChoice::parse("WEFT_PMI", "3").unwrap_err();
     assert!(e.detail.contains("WEFT_PMI=\"3\""), "{e}");
+}
+
+#[test]
+fn fence_waits_for_the_get_whatever_it_finds() {
+    // Servers differ on a missing key: found=FALSE, or an error rc. Either ends the wait.
+    for get_reply in [
+        "cmd=kvs-get-response;found=FALSE;rc=0;",
+        "cmd=kvs-get-response;rc=-1;errmsg=key not found;",
+    ] {
+        let mut std = standard(None);
+        let (conn, server) = fake_server(ACCEPT, Align::Left, move |m| match m.cmd.as_str() {
+            "kvs-get" => Reply::Body(get_reply.into()),
+            _ => std(m),
+        });
+        let mut pmi = accepted(Pmi2::init(conn, 1));
+        pmi.fence().unwrap();
+        drop(pmi);
+        let seen = server.join().unwrap();
+        assert_eq!(
+            &seen[seen.len() - 2..],
+            [
+                "cmd=kvs-fence;",
+                "cmd=kvs-get;srcid=-1;key=weft-fence-barrier;"
+            ]
+        );
+    }
+    // But a reply to something else is still an error naming the fence.
+    let mut std = standard(None);
+    let (conn, _s) = fake_server(ACCEPT, Align::Left, move |m| match m.cmd.as_str() {
+        "kvs-get" => Reply::Body("cmd=kvs-put-response;rc=0;".into()),
+        _ => std(m),
+    });
+    let mut pmi = accepted(Pmi2::init(conn, 1));
+    let e = pmi.fence().unwrap_err();
+    assert_eq!(e.call, "PMI-2 kvs-fence");
+    assert!(
+        e.detail.contains("kvs-get-response") && e.detail.contains("kvs-put-response"),
+        "{e}"
+    );
 }
