@@ -1,7 +1,8 @@
 //! Weft programs under a real Slurm: `scripts/slurm-local.sh` starts a slurmctld and two
 //! slurmd "nodes" (n1, n2) on this host, and the tests run `srun --mpi=pmi2` jobs on them:
-//! boot_probe across both nodes (PMI-2 by default, PMI-1 through the same plugin when asked),
-//! and the point-to-point suite on one node and across both.
+//! boot_probe across both nodes (PMI-2 by default, PMI-1 through the same plugin when asked,
+//! PMIx with `--mpi=pmix` when libpmix is installed), and the point-to-point suite on one
+//! node and across both.
 //!
 //! Needs root and Debian's slurm-wlm (`scripts/install-slurm.sh`); without them every test
 //! prints why it is skipped and passes, unless `WEFT_REQUIRE_SLURM=1` (scripts/test.sh sets it
@@ -53,11 +54,27 @@ fn pids_named(name: &str) -> Vec<u32> {
         .collect()
 }
 
+/// Shared-memory segments of Slurm jobs: Weft names them `weft-JOB-...`, where JOB is the
+/// step id (`7_0` under PMI-2/PMI-1, `slurm_pmix_7_0` under PMIx). Other launchers' jobs
+/// (other tests running meanwhile) are not counted.
 fn weft_segments() -> Vec<String> {
+    let slurm_job = |n: &str| {
+        let Some(rest) = n.strip_prefix("weft-") else {
+            return false;
+        };
+        let rest = rest.strip_prefix("slurm_pmix_").unwrap_or(rest);
+        let job = rest.split('-').next().unwrap_or("");
+        job.split_once('_').is_some_and(|(a, b)| {
+            !a.is_empty()
+                && !b.is_empty()
+                && a.bytes().all(|c| c.is_ascii_digit())
+                && b.bytes().all(|c| c.is_ascii_digit())
+        })
+    };
     std::fs::read_dir("/dev/shm")
         .map(|d| {
             d.filter_map(|e| e.ok()?.file_name().into_string().ok())
-                .filter(|n| n.starts_with("weft-"))
+                .filter(|n| slurm_job(n))
                 .collect()
         })
         .unwrap_or_default()
@@ -342,5 +359,43 @@ fn p2p_suite_across_two_slurm_nodes() {
         return;
     };
     p2p_cases(&slurm, &["-N", "2", "-n", "4", "--mpi=pmi2"]);
+    drop(slurm);
+}
+
+fn pmix_available() -> bool {
+    Command::new("pkg-config")
+        .args(["--exists", "pmix"])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+#[test]
+fn pmix_feature_under_srun_mpi_pmix() {
+    if !pmix_available() {
+        skip("libpmix not installed (pkg-config pmix; scripts/install-mpi-peers.sh installs it)");
+        return;
+    }
+    let probe = build_example_with_features("weft", "boot_probe", false, "pmix");
+    let suite = build_example_with_features("weft-cli", "p2p_suite", true, "pmix");
+    let Some(slurm) = Slurm::start("pmix") else {
+        return;
+    };
+    let out = slurm.srun(&["-N", "2", "-n", "4", "--mpi=pmix"], &probe, &[], None);
+    check_two_nodes(&out, "pmix");
+    for case in ["ring", "allpairs", "comms"] {
+        let args = ["-N", "1", "-n", "4", "--mpi=pmix", "--overcommit"];
+        let out = slurm.srun(&args, &suite, &[case], None);
+        assert_eq!(out.code, Some(0), "{case} under srun --mpi=pmix: {out:?}");
+        assert!(
+            out.stdout
+                .contains(&format!("p2p_suite {case}: ok on 4 ranks")),
+            "{out:?}"
+        );
+    }
+    // A build without the feature refuses clearly instead of starting as 4 singletons.
+    let plain = build_example("weft", "boot_probe", false);
+    let out = slurm.srun(&["-N", "1", "-n", "2", "--mpi=pmix"], &plain, &[], None);
+    assert_ne!(out.code, Some(0), "{out:?}");
+    assert!(out.stderr.contains("the `pmix` feature"), "{out:?}");
     drop(slurm);
 }

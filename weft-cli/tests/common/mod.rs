@@ -146,3 +146,58 @@ pub fn is_running(pid: u32) -> bool {
         }
     }
 }
+
+/// Builds example `name` of `package` with cargo `features` into its own target directory
+/// (`target/features-<features>`, so the default build's artifacts are neither overwritten
+/// nor rebuilt), once per test process, and returns its path.
+pub fn build_example_with_features(
+    package: &str,
+    name: &str,
+    release: bool,
+    features: &str,
+) -> PathBuf {
+    static BUILT: Mutex<Option<HashMap<String, PathBuf>>> = Mutex::new(None);
+    let key = format!("{package}/{name}/{release}/{features}");
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(p) = built.get_or_insert_with(HashMap::new).get(&key) {
+        return p.clone();
+    }
+    let target = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../target")
+        .join(format!(
+            "features-{}",
+            features.replace([',', ' ', '/'], "_")
+        ));
+    let mut cmd = Command::new(env!("CARGO"));
+    cmd.env("CARGO_TARGET_DIR", &target).args([
+        "build",
+        "--example",
+        name,
+        "-p",
+        package,
+        "--features",
+        features,
+    ]);
+    if release {
+        cmd.arg("--release");
+    }
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting cargo build");
+    let what = format!("cargo build --example {name} --features {features}");
+    let out = finish(child, BUILD_WATCHDOG, &what);
+    assert_eq!(out.code, Some(0), "{what}: {out:?}");
+    let exe = target
+        .join(if release { "release" } else { "debug" })
+        .join("examples")
+        .join(name);
+    assert!(exe.exists(), "{what} made no {}", exe.display());
+    built
+        .as_mut()
+        .expect("initialized")
+        .insert(key, exe.clone());
+    exe
+}

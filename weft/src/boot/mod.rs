@@ -7,6 +7,8 @@
 pub mod mapping;
 pub mod pmi1;
 pub mod pmi2;
+#[cfg(feature = "pmix")]
+pub mod pmix;
 pub mod select;
 pub mod singleton;
 
@@ -85,13 +87,17 @@ impl std::fmt::Debug for Boot {
 
 impl Boot {
     /// Connects to the process manager named by the environment (`PMI_FD` or `PMI_PORT`;
-    /// PMI-2 or PMI-1 as [`select`] decides), or starts a singleton when there is none.
+    /// PMI-2 or PMI-1 as [`select`] decides; else PMIx through `PMIX_NAMESPACE`/`PMIX_RANK`
+    /// when built with the `pmix` feature), or starts a singleton when there is none.
     pub fn from_env() -> Result<Boot> {
         if std::env::var_os("PMI_FD").is_some() || std::env::var_os("PMI_PORT").is_some() {
-            select::connect_from_env()
-        } else {
-            singleton::start()
+            return select::connect_from_env();
         }
+        #[cfg(feature = "pmix")]
+        if std::env::var_os("PMIX_NAMESPACE").is_some() || std::env::var_os("PMIX_RANK").is_some() {
+            return pmix::connect_from_env();
+        }
+        singleton::start()
     }
 
     /// World ranks on this rank's node, in increasing order.

@@ -4,6 +4,8 @@
 
 pub mod cma;
 pub mod futex;
+#[cfg(feature = "pmix")]
+pub mod pmix;
 pub mod segment;
 
 use std::io;
