@@ -32,6 +32,7 @@ fn main() {
         "sync" => sync(&world),
         "badinput" => badinput(&world),
         "comms" => comms(&world),
+        "intruder" => intruder(&world),
         "barriers" => {
             for _ in 0..200 {
                 world.barrier();
@@ -379,7 +380,16 @@ fn comms(world: &impl Communicator) {
         .split_by_color_with_key(weft::topology::Color::with_value(rank % 2), -rank)
         .unwrap();
     let shared = world.split_shared(rank);
-    assert_eq!(shared.size(), size, "one node: split_shared keeps everyone");
+    // The test tells how many ranks share a node (all, unless it placed them otherwise).
+    let per_node = std::env::var("P2P_RANKS_PER_NODE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(size);
+    assert_eq!(
+        shared.size(),
+        per_node,
+        "split_shared keeps the ranks of this node"
+    );
     // Traffic on the duplicate and on the world with the same tag does not mix.
     let next = (rank + 1) % size;
     let prev = (rank + size - 1) % size;
@@ -421,4 +431,46 @@ fn comms(world: &impl Communicator) {
     assert_eq!(me.get_name(), "MPI_COMM_SELF");
     let (v, st): (i32, _) = p2p::send_receive(&(rank * 3), &me.this_process(), &me.this_process());
     assert_eq!((v, st.source_rank()), (rank * 3, 0));
+}
+
+/// Over TCP: rank 1 connects to rank 0's listener as an outsider would (garbage, then a
+/// hello without the job's secret); rank 0 must drop both, log them, and go on.
+fn intruder(world: &impl Communicator) {
+    use std::io::{Read, Write};
+    use weft::fabric::tcp::auth;
+    let rank = world.rank();
+    let addr = weft::runtime::with(|rt| rt.engine.fabric.tcp().map(|t| t.local_addr()));
+    if rank == 0 {
+        let a = addr.expect("run the intruder case over TCP").to_string();
+        world.process_at_rank(1).send(a.as_bytes());
+        let (done, _) = world.process_at_rank(1).receive_vec::<u8>();
+        assert_eq!(done, b"done");
+    } else if rank == 1 {
+        let (a, _) = world.process_at_rank(0).receive_vec::<u8>();
+        let a: std::net::SocketAddr = String::from_utf8(a).unwrap().parse().unwrap();
+        let mut junk = std::net::TcpStream::connect(a).unwrap();
+        junk.write_all(&[b'x'; auth::HELLO_LEN]).unwrap();
+        let mut rest = Vec::new();
+        let _ = junk.read_to_end(&mut rest);
+        assert!(rest.is_empty(), "rank 0 answered garbage with {rest:?}");
+        let mut liar = std::net::TcpStream::connect(a).unwrap();
+        let hello = auth::Hello {
+            from: 2 % world.size() as u32,
+            to: 0,
+            nonce: [7; auth::NONCE_LEN],
+        };
+        liar.write_all(&hello.encode()).unwrap();
+        let mut challenge = [0u8; auth::CHALLENGE_LEN];
+        liar.read_exact(&mut challenge).unwrap();
+        liar.write_all(&[0u8; auth::PROOF_LEN]).unwrap();
+        let mut rest = Vec::new();
+        let _ = liar.read_to_end(&mut rest);
+        assert!(
+            rest.is_empty(),
+            "rank 0 welcomed a peer without the secret: {rest:?}"
+        );
+        world.process_at_rank(0).send(&b"done"[..]);
+    }
+    world.barrier();
+    ring(world);
 }

@@ -128,6 +128,9 @@ pub fn finalize() {
     if let Err(e) = crate::comm::barrier(&mut rt.engine, &world) {
         eprintln!("{e}");
     }
+    // The barrier's own last packets may still be queued (a connection being made).
+    rt.engine.drain();
+    rt.engine.fabric.close();
     if let Err(e) = rt.boot.pmi.finalize() {
         eprintln!("{e}");
     }

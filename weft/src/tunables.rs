@@ -74,6 +74,96 @@ tunables! {
         "Longest futex sleep before a waiting rank re-checks everything (a safety net, not a poll rate)";
     bsend_overhead: usize = "WEFT_BSEND_OVERHEAD", "64",
         "Bytes of attached buffer that each buffered send uses beyond its data (MPI_BSEND_OVERHEAD)";
+    transports: Transports = "WEFT_TRANSPORTS", "shm,tcp",
+        "Transports ranks may use besides self, from shm and tcp: same-node peers use shm when listed, every other pair tcp (tcp alone forces TCP between every pair)";
+    connect: ConnectMode = "WEFT_CONNECT", "lazy",
+        "When TCP connections are made: lazy (on first contact with a peer) or full (to every TCP peer during initialize)";
+    tcp_addr: String = "WEFT_TCP_ADDR", "",
+        "Address the TCP listener binds: an IPv4/IPv6 address, a subnet such as 10.1.0.0/16 (the local address inside it), or 0.0.0.0 for every interface; empty: see WEFT_TCP_IF";
+    tcp_if: String = "WEFT_TCP_IF", "",
+        "Network interface whose address the TCP listener binds when WEFT_TCP_ADDR is empty; empty: loopback when the job is on one node, else the first non-loopback interface that is up";
+    tcp_eager_limit: usize = "WEFT_TCP_EAGER_LIMIT", "64k",
+        "Largest message sent eagerly over TCP (LAM's TCPSHORTMSGLEN); larger ones wait for the receiver (rendezvous)";
+    tcp_max_packet: usize = "WEFT_TCP_MAX_PACKET", "64k",
+        "Largest payload of one TCP frame; longer messages are cut into frames of this size";
+    tcp_buffer: usize = "WEFT_TCP_BUFFER", "0",
+        "SO_SNDBUF/SO_RCVBUF of TCP connections; 0 leaves the kernel's autotuning on (it grows buffers up to net.ipv4.tcp_wmem/tcp_rmem)";
+    tcp_timeout_s: u64 = "WEFT_TCP_TIMEOUT", "20",
+        "Seconds before an unreachable TCP peer (unacknowledged data or failed keepalives, or a connection not made) fails the job";
+}
+
+/// Which transports may carry traffic between two different ranks (self is always used).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transports {
+    /// Shared memory between ranks of one node.
+    pub shm: bool,
+    /// TCP between any two ranks.
+    pub tcp: bool,
+}
+
+impl std::fmt::Display for Transports {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = [(self.shm, "shm"), (self.tcp, "tcp")]
+            .into_iter()
+            .filter_map(|(on, n)| on.then_some(n))
+            .collect();
+        f.write_str(&names.join(","))
+    }
+}
+
+impl Parse for Transports {
+    fn parse(env: &'static str, text: &str) -> Result<Self> {
+        let mut t = Transports {
+            shm: false,
+            tcp: false,
+        };
+        for name in text.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            match name.to_ascii_lowercase().as_str() {
+                "shm" => t.shm = true,
+                "tcp" => t.tcp = true,
+                "self" => {}
+                _ => return Err(bad(env, text, "a list of transports from shm, tcp")),
+            }
+        }
+        if !t.shm && !t.tcp {
+            return Err(bad(env, text, "a list naming at least one of shm, tcp"));
+        }
+        Ok(t)
+    }
+}
+
+/// When TCP connections are made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConnectMode {
+    /// On first contact with a peer.
+    Lazy,
+    /// With every TCP peer during initialize.
+    Full,
+}
+
+impl std::fmt::Display for ConnectMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ConnectMode::Lazy => "lazy",
+            ConnectMode::Full => "full",
+        })
+    }
+}
+
+impl Parse for ConnectMode {
+    fn parse(env: &'static str, text: &str) -> Result<Self> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "lazy" => Ok(ConnectMode::Lazy),
+            "full" => Ok(ConnectMode::Full),
+            _ => Err(bad(env, text, "lazy or full")),
+        }
+    }
+}
+
+impl Parse for String {
+    fn parse(_env: &'static str, text: &str) -> Result<Self> {
+        Ok(text.trim().to_string())
+    }
 }
 
 /// A count that can be left to weft (`auto`) or set.
@@ -193,6 +283,18 @@ mod tests {
         assert_eq!(d.spin_count, Auto(None));
         let t = Tunables::from_lookup(|k| (k == "WEFT_SPIN_COUNT").then(|| "7".into())).unwrap();
         assert_eq!(t.spin_count.or(1), 7);
+        assert_eq!(
+            d.transports,
+            Transports {
+                shm: true,
+                tcp: true
+            }
+        );
+        let t = Tunables::from_lookup(|k| (k == "WEFT_TRANSPORTS").then(|| "tcp".into())).unwrap();
+        assert!(t.transports.tcp && !t.transports.shm);
+        assert_eq!(t.transports.to_string(), "tcp");
+        assert!(Tunables::from_lookup(|k| (k == "WEFT_TRANSPORTS").then(|| "ib".into())).is_err());
+        assert!(Tunables::from_lookup(|k| (k == "WEFT_CONNECT").then(|| "eager".into())).is_err());
         let e = Tunables::from_lookup(|k| (k == "WEFT_SPIN_COUNT").then(|| "lots".into()));
         let msg = e.unwrap_err().to_string();
         assert!(

@@ -138,6 +138,14 @@ impl<F: Fabric> Engine<F> {
         &self.core.stats
     }
 
+    /// Largest message sent eagerly to `peer`.
+    #[inline]
+    fn eager_limit(&self, peer: u32) -> usize {
+        self.fabric
+            .eager_limit(peer)
+            .unwrap_or(self.cfg.eager_limit)
+    }
+
     fn check_peer(&self, call: &'static str, peer: u32) -> Result<()> {
         if peer >= self.size() {
             return Err(Error::new(
@@ -346,7 +354,7 @@ impl<F: Fabric> Engine<F> {
         let max = self.fabric.max_payload(peer).max(1);
         while let Some(&h) = self.core.sendq[peer as usize].front() {
             let rank = self.core.rank;
-            let eager_limit = self.cfg.eager_limit;
+            let eager_limit = self.eager_limit(peer);
             let req = self.core.reqs.get_mut(h).expect("queued send is live");
             let Op::Send(s) = &mut req.op else {
                 unreachable!("send queue holds sends")
@@ -552,7 +560,7 @@ impl<F: Fabric> Engine<F> {
     #[inline]
     fn try_send_now(&mut self, peer: u32, context: u32, tag: i32, data: &[u8]) -> bool {
         let len = data.len();
-        if len > self.cfg.eager_limit
+        if len > self.eager_limit(peer)
             || !self.core.sendq[peer as usize].is_empty()
             || len > self.fabric.max_payload(peer)
         {

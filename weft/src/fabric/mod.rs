@@ -5,11 +5,13 @@
 //!
 //! - [`selfloop`]: a rank's messages to itself.
 //! - [`shm`]: ranks on the same node, through shared-memory rings.
+//! - [`tcp`]: any two ranks, through TCP connections made on first contact.
 //! - [`node`]: the production fabric, routing each peer to one of the above.
 
 pub mod node;
 pub mod selfloop;
 pub mod shm;
+pub mod tcp;
 
 use std::time::Duration;
 
@@ -88,6 +90,40 @@ pub struct Header {
     pub aux: u64,
 }
 
+impl Header {
+    /// The header as bytes in a fixed (little-endian) order, for byte-stream transports.
+    pub fn encode(&self) -> [u8; HEADER_SIZE] {
+        let mut b = [0u8; HEADER_SIZE];
+        b[0] = self.kind;
+        b[1] = self.flags;
+        b[2..4].copy_from_slice(&self.reserved.to_le_bytes());
+        b[4..8].copy_from_slice(&self.src.to_le_bytes());
+        b[8..12].copy_from_slice(&self.context.to_le_bytes());
+        b[12..16].copy_from_slice(&self.tag.to_le_bytes());
+        b[16..24].copy_from_slice(&self.len.to_le_bytes());
+        b[24..32].copy_from_slice(&self.cookie.to_le_bytes());
+        b[32..40].copy_from_slice(&self.aux.to_le_bytes());
+        b
+    }
+
+    /// The inverse of [`Header::encode`].
+    pub fn decode(b: &[u8; HEADER_SIZE]) -> Header {
+        let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
+        let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
+        Header {
+            kind: b[0],
+            flags: b[1],
+            reserved: u16::from_le_bytes([b[2], b[3]]),
+            src: u32_at(4),
+            context: u32_at(8),
+            tag: u32_at(12) as i32,
+            len: u64_at(16),
+            cookie: u64_at(24),
+            aux: u64_at(32),
+        }
+    }
+}
+
 /// Size of [`Header`] in bytes.
 pub const HEADER_SIZE: usize = std::mem::size_of::<Header>();
 const _: () = assert!(HEADER_SIZE == 40);
@@ -111,6 +147,12 @@ pub trait Fabric {
     fn size(&self) -> u32;
     /// Largest payload one packet to `peer` can carry.
     fn max_payload(&self, peer: u32) -> usize;
+    /// Largest message sent eagerly to `peer`, when its transport sets its own
+    /// (`None`: the engine's `WEFT_EAGER_LIMIT`).
+    #[inline]
+    fn eager_limit(&self, _peer: u32) -> Option<usize> {
+        None
+    }
     /// Queues one packet to `peer`. Returns `false` (and sends nothing) when there is no room
     /// now; the caller keeps the packet and tries again after polling.
     fn try_send(&mut self, peer: u32, hdr: &Header, payload: &[u8]) -> bool;

@@ -1,39 +1,106 @@
-//! The production fabric: routes each peer to the self transport or shared memory.
+//! The production fabric: routes each peer to the self transport, shared memory (same node)
+//! or TCP (other nodes, or every pair with `WEFT_TRANSPORTS=tcp`).
 
-use super::{selfloop::SelfLoop, shm::ShmTransport, Fabric, Header, PullError};
+use super::{selfloop::SelfLoop, shm::ShmTransport, tcp::TcpTransport, Fabric, Header, PullError};
 use crate::boot::Boot;
-use crate::error::{Error, Result};
-use crate::tunables::Tunables;
+use crate::error::{Error, ErrorClass, Result};
+use crate::tunables::{ConnectMode, Tunables};
 use std::time::Duration;
+
+/// How a peer is reached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// This rank itself.
+    SelfLoop,
+    /// Shared memory (same node).
+    Shm,
+    /// TCP.
+    Tcp,
+}
+
+/// Longest sleep in `poll(2)` when shared-memory peers exist too: their senders wake a
+/// futex, which `poll(2)` does not see, so a sleeping rank looks at the rings this often.
+const MIXED_NAP: Duration = Duration::from_millis(1);
+
+/// Idle polls after which TCP is checked only every [`TCP_IDLE_STRIDE`] polls while shared
+/// memory is busy (each check is a system call).
+const TCP_IDLE_POLLS: u32 = 256;
+const TCP_IDLE_STRIDE: u32 = 16;
 
 /// Every transport this rank uses, and the route to each peer.
 pub struct NodeFabric {
     rank: u32,
     size: u32,
+    routes: Vec<Route>,
     selfloop: SelfLoop,
     shm: Option<ShmTransport>,
+    tcp: Option<TcpTransport>,
+    /// Polls since TCP last delivered something.
+    tcp_idle: u32,
+}
+
+/// The route to every rank, from the node map and `WEFT_TRANSPORTS`.
+pub fn routes(boot: &Boot, t: &Tunables) -> Result<Vec<Route>> {
+    let me = boot.node_of[boot.rank as usize];
+    (0..boot.size)
+        .map(|p| {
+            let same_node = boot.node_of[p as usize] == me;
+            if p == boot.rank {
+                Ok(Route::SelfLoop)
+            } else if same_node && t.transports.shm {
+                Ok(Route::Shm)
+            } else if t.transports.tcp {
+                Ok(Route::Tcp)
+            } else {
+                Err(Error::new(
+                    ErrorClass::Arg,
+                    "initialize",
+                    format!(
+                        "rank {p} is on another node, but WEFT_TRANSPORTS={} has no transport \
+                         that reaches it (add tcp)",
+                        t.transports
+                    ),
+                ))
+            }
+        })
+        .collect()
+}
+
+/// Whether any two ranks of the job talk over TCP (the same answer on every rank).
+fn job_uses_tcp(boot: &Boot, t: &Tunables) -> bool {
+    if boot.size < 2 || !t.transports.tcp {
+        return false;
+    }
+    !t.transports.shm || boot.node_of.iter().any(|&n| n != boot.node_of[0])
 }
 
 impl NodeFabric {
     /// Sets up the transports. Collective over the world.
     pub fn new(boot: &mut Boot, tunables: &Tunables) -> Result<Self> {
-        let shm = ShmTransport::new(boot, tunables)?;
-        let local = boot.local_ranks().len();
-        if local != boot.size as usize {
-            return Err(Error::unsupported(
-                "initialize",
-                format!(
-                    "the job spans several nodes ({} of {} ranks are on this one); the TCP \
-                     transport that reaches other nodes is not built yet",
-                    local, boot.size
-                ),
-            ));
-        }
+        let routes = routes(boot, tunables)?;
+        let shm = if tunables.transports.shm {
+            ShmTransport::new(boot, tunables)?
+        } else {
+            None
+        };
+        let tcp = if job_uses_tcp(boot, tunables) {
+            let tcp_peer: Vec<bool> = routes.iter().map(|&r| r == Route::Tcp).collect();
+            let mut t = TcpTransport::new(boot, tunables, &tcp_peer)?;
+            if tunables.connect == ConnectMode::Full {
+                t.connect_all()?;
+            }
+            Some(t)
+        } else {
+            None
+        };
         Ok(NodeFabric {
             rank: boot.rank,
             size: boot.size,
+            routes,
             selfloop: SelfLoop::default(),
             shm,
+            tcp,
+            tcp_idle: 0,
         })
     }
 
@@ -43,15 +110,47 @@ impl NodeFabric {
         if self.shm.is_some() {
             v.push("shm");
         }
+        if self.tcp.is_some() {
+            v.push("tcp");
+        }
         v
     }
 
+    /// How `peer` is reached.
+    pub fn route(&self, peer: u32) -> Route {
+        self.routes[peer as usize]
+    }
+
+    /// The TCP transport, when the job uses one.
+    pub fn tcp(&self) -> Option<&TcpTransport> {
+        self.tcp.as_ref()
+    }
+
+    /// Ends connections in order (after the final barrier of finalize).
+    pub fn close(&mut self) {
+        if let Some(t) = self.tcp.as_mut() {
+            t.close();
+        }
+    }
+
     fn shm_for(&mut self, peer: u32) -> &mut ShmTransport {
-        // The constructor refused jobs where a peer other than self is not on this node, so
-        // every other peer is reachable through shared memory.
+        // Routes name shm only when the transport exists for this node.
         self.shm
             .as_mut()
-            .unwrap_or_else(|| panic!("weft: no transport reaches rank {peer}"))
+            .unwrap_or_else(|| panic!("weft: no shared-memory transport reaches rank {peer}"))
+    }
+
+    fn tcp_for(&mut self, peer: u32) -> &mut TcpTransport {
+        self.tcp
+            .as_mut()
+            .unwrap_or_else(|| panic!("weft: no TCP transport reaches rank {peer}"))
+    }
+
+    /// A TCP failure is fatal for the job: the message names the peer, where and why; the
+    /// panic makes finalize abort the job through the process manager.
+    #[cold]
+    fn tcp_failed(msg: String) -> ! {
+        panic!("{msg}");
     }
 }
 
@@ -63,19 +162,31 @@ impl Fabric for NodeFabric {
         self.size
     }
     fn max_payload(&self, peer: u32) -> usize {
-        if peer == self.rank {
-            SelfLoop::MAX_PAYLOAD
-        } else {
-            self.shm.as_ref().map_or(0, |s| s.max_payload())
+        match self.routes[peer as usize] {
+            Route::SelfLoop => SelfLoop::MAX_PAYLOAD,
+            Route::Shm => self.shm.as_ref().map_or(0, |s| s.max_payload()),
+            Route::Tcp => self.tcp.as_ref().map_or(0, |t| t.max_payload()),
+        }
+    }
+    #[inline]
+    fn eager_limit(&self, peer: u32) -> Option<usize> {
+        match self.routes[peer as usize] {
+            Route::Tcp => self.tcp.as_ref().map(|t| t.eager_limit()),
+            _ => None,
         }
     }
     #[inline]
     fn try_send(&mut self, peer: u32, hdr: &Header, payload: &[u8]) -> bool {
-        if peer == self.rank {
-            self.selfloop.send(hdr, payload);
-            true
-        } else {
-            self.shm_for(peer).try_send(peer, hdr, payload)
+        match self.routes[peer as usize] {
+            Route::SelfLoop => {
+                self.selfloop.send(hdr, payload);
+                true
+            }
+            Route::Shm => self.shm_for(peer).try_send(peer, hdr, payload),
+            Route::Tcp => {
+                self.tcp_idle = 0;
+                self.tcp_for(peer).try_send(peer, hdr, payload)
+            }
         }
     }
     #[inline]
@@ -87,29 +198,57 @@ impl Fabric for NodeFabric {
         if let Some(shm) = self.shm.as_mut() {
             n += shm.poll(sink);
         }
+        if let Some(tcp) = self.tcp.as_mut() {
+            // With shared-memory peers busy, an idle TCP side is checked only now and then.
+            self.tcp_idle = self.tcp_idle.saturating_add(1);
+            let due = self.shm.is_none()
+                || self.tcp_idle <= TCP_IDLE_POLLS
+                || self.tcp_idle.is_multiple_of(TCP_IDLE_STRIDE)
+                || tcp.busy();
+            if due {
+                let k = tcp.poll(sink);
+                if k > 0 {
+                    self.tcp_idle = 0;
+                }
+                n += k;
+                if let Some(msg) = tcp.take_fatal() {
+                    Self::tcp_failed(msg);
+                }
+            }
+        }
         n
     }
     fn pull(&mut self, peer: u32, remote: u64, dst: &mut [u8]) -> Result<(), PullError> {
-        if peer == self.rank {
-            // SAFETY: `remote` is the address of a send buffer of this very process that the
-            // matching send request keeps borrowed (and unmoved) until it completes, which is
-            // after this pull returns; `dst` is a distinct, exclusively borrowed buffer.
-            unsafe {
-                std::ptr::copy_nonoverlapping(remote as *const u8, dst.as_mut_ptr(), dst.len());
+        match self.routes[peer as usize] {
+            Route::SelfLoop => {
+                // SAFETY: `remote` is the address of a send buffer of this very process that
+                // the matching send request keeps borrowed (and unmoved) until it completes,
+                // which is after this pull returns; `dst` is a distinct, exclusively borrowed
+                // buffer.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(remote as *const u8, dst.as_mut_ptr(), dst.len());
+                }
+                Ok(())
             }
-            return Ok(());
+            Route::Shm => self.shm_for(peer).pull(peer, remote, dst),
+            // The sender streams the data as packets instead.
+            Route::Tcp => Err(PullError::Unsupported),
         }
-        self.shm_for(peer).pull(peer, remote, dst)
     }
     fn push(&mut self, peer: u32, remote: u64, src: &[u8]) -> Result<(), PullError> {
-        if peer == self.rank {
-            // SAFETY: `remote` is the address of a receive buffer of this very process that
-            // the matching receive keeps exclusively borrowed until it completes, after this
-            // push; `src` is the distinct send buffer.
-            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), remote as *mut u8, src.len()) };
-            return Ok(());
+        match self.routes[peer as usize] {
+            Route::SelfLoop => {
+                // SAFETY: `remote` is the address of a receive buffer of this very process
+                // that the matching receive keeps exclusively borrowed until it completes,
+                // after this push; `src` is the distinct send buffer.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(src.as_ptr(), remote as *mut u8, src.len())
+                };
+                Ok(())
+            }
+            Route::Shm => self.shm_for(peer).push(peer, remote, src),
+            Route::Tcp => Err(PullError::Unsupported),
         }
-        self.shm_for(peer).push(peer, remote, src)
     }
     fn prepare_sleep(&mut self) {
         if let Some(s) = self.shm.as_mut() {
@@ -117,12 +256,18 @@ impl Fabric for NodeFabric {
         }
     }
     fn sleep(&mut self, timeout: Duration) {
-        match self.shm.as_mut() {
-            Some(s) => s.sleep(timeout),
+        match (self.shm.as_mut(), self.tcp.as_mut()) {
+            (Some(s), None) => s.sleep(timeout),
+            (None, Some(t)) => t.sleep(timeout),
+            (Some(s), Some(t)) => {
+                t.sleep(timeout.min(MIXED_NAP));
+                s.cancel_sleep();
+            }
             // Alone: nothing can arrive from outside, and the self queue is polled by the
             // caller; a short nap keeps a buggy wait from spinning a core.
-            None => std::thread::sleep(timeout.min(Duration::from_millis(1))),
+            (None, None) => std::thread::sleep(timeout.min(Duration::from_millis(1))),
         }
+        self.tcp_idle = 0;
     }
     fn cancel_sleep(&mut self) {
         if let Some(s) = self.shm.as_mut() {

@@ -4,6 +4,7 @@
 
 pub mod cma;
 pub mod futex;
+pub mod net;
 #[cfg(feature = "pmix")]
 pub mod pmix;
 pub mod segment;

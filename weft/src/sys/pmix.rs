@@ -198,17 +198,7 @@ pub fn commit_and_fence() -> Result<(), String> {
     if rc != SUCCESS {
         return Err(format!("PMIx_Commit: {}", error_string(rc)));
     }
-    let mut info = Info {
-        key: [0; KEY_LEN],
-        flags: 0,
-        value: Value {
-            kind: T_BOOL,
-            data: ValueData { flag: true },
-        },
-    };
-    for (d, s) in info.key.iter_mut().zip(b"pmix.collect") {
-        *d = *s as c_char;
-    }
+    let info = Info::flag(b"pmix.collect");
     // SAFETY: NULL, 0 procs means every process of the caller's namespace; `info` is one
     // valid pmix_info_t (NUL-terminated key, bool value) that outlives the call.
     let rc = unsafe { PMIx_Fence(ptr::null(), 0, &info, 1) };
@@ -230,13 +220,46 @@ pub enum Got {
     Other(u16),
 }
 
-/// `PMIx_Get(proc, key)`; `Ok(None)` when the key is not found.
-pub fn get(proc_: &Proc, key: &str) -> Result<Option<Got>, String> {
+impl Info {
+    /// A `pmix_info_t` holding boolean `true` under `key` (a directive such as
+    /// `pmix.collect`).
+    fn flag(key: &[u8]) -> Info {
+        debug_assert!(
+            key.len() < KEY_LEN,
+            "PMIx info keys are shorter than 512 bytes"
+        );
+        let mut info = Info {
+            key: [0; KEY_LEN],
+            flags: 0,
+            value: Value {
+                kind: T_BOOL,
+                data: ValueData { flag: true },
+            },
+        };
+        for (d, s) in info.key.iter_mut().zip(key) {
+            *d = *s as c_char;
+        }
+        info
+    }
+}
+
+/// `PMIx_Get(proc, key)`; `Ok(None)` when the key is not found. With `local_only`
+/// (`PMIX_OPTIONAL`), only this process's store is searched: after a fence that collected
+/// the data, everything put before it is there, and a miss does not become a request to the
+/// server (which Open MPI 4's answers only by timing out for `PMIX_RANK_UNDEF`).
+pub fn get(proc_: &Proc, key: &str, local_only: bool) -> Result<Option<Got>, String> {
     let k = c_text("key", key)?;
     let mut val: *mut Value = ptr::null_mut();
-    // SAFETY: `proc_` and `k` are valid for the call; no info (NULL, 0); on success the
-    // library stores a pointer to a value it allocated in `val`.
-    let rc = unsafe { PMIx_Get(proc_, k.as_ptr(), ptr::null(), 0, &mut val) };
+    let optional = Info::flag(b"pmix.optional");
+    let (info, ninfo) = if local_only {
+        (&optional as *const Info, 1)
+    } else {
+        (ptr::null(), 0)
+    };
+    // SAFETY: `proc_` and `k` are valid for the call; `info` is NULL with 0 or points to one
+    // valid pmix_info_t that outlives the call; on success the library stores a pointer to a
+    // value it allocated in `val`.
+    let rc = unsafe { PMIx_Get(proc_, k.as_ptr(), info, ninfo, &mut val) };
     if rc == ERR_NOT_FOUND {
         return Ok(None);
     }

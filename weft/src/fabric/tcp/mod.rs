@@ -1,0 +1,690 @@
+//! TCP transport between ranks on different hosts (or any two ranks, with
+//! `WEFT_TRANSPORTS=tcp`).
+//!
+//! Each rank listens on one address (see [`addr`]) and publishes it through PMI, with the
+//! per-job secret (rank 0 takes it from the process manager's key-value space, where `weft
+//! run` puts one, or makes one). Connections are made on first contact (`WEFT_CONNECT=lazy`,
+//! Sun MPI's default) or with every peer during initialize (`full`), and every connection is
+//! authenticated both ways ([`auth`]) before a byte of traffic is read from it.
+//!
+//! Simultaneous connects: when two ranks dial each other at once, the connection dialled by
+//! the lower rank is kept. An acceptor decides only after the dialer proved itself: it keeps
+//! the new connection unless it already has one, or it is dialling that peer itself and its
+//! own rank is the lower. Packets queued meanwhile wait in the per-peer queue, which
+//! outlives connection attempts.
+//!
+//! Failures: a connection that ends without the peer's `Bye`, a socket error, or a peer not
+//! reachable for `WEFT_TCP_TIMEOUT` (unacknowledged data or failed keepalives, or no
+//! connection made) is fatal for the job: [`TcpTransport::take_fatal`] reports which peer,
+//! where, and why.
+//!
+//! Waiting: `poll(2)` is level-triggered, so sleeping in it after a last check cannot miss
+//! an arrival (no handshake as for shared memory is needed).
+
+pub mod addr;
+pub mod auth;
+pub mod conn;
+pub mod handshake;
+
+use self::auth::SECRET_LEN;
+use self::conn::{packet_head, write_parts, ReadOutcome, RxBuf, TxQueue};
+use self::handshake::{Handshake, Outcome};
+use super::Header;
+use crate::boot::Boot;
+use crate::error::{Error, ErrorClass, Result};
+use crate::sys::net::{self, PollFd, POLLIN, POLLOUT};
+use crate::tunables::Tunables;
+use std::io::Write as _;
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+/// Key under which the per-job secret travels in the process manager's key-value space.
+pub const SECRET_KEY: &str = "weft-job-secret";
+
+fn addr_key(rank: u32) -> String {
+    format!("weft-tcp-{rank}")
+}
+
+/// Settings of the transport.
+#[derive(Clone, Debug)]
+pub struct TcpConfig {
+    /// Largest payload of one frame.
+    pub max_payload: usize,
+    /// Largest message sent eagerly.
+    pub eager_limit: usize,
+    /// Socket buffer size (0: kernel autotuning).
+    pub buffer: usize,
+    /// How long a peer may be unreachable.
+    pub timeout: Duration,
+}
+
+impl TcpConfig {
+    /// The settings from the tunables.
+    pub fn from_tunables(t: &Tunables) -> Self {
+        TcpConfig {
+            max_payload: t.tcp_max_packet.clamp(1024, 16 << 20),
+            eager_limit: t.tcp_eager_limit,
+            buffer: t.tcp_buffer,
+            timeout: Duration::from_secs(t.tcp_timeout_s.max(1)),
+        }
+    }
+}
+
+/// An established connection.
+struct Conn {
+    stream: TcpStream,
+    rx: RxBuf,
+    /// The peer said goodbye and closed its side.
+    peer_done: bool,
+    /// We said goodbye.
+    bye_sent: bool,
+}
+
+/// Per-peer state.
+#[derive(Default)]
+struct Slot {
+    conn: Option<Conn>,
+    /// Bytes accepted for this peer and not yet written (outlives connection attempts).
+    tx: TxQueue,
+    /// An outgoing handshake with this peer is in progress.
+    dialing: bool,
+    /// When contact was first wanted while not connected (the connect timeout runs from it).
+    wanted: Option<Instant>,
+    /// When to dial again after a failed attempt.
+    retry_at: Option<Instant>,
+    /// Why the last attempt failed.
+    last_error: Option<String>,
+}
+
+/// The TCP transport of one rank.
+pub struct TcpTransport {
+    rank: u32,
+    size: u32,
+    listener: TcpListener,
+    local: SocketAddr,
+    addrs: Vec<Option<SocketAddr>>,
+    secret: [u8; SECRET_LEN],
+    cfg: TcpConfig,
+    slots: Vec<Slot>,
+    /// Connections being set up, both directions.
+    handshakes: Vec<Handshake>,
+    /// Peers with an established connection, in poll order.
+    up: Vec<u32>,
+    /// Peers wanted but not connected yet (timers run for them).
+    waiting: Vec<u32>,
+    fds: Vec<PollFd>,
+    fatal: Option<String>,
+}
+
+fn boot_err(detail: String) -> Error {
+    Error::new(ErrorClass::Os, "initialize TCP", detail)
+}
+
+impl TcpTransport {
+    /// Opens the listener, publishes its address and learns the peers' (collective over
+    /// the world: every rank calls it when any pair of ranks uses TCP). `tcp_peer[r]`: rank
+    /// `r` is reached through this transport.
+    pub fn new(boot: &mut Boot, t: &Tunables, tcp_peer: &[bool]) -> Result<Self> {
+        let one_node = boot.node_of.iter().all(|&n| n == boot.node_of[0]);
+        let bound = addr::choose(&t.tcp_addr, &t.tcp_if, one_node).and_then(|c| {
+            let l = TcpListener::bind((c.bind, 0))
+                .map_err(|e| format!("cannot listen on {}: {e}", c.bind))?;
+            l.set_nonblocking(true)
+                .map_err(|e| format!("cannot make the listener nonblocking: {e}"))?;
+            let port = l.local_addr().map_err(|e| e.to_string())?.port();
+            Ok((l, SocketAddr::new(c.publish, port)))
+        });
+        let key = addr_key(boot.rank);
+        match &bound {
+            Ok((_, a)) => boot.pmi.put(&key, &a.to_string())?,
+            Err(_) => boot.pmi.put(&key, "!failed")?,
+        }
+        let mut secret = None;
+        if boot.rank == 0 {
+            secret = boot
+                .pmi
+                .get(SECRET_KEY)
+                .ok()
+                .and_then(|v| auth::secret_from_hex(&v));
+            if secret.is_none() {
+                let mut s = [0u8; SECRET_LEN];
+                crate::sys::random_bytes(&mut s)
+                    .map_err(|e| Error::os("initialize TCP", "getrandom", e))?;
+                boot.pmi.put(SECRET_KEY, &auth::secret_to_hex(&s))?;
+                secret = Some(s);
+            }
+        }
+        boot.pmi.fence()?;
+        let (listener, local) = bound.map_err(boot_err)?;
+        let secret = match secret {
+            Some(s) => s,
+            None => {
+                let v = boot.pmi.get(SECRET_KEY)?;
+                auth::secret_from_hex(&v).ok_or_else(|| {
+                    boot_err(format!(
+                        "the job secret in the key-value space ({SECRET_KEY}) is not 64 hex digits"
+                    ))
+                })?
+            }
+        };
+        let mut addrs = vec![None; boot.size as usize];
+        for (r, slot) in addrs.iter_mut().enumerate() {
+            if !tcp_peer.get(r).copied().unwrap_or(false) || r as u32 == boot.rank {
+                continue;
+            }
+            let v = boot.pmi.get(&addr_key(r as u32))?;
+            if v == "!failed" {
+                return Err(boot_err(format!(
+                    "rank {r} could not open its TCP listener (see its error)"
+                )));
+            }
+            *slot =
+                Some(v.parse().map_err(|_| {
+                    boot_err(format!("rank {r} published a bad TCP address {v:?}"))
+                })?);
+        }
+        let mut slots = Vec::with_capacity(boot.size as usize);
+        slots.resize_with(boot.size as usize, Slot::default);
+        Ok(TcpTransport {
+            rank: boot.rank,
+            size: boot.size,
+            listener,
+            local,
+            addrs,
+            secret,
+            cfg: TcpConfig::from_tunables(t),
+            slots,
+            handshakes: Vec::new(),
+            up: Vec::new(),
+            waiting: Vec::new(),
+            fds: Vec::new(),
+            fatal: None,
+        })
+    }
+
+    /// The address this rank listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// Largest payload one packet carries.
+    pub fn max_payload(&self) -> usize {
+        self.cfg.max_payload
+    }
+
+    /// Largest message sent eagerly.
+    pub fn eager_limit(&self) -> usize {
+        self.cfg.eager_limit
+    }
+
+    /// Number of established connections.
+    pub fn connections(&self) -> usize {
+        self.up.len()
+    }
+
+    /// A fatal failure, once: which peer, where, why.
+    pub fn take_fatal(&mut self) -> Option<String> {
+        self.fatal.take()
+    }
+
+    /// Whether anything is in flight that needs frequent attention (handshakes, timers,
+    /// queued output).
+    pub fn busy(&self) -> bool {
+        !self.handshakes.is_empty()
+            || !self.waiting.is_empty()
+            || self
+                .up
+                .iter()
+                .any(|&p| !self.slots[p as usize].tx.is_empty())
+    }
+
+    fn where_is(&self, peer: u32) -> String {
+        match self.addrs.get(peer as usize).copied().flatten() {
+            Some(a) => format!("rank {peer} at {a}"),
+            None => format!("rank {peer}"),
+        }
+    }
+
+    fn fail(&mut self, peer: u32, what: &str, why: impl std::fmt::Display) {
+        if self.fatal.is_none() {
+            self.fatal = Some(format!(
+                "weft: rank {}: {what} {}: {why}",
+                self.rank,
+                self.where_is(peer)
+            ));
+        }
+    }
+
+    /// Queues one packet for `peer`: written at once when the connection has room, else
+    /// kept (one packet at most per peer; `false` when one is already waiting).
+    pub fn try_send(&mut self, peer: u32, hdr: &Header, payload: &[u8]) -> bool {
+        let slot = &mut self.slots[peer as usize];
+        let mut err = None;
+        if !slot.tx.is_empty() {
+            match slot.conn.as_mut() {
+                Some(c) => match slot.tx.flush(&mut c.stream) {
+                    Ok(true) => {}
+                    Ok(false) => return false,
+                    Err(e) => err = Some(e),
+                },
+                None => return false,
+            }
+        }
+        if let Some(e) = err {
+            self.fail(peer, "lost its connection to", e);
+            return false;
+        }
+        let head = packet_head(hdr, payload.len());
+        let parts: [&[u8]; 2] = [&head, payload];
+        match slot.conn.as_mut() {
+            Some(c) if c.peer_done => {
+                self.fail(peer, "cannot send to", "it has already finalized");
+                return false;
+            }
+            Some(c) => match write_parts(&mut c.stream, &parts) {
+                Ok(n) if n == head.len() + payload.len() => {}
+                Ok(n) => slot.tx.push_from(&parts, n),
+                Err(e) => {
+                    self.fail(peer, "lost its connection to", e);
+                    return false;
+                }
+            },
+            None => {
+                slot.tx.push_from(&parts, 0);
+                self.want(peer);
+            }
+        }
+        true
+    }
+
+    /// Notes that `peer` is wanted and dials it if nothing is under way.
+    fn want(&mut self, peer: u32) {
+        let slot = &mut self.slots[peer as usize];
+        if slot.conn.is_some() || slot.dialing {
+            return;
+        }
+        if slot.wanted.is_none() {
+            slot.wanted = Some(Instant::now());
+            self.waiting.push(peer);
+        }
+        self.dial(peer);
+    }
+
+    fn dial(&mut self, peer: u32) {
+        let Some(addr) = self.addrs[peer as usize] else {
+            self.fail(
+                peer,
+                "has no TCP route to",
+                "it is not a TCP peer (internal routing error)",
+            );
+            return;
+        };
+        let slot = &mut self.slots[peer as usize];
+        slot.retry_at = None;
+        match Handshake::connect(addr, peer) {
+            Ok(h) => {
+                slot.dialing = true;
+                self.handshakes.push(h);
+            }
+            Err(e) => {
+                slot.last_error = Some(e.to_string());
+                slot.retry_at = Some(Instant::now() + Duration::from_millis(100));
+            }
+        }
+    }
+
+    /// Fills `self.fds`: the listener, then every handshake, then every connection.
+    fn build_fds(&mut self) {
+        self.fds.clear();
+        self.fds
+            .push(net::poll_entry(self.listener.as_raw_fd(), POLLIN));
+        for h in &self.handshakes {
+            let ev = if h.wants_write() { POLLOUT } else { POLLIN };
+            self.fds.push(net::poll_entry(h.stream.as_raw_fd(), ev));
+        }
+        for &p in &self.up {
+            let s = &self.slots[p as usize];
+            let c = s.conn.as_ref().expect("up peers have a connection");
+            let mut ev = if c.peer_done { 0 } else { POLLIN };
+            if !s.tx.is_empty() {
+                ev |= POLLOUT;
+            }
+            self.fds.push(net::poll_entry(c.stream.as_raw_fd(), ev));
+        }
+    }
+
+    /// Delivers every packet that has arrived to `sink`, writes queued output, and moves
+    /// connection set-up along. Returns how many packets were delivered.
+    pub fn poll<S: FnMut(&Header, &[u8])>(&mut self, sink: &mut S) -> usize {
+        self.build_fds();
+        match net::poll(&mut self.fds, Duration::ZERO) {
+            Ok(0) if self.waiting.is_empty() && self.handshakes.is_empty() => return 0,
+            Ok(_) => {}
+            Err(e) => {
+                self.fatal
+                    .get_or_insert_with(|| format!("weft: rank {}: poll failed: {e}", self.rank));
+                return 0;
+            }
+        }
+        self.service(Some(sink))
+    }
+
+    /// Handles what the last `poll(2)` reported (in `self.fds`), and timers. With no sink,
+    /// established connections are not read (while connecting everyone at start-up).
+    fn service<S: FnMut(&Header, &[u8])>(&mut self, mut sink: Option<&mut S>) -> usize {
+        let nh = self.handshakes.len();
+        let mut delivered = 0;
+        // Established connections.
+        let mut i = 0;
+        while i < self.up.len() {
+            let re = self.fds[1 + nh + i].revents;
+            let p = self.up[i];
+            i += 1;
+            if re == 0 {
+                continue;
+            }
+            let slot = &mut self.slots[p as usize];
+            let c = slot.conn.as_mut().expect("up peers have a connection");
+            if re & POLLOUT != 0 {
+                if let Err(e) = slot.tx.flush(&mut c.stream) {
+                    self.fail(p, "lost its connection to", e);
+                    continue;
+                }
+            }
+            let Some(sink) = sink.as_deref_mut() else {
+                continue;
+            };
+            if c.peer_done || re & !POLLOUT == 0 {
+                continue;
+            }
+            match c.rx.read_from(&mut c.stream, p, sink) {
+                Ok((n, ReadOutcome::Drained)) => delivered += n,
+                Ok((n, ReadOutcome::Closed)) => {
+                    delivered += n;
+                    c.peer_done = true;
+                }
+                Err(e) => self.fail(p, "lost its connection to", e),
+            }
+        }
+        // Connections being set up, last first so removals do not disturb the rest.
+        for k in (0..nh).rev() {
+            let re = self.fds[1 + k].revents;
+            let timed_out = self.handshakes[k].started.elapsed() > self.cfg.timeout;
+            if (re == 0 && !timed_out) || self.handshakes[k].abandoned {
+                continue;
+            }
+            let h = &mut self.handshakes[k];
+            let outcome = if re == 0 {
+                Outcome::Failed(format!("no answer within {} s", self.cfg.timeout.as_secs()))
+            } else {
+                h.advance(self.rank, self.size, &self.secret, re & POLLOUT != 0)
+            };
+            self.on_handshake(k, outcome);
+        }
+        self.handshakes.retain(|h| !h.abandoned);
+        // New connections.
+        if self.fds[0].revents != 0 {
+            self.accept_all();
+        }
+        if !self.waiting.is_empty() {
+            self.run_timers();
+        }
+        delivered
+    }
+
+    fn accept_all(&mut self) {
+        loop {
+            match self.listener.accept() {
+                Ok((s, a)) => {
+                    let incoming = self.handshakes.iter().filter(|h| !h.is_outgoing()).count();
+                    if incoming >= 1024 {
+                        eprintln!(
+                            "weft: rank {}: dropped a TCP connection from {a}: too many \
+                             connections are being set up",
+                            self.rank
+                        );
+                        continue;
+                    }
+                    match Handshake::accepted(s, a) {
+                        Ok(h) => self.handshakes.push(h),
+                        Err(e) => eprintln!(
+                            "weft: rank {}: dropped a TCP connection from {a}: {e}",
+                            self.rank
+                        ),
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    // Transient (EMFILE, ECONNABORTED...): try again on the next poll.
+                    eprintln!("weft: rank {}: accept failed: {e}", self.rank);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn on_handshake(&mut self, k: usize, outcome: Outcome) {
+        match outcome {
+            Outcome::Pending => {}
+            Outcome::Authenticated => {
+                let h = self.handshakes.swap_remove(k);
+                let p = h.peer.expect("authenticated peers are named");
+                let slot = &self.slots[p as usize];
+                let keep = match (&slot.conn, slot.dialing) {
+                    (Some(_), _) => false,
+                    // Both dialled: the lower rank's dial wins.
+                    (None, true) => p < self.rank,
+                    (None, false) => true,
+                };
+                if keep && slot.dialing {
+                    self.abandon_dial(p);
+                }
+                if let Some(stream) = h.welcome(keep) {
+                    self.install(p, stream);
+                }
+            }
+            Outcome::Welcomed(kept) => {
+                let h = self.handshakes.swap_remove(k);
+                let p = h.peer.expect("dialled peers are named");
+                self.slots[p as usize].dialing = false;
+                if kept {
+                    self.install(p, h.stream);
+                } else {
+                    // The peer's own dial will arrive; dial again later only if it does not.
+                    self.slots[p as usize].retry_at = Some(Instant::now() + Duration::from_secs(1));
+                }
+            }
+            Outcome::Failed(why) => {
+                let h = self.handshakes.swap_remove(k);
+                if let (true, Some(p)) = (h.is_outgoing(), h.peer) {
+                    let slot = &mut self.slots[p as usize];
+                    slot.dialing = false;
+                    slot.last_error = Some(why);
+                    slot.retry_at = Some(Instant::now() + Duration::from_millis(100));
+                }
+                // A failed incoming attempt is dropped quietly: it is usually the losing
+                // half of a simultaneous connect, closed by its dialer.
+            }
+            Outcome::Refused(why) => {
+                let h = self.handshakes.swap_remove(k);
+                match (h.is_outgoing(), h.peer) {
+                    (true, Some(p)) => {
+                        self.slots[p as usize].dialing = false;
+                        self.fail(p, "cannot connect to", why);
+                    }
+                    _ => eprintln!(
+                        "weft: rank {}: dropped a TCP connection from {}: {why}",
+                        self.rank, h.addr
+                    ),
+                }
+            }
+        }
+    }
+
+    /// Drops our own dial to `peer` (marked here, removed after the handshake loop, whose
+    /// indices must not shift).
+    fn abandon_dial(&mut self, peer: u32) {
+        for h in &mut self.handshakes {
+            if h.is_outgoing() && h.peer == Some(peer) {
+                h.abandoned = true;
+            }
+        }
+        self.slots[peer as usize].dialing = false;
+    }
+
+    fn install(&mut self, peer: u32, stream: TcpStream) {
+        let setup = (|| {
+            stream.set_nonblocking(true)?;
+            stream.set_nodelay(true)?;
+            net::set_dead_peer_timeout(&stream, self.cfg.timeout)?;
+            if self.cfg.buffer > 0 {
+                net::set_buffer_sizes(&stream, self.cfg.buffer)?;
+            }
+            Ok::<_, std::io::Error>(())
+        })();
+        if let Err(e) = setup {
+            self.fail(peer, "cannot set up the connection to", e);
+            return;
+        }
+        let slot = &mut self.slots[peer as usize];
+        slot.conn = Some(Conn {
+            stream,
+            rx: RxBuf::new(4 * (self.cfg.max_payload + conn::FRAME_HEAD)),
+            peer_done: false,
+            bye_sent: false,
+        });
+        slot.wanted = None;
+        slot.retry_at = None;
+        self.waiting.retain(|&w| w != peer);
+        self.up.push(peer);
+    }
+
+    fn run_timers(&mut self) {
+        let now = Instant::now();
+        let mut k = 0;
+        while k < self.waiting.len() {
+            let p = self.waiting[k];
+            k += 1;
+            let slot = &self.slots[p as usize];
+            if slot.conn.is_some() || slot.dialing {
+                continue;
+            }
+            if slot.wanted.is_some_and(|w| now - w > self.cfg.timeout) {
+                let why = slot
+                    .last_error
+                    .clone()
+                    .unwrap_or_else(|| "no connection was made".into());
+                let secs = self.cfg.timeout.as_secs();
+                self.fail(
+                    p,
+                    "could not connect to",
+                    format!("{why} (gave up after {secs} s)"),
+                );
+                self.waiting.retain(|&w| w != p);
+                return;
+            }
+            if slot.retry_at.is_some_and(|t| now >= t) {
+                self.dial(p);
+            }
+        }
+    }
+
+    /// Dials every TCP peer below this rank and waits until a connection with every TCP
+    /// peer is up (`WEFT_CONNECT=full`). Traffic is not read meanwhile.
+    pub fn connect_all(&mut self) -> Result<()> {
+        let peers: Vec<u32> = (0..self.size)
+            .filter(|&p| self.addrs[p as usize].is_some())
+            .collect();
+        let me = self.rank;
+        for &p in peers.iter().filter(|&&p| p < me) {
+            self.want(p);
+        }
+        let deadline = Instant::now() + self.cfg.timeout;
+        while peers.iter().any(|&p| self.slots[p as usize].conn.is_none()) {
+            if let Some(f) = self.fatal.take() {
+                return Err(boot_err(f));
+            }
+            if Instant::now() > deadline {
+                let missing: Vec<String> = peers
+                    .iter()
+                    .filter(|&&p| self.slots[p as usize].conn.is_none())
+                    .map(|&p| self.where_is(p))
+                    .collect();
+                return Err(boot_err(format!(
+                    "no connection within {} s with {}",
+                    self.cfg.timeout.as_secs(),
+                    missing.join(", ")
+                )));
+            }
+            self.build_fds();
+            net::poll(&mut self.fds, Duration::from_millis(50))
+                .map_err(|e| Error::os("initialize TCP", "poll", e))?;
+            self.service::<fn(&Header, &[u8])>(None);
+        }
+        Ok(())
+    }
+
+    /// Sleeps until a socket is ready or `timeout` passes.
+    pub fn sleep(&mut self, timeout: Duration) {
+        self.build_fds();
+        let t = if self.waiting.is_empty() {
+            timeout
+        } else {
+            timeout.min(Duration::from_millis(50))
+        };
+        let _ = net::poll(&mut self.fds, t);
+    }
+
+    /// Ends every connection in order: finishes connections that still have queued
+    /// output, writes it, says goodbye, and waits (up to the timeout) for each peer's
+    /// goodbye, so no data is cut off by a reset. (After finalize's barrier no peer needs to
+    /// send this rank anything more.)
+    pub fn close(&mut self) {
+        let deadline = Instant::now() + self.cfg.timeout;
+        loop {
+            let mut pending = self.handshakes.iter().any(|h| h.is_outgoing())
+                || self
+                    .waiting
+                    .iter()
+                    .any(|&p| !self.slots[p as usize].tx.is_empty());
+            for &p in &self.up {
+                let slot = &mut self.slots[p as usize];
+                let c = slot.conn.as_mut().expect("up peers have a connection");
+                if !c.bye_sent {
+                    match slot.tx.flush(&mut c.stream) {
+                        Ok(true) => {
+                            let _ = c.stream.write_all(&conn::bye_frame());
+                            let _ = c.stream.shutdown(Shutdown::Write);
+                            c.bye_sent = true;
+                        }
+                        Ok(false) => pending = true,
+                        Err(_) => c.bye_sent = true,
+                    }
+                }
+                if !c.peer_done {
+                    match c.rx.read_from(&mut c.stream, p, &mut |_, _| {}) {
+                        Ok((_, ReadOutcome::Closed)) | Err(_) => c.peer_done = true,
+                        Ok((_, ReadOutcome::Drained)) => pending = true,
+                    }
+                }
+            }
+            if let Some(f) = self.fatal.take() {
+                eprintln!("{f}");
+                break;
+            }
+            if !pending || Instant::now() > deadline {
+                break;
+            }
+            self.build_fds();
+            let _ = net::poll(&mut self.fds, Duration::from_millis(10));
+            self.service::<fn(&Header, &[u8])>(None);
+        }
+        self.handshakes.clear();
+        for &p in &self.up {
+            self.slots[p as usize].conn = None;
+        }
+        self.up.clear();
+    }
+}
