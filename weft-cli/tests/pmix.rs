@@ -26,22 +26,28 @@ fn available() -> bool {
 }
 
 fn mpirun(n: u32, exe: &std::path::Path, args: &[&str]) -> Out {
+    mpirun_with(n, &[], exe, args)
+}
+
+/// `mpirun.openmpi -x NAME=VALUE... -n N EXE ARGS`.
+fn mpirun_with(n: u32, env: &[&str], exe: &std::path::Path, args: &[&str]) -> Out {
     let mut c = Command::new("mpirun.openmpi");
     c.env_remove("WEFT_JOB_ID")
         .env_remove("WEFT_PMI")
+        .env_remove("WEFT_TRANSPORTS")
         .env("RUST_BACKTRACE", "0")
         .args([
             "--allow-run-as-root",
             "--oversubscribe",
             "-n",
             &n.to_string(),
-        ])
-        .arg(exe)
-        .args(args);
-    run(
-        c,
-        &format!("mpirun.openmpi -n {n} {} {args:?}", exe.display()),
-    )
+        ]);
+    for kv in env {
+        c.args(["-x", kv]);
+    }
+    c.arg(exe).args(args);
+    let what = format!("mpirun.openmpi {env:?} -n {n} {} {args:?}", exe.display());
+    run(c, &what)
 }
 
 #[test]
@@ -70,14 +76,18 @@ fn boot_probe_and_p2p_under_open_mpi_mpirun() {
     }
 
     let suite = build_example_with_features("weft-cli", "p2p_suite", true, "pmix");
-    for case in ["ring", "allpairs", "comms"] {
-        let out = mpirun(4, &suite, &[case]);
-        assert_eq!(out.code, Some(0), "{case}: {out:?}");
-        assert!(
-            out.stdout
-                .contains(&format!("p2p_suite {case}: ok on 4 ranks")),
-            "{out:?}"
-        );
+    // Shared memory, then TCP for every pair (the TCP set-up reads rank 0's job secret, a
+    // key that names no owner: the PMIx client's rank-0 rule).
+    for env in [&[][..], &["WEFT_TRANSPORTS=tcp"][..]] {
+        for case in ["ring", "allpairs", "comms"] {
+            let out = mpirun_with(4, env, &suite, &[case]);
+            assert_eq!(out.code, Some(0), "{case} {env:?}: {out:?}");
+            assert!(
+                out.stdout
+                    .contains(&format!("p2p_suite {case}: ok on 4 ranks")),
+                "{out:?}"
+            );
+        }
     }
 }
 

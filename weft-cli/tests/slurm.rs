@@ -165,26 +165,20 @@ impl Slurm {
         Some(slurm)
     }
 
-    /// `srun ARGS` against this Slurm, under the watchdog. `WEFT_PMI` is unset unless `pmi`.
-    fn srun(&self, args: &[&str], exe: &Path, exe_args: &[&str], pmi: Option<&str>) -> Out {
+    /// `srun ARGS EXE EXE_ARGS` against this Slurm, under the watchdog, with `env` added
+    /// (srun passes the environment on to the tasks). `WEFT_PMI` is unset unless in `env`.
+    fn srun(&self, args: &[&str], exe: &Path, exe_args: &[&str], env: &[(&str, &str)]) -> Out {
         let mut c = Command::new("srun");
         c.env("SLURM_CONF", &self.conf)
             .env_remove("WEFT_PMI")
             .env_remove("WEFT_JOB_ID")
             .env_remove("WEFT_PMI_DEBUG")
+            .envs(env.iter().copied())
             .args(args)
             .arg(exe)
             .args(exe_args);
-        if let Some(v) = pmi {
-            c.env("WEFT_PMI", v);
-        }
-        run(
-            c,
-            &format!(
-                "WEFT_PMI={pmi:?} srun {args:?} {} {exe_args:?}",
-                exe.display()
-            ),
-        )
+        let what = format!("{env:?} srun {args:?} {} {exe_args:?}", exe.display());
+        run(c, &what)
     }
 }
 
@@ -287,13 +281,13 @@ fn boot_probe_across_two_slurm_nodes() {
     }
 
     // PMI-2 by default; PMI-1 through the same plugin when asked (or when falling back).
-    let out = slurm.srun(&two_nodes, &probe, &[], None);
+    let out = slurm.srun(&two_nodes, &probe, &[], &[]);
     check_two_nodes(&out, "pmi-2");
-    let out = slurm.srun(&two_nodes, &probe, &[], Some("1"));
+    let out = slurm.srun(&two_nodes, &probe, &[], &[("WEFT_PMI", "1")]);
     check_two_nodes(&out, "pmi-1");
 
     // PMI-2 abort: Slurm cancels the step; the aborting task's code is reported.
-    let out = slurm.srun(&two_nodes, &probe, &["--abort", "1:7"], None);
+    let out = slurm.srun(&two_nodes, &probe, &["--abort", "1:7"], &[]);
     assert_ne!(out.code, Some(0), "{out:?}");
     assert!(
         out.stderr.contains("rank 1 aborting the job with code 7")
@@ -310,10 +304,13 @@ const P2P_CASES: &[&str] = &[
     "barriers",
 ];
 
-fn p2p_cases(slurm: &Slurm, srun_args: &[&str]) {
+/// Runs [`P2P_CASES`] on 4 ranks, `per_node` of them on each node.
+fn p2p_cases(slurm: &Slurm, srun_args: &[&str], per_node: u32) {
     let suite = build_example("weft-cli", "p2p_suite", true);
+    let per_node = per_node.to_string();
+    let env = [("P2P_RANKS_PER_NODE", per_node.as_str())];
     for case in P2P_CASES {
-        let out = slurm.srun(srun_args, &suite, &[case], None);
+        let out = slurm.srun(srun_args, &suite, &[case], &env);
         assert_eq!(
             out.code,
             Some(0),
@@ -346,19 +343,18 @@ fn p2p_suite_under_slurm_on_one_node() {
     p2p_cases(
         &slurm,
         &["-N", "1", "-n", "4", "--mpi=pmi2", "--overcommit"],
+        4,
     );
     drop(slurm);
 }
 
 #[test]
-#[ignore = "needs the TCP transport (weft/src/fabric/tcp, being built on main): until then a \
-            job spanning nodes stops at start-up with 'the TCP transport that reaches other \
-            nodes is not built yet'"]
+/// Shared memory between the two ranks of each node, TCP between the nodes.
 fn p2p_suite_across_two_slurm_nodes() {
     let Some(slurm) = Slurm::start("p2p2") else {
         return;
     };
-    p2p_cases(&slurm, &["-N", "2", "-n", "4", "--mpi=pmi2"]);
+    p2p_cases(&slurm, &["-N", "2", "-n", "4", "--mpi=pmi2"], 2);
     drop(slurm);
 }
 
@@ -380,11 +376,12 @@ fn pmix_feature_under_srun_mpi_pmix() {
     let Some(slurm) = Slurm::start("pmix") else {
         return;
     };
-    let out = slurm.srun(&["-N", "2", "-n", "4", "--mpi=pmix"], &probe, &[], None);
+    let out = slurm.srun(&["-N", "2", "-n", "4", "--mpi=pmix"], &probe, &[], &[]);
     check_two_nodes(&out, "pmix");
+    // Across both nodes: PMIx bootstrap, shared memory within a node, TCP between them.
     for case in ["ring", "allpairs", "comms"] {
-        let args = ["-N", "1", "-n", "4", "--mpi=pmix", "--overcommit"];
-        let out = slurm.srun(&args, &suite, &[case], None);
+        let args = ["-N", "2", "-n", "4", "--mpi=pmix"];
+        let out = slurm.srun(&args, &suite, &[case], &[("P2P_RANKS_PER_NODE", "2")]);
         assert_eq!(out.code, Some(0), "{case} under srun --mpi=pmix: {out:?}");
         assert!(
             out.stdout
@@ -394,7 +391,7 @@ fn pmix_feature_under_srun_mpi_pmix() {
     }
     // A build without the feature refuses clearly instead of starting as 4 singletons.
     let plain = build_example("weft", "boot_probe", false);
-    let out = slurm.srun(&["-N", "1", "-n", "2", "--mpi=pmix"], &plain, &[], None);
+    let out = slurm.srun(&["-N", "1", "-n", "2", "--mpi=pmix"], &plain, &[], &[]);
     assert_ne!(out.code, Some(0), "{out:?}");
     assert!(out.stderr.contains("the `pmix` feature"), "{out:?}");
     drop(slurm);

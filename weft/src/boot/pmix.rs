@@ -4,7 +4,8 @@
 //!
 //! Mapping to [`Pmi`]: `put` is `PMIx_Put` (global scope); `fence` is `PMIx_Commit` +
 //! `PMIx_Fence` collecting the data; `get` is `PMIx_Get` from the rank the key ends with
-//! (Weft's keys name their owner), else from `PMIX_RANK_UNDEF` (any rank). Node ids from `PMIX_HOSTNAME` per rank.
+//! (Weft's per-rank keys name their owner; job-wide ones are rank 0's), else from
+//! `PMIX_RANK_UNDEF` (any rank). Node ids from `PMIX_HOSTNAME` per rank.
 
 use super::{Boot, Pmi};
 use crate::error::{Error, ErrorClass, Result};
@@ -24,7 +25,7 @@ fn boot_err(call: &'static str, detail: impl Into<String>) -> Error {
 impl Pmix {
     /// Job-level or per-rank number `key`; `Ok(None)` when the server does not have it.
     fn number(&self, rank: u32, key: &str) -> Result<Option<u64>> {
-        match ffi::get(&Proc::new(&self.nspace, rank), key)
+        match ffi::get(&Proc::new(&self.nspace, rank), key, false)
             .map_err(|e| boot_err("PMIx_Get", format!("{key} of rank {rank}: {e}")))?
         {
             None => Ok(None),
@@ -53,17 +54,17 @@ impl Pmi for Pmix {
     }
 
     fn get(&mut self, key: &str) -> Result<String> {
-        // Ask the owner the key names first; PMIX_RANK_UNDEF ("any rank") after, as some
-        // servers (Open MPI 4's) time out on it.
-        let mut found = None;
-        if let Some(owner) = owner_of(key) {
-            found = ffi::get(&Proc::new(&self.nspace, owner), key)
-                .ok()
-                .flatten();
-        }
+        // Ask the owner the key names (rank 0, which puts Weft's job-wide keys such as the
+        // TCP secret, when it names none), then PMIX_RANK_UNDEF ("any rank"), which Open
+        // MPI 4's server cannot answer. All in the local store only, where the collecting
+        // fence put everything (a miss would otherwise wait for the server's timeout).
+        let owner = owner_of(key).unwrap_or(0);
+        let mut found = ffi::get(&Proc::new(&self.nspace, owner), key, true)
+            .ok()
+            .flatten();
         if found.is_none() {
             let any = Proc::new(&self.nspace, ffi::RANK_UNDEF);
-            found = ffi::get(&any, key)
+            found = ffi::get(&any, key, true)
                 .map_err(|e| boot_err("PMIx_Get", format!("key {key:?}: {e}")))?;
         }
         match found {
@@ -109,8 +110,8 @@ impl Pmi for Pmix {
 }
 
 /// The rank a key names as its owner: PMIx stores data per rank and PMI's key space has no
-/// owner, so Weft's keys end with the putting rank (`shm-3`, `weft.host.3`), as legacy PMI
-/// keys did (`pmix_common.h` on `PMIX_RANK_UNDEF`).
+/// owner, so Weft's per-rank keys end with the putting rank (`shm-3`, `weft.host.3`), as
+/// legacy PMI keys did (`pmix_common.h` on `PMIX_RANK_UNDEF`); job-wide keys are rank 0's.
 fn owner_of(key: &str) -> Option<u32> {
     let (_, tail) = key.rsplit_once(['.', '-', '_'])?;
     tail.parse().ok()
@@ -166,7 +167,7 @@ pub fn connect_from_env() -> Result<Boot> {
 fn node_ids(pmi: &mut Pmix, rank: u32, size: u32) -> Result<Vec<u32>> {
     let mut hosts = Vec::with_capacity(size as usize);
     for r in 0..size {
-        match ffi::get(&Proc::new(&pmi.nspace, r), "pmix.hname") {
+        match ffi::get(&Proc::new(&pmi.nspace, r), "pmix.hname", false) {
             Ok(Some(Got::Text(h))) if !h.is_empty() => hosts.push(h),
             _ => break,
         }
