@@ -22,3 +22,7 @@ LOOM_MAX_PREEMPTIONS=2 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
 
 echo "== rsmpi's examples against Weft"
 python3 scripts/rsmpi-examples.py --ranks 4
+
+echo "== the multi-process suites and rsmpi's examples again, every pair of ranks over TCP"
+WEFT_TRANSPORTS=tcp cargo test -p weft-cli --quiet --test p2p --test run
+WEFT_TRANSPORTS=tcp python3 scripts/rsmpi-examples.py --ranks 4

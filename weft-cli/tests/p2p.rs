@@ -4,6 +4,10 @@
 //! naming it, a non-zero exit code, and no process or /dev/shm segment left behind.
 //!
 //! Jobs run one at a time (a global lock), so the leak checks see only their own job.
+//!
+//! `scripts/test.sh` runs this file twice: as is (shared memory on one node), and with
+//! `WEFT_TRANSPORTS=tcp` in the environment, so every case also runs over TCP. The
+//! TCP-specific tests at the end set their transports themselves and run in the first pass.
 
 mod common;
 use common::*;
@@ -43,16 +47,25 @@ fn job(n: u32, case: &str) -> Out {
 
 /// Like [`job`], passing `-x NAME=VALUE` settings to the ranks.
 fn job_with(n: u32, case: &str, env: &[&str]) -> Out {
+    job_args(n, case, &[], env)
+}
+
+/// Like [`job_with`], with extra `weft run` arguments.
+fn job_args(n: u32, case: &str, run_args: &[&str], env: &[&str]) -> Out {
     let exe = suite();
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let before = weft_segments();
     let mut c = weft();
     c.args(["run", "-n", &n.to_string()]);
+    c.args(run_args);
     for kv in env {
         c.args(["-x", kv]);
     }
     c.arg(&exe).arg(case);
-    let out = run(c, &format!("weft run -n {n} {env:?} p2p_suite {case}"));
+    let out = run(
+        c,
+        &format!("weft run -n {n} {run_args:?} {env:?} p2p_suite {case}"),
+    );
     let leaked: Vec<String> = weft_segments()
         .into_iter()
         .filter(|s| !before.contains(s))
@@ -237,8 +250,136 @@ fn bad_tunables_fail_start_up_with_a_message_naming_them() {
         ),
         ("WEFT_SPIN_COUNT=-1", "WEFT_SPIN_COUNT=\"-1\""),
     ] {
+        if setting.starts_with("WEFT_SHM") && tcp_only() {
+            continue; // no shared memory in this pass: its settings are not read
+        }
         let out = job_with(2, "ring", &[setting]);
         assert_ne!(out.code, Some(0), "{setting}: {out:?}");
         assert!(out.stderr.contains(expect), "{setting}: {out:?}");
     }
+}
+
+// ----- TCP ------------------------------------------------------------------------------
+
+const CASES: [&str; 9] = [
+    "ring", "allpairs", "storm", "truncate", "probe", "cancel", "sync", "badinput", "comms",
+];
+
+/// Whether this pass runs without shared memory (`WEFT_TRANSPORTS=tcp`).
+fn tcp_only() -> bool {
+    std::env::var("WEFT_TRANSPORTS").is_ok_and(|t| !t.contains("shm"))
+}
+
+/// TCP-specific tests set their own transports; the whole-file TCP pass skips them.
+fn tcp_pass() -> bool {
+    if std::env::var_os("WEFT_TRANSPORTS").is_some() {
+        println!("skipped: WEFT_TRANSPORTS is set (this runs in the default pass)");
+        return true;
+    }
+    false
+}
+
+#[test]
+fn two_fake_nodes_mix_shared_memory_and_tcp_in_one_job() {
+    if tcp_pass() {
+        return;
+    }
+    // Ranks 0,1 on node 0 and 2,3 on node 1: same-node pairs use shm, the others TCP.
+    for case in CASES {
+        let out = job_args(
+            4,
+            case,
+            &["--process-mapping", "(vector,(0,2,2))"],
+            &["P2P_RANKS_PER_NODE=2", "WEFT_STATS=1"],
+        );
+        assert_eq!(out.code, Some(0), "{case}: {out:?}");
+    }
+    // Round-robin placement: every neighbour in the ring is on the other node.
+    let out = job_args(
+        4,
+        "allpairs",
+        &["--process-mapping", "(vector,(0,2,1))"],
+        &["P2P_RANKS_PER_NODE=2"],
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+}
+
+#[test]
+fn tcp_full_connect_small_frames_and_both_protocol_crossovers() {
+    if tcp_pass() {
+        return;
+    }
+    for env in [
+        &["WEFT_TRANSPORTS=tcp", "WEFT_CONNECT=full"][..],
+        &[
+            "WEFT_TRANSPORTS=tcp",
+            "WEFT_TCP_MAX_PACKET=1k",
+            "WEFT_TCP_EAGER_LIMIT=0",
+        ][..],
+        &[
+            "WEFT_TRANSPORTS=tcp",
+            "WEFT_TCP_EAGER_LIMIT=1m",
+            "WEFT_TCP_BUFFER=64k",
+        ][..],
+    ] {
+        for case in ["allpairs", "storm"] {
+            let out = job_with(4, case, env);
+            assert_eq!(out.code, Some(0), "{case} with {env:?}: {out:?}");
+        }
+    }
+}
+
+#[test]
+fn a_tcp_peer_without_the_job_secret_is_dropped_and_logged_and_the_job_goes_on() {
+    if tcp_pass() {
+        return;
+    }
+    let out = job_with(3, "intruder", &["WEFT_TRANSPORTS=tcp"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        out.stderr.contains("rank 0: dropped a TCP connection from")
+            && out.stderr.contains("bad magic")
+            && out.stderr.contains("does not hold the job's secret"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn bad_tcp_settings_fail_start_up_with_a_message_naming_them() {
+    if tcp_pass() {
+        return;
+    }
+    for (env, expect) in [
+        (
+            &["WEFT_TRANSPORTS=tcp", "WEFT_TCP_IF=nosuchif0"][..],
+            "WEFT_TCP_IF=\"nosuchif0\": no such interface",
+        ),
+        (
+            &["WEFT_TRANSPORTS=tcp", "WEFT_TCP_ADDR=10.255.255.0/24"][..],
+            "no interface of this host that is up has an address in that subnet",
+        ),
+        (
+            &["WEFT_TRANSPORTS=tcp", "WEFT_TCP_ADDR=192.0.2.1"][..],
+            "cannot listen on 192.0.2.1",
+        ),
+        (&["WEFT_TRANSPORTS=udp"][..], "WEFT_TRANSPORTS=\"udp\""),
+        (&["WEFT_CONNECT=eager"][..], "WEFT_CONNECT=\"eager\""),
+    ] {
+        let out = job_with(2, "ring", env);
+        assert_ne!(out.code, Some(0), "{env:?}: {out:?}");
+        assert!(out.stderr.contains(expect), "{env:?}: {out:?}");
+    }
+    // Two nodes but TCP excluded: no transport reaches the other node.
+    let out = job_args(
+        2,
+        "ring",
+        &["--process-mapping", "(vector,(0,2,1))"],
+        &["WEFT_TRANSPORTS=shm"],
+    );
+    assert_ne!(out.code, Some(0), "{out:?}");
+    assert!(
+        out.stderr
+            .contains("is on another node, but WEFT_TRANSPORTS=shm has no transport"),
+        "{out:?}"
+    );
 }
