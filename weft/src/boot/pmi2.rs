@@ -12,6 +12,7 @@
 use super::pmi1::{self, check_word, truncate, Line, Stream, RESERVED_PREFIX};
 use super::{Boot, Pmi};
 use crate::error::{Error, ErrorClass, Result};
+use std::collections::HashMap;
 use std::io::ErrorKind;
 
 /// Width of the length prefix.
@@ -124,6 +125,10 @@ pub struct Pmi2 {
     jobid: String,
     debug: bool,
     finalized: bool,
+    /// Whether this process has completed a `kvs-fence` yet.
+    fenced: bool,
+    /// This process's puts before its first fence (see [`Pmi2::try_get`]).
+    unfenced_puts: HashMap<String, String>,
 }
 
 fn boot_err(call: &'static str, detail: impl Into<String>) -> Error {
@@ -159,6 +164,8 @@ impl Pmi2 {
             jobid: String::new(),
             debug: pmi1::debug_from_env(),
             finalized: false,
+            fenced: false,
+            unfenced_puts: HashMap::new(),
         }
     }
 
@@ -268,8 +275,16 @@ impl Pmi2 {
     }
 
     /// Reads `key` from the job's key-value space; `Ok(None)` when it does not exist.
+    ///
+    /// Before this process's first fence the answer comes from its own puts, without asking
+    /// the server: Hydra 4.0.2's server fails an assertion on a `kvs-get` from a process that
+    /// has not fenced yet, and ends the job; and before a fence no other rank's put is
+    /// visible anyway.
     pub fn try_get(&mut self, key: &str) -> Result<Option<String>> {
         check_word("PMI-2 kvs-get", "key", key, MAX_KEY)?;
+        if !self.fenced {
+            return Ok(self.unfenced_puts.get(key).cloned());
+        }
         let r = self.transact(
             "PMI-2 kvs-get",
             Msg::new("kvs-get", &[("srcid", "-1"), ("key", key)]),
@@ -453,8 +468,11 @@ impl Pmi for Pmi2 {
             "PMI-2 kvs-put",
             Msg::new("kvs-put", &[("key", key), ("value", value)]),
             "kvs-put-response",
-        )
-        .map(drop)
+        )?;
+        if !self.fenced {
+            self.unfenced_puts.insert(key.to_owned(), value.to_owned());
+        }
+        Ok(())
     }
 
     /// `kvs-fence`, then a `kvs-get`, which makes the fence a barrier everywhere: Hydra
@@ -472,8 +490,10 @@ impl Pmi for Pmi2 {
             "PMI-2 kvs-fence",
             Msg::new("kvs-get", &[("srcid", "-1"), ("key", FENCE_KEY)]),
             "kvs-get-response",
-        )
-        .map(drop)
+        )?;
+        self.fenced = true;
+        self.unfenced_puts = HashMap::new();
+        Ok(())
     }
 
     fn get(&mut self, key: &str) -> Result<String> {

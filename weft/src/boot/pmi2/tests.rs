@@ -512,3 +512,25 @@ fn fence_waits_for_the_get_whatever_it_finds() {
         "{e}"
     );
 }
+
+#[test]
+fn gets_before_the_first_fence_stay_local() {
+    // Hydra 4.0.2 ends the job on a kvs-get before the asker's first fence.
+    let mut std = standard(None);
+    let (conn, server) = fake_server(ACCEPT, Align::Right, move |m| {
+        assert!(
+            m.cmd != "kvs-get" || m.get("key") == Some("weft-fence-barrier"),
+            "kvs-get {:?} reached the server before a fence",
+            m.get("key")
+        );
+        std(m)
+    });
+    let mut pmi = accepted(Pmi2::init(conn, 1));
+    assert_eq!(pmi.try_get("secret").unwrap(), None);
+    pmi.put("mine", "v1").unwrap();
+    assert_eq!(pmi.get("mine").unwrap(), "v1");
+    pmi.fence().unwrap();
+    drop(pmi);
+    let seen = server.join().unwrap();
+    assert!(seen.contains(&"cmd=kvs-put;key=mine;value=v1;".to_string()));
+}
