@@ -259,10 +259,10 @@ fn check_two_nodes(out: &Out, protocol: &str) {
 
 #[test]
 fn boot_probe_across_two_slurm_nodes() {
-    let probe = build_example("weft", "boot_probe", false);
     let Some(slurm) = Slurm::start("probe") else {
         return;
     };
+    let probe = build_example("weft", "boot_probe", false);
     let two_nodes = ["-N", "2", "-n", "4", "--mpi=pmi2"];
     // The job really spans both slurmd nodes, two tasks on each.
     let mut c = Command::new("srun");
@@ -368,14 +368,18 @@ fn pmix_available() -> bool {
 #[test]
 fn pmix_feature_under_srun_mpi_pmix() {
     if !pmix_available() {
-        skip("libpmix not installed (pkg-config pmix; scripts/install-mpi-peers.sh installs it)");
+        // Not a Slurm problem: WEFT_REQUIRE_SLURM does not apply.
+        eprintln!(
+            "skipped: libpmix not installed (pkg-config pmix; scripts/install-mpi-peers.sh \
+             installs it)"
+        );
         return;
     }
-    let probe = build_example_with_features("weft", "boot_probe", false, "pmix");
-    let suite = build_example_with_features("weft-cli", "p2p_suite", true, "pmix");
     let Some(slurm) = Slurm::start("pmix") else {
         return;
     };
+    let probe = build_example_with_features("weft", "boot_probe", false, "pmix");
+    let suite = build_example_with_features("weft-cli", "p2p_suite", true, "pmix");
     let out = slurm.srun(&["-N", "2", "-n", "4", "--mpi=pmix"], &probe, &[], &[]);
     check_two_nodes(&out, "pmix");
     // Across both nodes: PMIx bootstrap, shared memory within a node, TCP between them.

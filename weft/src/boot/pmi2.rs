@@ -191,7 +191,17 @@ impl Pmi2 {
         let rc = reply.get("rc").unwrap_or("0").trim();
         let version = reply.get("pmi_version").unwrap_or("").trim();
         if rc != "0" || version != "2" {
-            debug_assert!(pmi.buf.is_empty(), "nothing follows a refused init");
+            if !pmi.buf.is_empty() {
+                return Err(boot_err(
+                    "PMI-2 init",
+                    format!(
+                        "the process manager refused PMI-2 with {:?} and then sent {:?} \
+                         unasked; cannot fall back to PMI-1 on this connection",
+                        text.trim_end(),
+                        truncate(&String::from_utf8_lossy(&pmi.buf))
+                    ),
+                ));
+            }
             let why = format!("{:?}", text.trim_end());
             return Ok(Init::Refused(pmi.conn, why));
         }
