@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: unit and multi-process tests (cargo test), the loom model of the
 # wake-up handshake, and rsmpi's examples built against Weft. Installs what the tests need
-# first (MPICH and Open MPI, for the "programs built against MPICH" and Hydra tests).
+# first (MPICH and Open MPI, for the "programs built against MPICH" and Hydra tests; Slurm,
+# for the tests that start a local two-node Slurm).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +13,11 @@ if [ "$(id -u)" = 0 ] && command -v ip >/dev/null 2>&1; then
   export WEFT_REQUIRE_NETNS=1
 fi
 bash scripts/install-mpi-peers.sh
+bash scripts/install-slurm.sh || echo "install-slurm: failed; the Slurm tests will skip"
+if [ "$(id -u)" = 0 ] && command -v srun >/dev/null 2>&1 && command -v slurmd >/dev/null 2>&1; then
+  # Root with Slurm installed: the Slurm tests must run, not skip.
+  export WEFT_REQUIRE_SLURM=1
+fi
 
 echo "== cargo test (unit, sans-IO engine, shm, launcher, multi-process at 1-8 ranks, multi-host over network namespaces)"
 cargo test --workspace --quiet

@@ -184,12 +184,12 @@ fn handle(job: &Job, rank: u32, text: &str, events: &Sender<Event>) -> Option<St
         "init" => {
             let version = line.get("pmi_version").unwrap_or("1");
             if version != "1" {
-                note!(
-                    "weft run: rank {rank} asked for PMI version {version}; weft run serves PMI-1 only"
-                );
-                return Some(
-                    "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=-1\n".to_owned(),
-                );
+                // Weft's client offers PMI-2 first and falls back on this refusal (the
+                // version we serve, rc != 0), so it is routine, not worth a note.
+                return Some(format!(
+                    "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=-1 \
+                     msg=weft_run_serves_PMI-1_not_{version}\n"
+                ));
             }
             let _ = events.send(Event::PmiInit { rank });
             "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0\n".to_owned()

@@ -66,6 +66,26 @@ fn main() -> ExitCode {
     assert_eq!(got, value(right), "rank {rank} read rank {right}'s value");
     println!("boot_probe: rank {rank} ring ok (read {got:?} from rank {right})");
 
+    // Node-local attributes (PMI-2 only): the node's lowest rank puts, every local rank
+    // reads it, waiting for the put.
+    let leader = boot.local_ranks()[0];
+    if boot.pmi.protocol() == "pmi-2" {
+        if rank == leader {
+            boot.pmi
+                .put_node_attr("probe.leader", &leader.to_string())
+                .expect("put_node_attr");
+        }
+        let got = boot
+            .pmi
+            .get_node_attr("probe.leader", true)
+            .expect("get_node_attr");
+        assert_eq!(got, Some(leader.to_string()), "rank {rank}'s node leader");
+        println!("boot_probe: rank {rank} node attr ok (leader {leader})");
+    } else {
+        let e = boot.pmi.get_node_attr("probe.leader", true).unwrap_err();
+        assert_eq!(e.class, weft::ErrorClass::Unsupported, "{e}");
+    }
+
     let misbehave = abort.is_some() || skip_finalize.is_some();
     if let Some((r, code)) = abort {
         if r == rank {
@@ -78,8 +98,13 @@ fn main() -> ExitCode {
     }
     if misbehave {
         // The misbehaving rank never joins: only the launcher can end this.
-        let _ = boot.pmi.fence();
-        eprintln!("boot_probe: rank {rank}: second fence returned; the launcher should have ended the job");
+        match boot.pmi.fence() {
+            Ok(()) => eprintln!(
+                "boot_probe: rank {rank}: second fence returned; the launcher should have ended the job"
+            ),
+            // The process manager hung up: it is ending the job (Hydra does so on PMI-2 abort).
+            Err(e) => eprintln!("boot_probe: rank {rank}: second fence failed: {e}"),
+        }
         return ExitCode::from(1);
     }
     boot.pmi.finalize().expect("finalize");

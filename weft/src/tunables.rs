@@ -1,6 +1,7 @@
 //! Every threshold weft uses, with its default, its `WEFT_*` environment variable and a
 //! description. `weft info` prints this table; the runtime reads it once at start-up.
 
+use crate::boot::PmiChoice;
 use crate::error::{Error, ErrorClass, Result};
 
 /// One tunable: its environment variable, default and meaning.
@@ -53,6 +54,8 @@ macro_rules! tunables {
 }
 
 tunables! {
+    pmi: PmiChoice = "WEFT_PMI", "auto",
+        "PMI wire protocol to speak to the launcher: 2, 1, or auto (offer PMI-2, fall back to PMI-1 when refused)";
     eager_limit: usize = "WEFT_EAGER_LIMIT", "32k",
         "Largest message sent eagerly (streamed through the transport); larger ones use rendezvous";
     shm_ring_size: usize = "WEFT_SHM_RING_SIZE", "256k",

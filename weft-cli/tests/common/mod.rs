@@ -34,7 +34,9 @@ impl std::fmt::Debug for Out {
 pub fn weft() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_weft"));
     // A developer's own setting must not change what the tests see.
-    c.env_remove("MPIEXEC_TIMEOUT").env_remove("WEFT_PMI_DEBUG");
+    c.env_remove("MPIEXEC_TIMEOUT")
+        .env_remove("WEFT_PMI_DEBUG")
+        .env_remove("WEFT_PMI");
     c
 }
 
@@ -143,4 +145,59 @@ pub fn is_running(pid: u32) -> bool {
             !(state.starts_with('Z') || state.starts_with('X'))
         }
     }
+}
+
+/// Builds example `name` of `package` with cargo `features` into its own target directory
+/// (`target/features-<features>`, so the default build's artifacts are neither overwritten
+/// nor rebuilt), once per test process, and returns its path.
+pub fn build_example_with_features(
+    package: &str,
+    name: &str,
+    release: bool,
+    features: &str,
+) -> PathBuf {
+    static BUILT: Mutex<Option<HashMap<String, PathBuf>>> = Mutex::new(None);
+    let key = format!("{package}/{name}/{release}/{features}");
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(p) = built.get_or_insert_with(HashMap::new).get(&key) {
+        return p.clone();
+    }
+    let target = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../target")
+        .join(format!(
+            "features-{}",
+            features.replace([',', ' ', '/'], "_")
+        ));
+    let mut cmd = Command::new(env!("CARGO"));
+    cmd.env("CARGO_TARGET_DIR", &target).args([
+        "build",
+        "--example",
+        name,
+        "-p",
+        package,
+        "--features",
+        features,
+    ]);
+    if release {
+        cmd.arg("--release");
+    }
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting cargo build");
+    let what = format!("cargo build --example {name} --features {features}");
+    let out = finish(child, BUILD_WATCHDOG, &what);
+    assert_eq!(out.code, Some(0), "{what}: {out:?}");
+    let exe = target
+        .join(if release { "release" } else { "debug" })
+        .join("examples")
+        .join(name);
+    assert!(exe.exists(), "{what} made no {}", exe.display());
+    built
+        .as_mut()
+        .expect("initialized")
+        .insert(key, exe.clone());
+    exe
 }

@@ -1,12 +1,21 @@
 //! Process-management bootstrap: who am I, how many are we, who shares my node, and a
-//! key-value space with a fence, through the PMI-1 wire protocol (what `weft run`, MPICH's
-//! Hydra and Slurm's pmi2 plugin serve), or a singleton when started alone.
+//! key-value space with a fence, through the PMI-2 or PMI-1 wire protocol (what `weft run`,
+//! MPICH's Hydra and Slurm's pmi2 plugin serve), or a singleton when started alone.
+//!
+//! Which protocol: `WEFT_PMI` (`auto` by default) — see [`select`].
 
 pub mod mapping;
 pub mod pmi1;
+pub mod pmi2;
+#[cfg(feature = "pmix")]
+pub mod pmix;
+pub mod select;
 pub mod singleton;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::sys::hostname;
+
+pub use select::PmiChoice;
 
 /// A client of a process manager.
 pub trait Pmi {
@@ -20,8 +29,34 @@ pub trait Pmi {
     fn abort(&mut self, code: i32, msg: &str) -> !;
     /// Tells the process manager this rank finished cleanly.
     fn finalize(&mut self) -> Result<()>;
-    /// Name of the protocol, for diagnostics (`"pmi-1"`, `"singleton"`).
+    /// Name of the protocol, for diagnostics (`"pmi-1"`, `"pmi-2"`, `"singleton"`).
     fn protocol(&self) -> &'static str;
+
+    /// Publishes a node-local attribute: visible at once (no fence) to the ranks on this
+    /// node only. PMI-2 `info-putnodeattr`; other protocols refuse.
+    fn put_node_attr(&mut self, key: &str, value: &str) -> Result<()> {
+        let _ = value;
+        Err(Error::unsupported(
+            "PMI put_node_attr",
+            format!(
+                "node attributes (key {key:?}) need PMI-2; this process manager speaks {}",
+                self.protocol()
+            ),
+        ))
+    }
+
+    /// Reads a node-local attribute put by a rank on this node. With `wait`, blocks until
+    /// some rank puts it; without, `Ok(None)` when it is not there yet.
+    fn get_node_attr(&mut self, key: &str, wait: bool) -> Result<Option<String>> {
+        let _ = wait;
+        Err(Error::unsupported(
+            "PMI get_node_attr",
+            format!(
+                "node attributes (key {key:?}) need PMI-2; this process manager speaks {}",
+                self.protocol()
+            ),
+        ))
+    }
 }
 
 /// Everything bootstrap learned, and the client for later key-value traffic.
@@ -51,14 +86,18 @@ impl std::fmt::Debug for Boot {
 }
 
 impl Boot {
-    /// Connects to the process manager named by the environment (PMI-1 through `PMI_FD` or
-    /// `PMI_PORT`), or starts a singleton when there is none.
+    /// Connects to the process manager named by the environment (`PMI_FD` or `PMI_PORT`;
+    /// PMI-2 or PMI-1 as [`select`] decides; else PMIx through `PMIX_NAMESPACE`/`PMIX_RANK`
+    /// when built with the `pmix` feature), or starts a singleton when there is none.
     pub fn from_env() -> Result<Boot> {
         if std::env::var_os("PMI_FD").is_some() || std::env::var_os("PMI_PORT").is_some() {
-            pmi1::connect_from_env()
-        } else {
-            singleton::start()
+            return select::connect_from_env();
         }
+        #[cfg(feature = "pmix")]
+        if std::env::var_os("PMIX_NAMESPACE").is_some() || std::env::var_os("PMIX_RANK").is_some() {
+            return pmix::connect_from_env();
+        }
+        singleton::start()
     }
 
     /// World ranks on this rank's node, in increasing order.
@@ -68,4 +107,33 @@ impl Boot {
             .filter(|&r| self.node_of[r as usize] == me)
             .collect()
     }
+}
+
+/// The job id for shared-memory names: `WEFT_JOB_ID` when the launcher set it, else what the
+/// process manager calls the job (kvsname or jobid), sanitized.
+pub(crate) fn job_id_from(pm_name: &str) -> String {
+    match std::env::var("WEFT_JOB_ID") {
+        Ok(id) if !id.trim().is_empty() => pmi1::sanitize_job_id(id.trim()),
+        _ => pmi1::sanitize_job_id(pm_name),
+    }
+}
+
+/// Which node each rank is on, from the server's `PMI_process_mapping` (`mapping`, empty when
+/// it has none), else by an exchange of host names through `pmi` (collective: every rank
+/// takes the same branch, since all see the same mapping).
+pub fn node_map(pmi: &mut dyn Pmi, mapping: &str, rank: u32, size: u32) -> Result<Vec<u32>> {
+    if let Some(nodes) = mapping::parse(mapping, size)? {
+        return Ok(nodes);
+    }
+    pmi.put(&format!("weft.host.{rank}"), &hex(hostname().as_bytes()))?;
+    pmi.fence()?;
+    let mut hosts = Vec::with_capacity(size as usize);
+    for r in 0..size {
+        hosts.push(pmi.get(&format!("weft.host.{r}"))?);
+    }
+    Ok(mapping::nodes_from_hostnames(&hosts))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -6,9 +6,8 @@
 //! differently), and a reply with `rc` other than 0 becomes an [`Error`] naming the call.
 //! See `shared/notes/launchers.md` and MPICH's `src/pmi/maint/pmi-1.1.txt`.
 
-use super::{mapping, Boot, Pmi};
+use super::{Boot, Pmi};
 use crate::error::{Error, ErrorClass, Result};
-use crate::sys::hostname;
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::os::fd::RawFd;
@@ -90,7 +89,7 @@ pub struct Pmi1 {
 }
 
 /// Checks that `text` can travel as one word of a PMI line.
-fn check_word(call: &'static str, what: &str, text: &str, max: usize) -> Result<()> {
+pub(super) fn check_word(call: &'static str, what: &str, text: &str, max: usize) -> Result<()> {
     if text.is_empty() {
         return Err(Error::new(
             ErrorClass::Arg,
@@ -126,7 +125,7 @@ fn check_word(call: &'static str, what: &str, text: &str, max: usize) -> Result<
     Ok(())
 }
 
-fn truncate(text: &str) -> String {
+pub(super) fn truncate(text: &str) -> String {
     if text.len() <= 80 {
         text.to_owned()
     } else {
@@ -383,7 +382,7 @@ fn rc_of(line: &Line) -> i64 {
     }
 }
 
-fn debug_from_env() -> bool {
+pub(super) fn debug_from_env() -> bool {
     std::env::var("WEFT_PMI_DEBUG").is_ok_and(|v| !v.is_empty() && v != "0")
 }
 
@@ -564,29 +563,24 @@ pub fn sanitize_job_id(text: &str) -> String {
         .collect()
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// Which node each rank is on: `PMI_process_mapping` when the server has one, else an
 /// exchange of host names (collective: every rank takes the same branch, since all see the
 /// same mapping).
 pub fn node_map(pmi: &mut Pmi1, rank: u32, size: u32) -> Result<Vec<u32>> {
     let mapping = pmi.try_get("PMI_process_mapping")?.unwrap_or_default();
-    if let Some(nodes) = mapping::parse(&mapping, size)? {
-        return Ok(nodes);
-    }
-    pmi.put(&format!("weft.host.{rank}"), &hex(hostname().as_bytes()))?;
-    pmi.fence()?;
-    let mut hosts = Vec::with_capacity(size as usize);
-    for r in 0..size {
-        hosts.push(pmi.get(&format!("weft.host.{r}"))?);
-    }
-    Ok(mapping::nodes_from_hostnames(&hosts))
+    super::node_map(pmi, &mapping, rank, size)
 }
 
 /// Connects through `PMI_FD` (or `PMI_PORT` + `PMI_ID`) and runs the PMI-1 handshake.
 pub fn connect_from_env() -> Result<Boot> {
+    let (conn, rank, size) = connect_env()?;
+    finish(Pmi1::handshake(conn, rank)?, rank, size)
+}
+
+/// Takes the connection the environment names (`PMI_FD`, or `PMI_PORT` + `PMI_ID` with the
+/// initack exchange) and this rank's number and the job size, before any `init`: the point
+/// where PMI-1 and PMI-2 part ways.
+pub fn connect_env() -> Result<(Box<dyn Stream>, u32, u32)> {
     let (conn, ack_rank, ack_size) = match std::env::var("PMI_FD") {
         Ok(fd) => (take_pmi_fd(&fd)?, None, None),
         Err(_) => match std::env::var("PMI_PORT") {
@@ -621,15 +615,12 @@ pub fn connect_from_env() -> Result<Boot> {
             format!("PMI_RANK={rank} is not below PMI_SIZE={size}"),
         ));
     }
-    finish(Pmi1::handshake(conn, rank)?, rank, size)
+    Ok((conn, rank, size))
 }
 
 /// Completes bootstrap on a handshaken client: job id and node map.
 pub fn finish(mut pmi: Pmi1, rank: u32, size: u32) -> Result<Boot> {
-    let job_id = match std::env::var("WEFT_JOB_ID") {
-        Ok(id) if !id.trim().is_empty() => sanitize_job_id(id.trim()),
-        _ => sanitize_job_id(pmi.kvsname()),
-    };
+    let job_id = super::job_id_from(pmi.kvsname());
     let node_of = node_map(&mut pmi, rank, size)?;
     Ok(Boot {
         rank,

@@ -45,7 +45,8 @@ pub fn start() -> Result<Boot> {
         return Err(Error::unsupported(
             "initialize",
             "started by a PMIx launcher (PMIX_RANK/PMIX_NAMESPACE set), which this build does not \
-             speak; use `weft run`, `mpiexec.hydra` or `srun --mpi=pmi2`",
+             speak; build weft with the `pmix` feature, or use `weft run`, `mpiexec.hydra` or \
+             `srun --mpi=pmi2`",
         ));
     }
     if let Ok(n) = std::env::var("SLURM_STEP_NUM_TASKS") {

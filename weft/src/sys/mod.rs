@@ -5,6 +5,8 @@
 pub mod cma;
 pub mod futex;
 pub mod net;
+#[cfg(feature = "pmix")]
+pub mod pmix;
 pub mod segment;
 
 use std::io;

@@ -1,0 +1,102 @@
+//! Which PMI wire protocol to speak on the connection the launcher gave us.
+//!
+//! `WEFT_PMI=auto` (the default) offers PMI-2 first (`cmd=init pmi_version=2`): Hydra and
+//! Slurm's pmi2 plugin accept it; a server that answers with an error or another version
+//! (`weft run` serves PMI-1 only and answers `pmi_version=1 rc=-1`) gets a PMI-1 `init` on
+//! the same connection. `WEFT_PMI=1` skips the offer; `WEFT_PMI=2` fails when the server
+//! refuses it.
+
+use super::pmi1::{self, Pmi1, Stream};
+use super::pmi2::{self, Init, Pmi2};
+use super::Boot;
+use crate::error::{Error, ErrorClass, Result};
+use crate::tunables::Parse;
+
+/// The `WEFT_PMI` setting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PmiChoice {
+    /// PMI-2 when the server accepts it, else PMI-1.
+    Auto,
+    /// PMI-1 only.
+    V1,
+    /// PMI-2 only.
+    V2,
+}
+
+impl std::fmt::Display for PmiChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PmiChoice::Auto => "auto",
+            PmiChoice::V1 => "1",
+            PmiChoice::V2 => "2",
+        })
+    }
+}
+
+impl Parse for PmiChoice {
+    fn parse(env: &'static str, text: &str) -> Result<Self> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "auto" | "" => Ok(PmiChoice::Auto),
+            "1" | "pmi1" | "pmi-1" => Ok(PmiChoice::V1),
+            "2" | "pmi2" | "pmi-2" => Ok(PmiChoice::V2),
+            _ => Err(Error::new(
+                ErrorClass::Arg,
+                "tunables",
+                format!("{env}={text:?} is not 1, 2 or auto"),
+            )),
+        }
+    }
+}
+
+impl PmiChoice {
+    /// `WEFT_PMI` from the environment (`auto` when unset).
+    pub fn from_env() -> Result<PmiChoice> {
+        match std::env::var("WEFT_PMI") {
+            Ok(v) => PmiChoice::parse("WEFT_PMI", &v),
+            Err(_) => Ok(PmiChoice::Auto),
+        }
+    }
+}
+
+/// Connects through `PMI_FD` or `PMI_PORT` and speaks the protocol `WEFT_PMI` asks for.
+pub fn connect_from_env() -> Result<Boot> {
+    let choice = PmiChoice::from_env()?;
+    let (conn, rank, size) = pmi1::connect_env()?;
+    start(conn, rank, size, choice)
+}
+
+/// The client on `conn` for rank `rank` of `size`, by `choice`, and bootstrap completed.
+pub fn start(conn: Box<dyn Stream>, rank: u32, size: u32, choice: PmiChoice) -> Result<Boot> {
+    match negotiate(conn, rank, choice)? {
+        Either::V1(pmi) => pmi1::finish(pmi, rank, size),
+        Either::V2(pmi) => pmi2::finish(pmi, size),
+    }
+}
+
+/// A handshaken client of either protocol.
+pub enum Either {
+    /// PMI-1.
+    V1(Pmi1),
+    /// PMI-2.
+    V2(Pmi2),
+}
+
+/// Runs the handshake `choice` asks for on `conn`.
+pub fn negotiate(conn: Box<dyn Stream>, rank: u32, choice: PmiChoice) -> Result<Either> {
+    if choice == PmiChoice::V1 {
+        return Ok(Either::V1(Pmi1::handshake(conn, rank)?));
+    }
+    match Pmi2::init(conn, rank)? {
+        Init::Accepted(pmi) => Ok(Either::V2(pmi)),
+        Init::Refused(conn, _) if choice == PmiChoice::Auto => {
+            Ok(Either::V1(Pmi1::handshake(conn, rank)?))
+        }
+        Init::Refused(_, reply) => Err(Error::unsupported(
+            "PMI-2 init",
+            format!(
+                "WEFT_PMI=2, but the process manager refused PMI-2: it answered {reply} \
+                 (unset WEFT_PMI or set it to auto or 1 to use PMI-1)"
+            ),
+        )),
+    }
+}
