@@ -118,11 +118,21 @@ pub enum ReadOutcome {
     Closed,
 }
 
+/// A frame whose payload is being read straight into the sink's buffer.
+#[derive(Clone, Copy)]
+struct Placing {
+    hdr: Header,
+    len: usize,
+    /// Bytes of the payload in place so far.
+    done: usize,
+}
+
 /// The receive side of one connection.
 pub struct RxBuf {
     buf: Vec<u8>,
     start: usize,
     end: usize,
+    placing: Option<Placing>,
     /// The peer sent `Bye`.
     pub bye: bool,
 }
@@ -134,6 +144,7 @@ impl RxBuf {
             buf: vec![0; capacity.max(FRAME_HEAD * 2)],
             start: 0,
             end: 0,
+            placing: None,
             bye: false,
         }
     }
@@ -150,12 +161,21 @@ impl RxBuf {
         let mut delivered = 0;
         // A few reads at most, so one busy peer cannot starve the others.
         for _ in 0..4 {
+            if self.placing.is_some() {
+                match self.continue_placing(stream, sink)? {
+                    true => {
+                        delivered += 1;
+                        continue;
+                    }
+                    false => break,
+                }
+            }
             if self.end == self.buf.len() {
                 self.make_room(FRAME_HEAD);
             }
             let n = match stream.read(&mut self.buf[self.end..]) {
                 Ok(0) => {
-                    delivered += self.deliver(stream, peer, sink)?;
+                    delivered += self.deliver(peer, sink)?;
                     if self.bye && self.start == self.end {
                         return Ok((delivered, ReadOutcome::Closed));
                     }
@@ -172,23 +192,63 @@ impl RxBuf {
             };
             let full = self.end + n == self.buf.len();
             self.end += n;
-            delivered += self.deliver(stream, peer, sink)?;
-            if !full {
+            delivered += self.deliver(peer, sink)?;
+            if !full && self.placing.is_none() {
                 break;
             }
         }
         Ok((delivered, ReadOutcome::Drained))
     }
 
+    /// Reads more of a payload being placed straight into the sink's buffer (asked for
+    /// again on every call, so nothing is held between polls). Returns whether it is all in.
+    fn continue_placing<S: Sink + ?Sized>(
+        &mut self,
+        stream: &mut TcpStream,
+        sink: &mut S,
+    ) -> io::Result<bool> {
+        let Some(Placing { hdr, len, mut done }) = self.placing else {
+            return Ok(true);
+        };
+        loop {
+            let r = match sink.place(&hdr, len) {
+                Some(dst) => stream.read(&mut dst[done..]),
+                // The receive is gone (it cannot be, for matched rendezvous data): drop it.
+                None => {
+                    let m = (len - done).min(self.buf.len());
+                    stream.read(&mut self.buf[..m])
+                }
+            };
+            match r {
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "the connection was closed in the middle of a frame (the peer's \
+                         process ended or its host failed)",
+                    ))
+                }
+                Ok(k) => {
+                    done += k;
+                    if done == len {
+                        self.placing = None;
+                        sink.placed(&hdr, len);
+                        return Ok(true);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.placing = Some(Placing { hdr, len, done });
+                    return Ok(false);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
     /// Hands over every whole frame buffered; keeps a partial one (making room for it),
     /// except a large partial one the sink takes in place: its payload is then read from
     /// `stream` straight into the sink's buffer.
-    fn deliver<S: Sink + ?Sized>(
-        &mut self,
-        stream: &mut TcpStream,
-        peer: u32,
-        sink: &mut S,
-    ) -> io::Result<usize> {
+    fn deliver<S: Sink + ?Sized>(&mut self, peer: u32, sink: &mut S) -> io::Result<usize> {
         let mut n = 0;
         loop {
             let avail = self.end - self.start;
@@ -229,13 +289,16 @@ impl RxBuf {
                 let have = avail - FRAME_HEAD;
                 if plen - have >= PLACE_MIN {
                     if let Some(dst) = sink.place(&hdr, plen) {
+                        // The rest is read straight into place by `continue_placing`.
                         dst[..have].copy_from_slice(&self.buf[h + HEADER_SIZE..self.end]);
-                        read_exact_nonblocking(stream, &mut dst[have..])?;
-                        sink.placed(&hdr, plen);
+                        self.placing = Some(Placing {
+                            hdr,
+                            len: plen,
+                            done: have,
+                        });
                         self.start = 0;
                         self.end = 0;
-                        n += 1;
-                        continue;
+                        return Ok(n);
                     }
                 }
                 self.make_room(total);
@@ -273,35 +336,6 @@ impl RxBuf {
 /// Smallest remainder of a frame worth reading straight into the receiver's buffer.
 const PLACE_MIN: usize = 16 << 10;
 
-/// Reads exactly `dst.len()` bytes from a nonblocking stream, waiting in `poll(2)` when it
-/// has nothing (the sender is in the middle of writing this very frame).
-fn read_exact_nonblocking(stream: &mut TcpStream, dst: &mut [u8]) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let mut got = 0;
-    while got < dst.len() {
-        match stream.read(&mut dst[got..]) {
-            Ok(0) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "the connection was closed in the middle of a frame",
-                ))
-            }
-            Ok(k) => got += k,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                let mut fds = [crate::sys::net::poll_entry(
-                    stream.as_raw_fd(),
-                    crate::sys::net::POLLIN,
-                )];
-                // The socket's own timeouts (keepalive, user timeout) end a dead connection.
-                crate::sys::net::poll(&mut fds, std::time::Duration::from_secs(1))?;
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
-
 fn bad_data(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, msg)
 }
@@ -336,7 +370,9 @@ mod tests {
         while got.len() < want {
             assert!(std::time::Instant::now() < deadline, "timed out");
             let (_, out) = rx
-                .read_from(s, peer, &mut |h: &Header, p: &[u8]| got.push((h.tag, p.to_vec())))
+                .read_from(s, peer, &mut |h: &Header, p: &[u8]| {
+                    got.push((h.tag, p.to_vec()))
+                })
                 .unwrap();
             if out == ReadOutcome::Closed {
                 break;
@@ -360,16 +396,20 @@ mod tests {
             // The queue keeps what the socket refuses; drain it by reading on the other side.
             while !tx.flush(&mut a).unwrap() {
                 got.extend(collect(&mut rx, &mut b, 5, 0));
-                rx.read_from(&mut b, 5, &mut |h: &Header, p: &[u8]| got.push((h.tag, p.to_vec())))
-                    .unwrap();
+                rx.read_from(&mut b, 5, &mut |h: &Header, p: &[u8]| {
+                    got.push((h.tag, p.to_vec()))
+                })
+                .unwrap();
             }
             let w = write_parts(&mut a, &parts).unwrap();
             tx.push_from(&parts, w);
             sent.push((i as i32, payload));
         }
         while !tx.flush(&mut a).unwrap() {
-            rx.read_from(&mut b, 5, &mut |h: &Header, p: &[u8]| got.push((h.tag, p.to_vec())))
-                .unwrap();
+            rx.read_from(&mut b, 5, &mut |h: &Header, p: &[u8]| {
+                got.push((h.tag, p.to_vec()))
+            })
+            .unwrap();
         }
         let rest = sent.len() - got.len();
         got.extend(collect(&mut rx, &mut b, 5, rest));
@@ -431,5 +471,64 @@ mod tests {
             }
         };
         assert!(e.to_string().contains("corrupt"), "{e}");
+    }
+
+    /// Takes `Data` payloads in place into `dst` at the packet's offset (`cookie`).
+    struct Placer {
+        dst: Vec<u8>,
+        placed: Vec<usize>,
+        packets: usize,
+    }
+
+    impl Sink for Placer {
+        fn packet(&mut self, _hdr: &Header, _payload: &[u8]) {
+            self.packets += 1;
+        }
+        fn place(&mut self, hdr: &Header, len: usize) -> Option<&mut [u8]> {
+            let off = hdr.cookie as usize;
+            Some(&mut self.dst[off..off + len])
+        }
+        fn placed(&mut self, _hdr: &Header, len: usize) {
+            self.placed.push(len);
+        }
+    }
+
+    #[test]
+    fn large_data_frames_are_read_straight_into_place_across_polls() {
+        let (mut a, mut b) = pair();
+        let total = 1 << 20;
+        let data: Vec<u8> = (0..total).map(|i| (i % 251) as u8).collect();
+        let mut sink = Placer {
+            dst: vec![0; total],
+            placed: Vec::new(),
+            packets: 0,
+        };
+        let mut rx = RxBuf::new(4096);
+        let mut tx = TxQueue::default();
+        let chunk = 256 << 10;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        for (i, part) in data.chunks(chunk).enumerate() {
+            let h = Header {
+                kind: PacketKind::Data as u8,
+                src: 3,
+                cookie: (i * chunk) as u64,
+                ..Header::default()
+            };
+            let head = packet_head(&h, part.len());
+            let parts: [&[u8]; 2] = [&head, part];
+            while !tx.flush(&mut a).unwrap() {
+                assert!(std::time::Instant::now() < deadline);
+                rx.read_from(&mut b, 3, &mut sink).unwrap();
+            }
+            let w = write_parts(&mut a, &parts).unwrap();
+            tx.push_from(&parts, w);
+        }
+        while sink.placed.len() + sink.packets < total / chunk {
+            assert!(std::time::Instant::now() < deadline, "timed out");
+            let _ = tx.flush(&mut a).unwrap();
+            rx.read_from(&mut b, 3, &mut sink).unwrap();
+        }
+        assert!(!sink.placed.is_empty(), "nothing was placed");
+        assert!(sink.dst == data, "placed data differs");
     }
 }
