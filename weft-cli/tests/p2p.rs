@@ -319,7 +319,7 @@ fn tcp_full_connect_small_frames_and_both_protocol_crossovers() {
         &[
             "WEFT_TRANSPORTS=tcp",
             "WEFT_TCP_EAGER_LIMIT=1m",
-            "WEFT_TCP_BUFFER=64k",
+            "WEFT_TCP_BUFFER=8k",
         ][..],
     ] {
         for case in ["allpairs", "storm"] {

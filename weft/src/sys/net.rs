@@ -196,7 +196,12 @@ pub fn take_socket_error(sock: &impl AsRawFd) -> io::Result<Option<io::Error>> {
 
 /// Starts a nonblocking connect to `addr`: returns the socket at once, connected or with
 /// the connection in progress (wait for it to become writable, then [`take_socket_error`]).
-pub fn connect_nonblocking(addr: std::net::SocketAddr) -> io::Result<std::net::TcpStream> {
+/// `buffer` > 0 sets the socket buffer sizes first, as they must be before the handshake
+/// (the receive window's scale is agreed then; shrinking it later can stall the stream).
+pub fn connect_nonblocking(
+    addr: std::net::SocketAddr,
+    buffer: usize,
+) -> io::Result<std::net::TcpStream> {
     use std::os::fd::FromRawFd;
     let family = if addr.is_ipv4() {
         libc::AF_INET
@@ -216,6 +221,9 @@ pub fn connect_nonblocking(addr: std::net::SocketAddr) -> io::Result<std::net::T
     }
     // SAFETY: `fd` is a fresh socket nobody else owns; the stream closes it on drop.
     let stream = unsafe { std::net::TcpStream::from_raw_fd(fd) };
+    if buffer > 0 {
+        set_buffer_sizes(&stream, buffer)?;
+    }
     let (storage, len) = sockaddr_of(addr);
     // SAFETY: `storage` holds a valid sockaddr of `len` bytes for the socket's family.
     let rc = unsafe { libc::connect(fd, &storage as *const _ as *const libc::sockaddr, len) };
@@ -285,19 +293,18 @@ mod tests {
     #[test]
     fn nonblocking_connect_completes_and_poll_sees_it() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let s = connect_nonblocking(l.local_addr().unwrap()).unwrap();
+        let s = connect_nonblocking(l.local_addr().unwrap(), 1 << 20).unwrap();
         let mut fds = [poll_entry(s.as_raw_fd(), POLLOUT)];
         assert_eq!(poll(&mut fds, Duration::from_secs(5)).unwrap(), 1);
         assert!(take_socket_error(&s).unwrap().is_none());
         set_dead_peer_timeout(&s, Duration::from_secs(10)).unwrap();
-        set_buffer_sizes(&s, 1 << 20).unwrap();
         let refused = {
             let l2 = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             let a = l2.local_addr().unwrap();
             drop(l2);
             a
         };
-        let s2 = connect_nonblocking(refused).unwrap();
+        let s2 = connect_nonblocking(refused, 0).unwrap();
         let mut fds = [poll_entry(s2.as_raw_fd(), POLLOUT)];
         poll(&mut fds, Duration::from_secs(5)).unwrap();
         assert!(take_socket_error(&s2).unwrap().is_some());

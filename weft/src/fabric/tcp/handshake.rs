@@ -65,8 +65,9 @@ fn nonce() -> io::Result<[u8; NONCE_LEN]> {
 
 impl Handshake {
     /// Starts connecting to rank `peer` at `addr`.
-    pub fn connect(addr: SocketAddr, peer: u32) -> io::Result<Handshake> {
-        let stream = crate::sys::net::connect_nonblocking(addr)?;
+    /// `buffer` > 0: socket buffer sizes, set before connecting.
+    pub fn connect(addr: SocketAddr, peer: u32, buffer: usize) -> io::Result<Handshake> {
+        let stream = crate::sys::net::connect_nonblocking(addr, buffer)?;
         Ok(Handshake {
             stream,
             addr,
@@ -293,7 +294,7 @@ mod tests {
         secret_a: [u8; SECRET_LEN],
     ) -> (Outcome, Outcome) {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let mut hc = Some(Handshake::connect(l.local_addr().unwrap(), a).unwrap());
+        let mut hc = Some(Handshake::connect(l.local_addr().unwrap(), a, 0).unwrap());
         let (s, addr) = l.accept().unwrap();
         let mut ha = Some(Handshake::accepted(s, addr).unwrap());
         let deadline = Instant::now() + Duration::from_secs(10);

@@ -85,12 +85,26 @@ struct Conn {
     bye_sent: bool,
 }
 
+/// A packet the socket took in part (see [`TcpTransport::try_send`]).
+struct Partial {
+    /// Its frame head.
+    head: [u8; conn::FRAME_HEAD],
+    /// Address and length of its payload: the packet offered again must be this one.
+    payload_at: usize,
+    len: usize,
+    /// Bytes of head and payload written so far.
+    done: usize,
+}
+
 /// Per-peer state.
 #[derive(Default)]
 struct Slot {
     conn: Option<Conn>,
-    /// Bytes accepted for this peer and not yet written (outlives connection attempts).
+    /// A copy of the packet queued before the connection was made (outlives connection
+    /// attempts; the new connection flushes it).
     tx: TxQueue,
+    /// A packet partly written.
+    partial: Option<Partial>,
     /// An outgoing handshake with this peer is in progress.
     dialing: bool,
     /// When contact was first wanted while not connected (the connect timeout runs from it).
@@ -136,6 +150,12 @@ impl TcpTransport {
                 .map_err(|e| format!("cannot listen on {}: {e}", c.bind))?;
             l.set_nonblocking(true)
                 .map_err(|e| format!("cannot make the listener nonblocking: {e}"))?;
+            // Accepted connections inherit the listener's buffer sizes, in time for the
+            // handshake that fixes the receive window's scale.
+            if t.tcp_buffer > 0 {
+                net::set_buffer_sizes(&l, t.tcp_buffer)
+                    .map_err(|e| format!("cannot set the socket buffer sizes: {e}"))?;
+            }
             let port = l.local_addr().map_err(|e| e.to_string())?.port();
             Ok((l, SocketAddr::new(c.publish, port)))
         });
@@ -237,10 +257,10 @@ impl TcpTransport {
     pub fn busy(&self) -> bool {
         !self.handshakes.is_empty()
             || !self.waiting.is_empty()
-            || self
-                .up
-                .iter()
-                .any(|&p| !self.slots[p as usize].tx.is_empty())
+            || self.up.iter().any(|&p| {
+                let s = &self.slots[p as usize];
+                !s.tx.is_empty() || s.partial.is_some()
+            })
     }
 
     fn where_is(&self, peer: u32) -> String {
@@ -260,46 +280,80 @@ impl TcpTransport {
         }
     }
 
-    /// Queues one packet for `peer`: written at once when the connection has room, else
-    /// kept (one packet at most per peer; `false` when one is already waiting).
+    /// Sends one packet to `peer`, or refuses it (`false`) when the connection has no room.
+    ///
+    /// A packet the socket takes only in part is not copied: its head is kept, the call
+    /// returns `false`, and the engine offers the same packet again (it always retries the
+    /// packet it was refused), whose payload is then written from where the socket stopped.
+    /// Until it is all out, other packets to that peer are refused, so frames never
+    /// interleave. Only the first packet to a peer not yet connected is copied, into the
+    /// per-peer queue that the new connection flushes.
     pub fn try_send(&mut self, peer: u32, hdr: &Header, payload: &[u8]) -> bool {
         let slot = &mut self.slots[peer as usize];
-        let mut err = None;
-        if !slot.tx.is_empty() {
-            match slot.conn.as_mut() {
-                Some(c) => match slot.tx.flush(&mut c.stream) {
-                    Ok(true) => {}
-                    Ok(false) => return false,
-                    Err(e) => err = Some(e),
-                },
-                None => return false,
-            }
-        }
-        if let Some(e) = err {
-            self.fail(peer, "lost its connection to", e);
-            return false;
-        }
-        let head = packet_head(hdr, payload.len());
-        let parts: [&[u8]; 2] = [&head, payload];
-        match slot.conn.as_mut() {
-            Some(c) if c.peer_done => {
-                self.fail(peer, "cannot send to", "it has already finalized");
+        let Some(c) = slot.conn.as_mut() else {
+            if !slot.tx.is_empty() {
                 return false;
             }
-            Some(c) => match write_parts(&mut c.stream, &parts) {
-                Ok(n) if n == head.len() + payload.len() => {}
-                Ok(n) => slot.tx.push_from(&parts, n),
-                Err(e) => {
-                    self.fail(peer, "lost its connection to", e);
-                    return false;
-                }
-            },
-            None => {
-                slot.tx.push_from(&parts, 0);
-                self.want(peer);
+            let head = packet_head(hdr, payload.len());
+            slot.tx.push_from(&[&head, payload], 0);
+            self.want(peer);
+            return true;
+        };
+        if c.peer_done {
+            self.fail(peer, "cannot send to", "it has already finalized");
+            return false;
+        }
+        let result = if !slot.tx.is_empty() {
+            match slot.tx.flush(&mut c.stream) {
+                Ok(true) => Self::write_packet(c, &mut slot.partial, hdr, payload),
+                Ok(false) => Ok(false),
+                Err(e) => Err(e),
+            }
+        } else {
+            Self::write_packet(c, &mut slot.partial, hdr, payload)
+        };
+        match result {
+            Ok(sent) => sent,
+            Err(e) => {
+                self.fail(peer, "lost its connection to", e);
+                false
             }
         }
-        true
+    }
+
+    /// Writes a packet, or the rest of the one the socket took in part. `Ok(true)`: all out.
+    fn write_packet(
+        c: &mut Conn,
+        partial: &mut Option<Partial>,
+        hdr: &Header,
+        payload: &[u8],
+    ) -> std::io::Result<bool> {
+        let mut p = match partial.take() {
+            Some(p) if p.payload_at != payload.as_ptr() as usize || p.len != payload.len() => {
+                // Another packet while one is half out: it waits its turn.
+                *partial = Some(p);
+                return Ok(false);
+            }
+            Some(p) => p,
+            None => Partial {
+                head: packet_head(hdr, payload.len()),
+                payload_at: payload.as_ptr() as usize,
+                len: payload.len(),
+                done: 0,
+            },
+        };
+        let total = conn::FRAME_HEAD + payload.len();
+        let n = if p.done < conn::FRAME_HEAD {
+            write_parts(&mut c.stream, &[&p.head[p.done..], payload])?
+        } else {
+            write_parts(&mut c.stream, &[&payload[p.done - conn::FRAME_HEAD..]])?
+        };
+        p.done += n;
+        if p.done == total {
+            return Ok(true);
+        }
+        *partial = Some(p);
+        Ok(false)
     }
 
     /// Notes that `peer` is wanted and dials it if nothing is under way.
@@ -326,7 +380,7 @@ impl TcpTransport {
         };
         let slot = &mut self.slots[peer as usize];
         slot.retry_at = None;
-        match Handshake::connect(addr, peer) {
+        match Handshake::connect(addr, peer, self.cfg.buffer) {
             Ok(h) => {
                 slot.dialing = true;
                 self.handshakes.push(h);
@@ -351,7 +405,7 @@ impl TcpTransport {
             let s = &self.slots[p as usize];
             let c = s.conn.as_ref().expect("up peers have a connection");
             let mut ev = if c.peer_done { 0 } else { POLLIN };
-            if !s.tx.is_empty() {
+            if !s.tx.is_empty() || s.partial.is_some() {
                 ev |= POLLOUT;
             }
             self.fds.push(net::poll_entry(c.stream.as_raw_fd(), ev));
@@ -543,9 +597,6 @@ impl TcpTransport {
             stream.set_nonblocking(true)?;
             stream.set_nodelay(true)?;
             net::set_dead_peer_timeout(&stream, self.cfg.timeout)?;
-            if self.cfg.buffer > 0 {
-                net::set_buffer_sizes(&stream, self.cfg.buffer)?;
-            }
             Ok::<_, std::io::Error>(())
         })();
         if let Err(e) = setup {
@@ -656,7 +707,10 @@ impl TcpTransport {
             for &p in &self.up {
                 let slot = &mut self.slots[p as usize];
                 let c = slot.conn.as_mut().expect("up peers have a connection");
-                if !c.bye_sent {
+                if !c.bye_sent && slot.partial.is_some() {
+                    // (Cannot happen after the engine drained: its packets are all out.)
+                    pending = true;
+                } else if !c.bye_sent {
                     match slot.tx.flush(&mut c.stream) {
                         Ok(true) => {
                             let _ = c.stream.write_all(&conn::bye_frame());
