@@ -52,9 +52,7 @@ fn main() {
                 })
                 .collect();
             for &p in &peers {
-                let (got, _) = world
-                    .process_at_rank(p)
-                    .receive_vec_with_tag::<u8>(round);
+                let (got, _) = world.process_at_rank(p).receive_vec_with_tag::<u8>(round);
                 assert_eq!(got, vec![p as u8; 1024]);
             }
             for s in sends {
