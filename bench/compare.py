@@ -68,6 +68,14 @@ def run_cmd(cmd, timeout, cwd=None, env=None):
         return f"cannot start: {e.strerror}", "", str(e)
     try:
         out, err = proc.communicate(timeout=timeout)
+    except (KeyboardInterrupt, SystemExit):
+        # Ctrl-C or SIGTERM: the job is in its own session and did not get the signal.
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+        raise
     except subprocess.TimeoutExpired:
         for sig in (signal.SIGTERM, signal.SIGKILL):
             try:
@@ -173,6 +181,92 @@ def build_weft(skip_build):
 
 
 # ---------------------------------------------------------------------------------------------
+# Two test hosts (network namespaces) for --net tcp-netns
+
+NETNS_SH = REPO / "scripts" / "netns.sh"
+NETNS_RSH = REPO / "scripts" / "netns-rsh"  # exec-style, for weft run --rsh
+NETNS_SSH = REPO / "scripts" / "netns-ssh"  # ssh-style (a shell line), for Hydra and Open MPI
+
+
+class TestHosts:
+    """Two namespaces PREFIX1, PREFIX2 on a /24 of their own behind bridge PREFIXbr (made by
+    scripts/netns.sh), removed by close() -- called from a finally block, at exit and on
+    SIGTERM/SIGHUP, so that a failure or Ctrl-C leaves nothing behind."""
+
+    def __init__(self, prefix, subnet):
+        self.prefix, self.subnet = prefix, subnet
+        self.names = [f"{prefix}1", f"{prefix}2"]
+        self.bridge = f"{prefix}br"
+        self.bridge_addr = f"{subnet}.1"
+        self.cidr = f"{subnet}.0/24"
+        self.closed = False
+
+    @classmethod
+    def up(cls):
+        """The hosts, or (None, why) when namespaces cannot be made here."""
+        if not shutil.which("bash"):
+            return None, "bash is not installed"
+        status, _, err = run_cmd(["bash", str(NETNS_SH), "check"], timeout=60)
+        if status:
+            return None, tail(err, 2) or status
+        prefix = f"wb{os.getpid() % 100000}x"  # within netns.sh's 10 characters
+        last = ""
+        for third in list(range(220, 255)) + list(range(0, 20)):  # the tests use 20-219
+            subnet = f"10.77.{third}"
+            status, _, err = run_cmd(["bash", str(NETNS_SH), "up", "2", prefix, subnet], timeout=60)
+            if not status:
+                hosts = cls(prefix, subnet)
+                hosts.install_cleanup()
+                return hosts, None
+            last = tail(err, 2)
+            if "already in use" not in err:
+                break
+        run_cmd(["bash", str(NETNS_SH), "down", prefix], timeout=60)
+        return None, f"netns.sh up failed: {last}"
+
+    def install_cleanup(self):
+        import atexit
+        atexit.register(self.close)
+
+        def on_signal(signum, _frame):
+            raise SystemExit(128 + signum)  # unwinds through run_cmd (which kills its job) to close()
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, on_signal)
+        # Ctrl-C raises KeyboardInterrupt even when started with SIGINT ignored (a background job).
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def sweep(self):
+        """Kills whatever a run left inside the namespaces (a launcher killed by the watchdog
+        does not always take its remote daemons with it); returns how many were left."""
+        deadline = time.time() + 2.0  # processes that are exiting anyway get a moment
+        while True:
+            left = []
+            for ns in self.names:
+                status, out, _ = run_cmd(["ip", "netns", "pids", ns], timeout=30)
+                left += [int(p) for p in out.split() if p.isdigit()] if not status else []
+            if not left or time.time() > deadline:
+                break
+            time.sleep(0.1)
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return len(left)
+
+    def close(self):
+        if self.closed:
+            return
+        self.closed = True
+        # netns.sh down also kills whatever is still running inside the namespaces.
+        status, _, err = run_cmd(["bash", str(NETNS_SH), "down", self.prefix], timeout=60)
+        if status:
+            log(f"netns.sh down {self.prefix} failed ({status}): {tail(err, 2)}")
+        else:
+            log(f"removed test hosts {', '.join(self.names)}")
+
+
+# ---------------------------------------------------------------------------------------------
 # Running
 
 
@@ -202,10 +296,14 @@ def wait_quiet(max_wait, threshold=0.15):
     return busy
 
 
-def launch_cmd(impl, nranks, exe, launcher, args, net="shm"):
+def launch_cmd(impl, nranks, exe, launcher, args, net="shm", hosts=None):
     """The command running `exe` on `nranks` ranks; `net="tcp"` makes every pair talk over TCP
-    (Weft: WEFT_TRANSPORTS=tcp; MPICH: UCX over TCP; Open MPI: the ob1 PML with the tcp BTL)."""
-    tcp = net == "tcp"
+    (Weft: WEFT_TRANSPORTS=tcp; MPICH: UCX over TCP; Open MPI: the ob1 PML with the tcp BTL);
+    `net="tcp-netns"` puts one rank on each of the two test `hosts` (TestHosts), so the pair
+    talks over TCP between them (Weft with its default transports)."""
+    tcp = net in ("tcp", "tcp-netns")
+    if net == "tcp-netns":
+        return netns_launch_cmd(impl, nranks, exe, launcher, args, hosts)
     if impl == "weft":
         env = ["-x", "WEFT_TRANSPORTS=tcp"] if tcp else []
         return [str(launcher), "run", "-n", str(nranks), *env, str(exe), *args]
@@ -219,6 +317,28 @@ def launch_cmd(impl, nranks, exe, launcher, args, net="shm"):
     if nranks > (os.cpu_count() or 2):
         cmd.append("--oversubscribe")
     return cmd + ["-n", str(nranks), str(exe), *args]
+
+
+def netns_launch_cmd(impl, nranks, exe, launcher, args, hosts):
+    """One rank per test host (block placement over one slot each)."""
+    h1, h2 = hosts.names
+    per = max(1, nranks // 2)
+    if impl == "weft":
+        return [str(launcher), "run", "--hosts", f"{h1}:{per},{h2}:{per}", "--rsh", str(NETNS_RSH),
+                "--head-addr", hosts.bridge_addr, "-n", str(nranks), str(exe), *args]
+    if impl == "mpich":
+        # Hydra quotes its proxy command for a remote shell (hence netns-ssh); -iface makes
+        # mpiexec advertise the bridge address, the one its proxies can reach from a namespace.
+        return ["mpiexec.hydra", "-launcher", "ssh", "-launcher-exec", str(NETNS_SSH), "-iface", hosts.bridge,
+                "-hosts", f"{h1},{h2}", "-ppn", str(per), "-n", str(nranks),
+                "-genv", "UCX_TLS", "tcp,self", str(exe), *args]
+    # Open MPI: orted started through netns-ssh, the daemons straight to mpirun (the default
+    # tree routing gets lost here), everything on the test subnet; no binding (the "hosts"
+    # share this machine's cores: both ranks bound to core 0 would take turns on it).
+    return ["mpirun.openmpi", "--allow-run-as-root", "--host", f"{h1}:{per},{h2}:{per}", "-n", str(nranks),
+            "--mca", "plm_rsh_agent", str(NETNS_SSH), "--mca", "routed", "direct",
+            "--mca", "oob_tcp_if_include", hosts.cidr, "--mca", "btl", "self,tcp", "--mca", "pml", "ob1",
+            "--mca", "btl_tcp_if_include", hosts.cidr, "--bind-to", "none", str(exe), *args]
 
 
 def parse_results(text):
@@ -273,9 +393,11 @@ def main():
     ap.add_argument("--wait-idle", type=float, default=0.0, metavar="SECS",
                     help="before each run wait up to SECS for the machine to be idle (default 0: just measure how busy)")
     ap.add_argument("--timeout", type=float, default=None, help="watchdog per run, seconds (default 240; 90 with --quick)")
-    ap.add_argument("--net", choices=["shm", "tcp"], default="shm",
+    ap.add_argument("--net", choices=["shm", "tcp", "tcp-netns"], default="shm",
                     help="shm (default): one node, shared memory; tcp: latency and bandwidth with every pair over "
-                         "TCP on loopback (Weft WEFT_TRANSPORTS=tcp, MPICH UCX_TLS=tcp,self, Open MPI btl self,tcp)")
+                         "TCP on loopback (Weft WEFT_TRANSPORTS=tcp, MPICH UCX_TLS=tcp,self, Open MPI btl self,tcp); "
+                         "tcp-netns: the same with one rank in each of two network namespaces made for the run "
+                         "(scripts/netns.sh; needs root; falls back to tcp on loopback when they cannot be made)")
     opts = ap.parse_args()
     rounds = opts.rounds if opts.rounds is not None else (1 if opts.quick else 5)
     timeout = opts.timeout if opts.timeout is not None else (90.0 if opts.quick else 240.0)
@@ -291,6 +413,25 @@ def main():
     floor_exe = build_floor()
     weft_progs, launcher = build_weft(opts.no_build) if "weft" in impls else ({}, None)
 
+    hosts = None
+    if opts.net == "tcp-netns":
+        hosts, why = TestHosts.up()
+        if hosts is None:
+            log(f"network namespaces are unavailable ({why}); falling back to --net tcp (loopback)")
+            opts.net = "tcp"
+        else:
+            log(f"test hosts {', '.join(hosts.names)} on {hosts.cidr} (bridge {hosts.bridge} at {hosts.bridge_addr})")
+    try:
+        return measure(opts, rounds, timeout, impls, ring_ranks, args, built, floor_exe, weft_progs, launcher, hosts)
+    except KeyboardInterrupt:
+        log("interrupted")
+        return 130
+    finally:
+        if hosts is not None:
+            hosts.close()
+
+
+def measure(opts, rounds, timeout, impls, ring_ranks, args, built, floor_exe, weft_progs, launcher, hosts):
     jobs = [("latency", 2), ("bandwidth", 2)]
     if opts.net == "shm":
         jobs += [("ring_barrier", n) for n in ring_ranks]
@@ -318,7 +459,7 @@ def main():
                 if problem:
                     res.failures[(impl, job)] = problem
                     continue
-                cmd = launch_cmd(impl, nranks, exe, launcher, args, opts.net)
+                cmd = launch_cmd(impl, nranks, exe, launcher, args, opts.net, hosts)
                 busy = wait_quiet(opts.wait_idle)
                 if busy is not None:
                     res.busy.append(busy)
@@ -330,6 +471,10 @@ def main():
                 if status:
                     res.failures[(impl, job)] = status
                     log(f"    {' '.join(cmd)}\n{tail(err, 4)}")
+                if hosts is not None:
+                    left = hosts.sweep()
+                    if left:
+                        log(f"    killed {left} process(es) the run left in the test hosts")
                 for name, size, value, unit in found:
                     res.add(impl, result_key(name, nranks), size, value)
                     res.raw.append({"round": rnd + 1, "impl": impl, "bench": name, "ranks": nranks,
@@ -442,10 +587,10 @@ def report(opts, res, floor, impls, ring_ranks, rounds):
     fl = statistics.median(floor) if floor else None
     fl_text = f"{fl:.3f} µs" if fl is not None else "not measured"
 
-    tcp = opts.net == "tcp"
+    tcp = opts.net in ("tcp", "tcp-netns")
     lat_target = TCP_LATENCY_TARGET if tcp else LATENCY_TARGET
     bw_target = TCP_BANDWIDTH_TARGET if tcp else BANDWIDTH_TARGET
-    over = " over TCP (loopback)" if tcp else ""
+    over = {"tcp": " over TCP (loopback)", "tcp-netns": " over TCP between two network namespaces"}.get(opts.net, "")
     job = ("latency", 2)
     sizes = sizes_for(res, "latency") or sorted(lat_target)
     rows = comparison_rows(res, impls, "latency", job, sizes, True, lat_target, human_size, opts.spread)
@@ -477,7 +622,7 @@ def report(opts, res, floor, impls, ring_ranks, rounds):
 def save_raw(opts, res, floor, rounds):
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     path = OUT_DIR / f"results-{datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
-    data = {"rounds": rounds, "cpu_busy_before_runs": res.busy, "quick": opts.quick, "floor_us": floor, "runs": res.raw,
+    data = {"rounds": rounds, "net": opts.net, "cpu_busy_before_runs": res.busy, "quick": opts.quick, "floor_us": floor, "runs": res.raw,
             "failures": [{"impl": i, "program": j[0], "ranks": j[1], "reason": r} for (i, j), r in res.failures.items()]}
     path.write_text(json.dumps(data, indent=1))
     log(f"raw results: {path.relative_to(REPO)}")

@@ -3,7 +3,9 @@
 //! namespaces can be made (root, iproute2), jobs across test hosts made by
 //! `scripts/netns.sh` and started through `scripts/netns-rsh`: placement, remote failures
 //! (exit code, panic, SIGKILL), a host cut off mid-job, a remote-start command that fails, and
-//! the point-to-point suite with ranks on both hosts (once the TCP transport exists).
+//! the point-to-point suite with ranks on both hosts (once the TCP transport exists); and
+//! Weft programs under MPICH's `mpiexec.hydra -hosts` with ranks on both hosts (its proxies
+//! started through `scripts/netns-ssh`; skipped with a message when Hydra is not installed).
 //!
 //! Namespace tests print why and pass when namespaces are unavailable (unless
 //! `WEFT_REQUIRE_NETNS=1`, which scripts/test.sh sets as root). Each makes its own
@@ -718,6 +720,163 @@ fn a_host_cut_off_during_p2p_traffic_ends_the_job_naming_it() {
     let left = hosts.leftover_processes();
     assert!(left.is_empty(), "left processes {left:?}\n{out:?}");
     hosts.netns(&["heal", &h2]);
+}
+
+/// Is MPICH's `mpiexec.hydra` here? (It says why not, and the test skips.)
+fn hydra_available() -> bool {
+    let ok = Command::new("mpiexec.hydra")
+        .arg("-info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        println!("skipped: mpiexec.hydra (Debian mpich) is not installed");
+    }
+    ok
+}
+
+impl Hosts {
+    /// `mpiexec.hydra -hosts HOSTS` starting its proxies in the namespaces: the ssh launcher
+    /// with scripts/netns-ssh as `ssh` (Hydra quotes its proxy command for a remote shell),
+    /// and `-iface <bridge>` so the proxies connect back to the bridge address (by default
+    /// mpiexec advertises this machine's host name, which may resolve to 127.0.0.1, unreachable
+    /// from inside a namespace). The environment goes along (`-genvall`, Hydra's default).
+    fn hydra_cmd(&self, hosts: &str) -> Command {
+        let mut c = Command::new("mpiexec.hydra");
+        for v in [
+            "HYDRA_HOST_FILE",
+            "HYDRA_LAUNCHER",
+            "HYDRA_LAUNCHER_EXEC",
+            "HYDRA_IFACE",
+            "HYDRA_PROXY_RETRY_COUNT",
+        ] {
+            c.env_remove(v);
+        }
+        c.args(["-launcher", "ssh", "-launcher-exec"])
+            .arg(script("netns-ssh"))
+            .args(["-iface", &format!("{}br", self.prefix), "-hosts", hosts]);
+        c
+    }
+}
+
+/// Hydra's segments of job `mpiexec_pid` (kvsname `kvs_<pid>_...`).
+fn hydra_segments_of(mpiexec_pid: u32) -> Vec<String> {
+    let prefix = format!("weft-kvs_{mpiexec_pid}_");
+    std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .filter(|n| n.starts_with(&prefix))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Runs a Hydra job under the watchdog; checks nothing is left in the namespaces or /dev/shm.
+fn hydra_job(hosts: &Hosts, mut cmd: Command, what: &str) -> Out {
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {what}: {e}"));
+    let pid = child.id();
+    let out = finish(child, WATCHDOG, what);
+    let left = hosts.leftover_processes();
+    assert!(left.is_empty(), "{what} left processes {left:?}\n{out:?}");
+    let leaked = hydra_segments_of(pid);
+    assert!(
+        leaked.is_empty(),
+        "{what} left segments {leaked:?}\n{out:?}"
+    );
+    out
+}
+
+#[test]
+fn weft_programs_run_under_mpich_hydra_across_two_hosts() {
+    if !hydra_available() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(hosts) = Hosts::up(2) else { return };
+    let (h1, h2) = (&hosts.names[0], &hosts.names[1]);
+    let list = format!("{h1},{h2}");
+    let probe = boot_probe();
+
+    // Placement: `-ppn 2` fills each host in turn; without it Hydra deals one rank per host
+    // in turn. Every rank runs in the namespace of its node and sees the mapping.
+    for (ppn, expect_hosts, nodes) in [
+        (Some("2"), [h1, h1, h2, h2], "nodes [0, 0, 1, 1]"),
+        (None, [h1, h2, h1, h2], "nodes [0, 1, 0, 1]"),
+    ] {
+        let mut c = hosts.hydra_cmd(&list);
+        if let Some(ppn) = ppn {
+            c.args(["-ppn", ppn]);
+        }
+        c.args(["-n", "4", "sh", "-c"]).arg(format!(
+            "echo \"where rank=$PMI_RANK ns=$(ip netns identify $$)\"; exec {}",
+            probe.display()
+        ));
+        let out = hydra_job(&hosts, c, &format!("mpiexec.hydra -ppn {ppn:?} boot_probe"));
+        assert_eq!(out.code, Some(0), "-ppn {ppn:?}: {out:?}");
+        for (r, h) in expect_hosts.iter().enumerate() {
+            assert!(
+                out.stdout.contains(&format!("where rank={r} ns={h}\n")),
+                "rank {r} should run on {h}: {out:?}"
+            );
+            assert!(
+                out.stdout
+                    .contains(&format!("boot_probe: rank {r} of 4, protocol pmi-")),
+                "{out:?}"
+            );
+            assert!(
+                out.stdout
+                    .contains(&format!("boot_probe: rank {r} finalized")),
+                "{out:?}"
+            );
+        }
+        let mapped = out.stdout.lines().filter(|l| l.contains(nodes)).count();
+        assert_eq!(mapped, 4, "every rank sees {nodes}: {out:?}");
+    }
+
+    // The point-to-point suite over TCP between the hosts (shared memory within each), the
+    // listener on the veth address by default or forced to the subnet with WEFT_TCP_ADDR.
+    // `intruder` attacks rank 0's listener from another rank: proof that TCP is in use.
+    let subnet = format!(
+        "{}.0/24",
+        hosts
+            .bridge_addr
+            .rsplit_once('.')
+            .expect("a dotted address")
+            .0
+    );
+    let exe = suite();
+    for (ppn, tcp_addr) in [(Some("2"), None), (None, Some(subnet.as_str()))] {
+        for case in ["ring", "allpairs", "storm", "intruder"] {
+            let mut c = hosts.hydra_cmd(&list);
+            // Reaches the ranks by -genvall, Hydra's default.
+            c.env("P2P_RANKS_PER_NODE", "2")
+                .env("RUST_BACKTRACE", "0")
+                .env_remove("WEFT_TCP_ADDR")
+                .env_remove("WEFT_TCP_IF");
+            if let Some(ppn) = ppn {
+                c.args(["-ppn", ppn]);
+            }
+            if let Some(a) = tcp_addr {
+                c.args(["-genv", "WEFT_TCP_ADDR", a]);
+            }
+            c.args(["-n", "4"]).arg(&exe).arg(case);
+            let what = format!("mpiexec.hydra -ppn {ppn:?} WEFT_TCP_ADDR={tcp_addr:?} {case}");
+            let out = hydra_job(&hosts, c, &what);
+            assert_eq!(out.code, Some(0), "{what}: {out:?}");
+            assert!(
+                out.stdout
+                    .contains(&format!("p2p_suite {case}: ok on 4 ranks")),
+                "{what}: {out:?}"
+            );
+        }
+    }
 }
 
 #[test]
