@@ -137,3 +137,37 @@ pub fn node_map(pmi: &mut dyn Pmi, mapping: &str, rank: u32, size: u32) -> Resul
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
+
+/// Reads one chunk from the process manager's socket into `buf`, with the errors both PMI
+/// clients report (`call` names the PMI operation under way).
+pub(crate) fn read_chunk(
+    conn: &mut impl std::io::Read,
+    buf: &mut Vec<u8>,
+    call: &'static str,
+) -> Result<()> {
+    let mut chunk = [0u8; 4096];
+    loop {
+        match conn.read(&mut chunk) {
+            Ok(0) => {
+                return Err(crate::Error::new(
+                    crate::ErrorClass::Boot,
+                    call,
+                    "the process manager closed the PMI connection (did the launcher end \
+                     the job?)",
+                ))
+            }
+            Ok(n) => {
+                buf.extend_from_slice(&chunk[..n]);
+                return Ok(());
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                return Err(crate::Error::os(
+                    call,
+                    "reading from the process manager (PMI socket)",
+                    e,
+                ))
+            }
+        }
+    }
+}

@@ -8,7 +8,7 @@
 
 use super::{Boot, Pmi};
 use crate::error::{Error, ErrorClass, Result};
-use std::io::{ErrorKind, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -351,26 +351,7 @@ impl Pmi1 {
                     ),
                 ));
             }
-            let mut chunk = [0u8; MAX_LINE];
-            match self.conn.read(&mut chunk) {
-                Ok(0) => {
-                    return Err(Error::new(
-                        ErrorClass::Boot,
-                        call,
-                        "the process manager closed the PMI connection (did the launcher end \
-                         the job?)",
-                    ))
-                }
-                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) => {
-                    return Err(Error::os(
-                        call,
-                        "reading from the process manager (PMI socket)",
-                        e,
-                    ))
-                }
-            }
+            super::read_chunk(&mut self.conn, &mut self.buf, call)?;
         }
     }
 }

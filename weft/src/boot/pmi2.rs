@@ -13,7 +13,6 @@ use super::pmi1::{self, check_word, truncate, Line, Stream, RESERVED_PREFIX};
 use super::{Boot, Pmi};
 use crate::error::{Error, ErrorClass, Result};
 use std::collections::HashMap;
-use std::io::ErrorKind;
 
 /// Width of the length prefix.
 pub const LEN_WIDTH: usize = 6;
@@ -379,25 +378,7 @@ impl Pmi2 {
     /// Reads until `self.buf` holds at least `n` bytes.
     fn fill(&mut self, call: &'static str, n: usize) -> Result<()> {
         while self.buf.len() < n {
-            let mut chunk = [0u8; 4096];
-            match self.conn.read(&mut chunk) {
-                Ok(0) => {
-                    return Err(boot_err(
-                        call,
-                        "the process manager closed the PMI connection (did the launcher end \
-                         the job?)",
-                    ))
-                }
-                Ok(k) => self.buf.extend_from_slice(&chunk[..k]),
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) => {
-                    return Err(Error::os(
-                        call,
-                        "reading from the process manager (PMI socket)",
-                        e,
-                    ))
-                }
-            }
+            super::read_chunk(&mut self.conn, &mut self.buf, call)?;
         }
         Ok(())
     }
