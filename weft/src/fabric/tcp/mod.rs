@@ -25,6 +25,8 @@ pub mod addr;
 pub mod auth;
 pub mod conn;
 pub mod handshake;
+#[cfg(test)]
+mod tests;
 
 use self::auth::SECRET_LEN;
 use self::conn::{packet_head, write_parts, Discard, ReadOutcome, RxBuf, TxQueue};

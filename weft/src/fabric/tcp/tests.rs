@@ -1,0 +1,169 @@
+//! Whole-transport tests: several ranks' TCP transports in threads of one process, over an
+//! in-memory key-value space.
+
+use super::*;
+use crate::boot::Pmi;
+use std::collections::HashMap;
+use std::sync::{Arc, Barrier, Mutex};
+
+/// A key-value space shared by the threads of one test job.
+struct MemPmi {
+    kvs: Arc<Mutex<HashMap<String, String>>>,
+    fence: Arc<Barrier>,
+}
+
+impl Pmi for MemPmi {
+    fn put(&mut self, key: &str, value: &str) -> Result<()> {
+        self.kvs.lock().unwrap().insert(key.into(), value.into());
+        Ok(())
+    }
+    fn fence(&mut self) -> Result<()> {
+        self.fence.wait();
+        Ok(())
+    }
+    fn get(&mut self, key: &str) -> Result<String> {
+        self.kvs
+            .lock()
+            .unwrap()
+            .get(key)
+            .cloned()
+            .ok_or_else(|| Error::new(ErrorClass::Boot, "get", format!("no key {key}")))
+    }
+    fn abort(&mut self, code: i32, msg: &str) -> ! {
+        panic!("abort {code}: {msg}")
+    }
+    fn finalize(&mut self) -> Result<()> {
+        Ok(())
+    }
+    fn protocol(&self) -> &'static str {
+        "memory"
+    }
+}
+
+/// Runs `body(rank, transport)` on `n` ranks in threads; every rank is a TCP peer of every
+/// other, on loopback, with `settings` as the environment.
+fn job<R: Send + 'static>(
+    n: u32,
+    settings: &'static [(&'static str, &'static str)],
+    body: impl Fn(u32, TcpTransport) -> R + Send + Sync + 'static,
+) -> Vec<R> {
+    let kvs = Arc::new(Mutex::new(HashMap::new()));
+    let fence = Arc::new(Barrier::new(n as usize));
+    let body = Arc::new(body);
+    let threads: Vec<_> = (0..n)
+        .map(|rank| {
+            let (kvs, fence, body) = (kvs.clone(), fence.clone(), body.clone());
+            std::thread::spawn(move || {
+                let mut boot = Boot {
+                    rank,
+                    size: n,
+                    node_of: (0..n).collect(),
+                    job_id: "test".into(),
+                    pmi: Box::new(MemPmi { kvs, fence }),
+                };
+                // Ranks are on "different nodes" here, so name loopback.
+                let t = Tunables::from_lookup(|k| {
+                    settings
+                        .iter()
+                        .find(|(name, _)| *name == k)
+                        .map(|(_, v)| v.to_string())
+                        .or_else(|| (k == "WEFT_TCP_ADDR").then(|| "127.0.0.1".into()))
+                })
+                .unwrap();
+                let tcp = TcpTransport::new(&mut boot, &t, &vec![true; n as usize]).unwrap();
+                body(rank, tcp)
+            })
+        })
+        .collect();
+    threads.into_iter().map(|t| t.join().unwrap()).collect()
+}
+
+fn packet(src: u32, tag: i32) -> Header {
+    Header {
+        kind: crate::fabric::PacketKind::Eager as u8,
+        src,
+        tag,
+        ..Header::default()
+    }
+}
+
+/// Polls until `want` packets arrived (sending what `out` still holds meanwhile).
+fn exchange(
+    t: &mut TcpTransport,
+    out: &mut Vec<(u32, Header, Vec<u8>)>,
+    want: usize,
+) -> Vec<(u32, i32, Vec<u8>)> {
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while got.len() < want || !out.is_empty() {
+        assert!(Instant::now() < deadline, "exchange timed out: got {got:?}");
+        out.retain(|(peer, h, p)| !t.try_send(*peer, h, p));
+        t.poll(&mut |h: &Header, p: &[u8]| got.push((h.src, h.tag, p.to_vec())));
+        assert!(t.fatal.is_none(), "{:?}", t.fatal);
+        t.sleep(Duration::from_millis(1));
+    }
+    got
+}
+
+#[test]
+fn every_pair_dialling_at_once_ends_with_one_connection_per_pair() {
+    // Every rank sends to every other at the same moment: each pair dials both ways.
+    let conns = job(4, &[], |rank, mut t| {
+        let mut out: Vec<_> = (0..4)
+            .filter(|&p| p != rank)
+            .map(|p| (p, packet(rank, p as i32), vec![rank as u8; 100]))
+            .collect();
+        let got = exchange(&mut t, &mut out, 3);
+        for (src, tag, p) in &got {
+            assert_eq!((*tag, p.as_slice()), (rank as i32, &[*src as u8; 100][..]));
+        }
+        // A second round reuses the connections.
+        let mut out: Vec<_> = (0..4)
+            .filter(|&p| p != rank)
+            .map(|p| (p, packet(rank, 100 + p as i32), vec![]))
+            .collect();
+        assert_eq!(exchange(&mut t, &mut out, 3).len(), 3);
+        let n = t.connections();
+        t.close();
+        n
+    });
+    assert_eq!(conns, vec![3, 3, 3, 3]);
+}
+
+#[test]
+fn full_connect_makes_every_connection_during_start_up() {
+    let conns = job(3, &[("WEFT_CONNECT", "full")], |_, mut t| {
+        t.connect_all().unwrap();
+        let n = t.connections();
+        t.close();
+        n
+    });
+    assert_eq!(conns, vec![2, 2, 2]);
+}
+
+#[test]
+fn a_peer_that_went_away_without_goodbye_is_a_fatal_error_naming_it() {
+    let msgs = job(2, &[], |rank, mut t| {
+        let mut out = vec![(1 - rank, packet(rank, 0), vec![1u8; 10])];
+        exchange(&mut t, &mut out, 1);
+        if rank == 1 {
+            // Vanish: drop the transport without the goodbye exchange.
+            drop(t);
+            return String::new();
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            assert!(Instant::now() < deadline, "the loss was not noticed");
+            t.poll(&mut |_: &Header, _: &[u8]| {});
+            if let Some(f) = t.take_fatal() {
+                return f;
+            }
+            t.sleep(Duration::from_millis(10));
+        }
+    });
+    assert!(
+        msgs[0].contains("rank 0: lost its connection to rank 1 at 127.0.0.1:")
+            && msgs[0].contains("without a goodbye"),
+        "{msgs:?}"
+    );
+}
