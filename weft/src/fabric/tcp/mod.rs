@@ -107,6 +107,8 @@ struct Slot {
     tx: TxQueue,
     /// A packet partly written.
     partial: Option<Partial>,
+    /// The socket took less than offered: wait until poll(2) says it is writable.
+    full: bool,
     /// An outgoing handshake with this peer is in progress.
     dialing: bool,
     /// When contact was first wanted while not connected (the connect timeout runs from it).
@@ -305,6 +307,11 @@ impl TcpTransport {
             self.fail(peer, "cannot send to", "it has already finalized");
             return false;
         }
+        if slot.full {
+            // Wait for poll(2) to report room: writing each sliver the socket frees would
+            // send many small segments.
+            return false;
+        }
         let result = if !slot.tx.is_empty() {
             match slot.tx.flush(&mut c.stream) {
                 Ok(true) => Self::write_packet(c, &mut slot.partial, hdr, payload),
@@ -314,6 +321,7 @@ impl TcpTransport {
         } else {
             Self::write_packet(c, &mut slot.partial, hdr, payload)
         };
+        slot.full = matches!(result, Ok(false));
         match result {
             Ok(sent) => sent,
             Err(e) => {
@@ -407,7 +415,7 @@ impl TcpTransport {
             let s = &self.slots[p as usize];
             let c = s.conn.as_ref().expect("up peers have a connection");
             let mut ev = if c.peer_done { 0 } else { POLLIN };
-            if !s.tx.is_empty() || s.partial.is_some() {
+            if !s.tx.is_empty() || s.partial.is_some() || s.full {
                 ev |= POLLOUT;
             }
             self.fds.push(net::poll_entry(c.stream.as_raw_fd(), ev));
@@ -447,6 +455,7 @@ impl TcpTransport {
             let slot = &mut self.slots[p as usize];
             let c = slot.conn.as_mut().expect("up peers have a connection");
             if re & POLLOUT != 0 {
+                slot.full = false;
                 if let Err(e) = slot.tx.flush(&mut c.stream) {
                     self.fail(p, "lost its connection to", e);
                     continue;
