@@ -87,6 +87,16 @@ struct Conn {
     bye_sent: bool,
 }
 
+/// What offering a packet to a socket came to.
+enum Written {
+    /// It is all out.
+    All,
+    /// The socket took less than offered (it is full for now).
+    Short,
+    /// Another packet is half out; this one waits (nothing was written).
+    Busy,
+}
+
 /// A packet the socket took in part (see [`TcpTransport::try_send`]).
 struct Partial {
     /// Its frame head.
@@ -315,15 +325,19 @@ impl TcpTransport {
         let result = if !slot.tx.is_empty() {
             match slot.tx.flush(&mut c.stream) {
                 Ok(true) => Self::write_packet(c, &mut slot.partial, hdr, payload),
-                Ok(false) => Ok(false),
+                Ok(false) => Ok(Written::Short),
                 Err(e) => Err(e),
             }
         } else {
             Self::write_packet(c, &mut slot.partial, hdr, payload)
         };
-        slot.full = matches!(result, Ok(false));
         match result {
-            Ok(sent) => sent,
+            Ok(Written::All) => true,
+            Ok(Written::Short) => {
+                slot.full = true;
+                false
+            }
+            Ok(Written::Busy) => false,
             Err(e) => {
                 self.fail(peer, "lost its connection to", e);
                 false
@@ -331,18 +345,18 @@ impl TcpTransport {
         }
     }
 
-    /// Writes a packet, or the rest of the one the socket took in part. `Ok(true)`: all out.
+    /// Writes a packet, or the rest of the one the socket took in part.
     fn write_packet(
         c: &mut Conn,
         partial: &mut Option<Partial>,
         hdr: &Header,
         payload: &[u8],
-    ) -> std::io::Result<bool> {
+    ) -> std::io::Result<Written> {
         let mut p = match partial.take() {
             Some(p) if p.payload_at != payload.as_ptr() as usize || p.len != payload.len() => {
                 // Another packet while one is half out: it waits its turn.
                 *partial = Some(p);
-                return Ok(false);
+                return Ok(Written::Busy);
             }
             Some(p) => p,
             None => Partial {
@@ -360,10 +374,10 @@ impl TcpTransport {
         };
         p.done += n;
         if p.done == total {
-            return Ok(true);
+            return Ok(Written::All);
         }
         *partial = Some(p);
-        Ok(false)
+        Ok(Written::Short)
     }
 
     /// Notes that `peer` is wanted and dials it if nothing is under way.
