@@ -171,3 +171,11 @@ pub(crate) fn read_chunk(
         }
     }
 }
+
+/// Takes the first newline-terminated line (newline included) out of `buf`, if one is there.
+pub(crate) fn take_line(buf: &mut Vec<u8>) -> Option<String> {
+    let pos = buf.iter().position(|&b| b == b'\n')?;
+    let rest = buf.split_off(pos + 1);
+    let line = std::mem::replace(buf, rest);
+    Some(String::from_utf8_lossy(&line).into_owned())
+}

@@ -332,10 +332,7 @@ impl Pmi1 {
 
     fn read_line(&mut self, call: &'static str) -> Result<String> {
         loop {
-            if let Some(pos) = self.buf.iter().position(|&b| b == b'\n') {
-                let rest = self.buf.split_off(pos + 1);
-                let line = std::mem::replace(&mut self.buf, rest);
-                let text = String::from_utf8_lossy(&line).into_owned();
+            if let Some(text) = super::take_line(&mut self.buf) {
                 if self.debug {
                     eprintln!("weft[{}] pmi< {}", self.rank, text.trim_end());
                 }
