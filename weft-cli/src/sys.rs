@@ -53,20 +53,26 @@ pub fn pmi_socketpair() -> io::Result<(UnixStream, OwnedFd)> {
 /// Call only in a `pre_exec` hook (the child after fork): it uses only async-signal-safe
 /// calls (fcntl, prctl, getppid, sigprocmask) and allocates nothing.
 pub unsafe fn child_setup(fd: RawFd, launcher: libc::pid_t) -> io::Result<()> {
-    // SAFETY: each call below is async-signal-safe and takes only plain integers or a
-    // stack-allocated sigset_t; the caller guarantees we are in the forked child.
+    // SAFETY: fcntl on an fd we own is async-signal-safe; we are in the forked child.
+    if unsafe { libc::fcntl(fd, libc::F_SETFD, 0) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the caller guarantees we are in the forked child, before exec.
+    unsafe { die_with_launcher(libc::SIGKILL, launcher) }
+}
+
+/// In a forked child: get `sig` when the launcher dies (exit now if it already has), and
+/// start with no signal blocked (the launcher blocks the job signals in its threads).
+///
+/// # Safety
+/// Call only between fork and exec: it uses only async-signal-safe calls and allocates
+/// nothing.
+unsafe fn die_with_launcher(sig: libc::c_int, launcher: libc::pid_t) -> io::Result<()> {
+    // SAFETY: prctl, getppid, _exit, sigemptyset and sigprocmask are async-signal-safe and
+    // take plain integers or a stack-allocated sigset_t; the caller guarantees we are in the
+    // forked child.
     unsafe {
-        if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        if libc::prctl(
-            libc::PR_SET_PDEATHSIG,
-            libc::SIGKILL as libc::c_ulong,
-            0,
-            0,
-            0,
-        ) != 0
-        {
+        if libc::prctl(libc::PR_SET_PDEATHSIG, sig as libc::c_ulong, 0, 0, 0) != 0 {
             return Err(io::Error::last_os_error());
         }
         // The launcher may have died before prctl took effect: then nobody would kill us.
@@ -240,65 +246,19 @@ pub fn signal_name(sig: i32) -> String {
 /// # Safety
 /// Call only in a `pre_exec` hook: it uses only async-signal-safe calls and allocates nothing.
 pub unsafe fn rsh_child_setup(launcher: libc::pid_t) -> io::Result<()> {
-    // SAFETY: prctl, getppid, _exit, sigemptyset and sigprocmask are async-signal-safe and
-    // take plain integers or a stack-allocated sigset_t; the caller guarantees we are in the
-    // forked child.
-    unsafe {
-        if libc::prctl(
-            libc::PR_SET_PDEATHSIG,
-            libc::SIGTERM as libc::c_ulong,
-            0,
-            0,
-            0,
-        ) != 0
-        {
-            return Err(io::Error::last_os_error());
-        }
-        if libc::getppid() != launcher {
-            libc::_exit(1);
-        }
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
-    }
-    Ok(())
+    // SAFETY: the caller guarantees we are in the forked child, before exec.
+    unsafe { die_with_launcher(libc::SIGTERM, launcher) }
 }
 
 /// The IPv4 addresses of the interfaces that are up, with the interface names, in the order
 /// the kernel lists them (loopback included).
 pub fn ipv4_interfaces() -> io::Result<Vec<(String, std::net::Ipv4Addr, bool)>> {
-    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
-    // SAFETY: `head` is a valid out-pointer; on success the list is freed below.
-    if unsafe { libc::getifaddrs(&mut head) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let mut found = Vec::new();
-    let mut cur = head;
-    while !cur.is_null() {
-        // SAFETY: `cur` is a node of the list getifaddrs returned, not yet freed.
-        let ifa = unsafe { &*cur };
-        cur = ifa.ifa_next;
-        let up = ifa.ifa_flags & libc::IFF_UP as libc::c_uint != 0;
-        if ifa.ifa_addr.is_null() || !up {
-            continue;
-        }
-        // SAFETY: ifa_addr is non-null and points to a sockaddr whose family we check before
-        // reading it as sockaddr_in.
-        let family = unsafe { (*ifa.ifa_addr).sa_family } as i32;
-        if family != libc::AF_INET {
-            continue;
-        }
-        // SAFETY: the family is AF_INET, so the address is a sockaddr_in.
-        let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
-        let ip = std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
-        // SAFETY: ifa_name is a NUL-terminated string owned by the list.
-        let name = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) }
-            .to_string_lossy()
-            .into_owned();
-        let loopback = ifa.ifa_flags & libc::IFF_LOOPBACK as libc::c_uint != 0;
-        found.push((name, ip, loopback));
-    }
-    // SAFETY: `head` came from a successful getifaddrs and is freed exactly once.
-    unsafe { libc::freeifaddrs(head) };
-    Ok(found)
+    Ok(weft::sys::net::interface_addrs()?
+        .into_iter()
+        .filter(|a| a.up)
+        .filter_map(|a| match a.addr {
+            std::net::IpAddr::V4(ip) => Some((a.name, ip, a.loopback)),
+            std::net::IpAddr::V6(_) => None,
+        })
+        .collect())
 }
