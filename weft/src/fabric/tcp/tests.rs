@@ -178,3 +178,36 @@ fn a_peer_that_went_away_without_goodbye_is_a_fatal_error_naming_it() {
         "{msgs:?}"
     );
 }
+
+#[test]
+fn a_peer_that_cannot_be_reached_fails_the_job_after_the_timeout_naming_it() {
+    let msgs = job(2, &[("WEFT_TCP_TIMEOUT", "1")], |rank, mut t| {
+        if rank == 1 {
+            // Gone before anyone dials: its listener is closed, connects are refused.
+            drop(t);
+            return String::new();
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(
+            t.try_send(1, &packet(0, 0), b"hello"),
+            "queued while connecting"
+        );
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            assert!(
+                Instant::now() < deadline,
+                "the unreachable peer was not reported"
+            );
+            t.poll(&mut |_: &Header, _: &[u8]| {});
+            if let Some(f) = t.take_fatal() {
+                return f;
+            }
+            t.sleep(Duration::from_millis(10));
+        }
+    });
+    assert!(
+        msgs[0].contains("rank 0: could not connect to rank 1 at 127.0.0.1:")
+            && msgs[0].contains("gave up after 1 s"),
+        "{msgs:?}"
+    );
+}
