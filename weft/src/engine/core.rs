@@ -22,6 +22,10 @@ use std::collections::VecDeque;
 enum Stream {
     Req(Handle),
     Unexpected(u64),
+    /// A one-packet eager message being read straight into this posted receive's buffer.
+    Placing(Handle),
+    /// The same, into the short-circuit receive's buffer.
+    PlacingFast,
 }
 
 /// A rendezvous receive waiting for its single-copy pull.
@@ -57,6 +61,9 @@ pub struct FastRecv {
     pub buf: RawBufMut,
     pub result: Option<MsgStatus>,
     pub spoiled: bool,
+    /// A matching message is being read straight into `buf` (see [`Core::eager_slot`]):
+    /// later arrivals no longer match this receive.
+    pub filling: bool,
 }
 
 /// Protocol state of one rank.
@@ -127,6 +134,7 @@ impl Core {
         if let Some(f) = &mut self.fast {
             if f.result.is_none()
                 && !f.spoiled
+                && !f.filling
                 && is_new_message(hdr.kind)
                 && f.pattern.matches(hdr.context, hdr.src, hdr.tag)
             {
@@ -173,21 +181,9 @@ impl Core {
         self.stats.recv_msgs += 1;
         self.stats.recv_bytes += total as u64;
         if let Some(h) = self.matcher.take_posted(hdr.context, src, hdr.tag) {
-            if hdr.flags & FLAG_SYNC != 0 {
-                self.control(src, PacketKind::SyncAck, hdr.cookie, 0);
-            }
-            let req = self.reqs.get_mut(h).expect("posted receive is live");
-            req.status = MsgStatus {
-                source: src,
-                tag: hdr.tag,
-                len: total,
-                cancelled: false,
-            };
-            if let Op::Recv(r) = &mut req.op {
-                r.expect = total;
-                r.got = payload.len();
-                r.buf.write_at(0, payload);
-            }
+            let r = self.matched_eager(h, hdr);
+            r.got = payload.len();
+            r.buf.write_at(0, payload);
             if payload.len() == total {
                 self.finish_recv(h);
             } else {
@@ -209,6 +205,113 @@ impl Core {
         if payload.len() < total {
             self.streams[src as usize] = Some(Stream::Unexpected(id));
         }
+    }
+
+    /// Records that eager message `hdr` matched posted receive `h` (acknowledging a
+    /// synchronous send); returns the receive, for its data.
+    fn matched_eager(&mut self, h: Handle, hdr: &Header) -> &mut super::request::RecvOp {
+        if hdr.flags & FLAG_SYNC != 0 {
+            self.control(hdr.src, PacketKind::SyncAck, hdr.cookie, 0);
+        }
+        let req = self.reqs.get_mut(h).expect("posted receive is live");
+        req.status = MsgStatus {
+            source: hdr.src,
+            tag: hdr.tag,
+            len: hdr.len as usize,
+            cancelled: false,
+        };
+        let Op::Recv(r) = &mut req.op else {
+            unreachable!("posted requests are receives")
+        };
+        r.expect = hdr.len as usize;
+        r
+    }
+
+    /// Where a one-packet eager message of `len` bytes can be read straight into, saving
+    /// the copy out of the transport's buffer: the buffer of the receive it matches, which
+    /// it claims now (matching on the header, exactly as [`Core::on_packet`] would), or,
+    /// for the calls that follow while the payload arrives, the receive it claimed. `None`
+    /// when no receive matches or the one that does is too small (the packet then goes the
+    /// general way, which stores it or reports the truncation).
+    fn eager_slot(&mut self, hdr: &Header, len: usize) -> Option<&mut [u8]> {
+        let src = hdr.src as usize;
+        match self.streams[src] {
+            Some(Stream::Placing(h)) => return self.recv_slice(h, 0, len),
+            Some(Stream::PlacingFast) => {
+                return self.fast.as_mut().map(|f| f.buf.slice_mut(0, len))
+            }
+            Some(_) => return None,
+            None => {}
+        }
+        let fast_match = self.fast.as_ref().map(|f| {
+            f.result.is_none()
+                && !f.spoiled
+                && !f.filling
+                && f.pattern.matches(hdr.context, hdr.src, hdr.tag)
+        });
+        if fast_match == Some(true) {
+            let f = self.fast.as_mut().expect("checked just above");
+            if hdr.flags != 0 || len > f.buf.len() {
+                return None;
+            }
+            f.filling = true;
+            self.streams[src] = Some(Stream::PlacingFast);
+            return Some(f.buf.slice_mut(0, len));
+        }
+        let h = self.matcher.first_posted(hdr.context, hdr.src, hdr.tag)?;
+        match self.reqs.get(h) {
+            Some(Req {
+                op: Op::Recv(r), ..
+            }) if r.buf.len() >= len => {}
+            _ => return None,
+        }
+        self.matcher.take_posted(hdr.context, hdr.src, hdr.tag);
+        self.stats.recv_msgs += 1;
+        self.stats.recv_bytes += len as u64;
+        self.matched_eager(h, hdr);
+        self.streams[src] = Some(Stream::Placing(h));
+        self.recv_slice(h, 0, len)
+    }
+
+    /// The eager payload [`Core::eager_slot`] gave a place to is all there.
+    fn eager_placed(&mut self, hdr: &Header, len: usize) {
+        let src = hdr.src as usize;
+        match self.streams[src].take() {
+            Some(Stream::Placing(h)) => self.data_arrived(h, len),
+            Some(Stream::PlacingFast) => {
+                let f = self
+                    .fast
+                    .as_mut()
+                    .expect("the short-circuit receive is waiting");
+                f.filling = false;
+                f.result = Some(MsgStatus {
+                    source: hdr.src,
+                    tag: hdr.tag,
+                    len,
+                    cancelled: false,
+                });
+                self.stats.recv_msgs += 1;
+                self.stats.recv_bytes += len as u64;
+            }
+            other => {
+                self.streams[src] = other;
+                debug_assert!(false, "placed eager data from rank {src} nobody claimed");
+            }
+        }
+    }
+
+    /// `n` bytes at `off` of receive `h`'s buffer, when it is a live receive that holds them.
+    fn recv_slice(&mut self, h: Handle, off: usize, n: usize) -> Option<&mut [u8]> {
+        let Some(Req {
+            op: Op::Recv(r), ..
+        }) = self.reqs.get_mut(h)
+        else {
+            return None;
+        };
+        if off.checked_add(n)? > r.buf.len() {
+            return None;
+        }
+        Some(r.buf.slice_mut(off, n))
     }
 
     fn on_frag(&mut self, hdr: &Header, payload: &[u8]) {
@@ -238,7 +341,7 @@ impl Core {
                     self.streams[src] = None;
                 }
             }
-            None => debug_assert!(
+            Some(Stream::Placing(_) | Stream::PlacingFast) | None => debug_assert!(
                 false,
                 "fragment from rank {src} with no message in progress"
             ),
@@ -551,23 +654,24 @@ impl crate::fabric::Sink for Core {
     }
 
     /// Rendezvous data goes straight into the receive buffer at its offset, when it fits
-    /// whole (a truncated tail is delivered as a packet, which drops what does not fit).
+    /// whole (a truncated tail is delivered as a packet, which drops what does not fit); a
+    /// one-packet eager message into the buffer of the receive it matches, when there is one
+    /// and it fits.
     fn place(&mut self, hdr: &Header, len: usize) -> Option<&mut [u8]> {
-        if hdr.kind != PacketKind::Data as u8 {
-            return None;
+        match PacketKind::from_u8(hdr.kind)? {
+            PacketKind::Data => {
+                self.recv_slice(Handle::from_cookie(hdr.aux), hdr.cookie as usize, len)
+            }
+            PacketKind::Eager if hdr.len as usize == len => self.eager_slot(hdr, len),
+            _ => None,
         }
-        let req = self.reqs.get_mut(Handle::from_cookie(hdr.aux))?;
-        let Op::Recv(r) = &mut req.op else {
-            return None;
-        };
-        let off = hdr.cookie as usize;
-        if off.checked_add(len)? > r.buf.len() {
-            return None;
-        }
-        Some(r.buf.slice_mut(off, len))
     }
 
     fn placed(&mut self, hdr: &Header, len: usize) {
-        self.data_arrived(Handle::from_cookie(hdr.aux), len);
+        if hdr.kind == PacketKind::Data as u8 {
+            self.data_arrived(Handle::from_cookie(hdr.aux), len);
+        } else {
+            self.eager_placed(hdr, len);
+        }
     }
 }

@@ -115,6 +115,15 @@ impl Matcher {
         }
     }
 
+    /// The first posted receive matching an arriving message, left posted.
+    #[inline]
+    pub fn first_posted(&self, context: u32, source: u32, tag: i32) -> Option<Handle> {
+        self.posted
+            .iter()
+            .find(|p| p.pattern.matches(context, source, tag))
+            .map(|p| p.req)
+    }
+
     /// Takes the first posted receive matching an arriving message.
     #[inline]
     pub fn take_posted(&mut self, context: u32, source: u32, tag: i32) -> Option<Handle> {

@@ -717,6 +717,7 @@ impl<F: Fabric> Engine<F> {
                 buf: RawBufMut::new(buf),
                 result: None,
                 spoiled: false,
+                filling: false,
             });
             self.wait_until(|e| {
                 e.core

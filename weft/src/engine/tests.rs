@@ -23,6 +23,13 @@ struct FakeFabric {
     net: Rc<RefCell<FakeNet>>,
     max_payload: usize,
     single_copy: bool,
+    /// Read one-packet eager payloads straight into place too, over two polls, as TCP does
+    /// (rendezvous data always is).
+    place_eager: bool,
+    /// A payload placed in part: its second half goes in at the next poll. Meanwhile later
+    /// packets from its source wait (a byte stream keeps them behind it) while other
+    /// sources' packets are delivered.
+    placing: Option<(Header, Vec<u8>)>,
 }
 
 impl Fabric for FakeFabric {
@@ -50,21 +57,44 @@ impl Fabric for FakeFabric {
         true
     }
     fn poll<S: crate::fabric::Sink>(&mut self, sink: &mut S) -> usize {
+        use crate::fabric::PacketKind;
+        let mut delivered = 0;
+        if let Some((h, p)) = self.placing.take() {
+            let dst = sink
+                .place(&h, p.len())
+                .expect("a place once given stays given until the payload is in");
+            let half = p.len() / 2;
+            dst[half..].copy_from_slice(&p[half..]);
+            sink.placed(&h, p.len());
+            delivered += 1;
+        }
         let batch: Vec<_> = self.net.borrow_mut().queues[self.rank as usize]
             .drain(..)
             .collect();
-        for (h, p) in &batch {
-            // Rendezvous data is placed straight into the receive buffer, as TCP does.
-            if h.kind == crate::fabric::PacketKind::Data as u8 {
-                if let Some(dst) = sink.place(h, p.len()) {
-                    dst.copy_from_slice(p);
-                    sink.placed(h, p.len());
+        let mut held = Vec::new();
+        for (h, p) in batch {
+            if self.placing.as_ref().is_some_and(|(ph, _)| ph.src == h.src) {
+                held.push((h, p));
+                continue;
+            }
+            let placeable = h.kind == PacketKind::Data as u8
+                || (self.place_eager && h.kind == PacketKind::Eager as u8 && p.len() >= 2);
+            if placeable && self.placing.is_none() {
+                if let Some(dst) = sink.place(&h, p.len()) {
+                    let half = p.len() / 2;
+                    dst[..half].copy_from_slice(&p[..half]);
+                    self.placing = Some((h, p));
                     continue;
                 }
             }
-            sink.packet(h, p);
+            sink.packet(&h, &p);
+            delivered += 1;
         }
-        batch.len()
+        let mut net = self.net.borrow_mut();
+        for x in held.into_iter().rev() {
+            net.queues[self.rank as usize].push_front(x);
+        }
+        delivered
     }
     fn pull(&mut self, peer: u32, remote: u64, dst: &mut [u8]) -> Result<(), PullError> {
         // As in the node fabric, a pull from oneself is a plain copy and always works.
@@ -107,6 +137,18 @@ fn world(
     eager: usize,
     single_copy: bool,
 ) -> Vec<Engine<FakeFabric>> {
+    world_placing(n, capacity, max_payload, eager, single_copy, false)
+}
+
+/// [`world`], with one-packet eager payloads placed as TCP places them when `place_eager`.
+fn world_placing(
+    n: u32,
+    capacity: usize,
+    max_payload: usize,
+    eager: usize,
+    single_copy: bool,
+    place_eager: bool,
+) -> Vec<Engine<FakeFabric>> {
     let net = Rc::new(RefCell::new(FakeNet {
         queues: (0..n).map(|_| VecDeque::new()).collect(),
         capacity,
@@ -119,6 +161,8 @@ fn world(
                     net: net.clone(),
                     max_payload,
                     single_copy,
+                    place_eager,
+                    placing: None,
                 },
                 cfg(eager),
             )
@@ -183,8 +227,8 @@ fn exchange(es: &mut [Engine<FakeFabric>], len: usize, seed: u8) {
 }
 
 /// Sends `len` bytes 0 -> 1 with the given receive-first order and checks the data.
-fn transfer(len: usize, recv_first: bool, single_copy: bool, mode: SendMode) {
-    let mut es = world(2, 4, 100, 250, single_copy);
+fn transfer(len: usize, recv_first: bool, single_copy: bool, mode: SendMode, place: bool) {
+    let mut es = world_placing(2, 4, 100, 250, single_copy, place);
     let data = pattern_bytes(len, 7);
     let mut out = vec![0u8; len];
     let (s, r);
@@ -216,7 +260,9 @@ fn every_size_and_order_and_protocol() {
         for recv_first in [true, false] {
             for single_copy in [true, false] {
                 for mode in [SendMode::Standard, SendMode::Synchronous] {
-                    transfer(len, recv_first, single_copy, mode);
+                    for place in [false, true] {
+                        transfer(len, recv_first, single_copy, mode, place);
+                    }
                 }
             }
         }
@@ -227,8 +273,16 @@ fn every_size_and_order_and_protocol() {
 fn non_overtaking_with_wildcards_under_backpressure() {
     // Three senders each send 50 messages of mixed sizes (eager, fragmented, rendezvous)
     // to rank 3 through queues of 2 packets; rank 3 receives with ANY_SOURCE / ANY_TAG and
-    // checks that each sender's messages arrive in order.
-    let mut es = world(4, 2, 64, 200, true);
+    // checks that each sender's messages arrive in order. With eager payloads placed over
+    // two polls, a message claims its receive at its header, before later arrivals from the
+    // other senders.
+    for place in [false, true] {
+        non_overtaking(place);
+    }
+}
+
+fn non_overtaking(place: bool) {
+    let mut es = world_placing(4, 2, 64, 200, true, place);
     let msgs: Vec<Vec<Vec<u8>>> = (0..3)
         .map(|s| {
             (0..50)
@@ -459,7 +513,13 @@ fn split_copy_after_a_first_pull_moves_every_byte() {
 
 #[test]
 fn short_circuit_receive_keeps_order_and_reports_truncation() {
-    let mut es = world(2, 16, 100, 200, true);
+    for place in [false, true] {
+        short_circuit(place);
+    }
+}
+
+fn short_circuit(place: bool) {
+    let mut es = world_placing(2, 16, 100, 200, true, place);
     // A rendezvous message, then a small one: a wildcard blocking receive must get the
     // rendezvous one first (it spoils the short-circuit and falls back).
     let big = pattern_bytes(500, 1);
@@ -515,4 +575,38 @@ fn self_pull_does_not_enable_split_copies_with_peers_that_refuse_single_copy() {
         es[0].stats().pushed_rendezvous > 0,
         "data went by the pipelined fallback"
     );
+}
+
+#[test]
+fn an_eager_payload_placed_over_two_polls_claims_its_receive_at_the_header() {
+    // Rank 0's message is placed half now, half at the next poll; rank 2's arrives in
+    // between. Rank 0's came first, so it owns the first wildcard receive (and the
+    // short-circuit receive) although rank 2's is complete sooner.
+    let mut es = world_placing(3, 8, 100, 200, true, true);
+    let (a, b) = (pattern_bytes(40, 1), pattern_bytes(30, 2));
+    let (mut out1, mut out2) = (vec![0u8; 50], vec![0u8; 50]);
+    let r1 = es[1]
+        .irecv(pat(None, None), RawBufMut::new(&mut out1))
+        .unwrap();
+    let r2 = es[1]
+        .irecv(pat(None, None), RawBufMut::new(&mut out2))
+        .unwrap();
+    es[0].send(1, 0, 1, &a, SendMode::Standard).unwrap();
+    es[2].send(1, 0, 2, &b, SendMode::Standard).unwrap();
+    run_until_done(&mut es, &[(1, r1), (1, r2)], 100);
+    let (st1, st2) = (es[1].wait(r1).unwrap(), es[1].wait(r2).unwrap());
+    assert_eq!((st1.source, st1.tag, st1.len), (0, 1, 40));
+    assert_eq!((st2.source, st2.tag, st2.len), (2, 2, 30));
+    assert_eq!((&out1[..40], &out2[..30]), (&a[..], &b[..]));
+
+    // The same through the short-circuit of a blocking receive.
+    es[0].send(1, 0, 3, &a, SendMode::Standard).unwrap();
+    es[2].send(1, 0, 4, &b, SendMode::Standard).unwrap();
+    let st = es[1].recv(pat(None, None), &mut out1).unwrap();
+    assert_eq!((st.source, st.tag, st.len), (0, 3, 40));
+    assert_eq!(out1[..40], a[..]);
+    let st = es[1].recv(pat(None, None), &mut out2).unwrap();
+    assert_eq!((st.source, st.tag, st.len), (2, 4, 30));
+    assert_eq!(out2[..30], b[..]);
+    assert!(es[1].stats().recv_msgs >= 4);
 }

@@ -133,6 +133,9 @@ pub struct RxBuf {
     start: usize,
     end: usize,
     placing: Option<Placing>,
+    /// The last frame was large: read just the next frame's head when the buffer is empty,
+    /// so that a large payload after it can be read straight into place, not through here.
+    head_first: bool,
     /// The peer sent `Bye`.
     pub bye: bool,
 }
@@ -145,6 +148,7 @@ impl RxBuf {
             start: 0,
             end: 0,
             placing: None,
+            head_first: false,
             bye: false,
         }
     }
@@ -173,7 +177,12 @@ impl RxBuf {
             if self.end == self.buf.len() {
                 self.make_room(FRAME_HEAD);
             }
-            let n = match stream.read(&mut self.buf[self.end..]) {
+            let want = if self.head_first && self.start == self.end {
+                FRAME_HEAD
+            } else {
+                self.buf.len() - self.end
+            };
+            let n = match stream.read(&mut self.buf[self.end..self.end + want]) {
                 Ok(0) => {
                     delivered += self.deliver(peer, sink)?;
                     if self.bye && self.start == self.end {
@@ -190,10 +199,10 @@ impl RxBuf {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             };
-            let full = self.end + n == self.buf.len();
+            let filled = n == want;
             self.end += n;
             delivered += self.deliver(peer, sink)?;
-            if !full && self.placing.is_none() {
+            if !filled && self.placing.is_none() {
                 break;
             }
         }
@@ -285,6 +294,7 @@ impl RxBuf {
                 )));
             }
             let total = FRAME_HEAD + plen;
+            self.head_first = plen >= PLACE_MIN;
             if avail < total {
                 let have = avail - FRAME_HEAD;
                 if plen - have >= PLACE_MIN {
@@ -530,5 +540,73 @@ mod tests {
         }
         assert!(!sink.placed.is_empty(), "nothing was placed");
         assert!(sink.dst == data, "placed data differs");
+    }
+
+    /// Takes every payload in place into a fresh vector; records (tag, placed?, payload).
+    #[derive(Default)]
+    struct Recorder {
+        got: Vec<(i32, bool, Vec<u8>)>,
+        slot: Vec<u8>,
+    }
+
+    impl Sink for Recorder {
+        fn packet(&mut self, hdr: &Header, payload: &[u8]) {
+            self.got.push((hdr.tag, false, payload.to_vec()));
+        }
+        fn place(&mut self, _hdr: &Header, len: usize) -> Option<&mut [u8]> {
+            self.slot.resize(len, 0);
+            Some(&mut self.slot)
+        }
+        fn placed(&mut self, hdr: &Header, _len: usize) {
+            let payload = std::mem::take(&mut self.slot);
+            self.got.push((hdr.tag, true, payload));
+        }
+    }
+
+    #[test]
+    fn a_large_frame_after_a_large_frame_is_read_straight_into_place_whole() {
+        let (mut a, mut b) = pair();
+        let sizes = [100usize, 64 << 10, 64 << 10, 10, 40 << 10, 20 << 10, 3];
+        let frames: Vec<Vec<u8>> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| (0..n).map(|j| (i * 7 + j) as u8).collect())
+            .collect();
+        let mut rx = RxBuf::new(128 << 10);
+        let mut sink = Recorder::default();
+        let mut tx = TxQueue::default();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        for (i, f) in frames.iter().enumerate() {
+            let head = packet_head(&hdr(4, i as i32), f.len());
+            let parts: [&[u8]; 2] = [&head, f];
+            while !tx.flush(&mut a).unwrap() {
+                assert!(std::time::Instant::now() < deadline);
+                rx.read_from(&mut b, 4, &mut sink).unwrap();
+            }
+            let w = write_parts(&mut a, &parts).unwrap();
+            tx.push_from(&parts, w);
+            // One frame at a time: each is read when it is the only one on the way.
+            while sink.got.len() <= i {
+                assert!(std::time::Instant::now() < deadline, "timed out");
+                let _ = tx.flush(&mut a).unwrap();
+                rx.read_from(&mut b, 4, &mut sink).unwrap();
+            }
+        }
+        let tags: Vec<i32> = sink.got.iter().map(|g| g.0).collect();
+        assert_eq!(tags, (0..frames.len() as i32).collect::<Vec<_>>());
+        for (g, f) in sink.got.iter().zip(&frames) {
+            assert!(g.2 == *f, "frame {} differs", g.0);
+        }
+        // After a large frame only the next head is read, so the large frames that follow
+        // one (2: after 1; 5: after 4) go straight into place, whole.
+        assert!(
+            sink.got[2].1 && sink.got[5].1,
+            "{:?}",
+            sink.got.iter().map(|g| (g.0, g.1)).collect::<Vec<_>>()
+        );
+        assert!(
+            !sink.got[3].1 && !sink.got[6].1,
+            "small frames go through the buffer"
+        );
     }
 }
