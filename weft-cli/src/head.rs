@@ -3,8 +3,9 @@
 //! Hydra's shape. The head places the ranks on the hosts, listens on a TCP address the hosts
 //! can reach, and starts one proxy per host that has ranks: `RSH HOST WEFT proxy --head
 //! ADDR:PORT ...` (a host named `localhost` or this host's own name is started directly). It
-//! writes a per-job proxy secret to each remote-start command's stdin; a proxy must send it
-//! back before the head trusts anything on its connection. Each proxy then serves PMI-1 to its
+//! writes a per-job proxy secret to each remote-start command's stdin; the head and a proxy
+//! prove to each other that they hold it (without sending it, [`wire`]) before either trusts
+//! anything on the connection. Each proxy then serves PMI-1 to its
 //! ranks and reports their events; the head runs the same event loop as an all-local job
 //! ([`launch::drive`]), so remote ranks fail, abort and exit exactly as local ones do, and
 //! completes barriers by merging every host's puts.
@@ -26,6 +27,7 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
+use weft::fabric::tcp::auth::{Role, SECRET_LEN};
 
 /// Exit code of a job whose host was lost.
 pub const EXIT_HOST_LOST: i32 = 1;
@@ -102,11 +104,6 @@ fn listen_addr(given: Option<&str>, hosts: &[&str]) -> anyhow::Result<IpAddr> {
         })
 }
 
-/// Compares secrets without an early exit.
-fn same_secret(a: &str, b: &str) -> bool {
-    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
-}
-
 /// One host with ranks, as the head sees it.
 struct Proxy {
     name: String,
@@ -181,7 +178,8 @@ pub fn run(opts: &Options, h: &HostOptions) -> anyhow::Result<u8> {
 
     let (tx, rx) = mpsc::channel::<Event>();
     launch::start_signal_thread(&tx)?;
-    start_acceptor(listener, proxy_secret.clone(), proxies.len(), tx.clone())?;
+    let secret = wire::bytes_from_hex("the proxy secret", &proxy_secret)?;
+    start_acceptor(listener, secret, proxies.len(), tx.clone())?;
 
     let exe = std::env::var("WEFT_PROXY_EXE")
         .ok()
@@ -514,46 +512,82 @@ fn stop_children(proxies: &mut [Proxy], mut children: Vec<Option<Child>>) {
 /// Accepts proxy connections; reports those that prove the secret.
 fn start_acceptor(
     listener: TcpListener,
-    secret: String,
+    secret: [u8; SECRET_LEN],
     hosts: usize,
     tx: mpsc::Sender<Event>,
 ) -> anyhow::Result<()> {
-    thread::Builder::new().name("acceptor".into()).spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(stream) = conn else { continue };
-            let (secret, tx) = (secret.clone(), tx.clone());
-            thread::spawn(move || {
-                let peer = stream
-                    .peer_addr()
-                    .map_or_else(|_| "?".into(), |a| a.to_string());
-                let hello = stream
-                    .try_clone()
-                    .and_then(|s| wire::Receiver::new(s, Duration::from_secs(10)))
-                    .and_then(|mut r| r.recv());
-                let hello = match hello {
-                    Ok(Some(v)) => ToHead::from_value(&v).ok(),
-                    _ => None,
-                };
-                let ok = match hello {
-                    Some(ToHead::Hello { secret: s, host })
-                        if same_secret(&s, &secret) && host < hosts =>
-                    {
-                        Some(host)
+    thread::Builder::new()
+        .name("acceptor".into())
+        .spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(stream) = conn else { continue };
+                let tx = tx.clone();
+                thread::spawn(move || {
+                    let peer = stream
+                        .peer_addr()
+                        .map_or_else(|_| "?".into(), |a| a.to_string());
+                    match prove_proxy(&stream, secret, hosts) {
+                        Ok(host) => {
+                            let _ = tx.send(Event::ProxyConnected { host, stream });
+                        }
+                        Err(why) => {
+                            note!("weft run: dropped a connection from {peer}: {why}");
+                        }
                     }
-                    _ => None,
-                };
-                match ok {
-                    Some(host) => {
-                        let _ = tx.send(Event::ProxyConnected { host, stream });
-                    }
-                    None => {
-                        note!("weft run: dropped a connection from {peer} that did not prove the job's proxy secret");
-                    }
-                }
-            });
-        }
-    })?;
+                });
+            }
+        })?;
     Ok(())
+}
+
+/// The head's side of the proof exchange (see [`wire`]): answers a proxy's hello with the
+/// head's own proof, then checks the proxy's. Returns the proxy's host index.
+fn prove_proxy(
+    stream: &TcpStream,
+    secret: [u8; SECRET_LEN],
+    hosts: usize,
+) -> Result<usize, String> {
+    const WAIT: Duration = Duration::from_secs(10);
+    let io = |e: std::io::Error| format!("{e}");
+    let mut input = stream
+        .try_clone()
+        .and_then(|s| wire::Receiver::new(s, WAIT))
+        .map_err(io)?;
+    let out = stream
+        .try_clone()
+        .and_then(|s| wire::Sender::new(s, WAIT))
+        .map_err(io)?;
+    let mut next = || match input.recv() {
+        Ok(Some(v)) => ToHead::from_value(&v).map_err(io),
+        Ok(None) => Err("it closed the connection".to_owned()),
+        Err(e) => Err(io(e)),
+    };
+    let (host, nonce) = match next()? {
+        ToHead::Hello { host, nonce } if host < hosts => (host, nonce),
+        ToHead::Hello { host, .. } => return Err(format!("it claimed host {host} of {hosts}")),
+        other => return Err(format!("it opened with {other:?} instead of hello")),
+    };
+    let nonce_head = wire::fresh_nonce().map_err(io)?;
+    let ex = wire::Exchange {
+        secret,
+        host,
+        nonce_proxy: wire::bytes_from_hex("its nonce", &nonce).map_err(io)?,
+        nonce_head: wire::bytes_from_hex("the head's nonce", &nonce_head).map_err(io)?,
+    };
+    out.send(
+        &ToProxy::Challenge {
+            nonce: nonce_head,
+            mac: ex.head_mac(),
+        }
+        .to_value(),
+    )
+    .map_err(io)?;
+    match next()? {
+        ToHead::Proof { mac } if ex.verify(Role::Connector, &mac) => Ok(host),
+        _ => Err(format!(
+            "it claimed to be the proxy of host {host} but did not prove the job's proxy secret"
+        )),
+    }
 }
 
 /// Turns a proxy's messages into events; reports the host lost when the connection ends.
@@ -587,7 +621,7 @@ fn start_reader(
                         Ok(m) if m.rank().is_some_and(|r| !ranks.contains(&r)) => {
                             break format!("its proxy sent {m:?}, about a rank it does not serve")
                         }
-                        Ok(ToHead::Ping) | Ok(ToHead::Hello { .. }) => continue,
+                        Ok(ToHead::Ping | ToHead::Hello { .. } | ToHead::Proof { .. }) => continue,
                         Ok(ToHead::Started { rank, pid }) => Event::RankStarted { rank, pid },
                         Ok(ToHead::StartFailed { rank, why }) => {
                             Event::RankStartFailed { rank, why }
@@ -784,12 +818,5 @@ mod tests {
             [("WEFT_EAGER_LIMIT", "4k"), ("WEFT_EAGER_LIMIT", "8k")]
                 .map(|(k, v)| (k.to_owned(), v.to_owned()))
         );
-    }
-
-    #[test]
-    fn secrets_compare_whole() {
-        assert!(same_secret("abcd", "abcd"));
-        assert!(!same_secret("abcd", "abce"));
-        assert!(!same_secret("abcd", "abc"));
     }
 }

@@ -49,6 +49,61 @@ pub struct ProxyArgs {
     pub wait: u64,
 }
 
+/// The proxy's side of the proof exchange (see [`crate::wire`]): the head must prove it
+/// holds the secret before the proxy proves it in turn and takes a job from it.
+fn prove_head(
+    out: &Sender,
+    input: &mut Receiver,
+    secret: &str,
+    host: usize,
+    addr: SocketAddr,
+) -> anyhow::Result<Box<JobSpec>> {
+    let secret = crate::wire::bytes_from_hex("the proxy secret on stdin", secret)?;
+    let nonce = crate::wire::fresh_nonce()?;
+    out.send(
+        &ToHead::Hello {
+            host,
+            nonce: nonce.clone(),
+        }
+        .to_value(),
+    )
+    .with_context(|| format!("sending hello to the head at {addr}"))?;
+    let mut next = |what: &str| match input.recv() {
+        Ok(Some(v)) => Ok(ToProxy::from_value(&v)?),
+        Ok(None) => {
+            bail!("the head at {addr} closed the connection (it refused this proxy's proof?)")
+        }
+        Err(e) => bail!("waiting for {what} from the head at {addr}: {e}"),
+    };
+    let (nonce_head, mac) = match next("its proof")? {
+        ToProxy::Challenge { nonce, mac } => (nonce, mac),
+        other => bail!("the head at {addr} sent {other:?} instead of its proof"),
+    };
+    let ex = crate::wire::Exchange {
+        secret,
+        host,
+        nonce_proxy: crate::wire::bytes_from_hex("the proxy's nonce", &nonce)?,
+        nonce_head: crate::wire::bytes_from_hex("the head's nonce", &nonce_head)?,
+    };
+    if !ex.verify(weft::fabric::tcp::auth::Role::Acceptor, &mac) {
+        bail!(
+            "the head at {addr} did not prove that it holds the job's proxy secret: \
+             not taking a job from it"
+        );
+    }
+    out.send(
+        &ToHead::Proof {
+            mac: ex.proxy_mac(),
+        }
+        .to_value(),
+    )
+    .with_context(|| format!("sending the proof to the head at {addr}"))?;
+    match next("the job")? {
+        ToProxy::Job(j) => Ok(j),
+        other => bail!("the head at {addr} sent {other:?} instead of the job"),
+    }
+}
+
 fn log_prefix(name: &str) -> String {
     format!("weft proxy on {name}")
 }
@@ -76,22 +131,7 @@ pub fn run(a: &ProxyArgs) -> anyhow::Result<u8> {
     let _ = stream.set_nodelay(true);
     let out = Sender::new(stream.try_clone()?, CONNECT_TIMEOUT)?;
     let mut input = Receiver::new(stream.try_clone()?, Duration::from_secs(a.wait.max(1)))?;
-    out.send(
-        &ToHead::Hello {
-            secret,
-            host: a.index,
-        }
-        .to_value(),
-    )
-    .with_context(|| format!("sending hello to the head at {addr}"))?;
-    let job = match input.recv() {
-        Ok(Some(v)) => match ToProxy::from_value(&v)? {
-            ToProxy::Job(j) => j,
-            other => bail!("the head at {addr} sent {other:?} instead of the job"),
-        },
-        Ok(None) => bail!("the head at {addr} closed the connection (wrong secret?)"),
-        Err(e) => bail!("waiting for the job from the head at {addr}: {e}"),
-    };
+    let job = prove_head(&out, &mut input, &secret, a.index, addr)?;
     stream.set_read_timeout(Some(job.heartbeat))?;
     stream.set_write_timeout(Some(job.heartbeat))?;
 

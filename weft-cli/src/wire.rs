@@ -1,9 +1,20 @@
 //! The head ↔ proxy protocol of multi-host `weft run`: one JSON object per line over TCP.
 //!
-//! The proxy opens with `hello` (the per-job proxy secret it read from its stdin, and its host
-//! index); the head answers with `job` (what to start) or closes. Afterwards either side sends
-//! `ping` at least every third of the heartbeat timeout, and a side that hears nothing for a
-//! whole timeout counts the other as lost.
+//! Both sides prove they hold the per-job proxy secret (which the proxy read from its stdin)
+//! without sending it, with weft's TCP challenge-response ([`weft::fabric::tcp::auth`]):
+//!
+//! ```text
+//! proxy                                   head
+//!   hello      host, nonce_p        -->
+//!                                   <--   challenge  nonce_h, mac(head)
+//!   proof      mac(proxy)           -->
+//!                                   <--   job (what to start), or the connection closes
+//! ```
+//!
+//! The head proves itself first, so a proxy never starts a job an impostor sent it, and the
+//! head trusts nothing from a proxy before its proof. Afterwards either side sends `ping` at
+//! least every third of the heartbeat timeout, and a side that hears nothing for a whole
+//! timeout counts the other as lost.
 
 use crate::sys::Status;
 use serde_json::{json, Value};
@@ -11,6 +22,75 @@ use std::io::{self, BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use weft::fabric::tcp::auth::{self, Role, MAC_LEN, NONCE_LEN, SECRET_LEN};
+
+/// The head's place in the proof (the proxies stand in as their host index).
+const HEAD: u32 = u32::MAX;
+
+/// 32 bytes (a secret, a nonce or a MAC) from their hex text.
+pub fn bytes_from_hex(what: &str, text: &str) -> io::Result<[u8; SECRET_LEN]> {
+    auth::secret_from_hex(text).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{what} is not {SECRET_LEN} bytes in hex"),
+        )
+    })
+}
+
+/// A fresh nonce, as hex text.
+pub fn fresh_nonce() -> io::Result<String> {
+    let mut n = [0u8; NONCE_LEN];
+    weft::sys::random_bytes(&mut n)?;
+    Ok(auth::secret_to_hex(&n))
+}
+
+/// One proof exchange between a proxy (host `host`) and the head: the secret and both nonces.
+pub struct Exchange {
+    pub secret: [u8; SECRET_LEN],
+    pub host: usize,
+    pub nonce_proxy: [u8; NONCE_LEN],
+    pub nonce_head: [u8; NONCE_LEN],
+}
+
+impl Exchange {
+    fn role_mac(&self, role: Role) -> [u8; MAC_LEN] {
+        let host = u32::try_from(self.host).unwrap_or(HEAD - 1);
+        auth::mac(
+            &self.secret,
+            role,
+            host,
+            HEAD,
+            &self.nonce_proxy,
+            &self.nonce_head,
+        )
+    }
+
+    /// The head's MAC, as hex text.
+    pub fn head_mac(&self) -> String {
+        auth::secret_to_hex(&self.role_mac(Role::Acceptor))
+    }
+
+    /// The proxy's MAC, as hex text.
+    pub fn proxy_mac(&self) -> String {
+        auth::secret_to_hex(&self.role_mac(Role::Connector))
+    }
+
+    /// Whether `shown` (hex) is the MAC of `role` (the head: the acceptor), in constant time.
+    pub fn verify(&self, role: Role, shown: &str) -> bool {
+        let Some(mac) = auth::secret_from_hex(shown) else {
+            return false;
+        };
+        let host = u32::try_from(self.host).unwrap_or(HEAD - 1);
+        auth::verify(
+            &self.secret,
+            role,
+            host,
+            HEAD,
+            (&self.nonce_proxy, &self.nonce_head),
+            &mac,
+        )
+    }
+}
 
 /// What a host's proxy starts.
 #[derive(Clone, Debug, PartialEq)]
@@ -36,6 +116,11 @@ pub struct JobSpec {
 /// Head → proxy.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ToProxy {
+    /// The head's nonce and its proof of the secret (hex).
+    Challenge {
+        nonce: String,
+        mac: String,
+    },
     Job(Box<JobSpec>),
     /// Send this signal to every rank still running.
     Signal(i32),
@@ -49,9 +134,14 @@ pub enum ToProxy {
 /// Proxy → head.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ToHead {
+    /// The proxy's host index and nonce (hex).
     Hello {
-        secret: String,
         host: usize,
+        nonce: String,
+    },
+    /// The proxy's proof of the secret (hex).
+    Proof {
+        mac: String,
     },
     Started {
         rank: u32,
@@ -137,6 +227,9 @@ impl ToProxy {
                 "pmi_debug": j.pmi_debug, "cwd": j.cwd,
                 "heartbeat_ms": j.heartbeat.as_millis() as u64,
             }),
+            ToProxy::Challenge { nonce, mac } => {
+                json!({"t": "challenge", "nonce": nonce, "mac": mac})
+            }
             ToProxy::Signal(s) => json!({"t": "signal", "sig": s}),
             ToProxy::FenceDone(p) => json!({"t": "fence_done", "puts": pairs(p)}),
             ToProxy::Exit => json!({"t": "exit"}),
@@ -169,6 +262,12 @@ impl ToProxy {
                     heartbeat: Duration::from_millis(v.get("heartbeat_ms")?.as_u64()?),
                 })))
             })(),
+            "challenge" => (|| {
+                Some(ToProxy::Challenge {
+                    nonce: str_of(v, "nonce")?,
+                    mac: str_of(v, "mac")?,
+                })
+            })(),
             "signal" => i32_of(v, "sig").map(ToProxy::Signal),
             "fence_done" => v.get("puts").and_then(get_pairs).map(ToProxy::FenceDone),
             "exit" => Some(ToProxy::Exit),
@@ -190,13 +289,14 @@ impl ToHead {
             | ToHead::Abort { rank, .. }
             | ToHead::Closed { rank }
             | ToHead::Exited { rank, .. } => Some(*rank),
-            ToHead::Hello { .. } | ToHead::Fence(_) | ToHead::Ping => None,
+            ToHead::Hello { .. } | ToHead::Proof { .. } | ToHead::Fence(_) | ToHead::Ping => None,
         }
     }
 
     pub fn to_value(&self) -> Value {
         match self {
-            ToHead::Hello { secret, host } => json!({"t": "hello", "secret": secret, "host": host}),
+            ToHead::Hello { host, nonce } => json!({"t": "hello", "host": host, "nonce": nonce}),
+            ToHead::Proof { mac } => json!({"t": "proof", "mac": mac}),
             ToHead::Started { rank, pid } => json!({"t": "started", "rank": rank, "pid": pid}),
             ToHead::StartFailed { rank, why } => {
                 json!({"t": "start_failed", "rank": rank, "why": why})
@@ -220,10 +320,11 @@ impl ToHead {
         let m = match t {
             "hello" => (|| {
                 Some(ToHead::Hello {
-                    secret: str_of(v, "secret")?,
                     host: v.get("host")?.as_u64()?.try_into().ok()?,
+                    nonce: str_of(v, "nonce")?,
                 })
             })(),
+            "proof" => str_of(v, "mac").map(|mac| ToHead::Proof { mac }),
             "started" => (|| {
                 Some(ToHead::Started {
                     rank: rank?,
@@ -333,6 +434,10 @@ mod tests {
             heartbeat: Duration::from_millis(1500),
         };
         for m in [
+            ToProxy::Challenge {
+                nonce: "ab".into(),
+                mac: "cd".into(),
+            },
             ToProxy::Job(Box::new(job)),
             ToProxy::Signal(15),
             ToProxy::FenceDone(vec![("a".into(), "b".into())]),
@@ -343,9 +448,10 @@ mod tests {
         }
         for m in [
             ToHead::Hello {
-                secret: "s".into(),
                 host: 2,
+                nonce: "ef".into(),
             },
+            ToHead::Proof { mac: "01".into() },
             ToHead::Started { rank: 1, pid: 77 },
             ToHead::StartFailed {
                 rank: 1,
@@ -370,5 +476,34 @@ mod tests {
         }
         let e = ToHead::from_value(&json!({"t": "exited", "rank": 1})).unwrap_err();
         assert!(e.to_string().contains("bad proxy message"), "{e}");
+        let e = ToHead::from_value(&json!({"t": "hello", "secret": "s", "host": 0})).unwrap_err();
+        assert!(e.to_string().contains("bad proxy message"), "{e}");
+    }
+
+    #[test]
+    fn each_side_proves_the_secret_and_nothing_else_passes() {
+        let ex = |secret: u8, host: usize, np: u8, nh: u8| Exchange {
+            secret: [secret; SECRET_LEN],
+            host,
+            nonce_proxy: [np; NONCE_LEN],
+            nonce_head: [nh; NONCE_LEN],
+        };
+        let good = ex(1, 2, 3, 4);
+        assert!(good.verify(Role::Acceptor, &good.head_mac()));
+        assert!(good.verify(Role::Connector, &good.proxy_mac()));
+        // The head's MAC is no proxy proof (a reflected challenge does not pass).
+        assert!(!good.verify(Role::Connector, &good.head_mac()));
+        for other in [
+            ex(9, 2, 3, 4),
+            ex(1, 5, 3, 4),
+            ex(1, 2, 6, 4),
+            ex(1, 2, 3, 7),
+        ] {
+            assert!(!good.verify(Role::Acceptor, &other.head_mac()));
+            assert!(!good.verify(Role::Connector, &other.proxy_mac()));
+        }
+        assert!(!good.verify(Role::Connector, "not hex"));
+        assert!(bytes_from_hex("the secret", "abc").is_err());
+        assert_ne!(fresh_nonce().unwrap(), fresh_nonce().unwrap());
     }
 }

@@ -345,6 +345,130 @@ fn localhost_runs_through_a_proxy_with_hostfile_tags_and_oversubscription() {
     );
 }
 
+/// A fake head on loopback: accepts one proxy, reads its hello, answers with a challenge whose
+/// MAC was made without the secret, and returns every line the proxy sent.
+fn impostor_head() -> (String, thread::JoinHandle<Vec<String>>) {
+    use std::io::Write;
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let h = thread::spawn(move || {
+        let (s, _) = l.accept().unwrap();
+        s.set_read_timeout(Some(WATCHDOG)).unwrap();
+        let mut r = BufReader::new(s.try_clone().unwrap());
+        let mut lines = Vec::new();
+        let mut hello = String::new();
+        r.read_line(&mut hello).unwrap();
+        lines.push(hello);
+        let challenge = format!(
+            "{{\"t\":\"challenge\",\"nonce\":\"{}\",\"mac\":\"{}\"}}\n",
+            "ab".repeat(32),
+            "cd".repeat(32)
+        );
+        (&s).write_all(challenge.as_bytes()).unwrap();
+        for l in r.lines() {
+            match l {
+                Ok(l) => lines.push(l),
+                Err(_) => break,
+            }
+        }
+        lines
+    });
+    (addr, h)
+}
+
+#[test]
+fn a_proxy_takes_no_job_from_a_head_that_cannot_prove_the_secret() {
+    use std::io::Write;
+    let secret = "5e".repeat(32);
+    let (addr, head) = impostor_head();
+    let mut c = weft();
+    c.args([
+        "proxy", "--head", &addr, "--index", "0", "--name", "h0", "--wait", "20",
+    ])
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(format!("{secret}\n").as_bytes()).unwrap();
+    let out = finish(child, WATCHDOG, "weft proxy against an impostor head");
+    drop(stdin);
+    let lines = head.join().unwrap();
+    assert_ne!(out.code, Some(0), "{out:?}");
+    assert!(
+        out.stderr
+            .contains("did not prove that it holds the job's proxy secret"),
+        "{out:?}"
+    );
+    // The proxy showed no proof, and the secret itself never went on the wire.
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].contains("\"hello\"") && !lines[0].contains(&secret),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn the_head_drops_a_proxy_that_cannot_prove_the_secret_and_the_job_goes_on() {
+    // The remote-start command first connects an intruder to the head (a hello, then a proof
+    // made without the secret), then starts the real proxy on this machine.
+    let dir = std::env::temp_dir().join(format!("weft-intruder-rsh-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rsh = dir.join("intruder-rsh");
+    std::fs::write(
+        &rsh,
+        r#"#!/usr/bin/env python3
+import json, os, socket, sys
+args = sys.argv[2:]
+host, port = args[args.index("--head") + 1].rsplit(":", 1)
+s = socket.create_connection((host, int(port)), timeout=20)
+f = s.makefile("rw")
+f.write(json.dumps({"t": "hello", "host": 0, "nonce": "11" * 32}) + "\n"); f.flush()
+challenge = json.loads(f.readline())
+f.write(json.dumps({"t": "proof", "mac": challenge["mac"]}) + "\n"); f.flush()
+rest = f.read()
+print("intruder: the head sent %r after the proof" % rest, file=sys.stderr)
+s.close()
+os.execvp(args[0], args)
+"#,
+    )
+    .unwrap();
+    std::fs::set_permissions(&rsh, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let mut c = weft();
+    c.args([
+        "run",
+        "-n",
+        "2",
+        "--hosts",
+        "fakehost:2",
+        "--head-addr",
+        "127.0.0.1",
+        "--rsh",
+    ])
+    .arg(&rsh)
+    .arg(boot_probe());
+    let out = run(c, "weft run with an intruder before the proxy");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        out.stderr
+            .contains("intruder: the head sent '' after the proof"),
+        "{out:?}"
+    );
+    assert!(
+        out.stderr
+            .contains("claimed to be the proxy of host 0 but did not prove the job's proxy secret"),
+        "{out:?}"
+    );
+    for r in 0..2 {
+        assert!(
+            out.stdout
+                .contains(&format!("boot_probe: rank {r} finalized")),
+            "{out:?}"
+        );
+    }
+}
+
 #[test]
 fn the_job_secret_is_in_the_key_value_space() {
     // boot_probe cannot read arbitrary keys; a PMI-1 line through the socket can.
