@@ -296,7 +296,20 @@ def wait_quiet(max_wait, threshold=0.15):
     return busy
 
 
-def launch_cmd(impl, nranks, exe, launcher, args, net="shm", hosts=None):
+def bind_flags(impl, bind):
+    """Each launcher's flags for a binding policy: `default` leaves every launcher to its own
+    default (Open MPI binds 2 ranks to cores; Hydra and weft run do not bind), `core` binds
+    every rank of every implementation to its own core, `none` binds none."""
+    if bind == "default":
+        return []
+    if impl == "weft":
+        return ["--bind-to", bind]
+    if impl == "mpich":
+        return ["-bind-to", bind]
+    return ["--bind-to", bind]
+
+
+def launch_cmd(impl, nranks, exe, launcher, args, net="shm", hosts=None, bind="default"):
     """The command running `exe` on `nranks` ranks; `net="tcp"` makes every pair talk over TCP
     (Weft: WEFT_TRANSPORTS=tcp; MPICH: UCX over TCP; Open MPI: the ob1 PML with the tcp BTL);
     `net="tcp-netns"` puts one rank on each of the two test `hosts` (TestHosts), so the pair
@@ -304,14 +317,15 @@ def launch_cmd(impl, nranks, exe, launcher, args, net="shm", hosts=None):
     tcp = net in ("tcp", "tcp-netns")
     if net == "tcp-netns":
         return netns_launch_cmd(impl, nranks, exe, launcher, args, hosts)
+    binding = bind_flags(impl, bind)
     if impl == "weft":
         env = ["-x", "WEFT_TRANSPORTS=tcp"] if tcp else []
-        return [str(launcher), "run", "-n", str(nranks), *env, str(exe), *args]
+        return [str(launcher), "run", "-n", str(nranks), *binding, *env, str(exe), *args]
     if impl == "mpich":
         env = ["-genv", "UCX_TLS", "tcp,self"] if tcp else []
-        return ["mpiexec.hydra", "-n", str(nranks), *env, str(exe), *args]
+        return ["mpiexec.hydra", "-n", str(nranks), *binding, *env, str(exe), *args]
     btl = "self,tcp" if tcp else "self,vader"
-    cmd = ["mpirun.openmpi", "--allow-run-as-root", "--mca", "btl", btl]
+    cmd = ["mpirun.openmpi", "--allow-run-as-root", *binding, "--mca", "btl", btl]
     if tcp:
         cmd += ["--mca", "pml", "ob1"]
     if nranks > (os.cpu_count() or 2):
@@ -398,7 +412,15 @@ def main():
                          "TCP on loopback (Weft WEFT_TRANSPORTS=tcp, MPICH UCX_TLS=tcp,self, Open MPI btl self,tcp); "
                          "tcp-netns: the same with one rank in each of two network namespaces made for the run "
                          "(scripts/netns.sh; needs root; falls back to tcp on loopback when they cannot be made)")
+    ap.add_argument("--bind", choices=["default", "core", "none"], default="default",
+                    help="rank binding, the same for every implementation: core (each rank on its own "
+                         "core) or none; default (the default) leaves each launcher to its own (Open MPI binds "
+                         "2 ranks to cores, Hydra and weft run do not). Ignored with --net tcp-netns (the two "
+                         "test hosts share this machine's cores)")
     opts = ap.parse_args()
+    if opts.net == "tcp-netns" and opts.bind != "default":
+        log("--bind is ignored with --net tcp-netns: the test hosts share this machine's cores")
+        opts.bind = "default"
     rounds = opts.rounds if opts.rounds is not None else (1 if opts.quick else 5)
     timeout = opts.timeout if opts.timeout is not None else (90.0 if opts.quick else 240.0)
     impls = [i for i in IMPLS if not opts.only or i in opts.only]
@@ -459,7 +481,7 @@ def measure(opts, rounds, timeout, impls, ring_ranks, args, built, floor_exe, we
                 if problem:
                     res.failures[(impl, job)] = problem
                     continue
-                cmd = launch_cmd(impl, nranks, exe, launcher, args, opts.net, hosts)
+                cmd = launch_cmd(impl, nranks, exe, launcher, args, opts.net, hosts, opts.bind)
                 busy = wait_quiet(opts.wait_idle)
                 if busy is not None:
                     res.busy.append(busy)
@@ -576,7 +598,7 @@ def report(opts, res, floor, impls, ring_ranks, rounds):
         pass
     stamp = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
     summary = (f"{stamp}, {platform.node()}: {cpu}, {os.cpu_count()} CPUs; medians over {rounds} round(s)"
-               f"{' (quick)' if opts.quick else ''}; load average now {os.getloadavg()[0]:.2f}")
+               f"{' (quick)' if opts.quick else ''}; binding: {opts.bind}; load average now {os.getloadavg()[0]:.2f}")
     print(summary if not md else f"_{summary}_")
     if res.busy:
         med, top = statistics.median(res.busy), max(res.busy)
@@ -622,7 +644,7 @@ def report(opts, res, floor, impls, ring_ranks, rounds):
 def save_raw(opts, res, floor, rounds):
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     path = OUT_DIR / f"results-{datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
-    data = {"rounds": rounds, "net": opts.net, "cpu_busy_before_runs": res.busy, "quick": opts.quick, "floor_us": floor, "runs": res.raw,
+    data = {"rounds": rounds, "net": opts.net, "bind": opts.bind, "cpu_busy_before_runs": res.busy, "quick": opts.quick, "floor_us": floor, "runs": res.raw,
             "failures": [{"impl": i, "program": j[0], "ranks": j[1], "reason": r} for (i, j), r in res.failures.items()]}
     path.write_text(json.dumps(data, indent=1))
     log(f"raw results: {path.relative_to(REPO)}")

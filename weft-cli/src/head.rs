@@ -351,6 +351,7 @@ pub fn run(opts: &Options, h: &HostOptions) -> anyhow::Result<u8> {
             tag_output: opts.tag_output,
             pmi_debug: opts.pmi_debug,
             cwd: cwd.clone(),
+            bind_core: opts.bind == launch::BindTo::Core,
             heartbeat: h.heartbeat,
         };
         // A failed send shows up as a lost host through the reader.

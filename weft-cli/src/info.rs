@@ -8,8 +8,13 @@ use weft::tunables::{Tunables, ALL};
 /// `WEFT_*` variables that are not tunables but are still ours.
 const OTHER_VARS: &[&str] = &["WEFT_JOB_ID", "WEFT_PMI_DEBUG"];
 
-/// Settings of multi-host `weft run` (read by the launcher, not by the ranks).
+/// Settings of `weft run` (read by the launcher, not by the ranks).
 const LAUNCHER_VARS: &[(&str, &str, &str)] = &[
+    (
+        "WEFT_BIND_TO",
+        "none",
+        "rank binding: none, or core (the k-th rank of a host on its k-th CPU; as --bind-to)",
+    ),
     (
         "WEFT_RSH",
         "ssh",
@@ -121,7 +126,10 @@ pub fn report(lookup: &dyn Fn(&str) -> Option<String>) -> (String, Vec<String>) 
         let _ = writeln!(out, "  {:w0$}  {:w1$}  {:w2$}  {}", r[0], r[1], r[2], r[3]);
     }
     let _ = writeln!(out);
-    let _ = writeln!(out, "Launcher settings (weft run --hosts/--hostfile):");
+    let _ = writeln!(
+        out,
+        "Launcher settings (weft run; all but WEFT_BIND_TO only with --hosts/--hostfile):"
+    );
     let w0 = LAUNCHER_VARS.iter().map(|v| v.0.len()).max().unwrap_or(0);
     let w1 = LAUNCHER_VARS.iter().map(|v| v.1.len()).max().unwrap_or(0);
     for (name, default, help) in LAUNCHER_VARS {

@@ -62,6 +62,29 @@ pub struct Options {
     pub pmi_debug: bool,
     /// Serve this `PMI_process_mapping` instead of "all on one node" (for tests).
     pub process_mapping: Option<String>,
+    /// Bind each rank to one CPU.
+    pub bind: BindTo,
+}
+
+/// Where ranks may run (`--bind-to`, as MPICH's and Open MPI's launchers).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum BindTo {
+    /// Anywhere the launcher may run (no binding).
+    #[default]
+    None,
+    /// Local rank k on the k-th CPU the launcher may run on (wrapping around when a host has
+    /// more ranks than CPUs).
+    Core,
+}
+
+impl BindTo {
+    /// The CPUs to bind local ranks to, in order (empty: no binding).
+    pub fn cpus(self) -> std::io::Result<Vec<usize>> {
+        match self {
+            BindTo::None => Ok(Vec::new()),
+            BindTo::Core => sys::allowed_cpus(),
+        }
+    }
 }
 
 /// Reports to the main thread.
@@ -211,6 +234,10 @@ pub fn run(opts: &Options) -> anyhow::Result<u8> {
     let mut ranks: Vec<Rank> = Vec::with_capacity(n as usize);
     let mut outputs = Vec::new();
     let mut pgid: libc::pid_t = 0;
+    let cpus = opts
+        .bind
+        .cpus()
+        .map_err(|e| anyhow::anyhow!("--bind-to core: reading the launcher's CPUs: {e}"))?;
     for rank in 0..n {
         let how = Spawn {
             program: &opts.program,
@@ -220,6 +247,7 @@ pub fn run(opts: &Options) -> anyhow::Result<u8> {
             job_id: &job_id,
             kvsname: &kvsname,
             cwd: None,
+            cpus: &cpus,
         };
         let spawned = how.spawn(rank, rank, n, pgid, launcher);
         let (mut child, parent_end) = match spawned {
@@ -457,6 +485,8 @@ pub struct Spawn<'a> {
     pub kvsname: &'a str,
     /// Where the ranks start (None: the launcher's directory).
     pub cwd: Option<&'a std::path::Path>,
+    /// Local rank k runs only on `cpus[k % len]` (empty: anywhere).
+    pub cpus: &'a [usize],
 }
 
 impl Spawn<'_> {
@@ -492,12 +522,13 @@ impl Spawn<'_> {
         if let Some(dir) = self.cwd {
             cmd.current_dir(dir);
         }
+        let cpu = (!self.cpus.is_empty()).then(|| self.cpus[local_rank as usize % self.cpus.len()]);
         // SAFETY: the hook runs in the forked child before exec and calls only
-        // async-signal-safe functions (fcntl, prctl, getppid, sigprocmask); `fd` is the child
-        // end of the socket pair, open in the child because the parent still holds
-        // `child_end`.
+        // async-signal-safe functions (fcntl, prctl, getppid, sigprocmask,
+        // sched_setaffinity); `fd` is the child end of the socket pair, open in the child
+        // because the parent still holds `child_end`.
         unsafe {
-            cmd.pre_exec(move || sys::child_setup(fd, parent));
+            cmd.pre_exec(move || sys::child_setup(fd, parent, cpu));
         }
         let child = cmd.spawn().map_err(|e| {
             std::io::Error::new(e.kind(), format!("program {:?}: {e}", self.program))

@@ -106,6 +106,11 @@ struct RunArgs {
     /// Allow more ranks than the hosts have slots (else that is an error).
     #[arg(long)]
     oversubscribe: bool,
+    /// Bind ranks: none (default), or core (each host's k-th rank on the k-th CPU the
+    /// launcher may use there, wrapping around when there are more ranks than CPUs).
+    /// Default: $WEFT_BIND_TO, else none.
+    #[arg(long, value_enum, value_name = "POLICY")]
+    bind_to: Option<launch::BindTo>,
     /// The remote-start command: `CMD HOST weft proxy ...` starts a host's proxy.
     /// Default: $WEFT_RSH, else ssh. Split at spaces (`--rsh "ssh -p 2222"`).
     #[arg(long, value_name = "CMD")]
@@ -180,6 +185,14 @@ fn run_cmd(a: RunArgs) -> anyhow::Result<u8> {
             (p.clone(), rest.to_vec())
         }
     };
+    let bind = match (a.bind_to, env_setting("WEFT_BIND_TO")) {
+        (Some(b), _) => b,
+        (None, Some(text)) => <launch::BindTo as clap::ValueEnum>::from_str(text.trim(), true)
+            .map_err(|_| {
+                anyhow::anyhow!("WEFT_BIND_TO={text:?} is not a binding (none or core)")
+            })?,
+        (None, None) => launch::BindTo::None,
+    };
     let opts = launch::Options {
         np: a.np,
         program,
@@ -189,6 +202,7 @@ fn run_cmd(a: RunArgs) -> anyhow::Result<u8> {
         timeout,
         pmi_debug: a.pmi_debug,
         process_mapping: a.process_mapping.clone(),
+        bind,
     };
     let host_list = match (&a.hosts, &a.hostfile) {
         (Some(list), _) => hosts::parse_list(list)?,

@@ -255,6 +255,15 @@ fn serve_ranks(
     me: &str,
 ) -> u8 {
     let cwd = std::path::Path::new(&job.cwd);
+    let bind = if job.bind_core {
+        launch::BindTo::Core
+    } else {
+        launch::BindTo::None
+    };
+    let cpus = bind.cpus().unwrap_or_else(|e| {
+        note!("{me}: --bind-to core: cannot read this host's CPUs ({e}); the ranks run unbound");
+        Vec::new()
+    });
     let how = Spawn {
         program: &job.program,
         args: &job.args,
@@ -263,6 +272,7 @@ fn serve_ranks(
         job_id: &job.job_id,
         kvsname: &job.kvsname,
         cwd: cwd.is_dir().then_some(cwd),
+        cpus: &cpus,
     };
     let local_size = job.ranks.len() as u32;
     let myself = std::process::id() as libc::pid_t;

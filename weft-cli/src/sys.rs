@@ -47,15 +47,44 @@ pub fn pmi_socketpair() -> io::Result<(UnixStream, OwnedFd)> {
     Ok((parent, child))
 }
 
-/// Between fork and exec: let `fd` survive exec, die with the launcher, reset signals.
+/// The CPUs this process may run on (its affinity mask), in increasing order.
+pub fn allowed_cpus() -> io::Result<Vec<usize>> {
+    // SAFETY: cpu_set_t is plain data; all zeroes is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid cpu_set_t and its size is passed; pid 0 is this thread.
+    let rc =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((0..libc::CPU_SETSIZE as usize)
+        // SAFETY: CPU_ISSET reads bit `c` of a valid set; `c` is below CPU_SETSIZE.
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect())
+}
+
+/// Between fork and exec: let `fd` survive exec, die with the launcher, reset signals, and
+/// run only on `cpu` when one is given.
 ///
 /// # Safety
 /// Call only in a `pre_exec` hook (the child after fork): it uses only async-signal-safe
-/// calls (fcntl, prctl, getppid, sigprocmask) and allocates nothing.
-pub unsafe fn child_setup(fd: RawFd, launcher: libc::pid_t) -> io::Result<()> {
+/// calls (fcntl, prctl, getppid, sigprocmask, sched_setaffinity) and allocates nothing.
+pub unsafe fn child_setup(fd: RawFd, launcher: libc::pid_t, cpu: Option<usize>) -> io::Result<()> {
     // SAFETY: fcntl on an fd we own is async-signal-safe; we are in the forked child.
     if unsafe { libc::fcntl(fd, libc::F_SETFD, 0) } != 0 {
         return Err(io::Error::last_os_error());
+    }
+    if let Some(cpu) = cpu {
+        // SAFETY: a zeroed cpu_set_t on the stack is the empty set; CPU_SET sets one bit
+        // below CPU_SETSIZE (the launcher only names CPUs it read from its own mask);
+        // sched_setaffinity is a plain system call on this (the child) process.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
     }
     // SAFETY: the caller guarantees we are in the forked child, before exec.
     unsafe { die_with_launcher(libc::SIGKILL, launcher) }

@@ -110,6 +110,8 @@ pub struct JobSpec {
     pub pmi_debug: bool,
     /// The head's working directory (the ranks start there when it exists on the host).
     pub cwd: String,
+    /// Bind each rank to one of the host's CPUs (`--bind-to core`).
+    pub bind_core: bool,
     pub heartbeat: Duration,
 }
 
@@ -224,7 +226,7 @@ impl ToProxy {
                 "t": "job", "job_id": j.job_id, "kvsname": j.kvsname, "size": j.size,
                 "ranks": j.ranks, "program": j.program, "args": j.args, "env": pairs(&j.env),
                 "mapping": j.mapping, "kvs": pairs(&j.kvs), "tag_output": j.tag_output,
-                "pmi_debug": j.pmi_debug, "cwd": j.cwd,
+                "pmi_debug": j.pmi_debug, "cwd": j.cwd, "bind_core": j.bind_core,
                 "heartbeat_ms": j.heartbeat.as_millis() as u64,
             }),
             ToProxy::Challenge { nonce, mac } => {
@@ -259,6 +261,7 @@ impl ToProxy {
                     tag_output: v.get("tag_output")?.as_bool()?,
                     pmi_debug: v.get("pmi_debug")?.as_bool()?,
                     cwd: str_of(v, "cwd")?,
+                    bind_core: v.get("bind_core")?.as_bool()?,
                     heartbeat: Duration::from_millis(v.get("heartbeat_ms")?.as_u64()?),
                 })))
             })(),
@@ -431,6 +434,7 @@ mod tests {
             tag_output: true,
             pmi_debug: false,
             cwd: "/tmp".into(),
+            bind_core: true,
             heartbeat: Duration::from_millis(1500),
         };
         for m in [

@@ -1007,6 +1007,7 @@ fn weft_info_lists_the_launcher_settings() {
     let out = run(c, "weft info");
     assert_eq!(out.code, Some(0), "{out:?}");
     for v in [
+        "WEFT_BIND_TO",
         "WEFT_RSH",
         "WEFT_HEAD_ADDR",
         "WEFT_HOST_TIMEOUT",

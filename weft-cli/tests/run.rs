@@ -171,6 +171,96 @@ fn environment_contract_and_x_passing() {
     );
 }
 
+/// The CPUs in a `Cpus_allowed_list` value such as `0-3,6`.
+fn cpu_list(text: &str) -> Vec<usize> {
+    let mut cpus = Vec::new();
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => cpus.extend(a.parse::<usize>().unwrap()..=b.parse::<usize>().unwrap()),
+            None => cpus.push(part.parse().unwrap()),
+        }
+    }
+    cpus
+}
+
+/// Each rank's allowed CPUs, by rank, from a job printing `RANK LIST` lines.
+fn rank_cpus(c: Command, what: &str, n: usize) -> Vec<Vec<usize>> {
+    let out = run(c, what);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let mut by_rank = vec![Vec::new(); n];
+    for line in out.stdout.lines() {
+        let (r, list) = line.split_once(' ').unwrap();
+        by_rank[r.parse::<usize>().unwrap()] = cpu_list(list);
+    }
+    by_rank
+}
+
+#[test]
+fn bind_to_core_puts_each_local_rank_on_its_own_cpu_in_turn() {
+    let print = "echo $PMI_RANK $(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)";
+    let mine = std::fs::read_to_string("/proc/self/status").unwrap();
+    let mine = cpu_list(
+        mine.lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .unwrap(),
+    );
+    let n = mine.len() + 1; // one more rank than CPUs: the last wraps around
+    let mut c = weft();
+    c.args([
+        "run",
+        "-n",
+        &n.to_string(),
+        "--bind-to",
+        "core",
+        "sh",
+        "-c",
+        print,
+    ]);
+    let got = rank_cpus(c, "weft run --bind-to core", n);
+    for (r, cpus) in got.iter().enumerate() {
+        assert_eq!(cpus, &[mine[r % mine.len()]], "rank {r}: {got:?}");
+    }
+    // The environment names the policy too; without one, ranks may run anywhere the
+    // launcher may.
+    let mut c = weft();
+    c.env("WEFT_BIND_TO", "core")
+        .args(["run", "-n", "1", "sh", "-c", print]);
+    assert_eq!(rank_cpus(c, "WEFT_BIND_TO=core", 1), [vec![mine[0]]]);
+    let mut c = weft();
+    c.env_remove("WEFT_BIND_TO")
+        .args(["run", "-n", "2", "sh", "-c", print]);
+    assert_eq!(rank_cpus(c, "no binding", 2), [mine.clone(), mine.clone()]);
+    // Through a proxy (--hosts): the same placement per host.
+    let mut c = weft();
+    c.args([
+        "run",
+        "-n",
+        "2",
+        "--hosts",
+        "localhost:2",
+        "--bind-to",
+        "core",
+        "sh",
+        "-c",
+        print,
+    ]);
+    let got = rank_cpus(c, "weft run --hosts localhost --bind-to core", 2);
+    for (r, cpus) in got.iter().enumerate() {
+        assert_eq!(cpus, &[mine[r % mine.len()]], "rank {r}: {got:?}");
+    }
+    // A policy that does not exist is an error naming it.
+    let mut c = weft();
+    c.env("WEFT_BIND_TO", "socket")
+        .args(["run", "-n", "1", "true"]);
+    let out = run(c, "WEFT_BIND_TO=socket");
+    assert_ne!(out.code, Some(0), "{out:?}");
+    assert!(
+        out.stderr
+            .contains("WEFT_BIND_TO=\"socket\" is not a binding"),
+        "{out:?}"
+    );
+}
+
 #[test]
 fn first_failing_exit_code_is_passed_on() {
     let mut c = weft();
