@@ -53,12 +53,16 @@ pub struct Exchange {
 }
 
 impl Exchange {
+    /// The proxy's place in the proof: its host index (never the head's).
+    fn proxy_id(&self) -> u32 {
+        u32::try_from(self.host).unwrap_or(HEAD - 1)
+    }
+
     fn role_mac(&self, role: Role) -> [u8; MAC_LEN] {
-        let host = u32::try_from(self.host).unwrap_or(HEAD - 1);
         auth::mac(
             &self.secret,
             role,
-            host,
+            self.proxy_id(),
             HEAD,
             &self.nonce_proxy,
             &self.nonce_head,
@@ -80,11 +84,10 @@ impl Exchange {
         let Some(mac) = auth::secret_from_hex(shown) else {
             return false;
         };
-        let host = u32::try_from(self.host).unwrap_or(HEAD - 1);
         auth::verify(
             &self.secret,
             role,
-            host,
+            self.proxy_id(),
             HEAD,
             (&self.nonce_proxy, &self.nonce_head),
             &mac,

@@ -258,14 +258,13 @@ impl Core {
             self.streams[src] = Some(Stream::PlacingFast);
             return Some(f.buf.slice_mut(0, len));
         }
-        let h = self.matcher.first_posted(hdr.context, hdr.src, hdr.tag)?;
-        match self.reqs.get(h) {
-            Some(Req {
-                op: Op::Recv(r), ..
-            }) if r.buf.len() >= len => {}
-            _ => return None,
-        }
-        self.matcher.take_posted(hdr.context, hdr.src, hdr.tag);
+        let reqs = &self.reqs;
+        let h = self.matcher.take_posted_if(
+            hdr.context,
+            hdr.src,
+            hdr.tag,
+            |h| matches!(reqs.get(h), Some(Req { op: Op::Recv(r), .. }) if r.buf.len() >= len),
+        )?;
         self.stats.recv_msgs += 1;
         self.stats.recv_bytes += len as u64;
         self.matched_eager(h, hdr);

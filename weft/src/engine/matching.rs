@@ -115,13 +115,24 @@ impl Matcher {
         }
     }
 
-    /// The first posted receive matching an arriving message, left posted.
+    /// Takes the first posted receive matching an arriving message if `accept` takes it;
+    /// otherwise leaves it posted (and takes nothing: a later one must not overtake it).
     #[inline]
-    pub fn first_posted(&self, context: u32, source: u32, tag: i32) -> Option<Handle> {
-        self.posted
+    pub fn take_posted_if(
+        &mut self,
+        context: u32,
+        source: u32,
+        tag: i32,
+        accept: impl FnOnce(Handle) -> bool,
+    ) -> Option<Handle> {
+        let i = self
+            .posted
             .iter()
-            .find(|p| p.pattern.matches(context, source, tag))
-            .map(|p| p.req)
+            .position(|p| p.pattern.matches(context, source, tag))?;
+        if !accept(self.posted[i].req) {
+            return None;
+        }
+        self.posted.remove(i).map(|p| p.req)
     }
 
     /// Takes the first posted receive matching an arriving message.
