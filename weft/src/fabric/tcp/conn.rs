@@ -220,12 +220,12 @@ impl RxBuf {
             return Ok(true);
         };
         loop {
-            let r = match sink.place(&hdr, len) {
-                Some(dst) => stream.read(&mut dst[done..]),
+            let (r, asked) = match sink.place(&hdr, len) {
+                Some(dst) => (stream.read(&mut dst[done..]), len - done),
                 // The receive is gone (it cannot be, for matched rendezvous data): drop it.
                 None => {
                     let m = (len - done).min(self.buf.len());
-                    stream.read(&mut self.buf[..m])
+                    (stream.read(&mut self.buf[..m]), m)
                 }
             };
             match r {
@@ -242,6 +242,12 @@ impl RxBuf {
                         self.placing = None;
                         sink.placed(&hdr, len);
                         return Ok(true);
+                    }
+                    if k < asked {
+                        // A short read: the socket is empty for now, and asking again would
+                        // only cost a system call that finds it so.
+                        self.placing = Some(Placing { hdr, len, done });
+                        return Ok(false);
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {

@@ -45,6 +45,11 @@ use std::time::{Duration, Instant};
 /// needs more).
 const RX_BUFFER: usize = 128 << 10;
 
+/// With a single quiet connection, every this many progress calls still go through
+/// `poll(2)` over everything (the listener for peers dialling in, and writability); the
+/// others read the connection directly.
+const FULL_POLL_EVERY: u32 = 16;
+
 /// Key under which the per-job secret travels in the process manager's key-value space.
 pub const SECRET_KEY: &str = "weft-job-secret";
 
@@ -147,6 +152,8 @@ pub struct TcpTransport {
     waiting: Vec<u32>,
     fds: Vec<PollFd>,
     fatal: Option<String>,
+    /// Progress calls so far (every [`FULL_POLL_EVERY`]th one polls everything).
+    polls: u32,
 }
 
 fn boot_err(detail: String) -> Error {
@@ -238,6 +245,7 @@ impl TcpTransport {
             waiting: Vec::new(),
             fds: Vec::new(),
             fatal: None,
+            polls: 0,
         })
     }
 
@@ -438,7 +446,17 @@ impl TcpTransport {
 
     /// Delivers every packet that has arrived to `sink`, writes queued output, and moves
     /// connection set-up along. Returns how many packets were delivered.
+    ///
+    /// With one connection and nothing else under way, most calls read it directly: a
+    /// nonblocking read costs what an empty `poll(2)` costs, and when data is there it saves
+    /// the second system call (the common case of two ranks, one per host).
     pub fn poll<S: Sink>(&mut self, sink: &mut S) -> usize {
+        self.polls = self.polls.wrapping_add(1);
+        if !self.polls.is_multiple_of(FULL_POLL_EVERY) {
+            if let Some(peer) = self.sole_quiet_connection() {
+                return self.read_conn(peer, sink);
+            }
+        }
         self.build_fds();
         match net::poll(&mut self.fds, Duration::ZERO) {
             Ok(0) if self.waiting.is_empty() && self.handshakes.is_empty() => return 0,
@@ -450,6 +468,39 @@ impl TcpTransport {
             }
         }
         self.service(Some(sink))
+    }
+
+    /// The peer of the only connection, when nothing else needs `poll(2)`: no connection
+    /// being made or wanted, no output waiting for room, and the peer still sending.
+    fn sole_quiet_connection(&self) -> Option<u32> {
+        let [peer] = self.up[..] else { return None };
+        if !self.handshakes.is_empty() || !self.waiting.is_empty() {
+            return None;
+        }
+        let s = &self.slots[peer as usize];
+        let c = s.conn.as_ref()?;
+        let quiet = s.tx.is_empty() && s.partial.is_none() && !s.full && !c.peer_done;
+        quiet.then_some(peer)
+    }
+
+    /// Reads what the connection to `peer` has and delivers it; a failure is recorded as
+    /// fatal. Returns how many packets were delivered.
+    fn read_conn<S: Sink>(&mut self, peer: u32, sink: &mut S) -> usize {
+        let c = self.slots[peer as usize]
+            .conn
+            .as_mut()
+            .expect("up peers have a connection");
+        match c.rx.read_from(&mut c.stream, peer, sink) {
+            Ok((n, ReadOutcome::Drained)) => n,
+            Ok((n, ReadOutcome::Closed)) => {
+                c.peer_done = true;
+                n
+            }
+            Err(e) => {
+                self.fail(peer, "lost its connection to", e);
+                0
+            }
+        }
     }
 
     /// Handles what the last `poll(2)` reported (in `self.fds`), and timers. With no sink,
@@ -481,14 +532,7 @@ impl TcpTransport {
             if c.peer_done || re & !POLLOUT == 0 {
                 continue;
             }
-            match c.rx.read_from(&mut c.stream, p, sink) {
-                Ok((n, ReadOutcome::Drained)) => delivered += n,
-                Ok((n, ReadOutcome::Closed)) => {
-                    delivered += n;
-                    c.peer_done = true;
-                }
-                Err(e) => self.fail(p, "lost its connection to", e),
-            }
+            delivered += self.read_conn(p, sink);
         }
         // Connections being set up, last first so removals do not disturb the rest.
         for k in (0..nh).rev() {

@@ -211,3 +211,52 @@ fn a_peer_that_cannot_be_reached_fails_the_job_after_the_timeout_naming_it() {
         "{msgs:?}"
     );
 }
+
+#[test]
+fn a_peer_dialling_in_is_accepted_while_the_only_connection_is_read_directly() {
+    // Rank 0's only connection (to rank 1) is quiet, so most of its polls read it directly;
+    // rank 2 dials in meanwhile and must still be accepted and heard.
+    let phase = Arc::new(Barrier::new(3));
+    let got = job(3, &[], move |rank, mut t| {
+        let mut got = Vec::new();
+        if rank < 2 {
+            let mut out = vec![(1 - rank, packet(rank, 1), vec![rank as u8; 10])];
+            got = exchange(&mut t, &mut out, 1);
+        }
+        phase.wait();
+        match rank {
+            0 => {
+                assert_eq!(t.sole_quiet_connection(), Some(1));
+                let deadline = Instant::now() + Duration::from_secs(20);
+                // Poll without sleeping in between, as a spinning rank does.
+                while got.len() < 2 {
+                    assert!(Instant::now() < deadline, "rank 2 was not heard: {got:?}");
+                    t.poll(&mut |h: &Header, p: &[u8]| got.push((h.src, h.tag, p.to_vec())));
+                    assert!(t.fatal.is_none(), "{:?}", t.fatal);
+                }
+                assert_eq!(t.connections(), 2);
+            }
+            2 => {
+                assert!(t.try_send(0, &packet(2, 2), &[2u8; 10]), "queued");
+                // Dial, prove itself, and write the packet out.
+                let deadline = Instant::now() + Duration::from_secs(20);
+                while t.busy() || t.connections() == 0 {
+                    assert!(Instant::now() < deadline, "rank 2 could not send");
+                    t.poll(&mut |_: &Header, _: &[u8]| {});
+                    assert!(t.fatal.is_none(), "{:?}", t.fatal);
+                    t.sleep(Duration::from_millis(1));
+                }
+            }
+            _ => {}
+        }
+        // Rank 1 stays connected (and quiet) until rank 0 heard rank 2.
+        phase.wait();
+        t.close();
+        got
+    });
+    assert_eq!(
+        got[0],
+        vec![(1, 1, vec![1u8; 10]), (2, 2, vec![2u8; 10])],
+        "{got:?}"
+    );
+}
