@@ -305,6 +305,48 @@ fn two_fake_nodes_mix_shared_memory_and_tcp_in_one_job() {
 }
 
 #[test]
+fn ranks_asleep_in_poll_are_woken_by_their_shared_memory_peers() {
+    if tcp_pass() {
+        return;
+    }
+    // Two fake nodes, so every rank has sockets and sleeps in poll(2), where its
+    // shared-memory peers wake it through its wake-up descriptor. Ranks sleep at once (no
+    // spinning or yielding) with a ten-minute safety net: a lost wake-up would stall the job
+    // until the watchdog ends it.
+    for case in ["barriers", "ring", "storm"] {
+        let out = job_args(
+            4,
+            case,
+            &["--process-mapping", "(vector,(0,2,2))"],
+            &[
+                "P2P_RANKS_PER_NODE=2",
+                "WEFT_SPIN_COUNT=0",
+                "WEFT_YIELD_COUNT=0",
+                "WEFT_SLEEP_TIMEOUT_MS=600000",
+                "WEFT_STATS=1",
+            ],
+        );
+        assert_eq!(out.code, Some(0), "{case}: {out:?}");
+        let slept = out
+            .stderr
+            .lines()
+            .filter_map(|l| {
+                l.split("sleeps: ")
+                    .nth(1)?
+                    .split(',')
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum::<u64>();
+        assert!(
+            slept > 0,
+            "{case}: no rank slept, so nothing was tested: {out:?}"
+        );
+    }
+}
+
+#[test]
 fn tcp_full_connect_small_frames_and_both_protocol_crossovers() {
     if tcp_pass() {
         return;

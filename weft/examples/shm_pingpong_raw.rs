@@ -48,7 +48,7 @@ fn rank_main(rank: u32, kvs: Arc<(Mutex<HashMap<String, String>>, Barrier)>, ite
         job_id: format!("bench{}", std::process::id()),
         pmi: Box::new(ThreadPmi(kvs)),
     };
-    let mut t = ShmTransport::new(&mut boot, &Tunables::from_env().unwrap())
+    let mut t = ShmTransport::new(&mut boot, &Tunables::from_env().unwrap(), false)
         .unwrap()
         .unwrap();
     let peer = 1 - rank;

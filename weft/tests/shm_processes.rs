@@ -1,7 +1,8 @@
 //! ShmTransport across real processes: the test binary re-runs itself as two ranks (the
 //! `rank_process` test, which does nothing unless WEFT_TEST_SHM_RANK is set). They share a
 //! file-based PMI in a temporary directory, ping-pong with futex sleeps (cross-process
-//! wake-ups), and pull from each other with process_vm_readv.
+//! wake-ups), or with sleeps in poll(2) on their wake-up eventfds (which each signals through
+//! a duplicate taken with pidfd_getfd), and pull from each other with process_vm_readv.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
@@ -73,13 +74,26 @@ fn wait_one(t: &mut ShmTransport, sleeps: &mut u32) -> Header {
             t.cancel_sleep();
             return got.unwrap();
         }
-        t.sleep(Duration::from_secs(20));
+        match t.wake_fd() {
+            Some((fd, every_peer_signals)) => {
+                assert!(every_peer_signals, "the peer could not take my descriptor");
+                let mut p = [libc::pollfd {
+                    fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                }];
+                // SAFETY: `p` is one valid pollfd, exclusively borrowed.
+                unsafe { libc::poll(p.as_mut_ptr(), 1, 20_000) };
+                t.end_polled_sleep();
+            }
+            None => t.sleep(Duration::from_secs(20)),
+        }
         *sleeps += 1;
         assert!(start.elapsed() < Duration::from_secs(15), "lost wake-up");
     }
 }
 
-fn rank_main(rank: u32, dir: &Path, job: String) {
+fn rank_main(rank: u32, dir: &Path, job: String, in_poll: bool) {
     let mut boot = Boot {
         rank,
         size: RANKS,
@@ -91,9 +105,10 @@ fn rank_main(rank: u32, dir: &Path, job: String) {
             fences: 0,
         }),
     };
-    let mut t = ShmTransport::new(&mut boot, &Tunables::defaults())
+    let mut t = ShmTransport::new(&mut boot, &Tunables::defaults(), in_poll)
         .unwrap()
         .unwrap();
+    assert_eq!(t.wake_fd().is_some(), in_poll);
     let peer = 1 - rank;
     let mut sleeps = 0;
     for i in 0..2000u64 {
@@ -107,7 +122,10 @@ fn rank_main(rank: u32, dir: &Path, job: String) {
             assert_eq!((h.src, h.cookie), (peer, i));
         }
     }
-    assert!(sleeps > 0, "never slept: the futex path was not exercised");
+    assert!(
+        sleeps > 0,
+        "never slept: the wake-up path was not exercised"
+    );
     // Rendezvous-style pull: rank 0 offers a buffer, rank 1 reads it from rank 0's memory.
     if rank == 0 {
         let buf: Vec<u8> = (0..1_000_000u32).map(|i| (i % 253) as u8).collect();
@@ -138,12 +156,22 @@ fn rank_process() {
     };
     let dir = PathBuf::from(std::env::var("WEFT_TEST_SHM_DIR").unwrap());
     let job = std::env::var("WEFT_TEST_SHM_JOB").unwrap();
-    rank_main(rank.parse().unwrap(), &dir, job);
+    let in_poll = std::env::var_os("WEFT_TEST_SHM_IN_POLL").is_some();
+    rank_main(rank.parse().unwrap(), &dir, job, in_poll);
 }
 
 #[test]
 fn two_processes_ping_pong_sleep_and_pull() {
-    let job = format!("p{}", std::process::id());
+    two_processes(false);
+}
+
+#[test]
+fn two_processes_asleep_in_poll_wake_each_other_through_their_descriptors() {
+    two_processes(true);
+}
+
+fn two_processes(in_poll: bool) {
+    let job = format!("p{}{}", std::process::id(), if in_poll { "p" } else { "" });
     let dir = std::env::temp_dir().join(format!("weft-shm-test-{job}"));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -155,6 +183,7 @@ fn two_processes_ping_pong_sleep_and_pull() {
                 .env("WEFT_TEST_SHM_RANK", r.to_string())
                 .env("WEFT_TEST_SHM_DIR", &dir)
                 .env("WEFT_TEST_SHM_JOB", &job)
+                .envs(in_poll.then_some(("WEFT_TEST_SHM_IN_POLL", "1")))
                 .spawn()
                 .unwrap()
         })

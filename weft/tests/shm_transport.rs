@@ -80,6 +80,14 @@ fn run<F>(test: &str, node_of: Vec<u32>, tun: Tunables, f: F) -> Arc<Kvs>
 where
     F: Fn(u32, Option<ShmTransport>, &Barrier) + Send + Sync + 'static,
 {
+    run_with(test, node_of, tun, false, f)
+}
+
+/// [`run`], with ranks that sleep in poll(2) (`in_poll`) or on the futex.
+fn run_with<F>(test: &str, node_of: Vec<u32>, tun: Tunables, in_poll: bool, f: F) -> Arc<Kvs>
+where
+    F: Fn(u32, Option<ShmTransport>, &Barrier) + Send + Sync + 'static,
+{
     let n = node_of.len();
     let kvs = Arc::new(Kvs {
         map: Mutex::new(HashMap::new()),
@@ -112,7 +120,7 @@ where
                         mine: None,
                     }),
                 };
-                let t = ShmTransport::new(&mut boot, &tun).unwrap();
+                let t = ShmTransport::new(&mut boot, &tun, in_poll).unwrap();
                 f(rank, t, &after);
             })
         })
@@ -320,39 +328,77 @@ fn poll_rotates_its_starting_sender() {
 
 #[test]
 fn sleeping_receivers_are_woken() {
-    // Both ranks sleep whenever idle; a lost wake-up shows as a sleep of the whole timeout.
-    run("sleep", vec![0, 0], Tunables::defaults(), |r, t, _| {
-        let mut t = t.unwrap();
-        let peer = 1 - r;
-        let mut sleeps = 0;
-        for i in 0..3000u64 {
-            if (i % 2) as u32 == r {
-                if i % 100 == 0 {
-                    std::thread::sleep(Duration::from_micros(200));
-                }
-                assert!(t.try_send(peer, &hdr(r, i, 0), &[]));
+    sleepers("sleep", false);
+}
+
+#[test]
+fn receivers_asleep_in_poll_are_woken_through_their_descriptor() {
+    sleepers("sleep-poll", true);
+}
+
+/// Both ranks sleep whenever idle (on the futex, or in poll(2) on their wake-up descriptor
+/// as ranks with sockets too do); a lost wake-up shows as a sleep of the whole timeout.
+fn sleepers(test: &str, in_poll: bool) {
+    run_with(
+        test,
+        vec![0, 0],
+        Tunables::defaults(),
+        in_poll,
+        move |r, t, _| {
+            let mut t = t.unwrap();
+            let wake = t.wake_fd();
+            if in_poll {
+                assert_eq!(
+                    wake.map(|w| w.1),
+                    Some(true),
+                    "the peer holds my descriptor"
+                );
             } else {
-                let mut got = 0;
-                while got == 0 {
-                    got = t.poll(&mut |h, _| assert_eq!(h.cookie, i));
-                    if got > 0 {
-                        break;
+                assert_eq!(wake, None);
+            }
+            let peer = 1 - r;
+            let mut sleeps = 0;
+            for i in 0..3000u64 {
+                if (i % 2) as u32 == r {
+                    if i % 100 == 0 {
+                        std::thread::sleep(Duration::from_micros(200));
                     }
-                    t.prepare_sleep();
-                    got = t.poll(&mut |h, _| assert_eq!(h.cookie, i));
-                    if got > 0 {
-                        t.cancel_sleep();
-                        break;
+                    assert!(t.try_send(peer, &hdr(r, i, 0), &[]));
+                } else {
+                    let mut got = 0;
+                    while got == 0 {
+                        got = t.poll(&mut |h, _| assert_eq!(h.cookie, i));
+                        if got > 0 {
+                            break;
+                        }
+                        t.prepare_sleep();
+                        got = t.poll(&mut |h, _| assert_eq!(h.cookie, i));
+                        if got > 0 {
+                            t.cancel_sleep();
+                            break;
+                        }
+                        let s = Instant::now();
+                        match wake {
+                            Some((fd, _)) => {
+                                let mut p = [libc::pollfd {
+                                    fd,
+                                    events: libc::POLLIN,
+                                    revents: 0,
+                                }];
+                                // SAFETY: `p` is one valid pollfd, exclusively borrowed.
+                                unsafe { libc::poll(p.as_mut_ptr(), 1, 20_000) };
+                                t.end_polled_sleep();
+                            }
+                            None => t.sleep(Duration::from_secs(20)),
+                        }
+                        sleeps += 1;
+                        assert!(s.elapsed() < Duration::from_secs(15), "lost wake-up at {i}");
                     }
-                    let s = Instant::now();
-                    t.sleep(Duration::from_secs(20));
-                    sleeps += 1;
-                    assert!(s.elapsed() < Duration::from_secs(15), "lost wake-up at {i}");
                 }
             }
-        }
-        assert!(sleeps > 0);
-    });
+            assert!(sleeps > 0);
+        },
+    );
 }
 
 #[test]

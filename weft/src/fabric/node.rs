@@ -20,8 +20,9 @@ pub enum Route {
     Tcp,
 }
 
-/// Longest sleep in `poll(2)` when shared-memory peers exist too: their senders wake a
-/// futex, which `poll(2)` does not see, so a sleeping rank looks at the rings this often.
+/// Longest sleep in `poll(2)` when shared-memory peers exist too but some cannot signal this
+/// rank's wake-up descriptor (the OS refused them a duplicate): they wake the futex, which
+/// `poll(2)` does not see, so a sleeping rank looks at the rings this often.
 const MIXED_NAP: Duration = Duration::from_millis(1);
 
 /// Idle polls after which TCP is checked only every [`TCP_IDLE_STRIDE`] polls while shared
@@ -80,12 +81,15 @@ impl NodeFabric {
     /// Sets up the transports. Collective over the world.
     pub fn new(boot: &mut Boot, tunables: &Tunables) -> Result<Self> {
         let routes = routes(boot, tunables)?;
+        let uses_tcp = job_uses_tcp(boot, tunables);
         let shm = if tunables.transports.shm {
-            ShmTransport::new(boot, tunables)?
+            // With TCP too, this rank sleeps in poll(2) over its sockets and a wake-up
+            // descriptor its shared-memory peers signal.
+            ShmTransport::new(boot, tunables, uses_tcp)?
         } else {
             None
         };
-        let tcp = if job_uses_tcp(boot, tunables) {
+        let tcp = if uses_tcp {
             let tcp_peer: Vec<bool> = routes.iter().map(|&r| r == Route::Tcp).collect();
             let mut t = TcpTransport::new(boot, tunables, &tcp_peer)?;
             if tunables.connect == ConnectMode::Full {
@@ -261,10 +265,21 @@ impl Fabric for NodeFabric {
         match (self.shm.as_mut(), self.tcp.as_mut()) {
             (Some(s), None) => s.sleep(timeout),
             (None, Some(t)) => t.sleep(timeout),
-            (Some(s), Some(t)) => {
-                t.sleep(timeout.min(MIXED_NAP));
-                s.cancel_sleep();
-            }
+            (Some(s), Some(t)) => match s.wake_fd() {
+                Some((fd, every_peer_signals)) => {
+                    let nap = if every_peer_signals {
+                        timeout
+                    } else {
+                        timeout.min(MIXED_NAP)
+                    };
+                    t.sleep_watching(Some(fd), nap);
+                    s.end_polled_sleep();
+                }
+                None => {
+                    t.sleep(timeout.min(MIXED_NAP));
+                    s.cancel_sleep();
+                }
+            },
             // Alone: nothing can arrive from outside, and the self queue is polled by the
             // caller; a short nap keeps a buggy wait from spinning a core.
             (None, None) => std::thread::sleep(timeout.min(Duration::from_millis(1))),

@@ -8,6 +8,7 @@ pub mod net;
 #[cfg(feature = "pmix")]
 pub mod pmix;
 pub mod segment;
+pub mod wake;
 
 use std::io;
 

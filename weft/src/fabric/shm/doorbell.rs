@@ -26,13 +26,19 @@
 use crate::sync::{fence, AtomicU32, CachePadded, Ordering};
 use std::time::Duration;
 
+/// `sleeping` while the owner waits on the futex.
+pub const ON_FUTEX: u32 = 1;
+/// `sleeping` while the owner waits in `poll(2)` (it has sockets too): senders signal its
+/// wake-up descriptor instead of the futex.
+pub const IN_POLL: u32 = 2;
+
 /// The futex word and sleep flag of one rank.
 #[repr(C)]
 #[derive(Debug, Default)]
 pub struct Doorbell {
     /// Bumped by every sender that wakes the owner; the futex word.
     pub seq: CachePadded<AtomicU32>,
-    /// 1 while the owner is (about to be) asleep.
+    /// [`ON_FUTEX`] or [`IN_POLL`] while the owner is (about to be) asleep, else 0.
     pub sleeping: CachePadded<AtomicU32>,
 }
 
@@ -40,8 +46,8 @@ pub struct Doorbell {
 pub trait Park {
     /// Blocks while `*word == expected` (may return early).
     fn wait(&self, word: &AtomicU32, expected: u32, timeout: Option<Duration>);
-    /// Wakes every waiter on `word`.
-    fn wake(&self, word: &AtomicU32);
+    /// Wakes the owner, asleep as `how` says ([`ON_FUTEX`] or [`IN_POLL`]) on `word`.
+    fn wake(&self, word: &AtomicU32, how: u32);
 }
 
 /// Futex wait/wake on the shared word (cross-process: not the private futex flavour).
@@ -53,7 +59,7 @@ impl Park for Futex {
         crate::sync::futex_wait(word, expected, timeout);
     }
     #[inline]
-    fn wake(&self, word: &AtomicU32) {
+    fn wake(&self, word: &AtomicU32, _how: u32) {
         crate::sync::futex_wake_all(word);
     }
 }
@@ -61,12 +67,14 @@ impl Park for Futex {
 impl Doorbell {
     /// Owner: announce the intent to sleep. Returns the ticket for [`Doorbell::sleep`]; the
     /// caller must re-poll every ring after this and before sleeping.
+    /// `how` is [`ON_FUTEX`], or [`IN_POLL`] for an owner that will sleep in `poll(2)` on
+    /// its wake-up descriptor (and then does not need the ticket).
     #[inline]
-    pub fn prepare(&self) -> u32 {
+    pub fn prepare(&self, how: u32) -> u32 {
         // SYNC: pairs with the Release fetch_add in `ring` (a ticket that already includes a
         // ring also makes that sender's record visible to the re-poll).
         let ticket = self.seq.load(Ordering::Acquire);
-        self.sleeping.store(1, Ordering::Relaxed);
+        self.sleeping.store(how, Ordering::Relaxed);
         // SYNC: [F_R] pairs with the SeqCst fence [F_S] in `ring` (Dekker: store flag, fence,
         // load the rings / store stamp, fence, load flag).
         fence(Ordering::SeqCst);
@@ -93,12 +101,13 @@ impl Doorbell {
     pub fn ring(&self, park: &impl Park) -> bool {
         // SYNC: [F_S] pairs with the SeqCst fence [F_R] in `prepare`.
         fence(Ordering::SeqCst);
-        if self.sleeping.load(Ordering::Relaxed) == 0 {
+        let how = self.sleeping.load(Ordering::Relaxed);
+        if how == 0 {
             return false;
         }
         // SYNC: pairs with the Acquire load of the ticket in `prepare`.
         self.seq.fetch_add(1, Ordering::Release);
-        park.wake(&self.seq);
+        park.wake(&self.seq, how);
         true
     }
 }
@@ -126,7 +135,7 @@ mod loom_tests {
                 drop(self.cv.wait(g).unwrap());
             }
         }
-        fn wake(&self, _word: &AtomicU32) {
+        fn wake(&self, _word: &AtomicU32, _how: u32) {
             drop(self.lock.lock().unwrap());
             self.cv.notify_all();
         }
@@ -154,7 +163,7 @@ mod loom_tests {
             if w.published.load(Ordering::Acquire) >= want {
                 return;
             }
-            let t = w.bell.prepare();
+            let t = w.bell.prepare(ON_FUTEX);
             if w.published.load(Ordering::Acquire) >= want {
                 w.bell.cancel();
                 return;
@@ -206,7 +215,7 @@ mod loom_tests {
                 w2.published.store(1, Ordering::Release);
                 if w2.bell.sleeping.load(Ordering::Relaxed) != 0 {
                     w2.bell.seq.fetch_add(1, Ordering::Release);
-                    w2.park.wake(&w2.bell.seq);
+                    w2.park.wake(&w2.bell.seq, ON_FUTEX);
                 }
             });
             receiver(&w, 1);

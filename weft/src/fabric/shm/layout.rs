@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! offset 0       Control
-//!   0              info: magic, pid, nlocal, ring geometry     (immutable after init)
+//!   0              info: magic, pid, nlocal, ring geometry,    (immutable after init)
+//!                  wake-up descriptor and how many peers hold it (counted during init)
 //!   128            doorbell.seq: futex word                    (written by senders)
 //!   256            doorbell.sleeping                           (written by the owner)
 //!   384            active: [AtomicU64; ceil(nlocal/64)]        (senders fetch_or their bit)
@@ -17,10 +18,10 @@
 //! Pages of rings nobody sends on are never touched, so they cost no memory.
 
 use super::doorbell::Doorbell;
-use crate::sync::{AtomicU64, CachePadded, Ordering};
+use crate::sync::{AtomicU32, AtomicU64, CachePadded, Ordering};
 
-/// "weftshm1": set last by the owner once `Info` is written.
-pub const MAGIC: u64 = u64::from_le_bytes(*b"weftshm1");
+/// "weftshm2": set last by the owner once `Info` is written.
+pub const MAGIC: u64 = u64::from_le_bytes(*b"weftshm2");
 
 /// Immutable facts about a segment, written by its owner before it publishes the name.
 #[repr(C)]
@@ -38,6 +39,11 @@ pub struct Info {
     pub ring_stride: u64,
     /// Offset of ring 0 from the segment base.
     pub rings_offset: u64,
+    /// The owner's wake-up eventfd (in its own descriptor table), or -1 when it never sleeps
+    /// in `poll(2)` (no sockets to watch).
+    pub wake_fd: i32,
+    /// How many local peers took a duplicate of `wake_fd` (each adds one during start-up).
+    pub wakers: AtomicU32,
 }
 
 /// The head of a segment.

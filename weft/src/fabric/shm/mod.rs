@@ -7,7 +7,7 @@
 //! traffic use memory. Waking a sleeping receiver is the handshake in [`doorbell`].
 //!
 //! Contract with `fabric::node`:
-//! - `ShmTransport::new(boot, tunables)` is collective over the world (it uses PMI put/fence/get)
+//! - `ShmTransport::new(boot, tunables, in_poll)` is collective over the world (it uses PMI put/fence/get)
 //!   and returns `Ok(None)` when this rank has no other rank on its node.
 //! - `try_send` / `poll` / `pull` / `prepare_sleep` / `sleep` / `cancel_sleep` behave as the
 //!   methods of the same name on [`super::Fabric`], for peers on this node (world ranks).
@@ -28,9 +28,10 @@ use crate::error::{Error, ErrorClass, Result};
 use crate::sync::Ordering;
 use crate::sys::segment::{self, Segment};
 use crate::tunables::Tunables;
-use doorbell::Futex;
+use doorbell::{Futex, Park, IN_POLL, ON_FUTEX};
 use layout::{Geometry, SegView, MAGIC};
 use ring::{Consumer, Producer};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 const NOT_LOCAL: u32 = u32::MAX;
@@ -44,6 +45,9 @@ struct Peer {
     pid: u32,
     /// Whether I already set my bit in its active bitmap.
     contacted: bool,
+    /// My duplicate of its wake-up descriptor, when it sleeps in `poll(2)` and I could take
+    /// one.
+    waker: Option<OwnedFd>,
     tx: Producer,
     rx: Consumer,
 }
@@ -68,6 +72,30 @@ pub struct ShmTransport {
     max_payload: usize,
     single_copy: bool,
     ticket: u32,
+    /// My wake-up descriptor, when I sleep in `poll(2)` (I have sockets too), and whether
+    /// every local peer holds a duplicate (so a long sleep cannot miss a packet).
+    wake: Option<(OwnedFd, bool)>,
+}
+
+/// A local peer's segment as attached during start-up, with my duplicate of its wake-up
+/// descriptor.
+type Attached = (Segment, SegView, Option<OwnedFd>);
+
+/// How a sender wakes a peer: its wake-up descriptor when it sleeps in `poll(2)`, else the
+/// futex in its control block.
+struct WakePeer<'a>(Option<&'a OwnedFd>);
+
+impl Park for WakePeer<'_> {
+    fn wait(&self, word: &crate::sync::AtomicU32, expected: u32, timeout: Option<Duration>) {
+        Futex.wait(word, expected, timeout);
+    }
+    #[inline]
+    fn wake(&self, word: &crate::sync::AtomicU32, how: u32) {
+        match self.0 {
+            Some(fd) if how == IN_POLL => crate::sys::wake::signal(fd),
+            _ => Futex.wake(word, how),
+        }
+    }
 }
 
 // SAFETY: all raw pointers point into segments this value owns (or maps), and the shared
@@ -86,7 +114,7 @@ fn any_node_shared(node_of: &[u32]) -> bool {
     v.windows(2).any(|w| w[0] == w[1])
 }
 
-fn create_own(boot: &Boot, geo: Geometry) -> Result<Segment> {
+fn create_own(boot: &Boot, geo: Geometry, wake_fd: RawFd) -> Result<Segment> {
     let name = segment::segment_name(&boot.job_id, boot.rank)
         .map_err(|e| Error::os("initialize shared memory", "getrandom", e))?;
     let seg = Segment::create(&name, geo.total).map_err(|e| {
@@ -109,6 +137,7 @@ fn create_own(boot: &Boot, geo: Geometry) -> Result<Segment> {
         (*info).ring_size = geo.ring_size as u64;
         (*info).ring_stride = geo.ring_stride as u64;
         (*info).rings_offset = geo.rings_offset as u64;
+        (*info).wake_fd = wake_fd;
     }
     // SYNC: pairs with the Acquire load of magic in `attach`.
     view.control().info.magic.store(MAGIC, Ordering::Release);
@@ -146,9 +175,29 @@ fn attach(name: &str, nlocal: usize) -> Result<(Segment, SegView)> {
     Ok((seg, view))
 }
 
+/// A duplicate of a peer's wake-up descriptor, if it has one and the OS lets us take it
+/// (pidfd_getfd needs Linux 5.6 and ptrace permission, as single copy does). Counted in the
+/// peer's control block, so it knows whether everyone can wake it.
+fn take_waker(view: &SegView) -> Option<OwnedFd> {
+    let info = &view.control().info;
+    if info.wake_fd < 0 {
+        return None;
+    }
+    let fd = crate::sys::wake::take_from(info.pid, info.wake_fd).ok()?;
+    // SYNC: pairs with the owner's Acquire load after the start-up fence.
+    info.wakers.fetch_add(1, Ordering::Release);
+    Some(fd)
+}
+
 impl ShmTransport {
     /// Creates this rank's segment, publishes it, attaches every local peer's. Collective.
-    pub fn new(boot: &mut Boot, tunables: &Tunables) -> Result<Option<ShmTransport>> {
+    /// `in_poll`: this rank will sleep in `poll(2)` (it has sockets to watch too), so it
+    /// makes a wake-up descriptor that its local peers signal instead of the futex.
+    pub fn new(
+        boot: &mut Boot,
+        tunables: &Tunables,
+        in_poll: bool,
+    ) -> Result<Option<ShmTransport>> {
         let local = boot.local_ranks();
         if !any_node_shared(&boot.node_of) {
             return Ok(None);
@@ -160,6 +209,9 @@ impl ShmTransport {
         }
         let ring_size = tunables.shm_ring_size;
         let geo = Geometry::new(local.len(), ring_size);
+        // Without one (no eventfd), a sleep in poll(2) stays a short nap.
+        let wake_fd = in_poll.then(crate::sys::wake::eventfd).and_then(|r| r.ok());
+        let raw_wake = wake_fd.as_ref().map_or(-1, |f| f.as_raw_fd());
         let created = if !ring_size.is_power_of_two() || ring_size < 4096 {
             Err(Error::new(
                 ErrorClass::Arg,
@@ -167,7 +219,7 @@ impl ShmTransport {
                 format!("WEFT_SHM_RING_SIZE={ring_size} is not a power of two >= 4096"),
             ))
         } else {
-            create_own(boot, geo)
+            create_own(boot, geo, raw_wake)
         };
         // Publish the name, or a failure marker so peers fail instead of hanging. (PMI values
         // cannot carry the message's spaces; the failing rank reports its own error.)
@@ -178,7 +230,7 @@ impl ShmTransport {
         let key = format!("shm-{}", boot.rank);
         boot.pmi.put(&key, &value)?;
         boot.pmi.fence()?;
-        let attached = (|| -> Result<Vec<Option<(Segment, SegView, u32)>>> {
+        let attached = (|| -> Result<Vec<Option<Attached>>> {
             let mut v = Vec::with_capacity(local.len());
             for &r in &local {
                 if r == boot.rank {
@@ -192,7 +244,8 @@ impl ShmTransport {
                     )));
                 }
                 let (seg, view) = attach(&name, local.len())?;
-                v.push(Some((seg, view, r)));
+                let waker = take_waker(&view);
+                v.push(Some((seg, view, waker)));
             }
             Ok(v)
         })();
@@ -205,19 +258,22 @@ impl ShmTransport {
         let own = created?;
         let attached = attached?;
         fenced?;
+        // SAFETY: our own mapping is geo.total bytes and lives in `own`.
+        let own_view = unsafe { SegView::new(own.as_ptr(), geo) };
+        // SYNC: pairs with the peers' Release increments, made before the fence above.
+        let wakers = own_view.control().info.wakers.load(Ordering::Acquire) as usize;
+        let wake = wake_fd.map(|fd| (fd, wakers + 1 == local.len()));
 
         let my_local = local.iter().position(|&r| r == boot.rank).unwrap();
         let mut local_of = vec![NOT_LOCAL; boot.size as usize];
         for (i, &r) in local.iter().enumerate() {
             local_of[r as usize] = i as u32;
         }
-        // SAFETY: our own mapping is geo.total bytes and lives in `self._own`.
-        let own_view = unsafe { SegView::new(own.as_ptr(), geo) };
         let peers = attached
             .into_iter()
             .enumerate()
             .map(|(k, a)| {
-                a.map(|(seg, view, _r)| {
+                a.map(|(seg, view, waker)| {
                     let pid = view.control().info.pid;
                     let peer_ring = view.geometry().ring_size;
                     Peer {
@@ -232,6 +288,7 @@ impl ShmTransport {
                         view,
                         pid,
                         contacted: false,
+                        waker,
                     }
                 })
             })
@@ -249,6 +306,7 @@ impl ShmTransport {
             max_payload: ring::max_payload(ring_size).min(tunables.shm_max_packet),
             single_copy: tunables.shm_single_copy,
             ticket: 0,
+            wake,
         }))
     }
 
@@ -297,7 +355,7 @@ impl ShmTransport {
         if !p.tx.try_push(hdr, payload) {
             return false;
         }
-        p.view.control().bell.ring(&Futex);
+        p.view.control().bell.ring(&WakePeer(p.waker.as_ref()));
         true
     }
 
@@ -348,7 +406,7 @@ impl ShmTransport {
                 // the check cannot miss it; one-record drains stay fence-free.) The ring's
                 // fence pairs with the fence in the sender's `prepare` (Dekker, as for data).
                 if p.rx.head() - before >= p.rx.size() / 4 {
-                    p.view.control().bell.ring(&Futex);
+                    p.view.control().bell.ring(&WakePeer(p.waker.as_ref()));
                 }
             }
         }
@@ -402,7 +460,28 @@ impl ShmTransport {
     /// See [`super::Fabric::prepare_sleep`].
     #[inline]
     pub fn prepare_sleep(&mut self) {
-        self.ticket = self.own_view.control().bell.prepare();
+        let how = if self.wake.is_some() {
+            IN_POLL
+        } else {
+            ON_FUTEX
+        };
+        self.ticket = self.own_view.control().bell.prepare(how);
+    }
+
+    /// The wake-up descriptor to watch while sleeping in `poll(2)` after
+    /// [`ShmTransport::prepare_sleep`], and whether every local peer signals it (otherwise
+    /// the sleep must stay short: some senders only know the futex).
+    pub fn wake_fd(&self) -> Option<(RawFd, bool)> {
+        self.wake.as_ref().map(|(fd, all)| (fd.as_raw_fd(), *all))
+    }
+
+    /// Ends a sleep in `poll(2)`: resets the wake-up descriptor and withdraws the
+    /// announcement.
+    pub fn end_polled_sleep(&mut self) {
+        if let Some((fd, _)) = &self.wake {
+            crate::sys::wake::drain(fd);
+        }
+        self.own_view.control().bell.cancel();
     }
 
     /// See [`super::Fabric::sleep`].

@@ -1,10 +1,14 @@
-//! Unit tests of the ring (on heap memory) and of the doorbell with real futexes.
+//! Unit tests of the ring (on heap memory) and of the doorbell with real futexes and with a
+//! real wake-up eventfd.
 
-use super::doorbell::{Doorbell, Futex};
+use super::doorbell::{self, Doorbell, Futex};
 use super::layout::RING_HEADER;
 use super::ring::{self, Consumer, Producer, REC_ALIGN};
+use super::WakePeer;
 use crate::fabric::Header;
+use crate::sys::net::{self, POLLIN};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -248,19 +252,32 @@ fn threaded_stress_keeps_order_and_content() {
 /// sleep that lasts the whole (long) timeout: the watchdog fails the test then.
 #[test]
 fn doorbell_stress_with_futexes() {
+    doorbell_stress(false);
+}
+
+/// The same with the receiver asleep in poll(2) on its wake-up eventfd, which the sender
+/// signals through a duplicate taken with pidfd_getfd, as a rank with sockets too sleeps.
+#[test]
+fn doorbell_stress_with_a_wake_up_descriptor() {
+    doorbell_stress(true);
+}
+
+fn doorbell_stress(in_poll: bool) {
     let size = 4096;
     let m = Mem::ring(size);
     let (mut p, mut c) = m.pair(size);
     let bell = Arc::new(Doorbell::default());
     let done = Arc::new(AtomicBool::new(false));
     let total = 20_000u64;
+    let own = crate::sys::wake::eventfd().unwrap();
+    let dup = crate::sys::wake::take_from(crate::sys::pid(), own.as_raw_fd()).unwrap();
     let (b2, d2) = (bell.clone(), done.clone());
     let prod = std::thread::spawn(move || {
         for seq in 0..total {
             while !p.try_push(&hdr(seq, 8), &payload(seq, 8)) {
                 std::thread::yield_now();
             }
-            b2.ring(&Futex);
+            b2.ring(&WakePeer(Some(&dup)));
             if seq % 64 == 0 {
                 std::thread::sleep(Duration::from_micros(50));
             }
@@ -273,13 +290,25 @@ fn doorbell_stress_with_futexes() {
         if c.drain(&mut check_sink(&mut next)) > 0 {
             continue;
         }
-        let t = bell.prepare();
+        let how = if in_poll {
+            doorbell::IN_POLL
+        } else {
+            doorbell::ON_FUTEX
+        };
+        let t = bell.prepare(how);
         if c.ready() {
             bell.cancel();
             continue;
         }
         let slept = Instant::now();
-        bell.sleep(t, &Futex, Some(Duration::from_secs(20)));
+        if in_poll {
+            let mut fds = [net::poll_entry(own.as_raw_fd(), POLLIN)];
+            net::poll(&mut fds, Duration::from_secs(20)).unwrap();
+            crate::sys::wake::drain(&own);
+            bell.cancel();
+        } else {
+            bell.sleep(t, &Futex, Some(Duration::from_secs(20)));
+        }
         sleeps += 1;
         assert!(
             slept.elapsed() < Duration::from_secs(15),

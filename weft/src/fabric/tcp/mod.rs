@@ -752,7 +752,16 @@ impl TcpTransport {
 
     /// Sleeps until a socket is ready or `timeout` passes.
     pub fn sleep(&mut self, timeout: Duration) {
+        self.sleep_watching(None, timeout);
+    }
+
+    /// Sleeps until a socket or `also` (another descriptor, such as a wake-up eventfd) is
+    /// readable, or `timeout` passes.
+    pub fn sleep_watching(&mut self, also: Option<std::os::fd::RawFd>, timeout: Duration) {
         self.build_fds();
+        if let Some(fd) = also {
+            self.fds.push(net::poll_entry(fd, POLLIN));
+        }
         let t = if self.waiting.is_empty() {
             timeout
         } else {
