@@ -14,6 +14,8 @@ pub mod singleton;
 
 use crate::error::{Error, Result};
 use crate::sys::hostname;
+use std::cell::RefCell;
+use std::rc::Rc;
 
 pub use select::PmiChoice;
 
@@ -85,7 +87,58 @@ impl std::fmt::Debug for Boot {
     }
 }
 
+/// A process-manager client with several users: the runtime (through [`Boot::pmi`], which
+/// forwards to it) and the TCP transport, which reads a peer's address on first contact.
+pub type SharedPmi = Rc<RefCell<Box<dyn Pmi>>>;
+
+/// The client left in [`Boot::pmi`] once it is shared: forwards every call.
+struct Forward(SharedPmi);
+
+impl Pmi for Forward {
+    fn put(&mut self, key: &str, value: &str) -> Result<()> {
+        self.0.borrow_mut().put(key, value)
+    }
+    fn fence(&mut self) -> Result<()> {
+        self.0.borrow_mut().fence()
+    }
+    fn get(&mut self, key: &str) -> Result<String> {
+        self.0.borrow_mut().get(key)
+    }
+    fn abort(&mut self, code: i32, msg: &str) -> ! {
+        match self.0.try_borrow_mut() {
+            Ok(mut pmi) => pmi.abort(code, msg),
+            // A panic in the middle of a call to the process manager: its connection is in
+            // an unknown state, so end this process; the launcher reports the rank's death.
+            Err(_) => {
+                eprintln!("weft: {msg} (exit code {code})");
+                std::process::abort()
+            }
+        }
+    }
+    fn finalize(&mut self) -> Result<()> {
+        self.0.borrow_mut().finalize()
+    }
+    fn protocol(&self) -> &'static str {
+        self.0.borrow().protocol()
+    }
+    fn put_node_attr(&mut self, key: &str, value: &str) -> Result<()> {
+        self.0.borrow_mut().put_node_attr(key, value)
+    }
+    fn get_node_attr(&mut self, key: &str, wait: bool) -> Result<Option<String>> {
+        self.0.borrow_mut().get_node_attr(key, wait)
+    }
+}
+
 impl Boot {
+    /// Shares the process-manager client; `self.pmi` goes on working (it forwards to it).
+    pub fn share_pmi(&mut self) -> SharedPmi {
+        // A placeholder for the moment the client is moved (an empty table, no I/O).
+        let own = std::mem::replace(&mut self.pmi, Box::new(singleton::Singleton::default()));
+        let shared = Rc::new(RefCell::new(own));
+        self.pmi = Box::new(Forward(shared.clone()));
+        shared
+    }
+
     /// Connects to the process manager named by the environment (`PMI_FD` or `PMI_PORT`;
     /// PMI-2 or PMI-1 as [`select`] decides; else PMIx through `PMIX_NAMESPACE`/`PMIX_RANK`
     /// when built with the `pmix` feature), or starts a singleton when there is none.

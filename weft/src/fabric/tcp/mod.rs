@@ -1,7 +1,8 @@
 //! TCP transport between ranks on different hosts (or any two ranks, with
 //! `WEFT_TRANSPORTS=tcp`).
 //!
-//! Each rank listens on one address (see [`addr`]) and publishes it through PMI, with the
+//! Each rank listens on one address (see [`addr`]) and publishes it through PMI (a peer
+//! reads it when it first dials this rank, so start-up makes no gets per peer), with the
 //! per-job secret (rank 0 takes it from the process manager's key-value space, where `weft
 //! run` puts one, or makes one). Connections are made on first contact (`WEFT_CONNECT=lazy`,
 //! Sun MPI's default) or with every peer during initialize (`full`), and every connection is
@@ -32,7 +33,7 @@ use self::auth::SECRET_LEN;
 use self::conn::{packet_head, write_parts, Discard, ReadOutcome, RxBuf, TxQueue};
 use self::handshake::{Handshake, Outcome};
 use super::{Header, Sink};
-use crate::boot::Boot;
+use crate::boot::{Boot, SharedPmi};
 use crate::error::{Error, ErrorClass, Result};
 use crate::sys::net::{self, PollFd, POLLIN, POLLOUT};
 use crate::tunables::Tunables;
@@ -140,7 +141,9 @@ pub struct TcpTransport {
     size: u32,
     listener: TcpListener,
     local: SocketAddr,
-    addrs: Vec<Option<SocketAddr>>,
+    /// Peers' listening addresses, read from the key-value space on first need.
+    addrs: Vec<PeerAddr>,
+    pmi: SharedPmi,
     secret: [u8; SECRET_LEN],
     cfg: TcpConfig,
     slots: Vec<Slot>,
@@ -156,13 +159,26 @@ pub struct TcpTransport {
     polls: u32,
 }
 
+/// Where a peer listens, as far as this rank knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PeerAddr {
+    /// Reached another way (itself, or shared memory).
+    NotTcp,
+    /// A TCP peer whose address was not needed yet.
+    Unknown,
+    /// Not read either, but the peer dialled from this host (for messages).
+    Seen(std::net::IpAddr),
+    Known(SocketAddr),
+}
+
 fn boot_err(detail: String) -> Error {
     Error::new(ErrorClass::Os, "initialize TCP", detail)
 }
 
 impl TcpTransport {
-    /// Opens the listener, publishes its address and learns the peers' (collective over
-    /// the world: every rank calls it when any pair of ranks uses TCP). `tcp_peer[r]`: rank
+    /// Opens the listener and publishes its address (collective over the world: every rank
+    /// calls it when any pair of ranks uses TCP). Peers' addresses are read on first dial,
+    /// through the process-manager client this shares with `boot`. `tcp_peer[r]`: rank
     /// `r` is reached through this transport.
     pub fn new(boot: &mut Boot, t: &Tunables, tcp_peer: &[bool]) -> Result<Self> {
         let one_node = boot.node_of.iter().all(|&n| n == boot.node_of[0]);
@@ -213,22 +229,14 @@ impl TcpTransport {
                 })?
             }
         };
-        let mut addrs = vec![None; boot.size as usize];
-        for (r, slot) in addrs.iter_mut().enumerate() {
-            if !tcp_peer.get(r).copied().unwrap_or(false) || r as u32 == boot.rank {
-                continue;
-            }
-            let v = boot.pmi.get(&addr_key(r as u32))?;
-            if v == "!failed" {
-                return Err(boot_err(format!(
-                    "rank {r} could not open its TCP listener (see its error)"
-                )));
-            }
-            *slot =
-                Some(v.parse().map_err(|_| {
-                    boot_err(format!("rank {r} published a bad TCP address {v:?}"))
-                })?);
-        }
+        // Addresses are read on first contact (a dial), not here: a job in which each rank
+        // talks to a few peers makes a few gets per rank instead of N.
+        let addrs = (0..boot.size)
+            .map(|r| match tcp_peer.get(r as usize) {
+                Some(true) if r != boot.rank => PeerAddr::Unknown,
+                _ => PeerAddr::NotTcp,
+            })
+            .collect();
         let mut slots = Vec::with_capacity(boot.size as usize);
         slots.resize_with(boot.size as usize, Slot::default);
         Ok(TcpTransport {
@@ -237,6 +245,7 @@ impl TcpTransport {
             listener,
             local,
             addrs,
+            pmi: boot.share_pmi(),
             secret,
             cfg: TcpConfig::from_tunables(t),
             slots,
@@ -286,10 +295,33 @@ impl TcpTransport {
     }
 
     fn where_is(&self, peer: u32) -> String {
-        match self.addrs.get(peer as usize).copied().flatten() {
-            Some(a) => format!("rank {peer} at {a}"),
-            None => format!("rank {peer}"),
+        match self.addrs.get(peer as usize) {
+            Some(PeerAddr::Known(a)) => format!("rank {peer} at {a}"),
+            Some(PeerAddr::Seen(ip)) => format!("rank {peer} at {ip}"),
+            _ => format!("rank {peer}"),
         }
+    }
+
+    /// Where `peer` listens: known, or read from the key-value space now (once).
+    fn address_of(&mut self, peer: u32) -> std::result::Result<SocketAddr, String> {
+        match self.addrs.get(peer as usize) {
+            Some(PeerAddr::Known(a)) => return Ok(*a),
+            Some(PeerAddr::Unknown | PeerAddr::Seen(_)) => {}
+            _ => return Err("it is not a TCP peer (internal routing error)".into()),
+        }
+        let v = self
+            .pmi
+            .borrow_mut()
+            .get(&addr_key(peer))
+            .map_err(|e| format!("its address is not in the key-value space: {e}"))?;
+        if v == "!failed" {
+            return Err("it could not open its TCP listener (it reports why)".into());
+        }
+        let a = v
+            .parse()
+            .map_err(|_| format!("it published a bad TCP address {v:?}"))?;
+        self.addrs[peer as usize] = PeerAddr::Known(a);
+        Ok(a)
     }
 
     fn fail(&mut self, peer: u32, what: &str, why: impl std::fmt::Display) {
@@ -402,13 +434,12 @@ impl TcpTransport {
     }
 
     fn dial(&mut self, peer: u32) {
-        let Some(addr) = self.addrs[peer as usize] else {
-            self.fail(
-                peer,
-                "has no TCP route to",
-                "it is not a TCP peer (internal routing error)",
-            );
-            return;
+        let addr = match self.address_of(peer) {
+            Ok(a) => a,
+            Err(why) => {
+                self.fail(peer, "cannot dial", why);
+                return;
+            }
         };
         let slot = &mut self.slots[peer as usize];
         slot.retry_at = None;
@@ -672,6 +703,11 @@ impl TcpTransport {
             self.fail(peer, "cannot set up the connection to", e);
             return;
         }
+        if self.addrs[peer as usize] == PeerAddr::Unknown {
+            if let Ok(a) = stream.peer_addr() {
+                self.addrs[peer as usize] = PeerAddr::Seen(a.ip());
+            }
+        }
         let slot = &mut self.slots[peer as usize];
         slot.conn = Some(Conn {
             stream,
@@ -719,7 +755,7 @@ impl TcpTransport {
     /// peer is up (`WEFT_CONNECT=full`). Traffic is not read meanwhile.
     pub fn connect_all(&mut self) -> Result<()> {
         let peers: Vec<u32> = (0..self.size)
-            .filter(|&p| self.addrs[p as usize].is_some())
+            .filter(|&p| self.addrs[p as usize] != PeerAddr::NotTcp)
             .collect();
         let me = self.rank;
         for &p in peers.iter().filter(|&&p| p < me) {

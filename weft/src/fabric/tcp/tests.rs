@@ -3,8 +3,25 @@
 
 use super::*;
 use crate::boot::Pmi;
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, Barrier, Mutex};
+
+thread_local! {
+    /// Keys this thread's rank read from the key-value space.
+    static GETS: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The peers' addresses this thread's rank read so far.
+fn address_reads() -> Vec<String> {
+    GETS.with(|g| {
+        g.borrow()
+            .iter()
+            .filter(|k| *k != SECRET_KEY)
+            .cloned()
+            .collect()
+    })
+}
 
 /// A key-value space shared by the threads of one test job.
 struct MemPmi {
@@ -22,6 +39,7 @@ impl Pmi for MemPmi {
         Ok(())
     }
     fn get(&mut self, key: &str) -> Result<String> {
+        GETS.with(|g| g.borrow_mut().push(key.to_owned()));
         self.kvs
             .lock()
             .unwrap()
@@ -258,5 +276,55 @@ fn a_peer_dialling_in_is_accepted_while_the_only_connection_is_read_directly() {
         got[0],
         vec![(1, 1, vec![1u8; 10]), (2, 2, vec![2u8; 10])],
         "{got:?}"
+    );
+}
+
+#[test]
+fn a_peer_address_is_read_on_first_dial_only() {
+    // Pairs (0,1) and (2,3) talk; nobody reads an address at start-up, and each rank reads
+    // at most its partner's, when it dials it.
+    let reads = job(4, &[], |rank, mut t| {
+        assert_eq!(address_reads(), Vec::<String>::new(), "read at start-up");
+        let partner = rank ^ 1;
+        for tag in [7, 8] {
+            let mut out = vec![(partner, packet(rank, tag), vec![rank as u8; 10])];
+            let got = exchange(&mut t, &mut out, 1);
+            assert_eq!(got, vec![(partner, tag, vec![partner as u8; 10])]);
+        }
+        let reads = address_reads();
+        t.close();
+        reads
+    });
+    for (rank, r) in reads.iter().enumerate() {
+        let partner = addr_key(rank as u32 ^ 1);
+        assert!(
+            r.len() <= 1 && r.iter().all(|k| *k == partner),
+            "rank {rank} read {r:?}"
+        );
+    }
+    assert!(
+        reads[0].len() + reads[1].len() >= 1,
+        "somebody dialled: {reads:?}"
+    );
+}
+
+#[test]
+fn a_peer_whose_listener_failed_is_a_fatal_error_at_first_dial_naming_it() {
+    let msgs = job(2, &[], |rank, mut t| {
+        if rank == 1 {
+            return String::new();
+        }
+        // As if rank 1 could not open its listener (it ends the job itself, reporting why).
+        t.pmi.borrow_mut().put(&addr_key(1), "!failed").unwrap();
+        assert!(
+            t.try_send(1, &packet(0, 0), b"hello"),
+            "queued while connecting"
+        );
+        t.poll(&mut |_: &Header, _: &[u8]| {});
+        t.take_fatal().expect("a fatal error")
+    });
+    assert_eq!(
+        msgs[0],
+        "weft: rank 0: cannot dial rank 1: it could not open its TCP listener (it reports why)"
     );
 }
