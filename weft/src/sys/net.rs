@@ -174,6 +174,18 @@ pub fn set_buffer_sizes(sock: &impl AsRawFd, bytes: usize) -> io::Result<()> {
     setsockopt_int(sock, libc::SOL_SOCKET, libc::SO_RCVBUF, b)
 }
 
+/// Lets a listening socket queue as many connections not yet accepted as the system allows
+/// (`net.core.somaxconn`; the standard library asks for 128), so a burst of peers dialling
+/// one rank at once is not refused.
+pub fn widen_listen_backlog(listener: &impl AsRawFd) -> io::Result<()> {
+    // SAFETY: listen(2) on an open, bound socket descriptor, no memory arguments; calling it
+    // again on a listening socket only changes its backlog (the kernel caps it at somaxconn).
+    if unsafe { libc::listen(listener.as_raw_fd(), libc::c_int::MAX) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// The pending error of a socket (`SO_ERROR`), e.g. the outcome of a nonblocking connect.
 pub fn take_socket_error(sock: &impl AsRawFd) -> io::Result<Option<io::Error>> {
     let mut v: i32 = 0;

@@ -187,6 +187,8 @@ impl TcpTransport {
                 .map_err(|e| format!("cannot listen on {}: {e}", c.bind))?;
             l.set_nonblocking(true)
                 .map_err(|e| format!("cannot make the listener nonblocking: {e}"))?;
+            net::widen_listen_backlog(&l)
+                .map_err(|e| format!("cannot widen the listen backlog: {e}"))?;
             // Accepted connections inherit the listener's buffer sizes, in time for the
             // handshake that fixes the receive window's scale.
             if t.tcp_buffer > 0 {

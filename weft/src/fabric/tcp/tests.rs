@@ -328,3 +328,28 @@ fn a_peer_whose_listener_failed_is_a_fatal_error_at_first_dial_naming_it() {
         "weft: rank 0: cannot dial rank 1: it could not open its TCP listener (it reports why)"
     );
 }
+
+#[test]
+fn a_burst_of_dials_beyond_the_default_backlog_is_queued_not_refused() {
+    const BURST: usize = 300;
+    let somaxconn: usize = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    if somaxconn < BURST {
+        println!("skipped: net.core.somaxconn is {somaxconn}, below the {BURST} dials tried");
+        return;
+    }
+    job(1, &[], |_, t| {
+        // Nobody accepts meanwhile: every dial must complete into the listen queue (with the
+        // standard library's backlog of 128, the rest would wait on dropped SYNs).
+        let addr = t.local_addr();
+        let dials: Vec<TcpStream> = (0..BURST)
+            .map(|k| {
+                TcpStream::connect_timeout(&addr, Duration::from_millis(900))
+                    .unwrap_or_else(|e| panic!("dial {k} to {addr}: {e}"))
+            })
+            .collect();
+        assert_eq!(dials.len(), BURST);
+    });
+}
