@@ -484,12 +484,25 @@ impl ShmTransport {
         self.own_view.control().bell.cancel();
     }
 
-    /// See [`super::Fabric::sleep`].
+    /// See [`super::Fabric::sleep`]: on the futex, or, for a rank that sleeps in `poll(2)`,
+    /// on its wake-up descriptor alone (a rank with sockets watches them too, through
+    /// [`ShmTransport::wake_fd`] and [`ShmTransport::end_polled_sleep`]).
     pub fn sleep(&mut self, timeout: Duration) {
-        self.own_view
-            .control()
-            .bell
-            .sleep(self.ticket, &Futex, Some(timeout));
+        match &self.wake {
+            Some((fd, _)) => {
+                let mut fds = [crate::sys::net::poll_entry(
+                    fd.as_raw_fd(),
+                    crate::sys::net::POLLIN,
+                )];
+                let _ = crate::sys::net::poll(&mut fds, timeout);
+                self.end_polled_sleep();
+            }
+            None => self
+                .own_view
+                .control()
+                .bell
+                .sleep(self.ticket, &Futex, Some(timeout)),
+        }
     }
 
     /// See [`super::Fabric::cancel_sleep`].
