@@ -417,7 +417,12 @@ def main():
                          "core) or none; default (the default) leaves each launcher to its own (Open MPI binds "
                          "2 ranks to cores, Hydra and weft run do not). Ignored with --net tcp-netns (the two "
                          "test hosts share this machine's cores)")
+    ap.add_argument("--from-json", metavar="FILE",
+                    help="measure nothing: print the tables of a saved run (bench/out/results-*.json) again, "
+                         "e.g. with --markdown --spread")
     opts = ap.parse_args()
+    if opts.from_json:
+        return rerender(opts, Path(opts.from_json))
     if opts.net == "tcp-netns" and opts.bind != "default":
         log("--bind is ignored with --net tcp-netns: the test hosts share this machine's cores")
         opts.bind = "default"
@@ -584,10 +589,8 @@ def sizes_for(res, key):
     return sorted({s for (_, k, s) in res.values if k == key})
 
 
-def report(opts, res, floor, impls, ring_ranks, rounds):
-    md = opts.markdown
-    header_cols = ["Weft", "MPICH", "Open MPI", "Weft / best peer", "target"]
-    print()
+def machine():
+    """This machine, as the report's summary line names it: host, CPU model, CPU count."""
     cpu = ""
     try:
         for line in open("/proc/cpuinfo"):
@@ -596,9 +599,22 @@ def report(opts, res, floor, impls, ring_ranks, rounds):
                 break
     except OSError:
         pass
-    stamp = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
-    summary = (f"{stamp}, {platform.node()}: {cpu}, {os.cpu_count()} CPUs; medians over {rounds} round(s)"
-               f"{' (quick)' if opts.quick else ''}; binding: {opts.bind}; load average now {os.getloadavg()[0]:.2f}")
+    return f"{platform.node()}: {cpu}, {os.cpu_count()} CPUs"
+
+
+def report(opts, res, floor, impls, ring_ranks, rounds, saved=None):
+    """Prints the tables. `saved`: the summary of a saved run being shown again (its time and
+    machine), instead of this moment's."""
+    md = opts.markdown
+    header_cols = ["Weft", "MPICH", "Open MPI", "Weft / best peer", "target"]
+    print()
+    if saved is None:
+        stamp = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
+        where, load = machine(), f"; load average now {os.getloadavg()[0]:.2f}"
+    else:
+        stamp, where, load = saved["time"], saved["machine"], " (a saved run)"
+    summary = (f"{stamp}, {where}; medians over {rounds} round(s)"
+               f"{' (quick)' if opts.quick else ''}; binding: {opts.bind}{load}")
     print(summary if not md else f"_{summary}_")
     if res.busy:
         med, top = statistics.median(res.busy), max(res.busy)
@@ -644,10 +660,42 @@ def report(opts, res, floor, impls, ring_ranks, rounds):
 def save_raw(opts, res, floor, rounds):
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     path = OUT_DIR / f"results-{datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
-    data = {"rounds": rounds, "net": opts.net, "bind": opts.bind, "cpu_busy_before_runs": res.busy, "quick": opts.quick, "floor_us": floor, "runs": res.raw,
+    data = {"time": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "machine": machine(),
+            "rounds": rounds, "net": opts.net, "bind": opts.bind, "cpu_busy_before_runs": res.busy, "quick": opts.quick, "floor_us": floor, "runs": res.raw,
             "failures": [{"impl": i, "program": j[0], "ranks": j[1], "reason": r} for (i, j), r in res.failures.items()]}
     path.write_text(json.dumps(data, indent=1))
     log(f"raw results: {path.relative_to(REPO)}")
+
+
+def rerender(opts, path):
+    """`--from-json`: the report of a run saved by save_raw, in this invocation's format."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        log(f"cannot read {path}: {e}")
+        return 2
+    res = Results()
+    for r in data["runs"]:
+        res.add(r["impl"], result_key(r["bench"], r["ranks"]), r["size"], r["value"])
+    res.raw = data["runs"]
+    res.busy = data.get("cpu_busy_before_runs", [])
+    for f in data.get("failures", []):
+        res.failures[(f["impl"], (f["program"], f["ranks"]))] = f["reason"]
+    opts.net = data.get("net", "shm")  # files from before TCP have no "net"
+    opts.bind, opts.quick = data.get("bind", "default"), data.get("quick", False)
+    measured = {r["impl"] for r in data["runs"]} | {f["impl"] for f in data.get("failures", [])}
+    impls = [i for i in IMPLS if i in measured and (not opts.only or i in opts.only)]
+    ring_ranks = sorted({r["ranks"] for r in data["runs"] if r["bench"] in ("ring", "barrier")})
+    # Files saved before the time and machine were recorded: the time from the name.
+    stamp = data.get("time")
+    if stamp is None:
+        try:
+            stamp = datetime.datetime.strptime(path.stem, "results-%Y%m%d-%H%M%S").strftime("%Y-%m-%d %H:%M")
+        except ValueError:
+            stamp = "unknown time"
+    saved = {"time": stamp, "machine": data.get("machine", "machine not recorded")}
+    report(opts, res, data.get("floor_us", []), impls, ring_ranks, data["rounds"], saved)
+    return 0
 
 
 if __name__ == "__main__":
