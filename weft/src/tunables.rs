@@ -84,8 +84,8 @@ tunables! {
         "Network interface whose address the TCP listener binds when WEFT_TCP_ADDR is empty; empty: loopback when the job is on one node, else the first non-loopback interface that is up";
     tcp_eager_limit: usize = "WEFT_TCP_EAGER_LIMIT", "64k",
         "Largest message sent eagerly over TCP (LAM's TCPSHORTMSGLEN); larger ones wait for the receiver (rendezvous)";
-    tcp_max_packet: usize = "WEFT_TCP_MAX_PACKET", "1m",
-        "Largest payload of one TCP frame; longer messages are cut into frames of this size";
+    tcp_max_packet: usize = "WEFT_TCP_MAX_PACKET", "256k",
+        "Largest payload of one TCP frame; longer messages are cut into frames of this size (256k: between network namespaces, 1 MiB messages went 2x faster than in 1m frames)";
     tcp_buffer: usize = "WEFT_TCP_BUFFER", "0",
         "SO_SNDBUF/SO_RCVBUF of TCP connections; 0 leaves the kernel's autotuning on (it grows buffers up to net.ipv4.tcp_wmem/tcp_rmem)";
     tcp_timeout_s: u64 = "WEFT_TCP_TIMEOUT", "20",
