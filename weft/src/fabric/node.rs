@@ -265,21 +265,16 @@ impl Fabric for NodeFabric {
         match (self.shm.as_mut(), self.tcp.as_mut()) {
             (Some(s), None) => s.sleep(timeout),
             (None, Some(t)) => t.sleep(timeout),
-            (Some(s), Some(t)) => match s.wake_fd() {
-                Some((fd, every_peer_signals)) => {
-                    let nap = if every_peer_signals {
-                        timeout
-                    } else {
-                        timeout.min(MIXED_NAP)
-                    };
-                    t.sleep_watching(Some(fd), nap);
-                    s.end_polled_sleep();
-                }
-                None => {
-                    t.sleep(timeout.min(MIXED_NAP));
-                    s.cancel_sleep();
-                }
-            },
+            (Some(s), Some(t)) => {
+                let (fd, every_peer_signals) = s.wake_fd().unzip();
+                let nap = if every_peer_signals == Some(true) {
+                    timeout
+                } else {
+                    timeout.min(MIXED_NAP)
+                };
+                t.sleep_watching(fd, nap);
+                s.end_polled_sleep();
+            }
             // Alone: nothing can arrive from outside, and the self queue is polled by the
             // caller; a short nap keeps a buggy wait from spinning a core.
             (None, None) => std::thread::sleep(timeout.min(Duration::from_millis(1))),

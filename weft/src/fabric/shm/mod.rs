@@ -475,8 +475,8 @@ impl ShmTransport {
         self.wake.as_ref().map(|(fd, all)| (fd.as_raw_fd(), *all))
     }
 
-    /// Ends a sleep in `poll(2)`: resets the wake-up descriptor and withdraws the
-    /// announcement.
+    /// Ends a sleep in `poll(2)`: resets the wake-up descriptor, if there is one, and
+    /// withdraws the announcement.
     pub fn end_polled_sleep(&mut self) {
         if let Some((fd, _)) = &self.wake {
             crate::sys::wake::drain(fd);
