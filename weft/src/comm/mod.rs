@@ -276,3 +276,6 @@ pub fn create_from_group<F: Fabric>(
         rank: me as u32,
     }))
 }
+
+#[cfg(test)]
+mod tests;
