@@ -34,11 +34,7 @@ fn main() {
         "badinput" => badinput(&world),
         "comms" => comms(&world),
         "intruder" => intruder(&world),
-        "barriers" => {
-            for _ in 0..200 {
-                world.barrier();
-            }
-        }
+        "barriers" => barriers(&world),
         "panic" => {
             world.barrier();
             if rank == size - 1 {
@@ -95,6 +91,55 @@ fn main() {
     }
     if rank == 0 {
         println!("p2p_suite {case}: ok on {size} ranks");
+    }
+}
+
+/// 200 barriers back to back; in every 25th one rank enters last and checks that nobody
+/// left it early. Every other rank tells that rank when it is about to enter and again when
+/// it has left; the late rank waits for every "about to enter", then holds back a while,
+/// probing for a "left". Only a barrier nobody can leave before the late rank entered makes
+/// finding one impossible, so a rank that leaves early fails the job (a barrier that does
+/// nothing fails at once).
+fn barriers(world: &impl Communicator) {
+    use std::time::{Duration, Instant};
+    const HOLD_BACK: Duration = Duration::from_millis(100);
+    const TAG_LEFT: i32 = 1000;
+    const TAG_ENTERING: i32 = 2000;
+    let (rank, size) = (world.rank(), world.size());
+    for k in 0..200 {
+        let checked = k % 25 == 0 && size > 1;
+        let late = (k / 25) % size;
+        if checked && rank == late {
+            for _ in 1..size {
+                let (entering, _) = world
+                    .any_process()
+                    .receive_with_tag::<i32>(TAG_ENTERING + k);
+                assert_eq!(entering, k, "note of barrier {k}");
+            }
+            let t0 = Instant::now();
+            while t0.elapsed() < HOLD_BACK {
+                if let Some(st) = world.any_process().immediate_probe_with_tag(TAG_LEFT + k) {
+                    panic!(
+                        "rank {} left barrier {k} before rank {late} entered it",
+                        st.source_rank()
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        } else if checked {
+            world
+                .process_at_rank(late)
+                .send_with_tag(&k, TAG_ENTERING + k);
+        }
+        world.barrier();
+        if checked && rank == late {
+            for _ in 1..size {
+                let (left, _) = world.any_process().receive_with_tag::<i32>(TAG_LEFT + k);
+                assert_eq!(left, k, "note of barrier {k}");
+            }
+        } else if checked {
+            world.process_at_rank(late).send_with_tag(&k, TAG_LEFT + k);
+        }
     }
 }
 
