@@ -1,7 +1,6 @@
 //! `weft info`: version, transports usable here, and every tunable with its default, the
 //! value in force and its environment variable.
 
-use crate::sys;
 use std::fmt::Write as _;
 use weft::tunables::{Tunables, ALL};
 
@@ -48,7 +47,7 @@ fn single_copy() -> String {
         .and_then(|s| s.trim().parse::<u32>().ok());
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
-    match (sys::process_vm_readv_works(), scope) {
+    match (weft::sys::cma::works_here(), scope) {
         (Err(e), _) => format!("single-copy (process_vm_readv) not permitted here: {e}"),
         (Ok(()), None | Some(0)) => "single-copy (process_vm_readv) permitted".into(),
         (Ok(()), Some(1)) if root => {

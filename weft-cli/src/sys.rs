@@ -205,45 +205,6 @@ pub fn kill(pid: libc::pid_t, sig: i32) {
     }
 }
 
-/// Random bits for the job id.
-pub fn random_u32() -> u32 {
-    let mut b = [0u8; 4];
-    // SAFETY: `b` is a valid writable buffer of 4 bytes.
-    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
-    if n == 4 {
-        u32::from_ne_bytes(b)
-    } else {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos())
-    }
-}
-
-/// Whether process_vm_readv works here (a seccomp filter may forbid it), tried on this
-/// process's own memory.
-pub fn process_vm_readv_works() -> Result<(), io::Error> {
-    let src = [7u8; 64];
-    let mut dst = [0u8; 64];
-    let local = libc::iovec {
-        iov_base: dst.as_mut_ptr().cast(),
-        iov_len: dst.len(),
-    };
-    let remote = libc::iovec {
-        iov_base: src.as_ptr() as *mut libc::c_void,
-        iov_len: src.len(),
-    };
-    // SAFETY: both iovecs describe live buffers of 64 bytes in this process; the kernel
-    // reads `src` and writes `dst`, which nothing else aliases during the call.
-    let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
-    if n == 64 && dst == src {
-        Ok(())
-    } else if n < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Err(io::Error::other(format!("short read of {n} bytes")))
-    }
-}
-
 /// The conventional short name of a signal.
 pub fn signal_name(sig: i32) -> String {
     let name = match sig {

@@ -463,8 +463,6 @@ fn boot_probe_runs_under_hydra() {
                 &format!("WEFT_PMI={setting:?} mpiexec.hydra {extra:?} -n 4 boot_probe"),
             );
             check_probe_protocol(&out, 4, protocol);
-            let attrs = out.stdout.matches("node attr ok (leader 0)").count();
-            assert_eq!(attrs, if protocol == "pmi-2" { 4 } else { 0 }, "{out:?}");
         }
     }
 }

@@ -66,26 +66,6 @@ fn main() -> ExitCode {
     assert_eq!(got, value(right), "rank {rank} read rank {right}'s value");
     println!("boot_probe: rank {rank} ring ok (read {got:?} from rank {right})");
 
-    // Node-local attributes (PMI-2 only): the node's lowest rank puts, every local rank
-    // reads it, waiting for the put.
-    let leader = boot.local_ranks()[0];
-    if boot.pmi.protocol() == "pmi-2" {
-        if rank == leader {
-            boot.pmi
-                .put_node_attr("probe.leader", &leader.to_string())
-                .expect("put_node_attr");
-        }
-        let got = boot
-            .pmi
-            .get_node_attr("probe.leader", true)
-            .expect("get_node_attr");
-        assert_eq!(got, Some(leader.to_string()), "rank {rank}'s node leader");
-        println!("boot_probe: rank {rank} node attr ok (leader {leader})");
-    } else {
-        let e = boot.pmi.get_node_attr("probe.leader", true).unwrap_err();
-        assert_eq!(e.class, weft::ErrorClass::Unsupported, "{e}");
-    }
-
     let misbehave = abort.is_some() || skip_finalize.is_some();
     if let Some((r, code)) = abort {
         if r == rank {

@@ -12,7 +12,7 @@ pub mod pmix;
 pub mod select;
 pub mod singleton;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::sys::hostname;
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -33,32 +33,6 @@ pub trait Pmi {
     fn finalize(&mut self) -> Result<()>;
     /// Name of the protocol, for diagnostics (`"pmi-1"`, `"pmi-2"`, `"singleton"`).
     fn protocol(&self) -> &'static str;
-
-    /// Publishes a node-local attribute: visible at once (no fence) to the ranks on this
-    /// node only. PMI-2 `info-putnodeattr`; other protocols refuse.
-    fn put_node_attr(&mut self, key: &str, value: &str) -> Result<()> {
-        let _ = value;
-        Err(Error::unsupported(
-            "PMI put_node_attr",
-            format!(
-                "node attributes (key {key:?}) need PMI-2; this process manager speaks {}",
-                self.protocol()
-            ),
-        ))
-    }
-
-    /// Reads a node-local attribute put by a rank on this node. With `wait`, blocks until
-    /// some rank puts it; without, `Ok(None)` when it is not there yet.
-    fn get_node_attr(&mut self, key: &str, wait: bool) -> Result<Option<String>> {
-        let _ = wait;
-        Err(Error::unsupported(
-            "PMI get_node_attr",
-            format!(
-                "node attributes (key {key:?}) need PMI-2; this process manager speaks {}",
-                self.protocol()
-            ),
-        ))
-    }
 }
 
 /// Everything bootstrap learned, and the client for later key-value traffic.
@@ -120,12 +94,6 @@ impl Pmi for Forward {
     }
     fn protocol(&self) -> &'static str {
         self.0.borrow().protocol()
-    }
-    fn put_node_attr(&mut self, key: &str, value: &str) -> Result<()> {
-        self.0.borrow_mut().put_node_attr(key, value)
-    }
-    fn get_node_attr(&mut self, key: &str, wait: bool) -> Result<Option<String>> {
-        self.0.borrow_mut().get_node_attr(key, wait)
     }
 }
 

@@ -540,27 +540,6 @@ impl Pmi for Pmi2 {
     fn protocol(&self) -> &'static str {
         "pmi-2"
     }
-
-    fn put_node_attr(&mut self, key: &str, value: &str) -> Result<()> {
-        check_put("PMI-2 info-putnodeattr", key, value)?;
-        self.transact(
-            "PMI-2 info-putnodeattr",
-            Msg::new("info-putnodeattr", &[("key", key), ("value", value)]),
-            "info-putnodeattr-response",
-        )
-        .map(drop)
-    }
-
-    fn get_node_attr(&mut self, key: &str, wait: bool) -> Result<Option<String>> {
-        check_word("PMI-2 info-getnodeattr", "key", key, MAX_KEY)?;
-        let wait = if wait { "TRUE" } else { "FALSE" };
-        let r = self.transact(
-            "PMI-2 info-getnodeattr",
-            Msg::new("info-getnodeattr", &[("key", key), ("wait", wait)]),
-            "info-getnodeattr-response",
-        )?;
-        Ok(r.found().then(|| r.get("value").unwrap_or("").to_owned()))
-    }
 }
 
 /// Completes bootstrap on an initialized client: checks the size against `PMI_SIZE` (when

@@ -108,7 +108,9 @@ impl Core {
         }
     }
 
-    fn control(&mut self, peer: u32, kind: PacketKind, cookie: u64, aux: u64) {
+    /// Queues a payload-less control packet (FIN, CTS, sync acknowledgement) for `peer`,
+    /// behind any already waiting: the engine flushes the queue in order.
+    pub fn control(&mut self, peer: u32, kind: PacketKind, cookie: u64, aux: u64) {
         let hdr = Header {
             kind: kind as u8,
             src: self.rank,
@@ -166,7 +168,7 @@ impl Core {
             Some(PacketKind::SyncAck) => self.on_sync_ack(Handle::from_cookie(hdr.cookie)),
             Some(PacketKind::Cts) => self.on_cts(hdr),
             Some(PacketKind::Data) => self.on_data(hdr, payload),
-            Some(PacketKind::Control) | None => {
+            None => {
                 debug_assert!(
                     false,
                     "unexpected packet kind {} from rank {}",
@@ -180,7 +182,10 @@ impl Core {
         let (src, total) = (hdr.src, hdr.len as usize);
         self.stats.recv_msgs += 1;
         self.stats.recv_bytes += total as u64;
-        if let Some(h) = self.matcher.take_posted(hdr.context, src, hdr.tag) {
+        if let Some(h) = self
+            .matcher
+            .take_posted(hdr.context, src, hdr.tag, |_| true)
+        {
             let r = self.matched_eager(h, hdr);
             r.got = payload.len();
             r.buf.write_at(0, payload);
@@ -259,7 +264,7 @@ impl Core {
             return Some(f.buf.slice_mut(0, len));
         }
         let reqs = &self.reqs;
-        let h = self.matcher.take_posted_if(
+        let h = self.matcher.take_posted(
             hdr.context,
             hdr.src,
             hdr.tag,
@@ -351,7 +356,10 @@ impl Core {
         let (src, len) = (hdr.src, hdr.len as usize);
         self.stats.recv_msgs += 1;
         self.stats.recv_bytes += len as u64;
-        if let Some(h) = self.matcher.take_posted(hdr.context, src, hdr.tag) {
+        if let Some(h) = self
+            .matcher
+            .take_posted(hdr.context, src, hdr.tag, |_| true)
+        {
             let req = self.reqs.get_mut(h).expect("posted receive is live");
             req.status = MsgStatus {
                 source: src,

@@ -115,10 +115,11 @@ impl Matcher {
         }
     }
 
-    /// Takes the first posted receive matching an arriving message if `accept` takes it;
-    /// otherwise leaves it posted (and takes nothing: a later one must not overtake it).
+    /// Takes the first posted receive matching an arriving message if `accept` takes it
+    /// (`|_| true` takes any); otherwise leaves it posted and takes nothing, since a later one
+    /// must not overtake it.
     #[inline]
-    pub fn take_posted_if(
+    pub fn take_posted(
         &mut self,
         context: u32,
         source: u32,
@@ -132,16 +133,6 @@ impl Matcher {
         if !accept(self.posted[i].req) {
             return None;
         }
-        self.posted.remove(i).map(|p| p.req)
-    }
-
-    /// Takes the first posted receive matching an arriving message.
-    #[inline]
-    pub fn take_posted(&mut self, context: u32, source: u32, tag: i32) -> Option<Handle> {
-        let i = self
-            .posted
-            .iter()
-            .position(|p| p.pattern.matches(context, source, tag))?;
         self.posted.remove(i).map(|p| p.req)
     }
 

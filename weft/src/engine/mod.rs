@@ -191,6 +191,8 @@ impl<F: Fabric> Engine<F> {
         let pulls = std::mem::take(&mut self.core.pulls);
         for p in pulls {
             self.run_pull(p);
+            // Its FIN or CTS goes out now, before the next (maybe long) pull.
+            self.flush_outbox();
         }
     }
 
@@ -240,7 +242,7 @@ impl<F: Fabric> Engine<F> {
                 }
                 self.single_copy_peers[p.peer as usize] = true;
                 self.core.stats.single_copy += 1;
-                self.send_control(p.peer, PacketKind::Fin, p.cookie, 0);
+                self.core.control(p.peer, PacketKind::Fin, p.cookie, 0);
                 if done {
                     self.core.finish_recv(p.req);
                 }
@@ -248,11 +250,12 @@ impl<F: Fabric> Engine<F> {
             Err(PullError::Unsupported) => {
                 // (Never after a split was asked for: splits with a peer start only once a
                 // pull from that peer worked, and the transport does not change its mind.)
-                self.send_control(p.peer, PacketKind::Cts, p.cookie, p.req.to_cookie());
+                self.core
+                    .control(p.peer, PacketKind::Cts, p.cookie, p.req.to_cookie());
             }
             Err(PullError::Failed(e)) => {
                 req.error = Some(e);
-                self.send_control(p.peer, PacketKind::Fin, p.cookie, 0);
+                self.core.control(p.peer, PacketKind::Fin, p.cookie, 0);
                 self.core.finish_recv(p.req);
             }
         }
@@ -300,17 +303,6 @@ impl<F: Fabric> Engine<F> {
                 self.core.push_done(p.req);
             }
         }
-    }
-
-    fn send_control(&mut self, peer: u32, kind: PacketKind, cookie: u64, aux: u64) {
-        let hdr = Header {
-            kind: kind as u8,
-            src: self.core.rank,
-            cookie,
-            aux,
-            ..Header::default()
-        };
-        self.send_packet(peer, hdr);
     }
 
     /// Sends a payload-less control packet now, or queues it behind earlier ones.

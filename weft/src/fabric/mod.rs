@@ -33,8 +33,6 @@ pub enum PacketKind {
     Data = 6,
     /// A synchronous-mode eager message was matched: sender request `cookie` may complete.
     SyncAck = 7,
-    /// Barrier and other internal control messages (`tag` says which).
-    Control = 8,
     /// Split rendezvous: the receiver pulls the first part itself and asks the sender to
     /// push the last `len` bytes to address `aux`; `cookie` is the sender's request,
     /// `context`/`tag` carry the receiver's request (low/high 32 bits).
@@ -54,7 +52,6 @@ impl PacketKind {
             5 => Self::Cts,
             6 => Self::Data,
             7 => Self::SyncAck,
-            8 => Self::Control,
             9 => Self::Share,
             10 => Self::Pushed,
             _ => return None,

@@ -110,23 +110,6 @@ impl NodeFabric {
         })
     }
 
-    /// Names of the transports in use, for diagnostics.
-    pub fn transports(&self) -> Vec<&'static str> {
-        let mut v = vec!["self"];
-        if self.shm.is_some() {
-            v.push("shm");
-        }
-        if self.tcp.is_some() {
-            v.push("tcp");
-        }
-        v
-    }
-
-    /// How `peer` is reached.
-    pub fn route(&self, peer: u32) -> Route {
-        self.routes[peer as usize]
-    }
-
     /// The TCP transport, when the job uses one.
     pub fn tcp(&self) -> Option<&TcpTransport> {
         self.tcp.as_ref()

@@ -39,6 +39,21 @@ pub fn write_to(pid: u32, remote: u64, src: &[u8]) -> Result<(), CmaError> {
     )
 }
 
+/// Whether cross-memory copies work here at all (a seccomp filter or a container may forbid
+/// `process_vm_readv`), tried on this process's own memory. (Whether the Yama policy lets
+/// one process read another is a separate question: a process may always read itself.)
+pub fn works_here() -> io::Result<()> {
+    let src = [7u8; 64];
+    let mut dst = [0u8; 64];
+    match read_from(std::process::id(), src.as_ptr() as u64, &mut dst) {
+        Ok(()) if dst == src => Ok(()),
+        Ok(()) => Err(io::Error::other(
+            "process_vm_readv copied other bytes than asked",
+        )),
+        Err(CmaError::Unsupported(e) | CmaError::Failed(e)) => Err(e),
+    }
+}
+
 /// The copy loop: repeats until all `len` bytes moved (the kernel may copy less per call).
 /// `local` must be valid for `len` bytes: writable for `Read`, readable for `Write`.
 fn copy(pid: u32, remote: u64, local: *mut u8, len: usize, dir: Direction) -> Result<(), CmaError> {
@@ -98,6 +113,10 @@ mod tests {
             Err(CmaError::Unsupported(_)) => {} // a locked-down sandbox: the fallback case
             Err(CmaError::Failed(e)) => panic!("{e}"),
         }
+        assert_eq!(
+            works_here().is_ok(),
+            read_from(std::process::id(), src.as_ptr() as u64, &mut dst).is_ok()
+        );
         let bad = read_from(std::process::id(), 8, &mut dst[..16]);
         assert!(bad.is_err());
         let mut target = vec![0u8; 1000];

@@ -12,17 +12,6 @@ pub mod wake;
 
 use std::io;
 
-/// The size of a memory page, in bytes.
-pub fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions; it only reads a system constant.
-    let v = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if v > 0 {
-        v as usize
-    } else {
-        4096
-    }
-}
-
 /// Fills `buf` with random bytes from the kernel (`getrandom(2)`).
 pub fn random_bytes(buf: &mut [u8]) -> io::Result<()> {
     let mut done = 0;
@@ -160,6 +149,5 @@ mod tests {
             .bytes()
             .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
         assert_ne!(a, b);
-        assert!(super::page_size().is_power_of_two());
     }
 }

@@ -1,5 +1,5 @@
 //! The PMI-2 client against fake servers over a socket pair: framing in both alignments,
-//! lookups by name, refusal and fallback, bad replies, node attributes.
+//! lookups by name, refusal and fallback, bad replies.
 
 use super::*;
 use crate::boot::select::{negotiate, start, Either, PmiChoice};
@@ -92,10 +92,9 @@ fn fake_server(
 
 const ACCEPT: &str = "cmd=response_to_init pmi_version=2 pmi_subversion=0 rc=0\n";
 
-/// A well-behaved PMI-2 server for rank 1 of 4, with a key-value space and node attributes.
+/// A well-behaved PMI-2 server for rank 1 of 4, with a key-value space.
 fn standard(mapping: Option<&'static str>) -> impl FnMut(&Msg) -> Reply + Send {
     let mut kvs: HashMap<String, String> = HashMap::new();
-    let mut node: HashMap<String, String> = HashMap::new();
     move |m| {
         let body = match m.cmd.as_str() {
             // Keys in an unusual order, to check lookup by name.
@@ -117,14 +116,6 @@ fn standard(mapping: Option<&'static str>) -> impl FnMut(&Msg) -> Reply + Send {
             "kvs-get" => match kvs.get(m.get("key").unwrap()) {
                 Some(v) => format!("cmd=kvs-get-response;found=TRUE;value={v};rc=0;"),
                 None => "cmd=kvs-get-response;found=FALSE;rc=0;".to_owned(),
-            },
-            "info-putnodeattr" => {
-                node.insert(m.get("key").unwrap().into(), m.get("value").unwrap().into());
-                "cmd=info-putnodeattr-response;rc=0;".to_owned()
-            }
-            "info-getnodeattr" => match node.get(m.get("key").unwrap()) {
-                Some(v) => format!("cmd=info-getnodeattr-response;found=TRUE;value={v};rc=0;"),
-                None => "cmd=info-getnodeattr-response;found=FALSE;rc=0;".to_owned(),
             },
             "finalize" => "cmd=finalize-response;rc=0;".to_owned(),
             "abort" => return Reply::None,
@@ -186,12 +177,6 @@ fn full_conversation(align: Align) {
         e.detail.contains("nope") && e.detail.contains("kvs_42_0"),
         "{e}"
     );
-    assert_eq!(pmi.get_node_attr("shm", false).unwrap(), None);
-    pmi.put_node_attr("shm", "seg-7").unwrap();
-    assert_eq!(
-        pmi.get_node_attr("shm", true).unwrap().as_deref(),
-        Some("seg-7")
-    );
     pmi.finalize().unwrap();
     pmi.finalize().unwrap(); // idempotent
     let e = pmi.put("k", "v").unwrap_err();
@@ -208,8 +193,6 @@ fn full_conversation(align: Align) {
         seen[fence + 1],
         "cmd=kvs-get;srcid=-1;key=weft-fence-barrier;"
     );
-    assert!(seen.contains(&"cmd=info-getnodeattr;key=shm;wait=TRUE;".to_string()));
-    assert!(seen.contains(&"cmd=info-getnodeattr;key=shm;wait=FALSE;".to_string()));
     assert_eq!(seen.last().unwrap(), "cmd=finalize;");
 }
 
@@ -426,8 +409,6 @@ fn bad_keys_and_values_are_refused_before_sending() {
             "{k:?}"
         );
         assert!(e.detail.contains(want), "{k:?} {v:?}: {e}");
-        let e = pmi.put_node_attr(k, v).unwrap_err();
-        assert_eq!(e.call, "PMI-2 info-putnodeattr");
     }
     let e = pmi.put(&"k".repeat(65), "v").unwrap_err();
     assert!(e.detail.contains("65 bytes"), "{e}");
@@ -439,22 +420,6 @@ fn bad_keys_and_values_are_refused_before_sending() {
     assert_eq!(
         seen.iter().filter(|l| l.starts_with("cmd=kvs-put")).count(),
         1
-    );
-}
-
-#[test]
-fn node_attributes_unsupported_outside_pmi2() {
-    let mut s = crate::boot::singleton::Singleton::default();
-    let e = s.put_node_attr("k", "v").unwrap_err();
-    assert_eq!(e.class, ErrorClass::Unsupported);
-    assert!(
-        e.detail.contains("PMI-2") && e.detail.contains("singleton") && e.detail.contains("\"k\""),
-        "{e}"
-    );
-    let e = s.get_node_attr("k", true).unwrap_err();
-    assert_eq!(
-        (e.call, e.class),
-        ("PMI get_node_attr", ErrorClass::Unsupported)
     );
 }
 

@@ -310,15 +310,6 @@ impl ShmTransport {
         }))
     }
 
-    /// Whether `peer` (world rank) is reachable through shared memory.
-    pub fn reaches(&self, peer: u32) -> bool {
-        peer != self.rank
-            && self
-                .local_of
-                .get(peer as usize)
-                .is_some_and(|&l| l != NOT_LOCAL)
-    }
-
     /// Largest payload of one packet.
     pub fn max_payload(&self) -> usize {
         self.max_payload
