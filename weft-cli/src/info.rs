@@ -2,7 +2,9 @@
 //! value in force and its environment variable.
 
 use std::fmt::Write as _;
-use weft::tunables::{Tunables, ALL};
+use std::net::{IpAddr, TcpListener};
+use weft::fabric::tcp::addr;
+use weft::tunables::{Transports, Tunables, ALL};
 
 /// `WEFT_*` variables that are not tunables but are still ours.
 const OTHER_VARS: &[&str] = &["WEFT_JOB_ID", "WEFT_PMI_DEBUG"];
@@ -74,16 +76,47 @@ fn shm() -> String {
     }
 }
 
+/// Whether a rank could listen for TCP peers, in a one-node job and in one spanning hosts,
+/// on the address `WEFT_TCP_ADDR`/`WEFT_TCP_IF` choose (the transport's own choice).
+fn tcp(t: &Tunables) -> String {
+    let listen = |one_node: bool| -> Result<IpAddr, String> {
+        let c = addr::choose(&t.tcp_addr, &t.tcp_if, one_node)?;
+        TcpListener::bind((c.bind, 0)).map_err(|e| format!("cannot listen on {}: {e}", c.bind))?;
+        Ok(c.publish)
+    };
+    match (listen(true), listen(false)) {
+        (Ok(here), Ok(hosts)) => format!(
+            "available (listens on {here} in one-node jobs, on {hosts} in jobs spanning hosts)"
+        ),
+        (Ok(here), Err(e)) => {
+            format!("available on this host only (listens on {here}); between hosts: {e}")
+        }
+        (Err(e), _) => format!("NOT available: {e}"),
+    }
+}
+
 /// Builds the report; the flag says whether some `WEFT_*` value is invalid.
 pub fn report(lookup: &dyn Fn(&str) -> Option<String>) -> (String, Vec<String>) {
     let mut out = String::new();
     let mut errors = Vec::new();
     let _ = writeln!(out, "weft {}", env!("CARGO_PKG_VERSION"));
     let _ = writeln!(out);
+    // Transport settings as the ranks would read them (the defaults where a value is bad:
+    // the tunables table below reports it).
+    let t = Tunables::from_lookup(lookup).unwrap_or_else(|_| Tunables::defaults());
     let _ = writeln!(out, "Transports:");
-    let _ = writeln!(out, "  self  available");
-    let _ = writeln!(out, "  shm   {}", shm());
-    let _ = writeln!(out, "  tcp   not built yet");
+    for name in Transports::ALL {
+        let mut status = match name {
+            "self" => "available".to_string(),
+            "shm" => shm(),
+            "tcp" => tcp(&t),
+            _ => "built in".to_string(),
+        };
+        if !t.transports.allows(name) {
+            let _ = write!(status, "; not used: WEFT_TRANSPORTS={}", t.transports);
+        }
+        let _ = writeln!(out, "  {name:4}  {status}");
+    }
     let _ = writeln!(out);
 
     let defaults = Tunables::defaults().current();

@@ -101,6 +101,20 @@ pub struct Transports {
     pub tcp: bool,
 }
 
+impl Transports {
+    /// Every transport Weft has: `self` (always used), then those `WEFT_TRANSPORTS` picks from.
+    pub const ALL: [&'static str; 3] = ["self", "shm", "tcp"];
+
+    /// Whether the transport named `name` (one of [`Transports::ALL`]) may be used.
+    pub fn allows(&self, name: &str) -> bool {
+        match name {
+            "shm" => self.shm,
+            "tcp" => self.tcp,
+            _ => name == "self",
+        }
+    }
+}
+
 impl std::fmt::Display for Transports {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let names: Vec<&str> = [(self.shm, "shm"), (self.tcp, "tcp")]
@@ -294,6 +308,13 @@ mod tests {
         assert!(t.transports.tcp && !t.transports.shm);
         assert_eq!(t.transports.to_string(), "tcp");
         assert!(Tunables::from_lookup(|k| (k == "WEFT_TRANSPORTS").then(|| "ib".into())).is_err());
+        // Every transport but self is chosen by its name alone.
+        for name in Transports::ALL.into_iter().filter(|&n| n != "self") {
+            let t = Transports::parse("WEFT_TRANSPORTS", name).unwrap();
+            for other in Transports::ALL {
+                assert_eq!(t.allows(other), other == name || other == "self");
+            }
+        }
         assert!(Tunables::from_lookup(|k| (k == "WEFT_CONNECT").then(|| "eager".into())).is_err());
         let e = Tunables::from_lookup(|k| (k == "WEFT_SPIN_COUNT").then(|| "lots".into()));
         let msg = e.unwrap_err().to_string();

@@ -121,13 +121,29 @@ pub fn version() -> (i32, i32) {
 /// A description of this library and what it implements.
 pub fn library_version() -> std::result::Result<String, std::string::FromUtf8Error> {
     Ok(format!(
-        "Weft {} (MPI-3.1 point-to-point and communicators over shared memory; collectives, \
-         one-sided and TCP are in progress)",
-        env!("CARGO_PKG_VERSION")
+        "Weft {} (MPI-3.1 point-to-point, communicators and barrier; transports: {}; other \
+         collectives and one-sided are not built yet)",
+        env!("CARGO_PKG_VERSION"),
+        crate::tunables::Transports::ALL.join(", ")
     ))
 }
 
 /// The name of the machine this rank runs on.
 pub fn processor_name() -> std::result::Result<String, std::string::FromUtf8Error> {
     Ok(crate::sys::hostname())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn library_version_names_every_transport() {
+        let v = super::library_version().unwrap();
+        assert!(
+            v.starts_with(&format!("Weft {} (", env!("CARGO_PKG_VERSION"))),
+            "{v}"
+        );
+        for t in crate::tunables::Transports::ALL {
+            assert!(v.contains(t), "{t} missing: {v}");
+        }
+    }
 }
