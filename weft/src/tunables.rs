@@ -1,7 +1,6 @@
 //! Every threshold weft uses, with its default, its `WEFT_*` environment variable and a
 //! description. `weft info` prints this table; the runtime reads it once at start-up.
 
-use crate::boot::PmiChoice;
 use crate::error::{Error, ErrorClass, Result};
 
 /// One tunable: its environment variable, default and meaning.
@@ -90,6 +89,48 @@ tunables! {
         "SO_SNDBUF/SO_RCVBUF of TCP connections; 0 leaves the kernel's autotuning on (it grows buffers up to net.ipv4.tcp_wmem/tcp_rmem)";
     tcp_timeout_s: u64 = "WEFT_TCP_TIMEOUT", "20",
         "Seconds before an unreachable TCP peer (unacknowledged data or failed keepalives, or a connection not made) fails the job";
+}
+
+/// The `WEFT_PMI` setting: which PMI wire protocol `boot` speaks to the launcher.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PmiChoice {
+    /// PMI-2 when the server accepts it, else PMI-1.
+    Auto,
+    /// PMI-1 only.
+    V1,
+    /// PMI-2 only.
+    V2,
+}
+
+impl std::fmt::Display for PmiChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PmiChoice::Auto => "auto",
+            PmiChoice::V1 => "1",
+            PmiChoice::V2 => "2",
+        })
+    }
+}
+
+impl Parse for PmiChoice {
+    fn parse(env: &'static str, text: &str) -> Result<Self> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "auto" | "" => Ok(PmiChoice::Auto),
+            "1" | "pmi1" | "pmi-1" => Ok(PmiChoice::V1),
+            "2" | "pmi2" | "pmi-2" => Ok(PmiChoice::V2),
+            _ => Err(bad(env, text, "1, 2 or auto")),
+        }
+    }
+}
+
+impl PmiChoice {
+    /// `WEFT_PMI` from the environment (`auto` when unset).
+    pub fn from_env() -> Result<PmiChoice> {
+        match std::env::var("WEFT_PMI") {
+            Ok(v) => PmiChoice::parse("WEFT_PMI", &v),
+            Err(_) => Ok(PmiChoice::Auto),
+        }
+    }
 }
 
 /// Which transports may carry traffic between two different ranks (self is always used).

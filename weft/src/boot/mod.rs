@@ -17,8 +17,6 @@ use crate::sys::hostname;
 use std::cell::RefCell;
 use std::rc::Rc;
 
-pub use select::PmiChoice;
-
 /// A client of a process manager.
 pub trait Pmi {
     /// Publishes `key = value` (visible to others after the next [`Pmi::fence`]).

@@ -9,54 +9,8 @@
 use super::pmi1::{self, Pmi1, Stream};
 use super::pmi2::{self, Init, Pmi2};
 use super::Boot;
-use crate::error::{Error, ErrorClass, Result};
-use crate::tunables::Parse;
-
-/// The `WEFT_PMI` setting.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PmiChoice {
-    /// PMI-2 when the server accepts it, else PMI-1.
-    Auto,
-    /// PMI-1 only.
-    V1,
-    /// PMI-2 only.
-    V2,
-}
-
-impl std::fmt::Display for PmiChoice {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            PmiChoice::Auto => "auto",
-            PmiChoice::V1 => "1",
-            PmiChoice::V2 => "2",
-        })
-    }
-}
-
-impl Parse for PmiChoice {
-    fn parse(env: &'static str, text: &str) -> Result<Self> {
-        match text.trim().to_ascii_lowercase().as_str() {
-            "auto" | "" => Ok(PmiChoice::Auto),
-            "1" | "pmi1" | "pmi-1" => Ok(PmiChoice::V1),
-            "2" | "pmi2" | "pmi-2" => Ok(PmiChoice::V2),
-            _ => Err(Error::new(
-                ErrorClass::Arg,
-                "tunables",
-                format!("{env}={text:?} is not 1, 2 or auto"),
-            )),
-        }
-    }
-}
-
-impl PmiChoice {
-    /// `WEFT_PMI` from the environment (`auto` when unset).
-    pub fn from_env() -> Result<PmiChoice> {
-        match std::env::var("WEFT_PMI") {
-            Ok(v) => PmiChoice::parse("WEFT_PMI", &v),
-            Err(_) => Ok(PmiChoice::Auto),
-        }
-    }
-}
+use crate::error::{Error, Result};
+use crate::tunables::PmiChoice;
 
 /// Connects through `PMI_FD` or `PMI_PORT` and speaks the protocol `WEFT_PMI` asks for.
 pub fn connect_from_env() -> Result<Boot> {

@@ -2,7 +2,8 @@
 //! lookups by name, refusal and fallback, bad replies.
 
 use super::*;
-use crate::boot::select::{negotiate, start, Either, PmiChoice};
+use crate::boot::select::{negotiate, start, Either};
+use crate::tunables::PmiChoice;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
