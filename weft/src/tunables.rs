@@ -91,48 +91,6 @@ tunables! {
         "Seconds before an unreachable TCP peer (unacknowledged data or failed keepalives, or a connection not made) fails the job";
 }
 
-/// The `WEFT_PMI` setting: which PMI wire protocol `boot` speaks to the launcher.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PmiChoice {
-    /// PMI-2 when the server accepts it, else PMI-1.
-    Auto,
-    /// PMI-1 only.
-    V1,
-    /// PMI-2 only.
-    V2,
-}
-
-impl std::fmt::Display for PmiChoice {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            PmiChoice::Auto => "auto",
-            PmiChoice::V1 => "1",
-            PmiChoice::V2 => "2",
-        })
-    }
-}
-
-impl Parse for PmiChoice {
-    fn parse(env: &'static str, text: &str) -> Result<Self> {
-        match text.trim().to_ascii_lowercase().as_str() {
-            "auto" | "" => Ok(PmiChoice::Auto),
-            "1" | "pmi1" | "pmi-1" => Ok(PmiChoice::V1),
-            "2" | "pmi2" | "pmi-2" => Ok(PmiChoice::V2),
-            _ => Err(bad(env, text, "1, 2 or auto")),
-        }
-    }
-}
-
-impl PmiChoice {
-    /// `WEFT_PMI` from the environment (`auto` when unset).
-    pub fn from_env() -> Result<PmiChoice> {
-        match std::env::var("WEFT_PMI") {
-            Ok(v) => PmiChoice::parse("WEFT_PMI", &v),
-            Err(_) => Ok(PmiChoice::Auto),
-        }
-    }
-}
-
 /// Which transports may carry traffic between two different ranks (self is always used).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Transports {
@@ -211,6 +169,48 @@ impl Parse for ConnectMode {
             "lazy" => Ok(ConnectMode::Lazy),
             "full" => Ok(ConnectMode::Full),
             _ => Err(bad(env, text, "lazy or full")),
+        }
+    }
+}
+
+/// The `WEFT_PMI` setting: which PMI wire protocol `boot` speaks to the launcher.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PmiChoice {
+    /// PMI-2 when the server accepts it, else PMI-1.
+    Auto,
+    /// PMI-1 only.
+    V1,
+    /// PMI-2 only.
+    V2,
+}
+
+impl std::fmt::Display for PmiChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PmiChoice::Auto => "auto",
+            PmiChoice::V1 => "1",
+            PmiChoice::V2 => "2",
+        })
+    }
+}
+
+impl Parse for PmiChoice {
+    fn parse(env: &'static str, text: &str) -> Result<Self> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "auto" | "" => Ok(PmiChoice::Auto),
+            "1" | "pmi1" | "pmi-1" => Ok(PmiChoice::V1),
+            "2" | "pmi2" | "pmi-2" => Ok(PmiChoice::V2),
+            _ => Err(bad(env, text, "1, 2 or auto")),
+        }
+    }
+}
+
+impl PmiChoice {
+    /// `WEFT_PMI` from the environment (`auto` when unset).
+    pub fn from_env() -> Result<PmiChoice> {
+        match std::env::var("WEFT_PMI") {
+            Ok(v) => PmiChoice::parse("WEFT_PMI", &v),
+            Err(_) => Ok(PmiChoice::Auto),
         }
     }
 }
