@@ -34,7 +34,9 @@ fn main() {
         "badinput" => badinput(&world),
         "comms" => comms(&world),
         "intruder" => intruder(&world),
-        "barriers" => barriers(&world),
+        "barriers" => {
+            barriers(&world);
+        }
         "panic" => {
             world.barrier();
             if rank == size - 1 {
