@@ -19,12 +19,12 @@
 #![warn(missing_docs)]
 
 /// Declares the internal layers: `pub` with the `internals` feature, crate-private without.
+// (Their docs are their own `//!` text: an outer doc here would make rustdoc resolve the
+// modules' intra-doc links from the crate root.)
 macro_rules! internal_modules {
-    ($($(#[$attr:meta])* $name:ident;)*) => {$(
-        $(#[$attr])*
+    ($($name:ident;)*) => {$(
         #[cfg(feature = "internals")]
         pub mod $name;
-        $(#[$attr])*
         // Items only Weft's own tests and examples use (through `internals`) are dead here.
         #[cfg(not(feature = "internals"))]
         #[allow(dead_code)]
@@ -33,19 +33,12 @@ macro_rules! internal_modules {
 }
 
 internal_modules! {
-    /// Bootstrap: the process-manager clients (PMI-1, PMI-2, PMIx, singleton). Unstable.
     boot;
-    /// Communicator state below the API: groups and context ids. Unstable.
     comm;
-    /// The progress engine: matching, protocols, requests. Unstable.
     engine;
-    /// Transports: shared memory, TCP, the self loop, and the node fabric over them. Unstable.
     fabric;
-    /// The per-process runtime behind the API. Unstable.
     runtime;
-    /// Atomics and spin hints (loom-replaceable). Unstable.
     sync;
-    /// Operating-system calls: segments, futexes, cross-memory copies, sockets. Unstable.
     sys;
 }
 

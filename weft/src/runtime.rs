@@ -87,7 +87,7 @@ pub(crate) fn with<R>(f: impl FnOnce(&mut Runtime) -> R) -> R {
 }
 
 /// Runs `f` with a shared view of the runtime (to read statistics, addresses, the bootstrap's
-/// answers). Panics as [`with`] does.
+/// answers). Panics before initialize, after finalize, or on another thread.
 pub fn inspect<R>(f: impl FnOnce(&Runtime) -> R) -> R {
     with(|rt| f(rt))
 }

@@ -112,7 +112,7 @@ pub unsafe fn adopt_inherited_socket(fd: i32) -> std::io::Result<std::os::unix::
 /// `src` must be readable and `dst` writable for `n` bytes, and the ranges must not overlap.
 #[inline(always)]
 pub unsafe fn copy_bytes(src: *const u8, dst: *mut u8, n: usize) {
-    // SAFETY (every arm): the caller guarantees `n` readable bytes at `src` and `n` writable,
+    // SAFETY: (every arm) the caller guarantees `n` readable bytes at `src` and `n` writable,
     // non-overlapping bytes at `dst`; each unaligned access stays inside `0..n` (the two
     // accesses of an arm overlap in the middle when `n` is not twice their width).
     unsafe {
