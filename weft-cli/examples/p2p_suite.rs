@@ -503,9 +503,9 @@ fn comms(world: &impl Communicator) {
 /// hello without the job's secret); rank 0 must drop both, log them, and go on.
 fn intruder(world: &impl Communicator) {
     use std::io::{Read, Write};
-    use weft::fabric::tcp::auth;
+    use weft::launcher::auth;
     let rank = world.rank();
-    let addr = weft::runtime::with(|rt| rt.engine.fabric.tcp().map(|t| t.local_addr()));
+    let addr = weft::runtime::inspect(|rt| rt.engine.fabric().tcp().map(|t| t.local_addr()));
     if rank == 0 {
         let a = addr.expect("run the intruder case over TCP").to_string();
         world.process_at_rank(1).send(a.as_bytes());

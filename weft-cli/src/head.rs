@@ -27,7 +27,7 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
-use weft::fabric::tcp::auth::{Role, SECRET_LEN};
+use weft::launcher::auth::{Role, SECRET_LEN};
 
 /// Exit code of a job whose host was lost.
 pub const EXIT_HOST_LOST: i32 = 1;
@@ -51,7 +51,7 @@ pub struct HostOptions {
 
 /// Whether `name` is this host (started without the remote-start command).
 fn is_local(name: &str) -> bool {
-    name == "localhost" || name == "127.0.0.1" || name == weft::sys::hostname()
+    name == "localhost" || name == "127.0.0.1" || name == weft::launcher::host::hostname()
 }
 
 /// The address to listen on: as given (an address or an interface name), else 127.0.0.1 when
@@ -128,13 +128,15 @@ pub fn run(opts: &Options, h: &HostOptions) -> anyhow::Result<u8> {
     debug_assert_eq!(h.host_of.len(), n as usize, "one host per rank");
     let job_id = launch::new_job_id();
     let kvsname = format!("weft_{job_id}");
-    let job_secret = weft::sys::random_hex(32).context("making the job secret (getrandom)")?;
-    let proxy_secret = weft::sys::random_hex(32).context("making the proxy secret (getrandom)")?;
+    let job_secret =
+        weft::launcher::host::random_hex(32).context("making the job secret (getrandom)")?;
+    let proxy_secret =
+        weft::launcher::host::random_hex(32).context("making the proxy secret (getrandom)")?;
     let node_of: Vec<u32> = h.host_of.iter().map(|&i| i as u32).collect();
     let mapping = opts
         .process_mapping
         .clone()
-        .unwrap_or_else(|| weft::boot::mapping::encode(&node_of));
+        .unwrap_or_else(|| weft::launcher::mapping::encode(&node_of));
     if mapping.len() > 900 {
         note!(
             "weft run: warning: the process mapping is {} bytes, too long for PMI; ranks will \

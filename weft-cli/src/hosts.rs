@@ -8,7 +8,7 @@
 //! Placement (`--map-by`): `block` fills each host's slots in list order (ranks 0..s0 on the
 //! first host, ...); `round-robin` deals one rank per host in turn, skipping full hosts. The
 //! node id of a rank is the index of its host in the list, and `PMI_process_mapping` is built
-//! from those ids (see [`weft::boot::mapping::encode`]).
+//! from those ids (see [`weft::launcher::mapping::encode`]).
 
 use anyhow::{bail, Context};
 

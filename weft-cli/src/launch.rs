@@ -220,7 +220,7 @@ pub fn run(opts: &Options) -> anyhow::Result<u8> {
     let n = opts.np;
     let job_id = new_job_id();
     let kvsname = format!("weft_{job_id}");
-    let secret = weft::sys::random_hex(32)
+    let secret = weft::launcher::host::random_hex(32)
         .map_err(|e| anyhow::anyhow!("making the job secret: getrandom: {e}"))?;
     let job = Job::new(
         n,

@@ -13,11 +13,11 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Condvar, Mutex};
-use weft::boot::pmi1::{Line, MAX_LINE};
+use weft::launcher::pmi::{Line, MAX_LINE};
 
 /// The key under which the job's secret is served (lowercase hex of 32 random bytes): TCP
 /// peers prove they belong to the job with it.
-pub use weft::fabric::tcp::SECRET_KEY;
+pub use weft::launcher::auth::SECRET_KEY;
 
 /// The job-wide part of a barrier: takes this server's puts since the last barrier and
 /// returns every put made anywhere in the job since then (or why that failed).
@@ -63,7 +63,7 @@ impl Job {
         debug: bool,
         secret: String,
     ) -> Arc<Job> {
-        let mapping = mapping.unwrap_or_else(|| weft::boot::mapping::single_node(size));
+        let mapping = mapping.unwrap_or_else(|| weft::launcher::mapping::single_node(size));
         Job::part(
             size,
             size,

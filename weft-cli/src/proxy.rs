@@ -85,7 +85,7 @@ fn prove_head(
         nonce_proxy: crate::wire::bytes_from_hex("the proxy's nonce", &nonce)?,
         nonce_head: crate::wire::bytes_from_hex("the head's nonce", &nonce_head)?,
     };
-    if !ex.verify(weft::fabric::tcp::auth::Role::Acceptor, &mac) {
+    if !ex.verify(weft::launcher::auth::Role::Acceptor, &mac) {
         bail!(
             "the head at {addr} did not prove that it holds the job's proxy secret: \
              not taking a job from it"

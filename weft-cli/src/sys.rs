@@ -243,7 +243,7 @@ pub unsafe fn rsh_child_setup(launcher: libc::pid_t) -> io::Result<()> {
 /// The IPv4 addresses of the interfaces that are up, with the interface names, in the order
 /// the kernel lists them (loopback included).
 pub fn ipv4_interfaces() -> io::Result<Vec<(String, std::net::Ipv4Addr, bool)>> {
-    Ok(weft::sys::net::interface_addrs()?
+    Ok(weft::launcher::host::interface_addrs()?
         .into_iter()
         .filter(|a| a.up)
         .filter_map(|a| match a.addr {

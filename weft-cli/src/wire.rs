@@ -1,7 +1,7 @@
 //! The head ↔ proxy protocol of multi-host `weft run`: one JSON object per line over TCP.
 //!
 //! Both sides prove they hold the per-job proxy secret (which the proxy read from its stdin)
-//! without sending it, with weft's TCP challenge-response ([`weft::fabric::tcp::auth`]):
+//! without sending it, with weft's TCP challenge-response ([`weft::launcher::auth`]):
 //!
 //! ```text
 //! proxy                                   head
@@ -22,7 +22,7 @@ use std::io::{self, BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use weft::fabric::tcp::auth::{self, Role, MAC_LEN, NONCE_LEN, SECRET_LEN};
+use weft::launcher::auth::{self, Role, MAC_LEN, NONCE_LEN, SECRET_LEN};
 
 /// The head's place in the proof (the proxies stand in as their host index).
 const HEAD: u32 = u32::MAX;
@@ -40,7 +40,7 @@ pub fn bytes_from_hex(what: &str, text: &str) -> io::Result<[u8; SECRET_LEN]> {
 /// A fresh nonce, as hex text.
 pub fn fresh_nonce() -> io::Result<String> {
     let mut n = [0u8; NONCE_LEN];
-    weft::sys::random_bytes(&mut n)?;
+    weft::launcher::host::random_bytes(&mut n)?;
     Ok(auth::secret_to_hex(&n))
 }
 

@@ -72,7 +72,9 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
         unsafe impl #krate::datatype::Equivalence for #name {
             type Out = #krate::datatype::DatatypeRef<'static>;
             fn equivalent_datatype() -> Self::Out {
-                #krate::datatype::derived::<Self>(|| ::std::vec![#(#fields),*])
+                // SAFETY: this is `Self`'s own impl, and the list is every field of `Self` at
+                // its `offset_of!` with its own type's datatype.
+                unsafe { #krate::datatype::derived::<Self>(|| ::std::vec![#(#fields),*]) }
             }
         }
     })

@@ -61,7 +61,8 @@ fn main() {
         });
     }
     world.barrier();
-    let conns = weft::runtime::with(|rt| rt.engine.fabric.tcp().map_or(0, |t| t.connections()));
+    let conns =
+        weft::runtime::inspect(|rt| rt.engine.fabric().tcp().map_or(0, |t| t.connections()));
     println!(
         "SCALE {rank} {size} {init_ms:.2} {} {} {conns}",
         rss_kib(),

@@ -4,24 +4,53 @@
 //! rsmpi-shaped API: [`initialize`], `universe.world()`, `process_at_rank(r).send(..)`,
 //! `receive_into(..)`, nonblocking requests in [`request::scope`], communicators and groups.
 //!
-//! Layers, bottom to top (see DESIGN.md): [`sys`], [`boot`], [`fabric`], [`engine`],
-//! [`comm`], and the front end (the rsmpi-shaped modules re-exported here).
+//! The public surface is that API, plus two documented extension points: [`launcher`] (what a
+//! process manager such as `weft run` needs: the PMI wire format, the node mapping, the TCP
+//! challenge-response, random bytes and the host's names) and [`tunables`] (the `WEFT_*`
+//! settings). Both are sound: nothing in them takes an address.
+//!
+//! The layers below the API, bottom to top (see DESIGN.md): `sys`, `boot`, `fabric`, `engine`,
+//! `comm` and `runtime`. They are private. The non-default cargo feature `internals` makes them
+//! public for Weft's own tests, examples and benchmarks; that surface is **unstable** (it
+//! changes with any release) and still sound: whatever in it can break memory safety (views of
+//! user buffers, copies by address, adopting a descriptor) is an `unsafe fn` with its contract.
 #![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs)]
 
-pub mod boot;
-pub mod comm;
-pub mod engine;
+/// Declares the internal layers: `pub` with the `internals` feature, crate-private without.
+// (Their docs are their own `//!` text: an outer doc here would make rustdoc resolve the
+// modules' intra-doc links from the crate root.)
+macro_rules! internal_modules {
+    ($($name:ident;)*) => {$(
+        #[cfg(feature = "internals")]
+        pub mod $name;
+        // Items only Weft's own tests and examples use (through `internals`) are dead here.
+        #[cfg(not(feature = "internals"))]
+        #[allow(dead_code)]
+        pub(crate) mod $name;
+    )*};
+}
+
+internal_modules! {
+    boot;
+    comm;
+    engine;
+    fabric;
+    runtime;
+    sync;
+    sys;
+}
+
 pub mod error;
-pub mod fabric;
-pub mod runtime;
-pub mod sync;
-pub mod sys;
+pub mod launcher;
 pub mod tunables;
 
 pub use error::{Error, ErrorClass, Result};
 
 mod api;
+#[cfg(doctest)]
+mod soundness;
 pub use api::{collective, datatype, environment, point_to_point, request, topology};
 pub use environment::{
     initialize, initialize_with_threading, is_finalized, is_initialized, time, time_resolution,

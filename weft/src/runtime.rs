@@ -72,8 +72,11 @@ pub fn init() -> Result<()> {
 
 /// Runs `f` with the runtime. Panics with a clear message when called before initialize,
 /// after finalize, or from another thread.
+///
+/// Crate-private: requests of the front end hold views of user buffers in the engine, so code
+/// outside could strand them (replace the engine, drop it). Outside code may [`inspect`].
 #[inline]
-pub fn with<R>(f: impl FnOnce(&mut Runtime) -> R) -> R {
+pub(crate) fn with<R>(f: impl FnOnce(&mut Runtime) -> R) -> R {
     RUNTIME.with(|r| {
         let mut guard = r.borrow_mut();
         match guard.as_mut() {
@@ -81,6 +84,12 @@ pub fn with<R>(f: impl FnOnce(&mut Runtime) -> R) -> R {
             None => panic!("{}", not_running()),
         }
     })
+}
+
+/// Runs `f` with a shared view of the runtime (to read statistics, addresses, the bootstrap's
+/// answers). Panics before initialize, after finalize, or on another thread.
+pub fn inspect<R>(f: impl FnOnce(&Runtime) -> R) -> R {
+    with(|rt| f(rt))
 }
 
 fn not_running() -> Error {

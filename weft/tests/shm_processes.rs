@@ -127,7 +127,8 @@ fn rank_main(rank: u32, dir: &Path, job: String, in_poll: bool) {
     } else {
         let rts = wait_one(&mut t, &mut sleeps);
         let mut dst = vec![0u8; rts.len as usize];
-        match t.pull(0, rts.aux, &mut dst) {
+        // SAFETY: rank 0 named its buffer in the RTS and keeps it until our FIN.
+        match unsafe { t.pull(0, rts.aux, &mut dst) } {
             Ok(()) => assert!(dst.iter().enumerate().all(|(i, &b)| b == (i % 253) as u8)),
             Err(PullError::Unsupported) => eprintln!("single copy unsupported here"),
             Err(PullError::Failed(e)) => panic!("{e}"),

@@ -409,7 +409,8 @@ fn pull_copies_from_the_peer_or_says_unsupported() {
                 poll_n(&mut t, 1, &mut |h, _| rts = Some(*h));
                 let rts = rts.unwrap();
                 let mut dst = vec![0u8; rts.len as usize];
-                match t.pull(0, rts.aux, &mut dst) {
+                // SAFETY: rank 0 named its buffer in the RTS and keeps it until our FIN.
+                match unsafe { t.pull(0, rts.aux, &mut dst) } {
                     Ok(()) => {
                         assert!(single_copy);
                         assert!(dst.iter().enumerate().all(|(i, &b)| b == (i % 251) as u8));

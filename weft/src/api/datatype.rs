@@ -326,8 +326,16 @@ thread_local! {
 }
 
 /// The datatype of a composite type, computed once per type and kept for the process.
+///
+/// # Safety
+/// `build` describes `T`'s memory: every block lies inside one `T` (or, for an extent larger
+/// than `T`, inside an array of them), and every byte pattern a block can receive is a valid
+/// value there. Every later send or receive of `T` trusts the cached map, so the first caller
+/// for a `T` must be `T`'s own [`Equivalence`] impl.
 #[doc(hidden)]
-pub fn cached_datatype<T: 'static>(build: impl FnOnce() -> UserDatatype) -> DatatypeRef<'static> {
+pub unsafe fn cached_datatype<T: 'static>(
+    build: impl FnOnce() -> UserDatatype,
+) -> DatatypeRef<'static> {
     let id = TypeId::of::<T>();
     if let Some(map) = DERIVED.with(|d| d.borrow().get(&id).copied()) {
         return DatatypeRef { map };
@@ -349,7 +357,12 @@ pub fn cached_datatype<T: 'static>(build: impl FnOnce() -> UserDatatype) -> Data
 unsafe impl<T: Equivalence + 'static, const N: usize> Equivalence for [T; N] {
     type Out = DatatypeRef<'static>;
     fn equivalent_datatype() -> Self::Out {
-        cached_datatype::<Self>(|| UserDatatype::contiguous(N as Count, &T::equivalent_datatype()))
+        // SAFETY: `N` elements of `T`'s own datatype, contiguous: exactly the array.
+        unsafe {
+            cached_datatype::<Self>(|| {
+                UserDatatype::contiguous(N as Count, &T::equivalent_datatype())
+            })
+        }
     }
 }
 
@@ -360,7 +373,9 @@ macro_rules! tuple {
         unsafe impl<$($name: Equivalence + 'static),+> Equivalence for ($($name,)+) {
             type Out = DatatypeRef<'static>;
             fn equivalent_datatype() -> Self::Out {
-                cached_datatype::<Self>(|| {
+                // SAFETY: each field at its own offset with its own datatype, and the
+                // tuple's size as the extent: exactly the tuple.
+                unsafe { cached_datatype::<Self>(|| {
                     let types = [$($name::equivalent_datatype().type_map().clone()),+];
                     let refs: Vec<DatatypeRef<'_>> = types.iter().map(DatatypeRef::from_map).collect();
                     UserDatatype::structured_with_extent(
@@ -369,7 +384,7 @@ macro_rules! tuple {
                         &refs,
                         Some(std::mem::size_of::<Self>()),
                     )
-                })
+                }) }
             }
         }
     };
@@ -384,20 +399,26 @@ tuple!(A.0, B.1, C.2, D.3, E.4, F.5, G.6);
 tuple!(A.0, B.1, C.2, D.3, E.4, F.5, G.6, H.7);
 
 /// A buffer's raw layout: where, how many elements, and their datatype.
+///
+/// Made only by [`Layout::new`], which is `unsafe`: the safe methods read through `ptr`.
 #[doc(hidden)]
 #[derive(Clone, Debug)]
 pub struct Layout<'a> {
-    pub ptr: *const u8,
-    pub count: usize,
+    pub(crate) ptr: *const u8,
+    pub(crate) count: usize,
     /// The element layout (cheap to clone for primitives and derived types).
-    pub map: TypeMap,
-    pub _buf: std::marker::PhantomData<&'a ()>,
+    pub(crate) map: TypeMap,
+    _buf: std::marker::PhantomData<&'a ()>,
 }
 
 impl<'a> Layout<'a> {
     /// `count` elements of `map` at `ptr`.
+    ///
+    /// # Safety
+    /// `count` elements of `map` at `ptr` are memory of a buffer borrowed for `'a`: readable
+    /// for `'a` (and writable, when the layout comes from [`BufferMut::layout_mut`]).
     #[inline]
-    pub fn new(ptr: *const u8, count: usize, map: &TypeMap) -> Self {
+    pub unsafe fn new(ptr: *const u8, count: usize, map: &TypeMap) -> Self {
         Layout {
             ptr,
             count,
@@ -459,44 +480,60 @@ pub unsafe trait BufferMut {
 unsafe impl<T: Equivalence> Buffer for T {
     #[inline]
     fn layout(&self) -> Layout<'_> {
-        Layout::new(
-            self as *const T as *const u8,
-            1,
-            T::equivalent_datatype().type_map(),
-        )
+        // SAFETY: the memory of `self`, borrowed for the layout's lifetime (the
+        // impl's SAFETY comment says why it is `count` elements of the map).
+        unsafe {
+            Layout::new(
+                self as *const T as *const u8,
+                1,
+                T::equivalent_datatype().type_map(),
+            )
+        }
     }
 }
 // SAFETY: one value of T, at its own address, writable through &mut.
 unsafe impl<T: Equivalence> BufferMut for T {
     #[inline]
     fn layout_mut(&mut self) -> Layout<'_> {
-        Layout::new(
-            self as *mut T as *const u8,
-            1,
-            T::equivalent_datatype().type_map(),
-        )
+        // SAFETY: the memory of `self`, borrowed for the layout's lifetime (the
+        // impl's SAFETY comment says why it is `count` elements of the map).
+        unsafe {
+            Layout::new(
+                self as *mut T as *const u8,
+                1,
+                T::equivalent_datatype().type_map(),
+            )
+        }
     }
 }
 // SAFETY: `len` consecutive values of T.
 unsafe impl<T: Equivalence> Buffer for [T] {
     #[inline]
     fn layout(&self) -> Layout<'_> {
-        Layout::new(
-            self.as_ptr() as *const u8,
-            self.len(),
-            T::equivalent_datatype().type_map(),
-        )
+        // SAFETY: the memory of `self`, borrowed for the layout's lifetime (the
+        // impl's SAFETY comment says why it is `count` elements of the map).
+        unsafe {
+            Layout::new(
+                self.as_ptr() as *const u8,
+                self.len(),
+                T::equivalent_datatype().type_map(),
+            )
+        }
     }
 }
 // SAFETY: `len` consecutive writable values of T.
 unsafe impl<T: Equivalence> BufferMut for [T] {
     #[inline]
     fn layout_mut(&mut self) -> Layout<'_> {
-        Layout::new(
-            self.as_mut_ptr() as *const u8,
-            self.len(),
-            T::equivalent_datatype().type_map(),
-        )
+        // SAFETY: the memory of `self`, borrowed for the layout's lifetime (the
+        // impl's SAFETY comment says why it is `count` elements of the map).
+        unsafe {
+            Layout::new(
+                self.as_mut_ptr() as *const u8,
+                self.len(),
+                T::equivalent_datatype().type_map(),
+            )
+        }
     }
 }
 // SAFETY: the Vec's elements, as for slices.
@@ -542,7 +579,9 @@ impl<'d, 'b, D: Datatype, T: ?Sized> View<'d, 'b, D, T> {
 // SAFETY: the constructor's caller promised `count` elements of `datatype` fit the buffer.
 unsafe impl<D: Datatype, T: ?Sized> Buffer for View<'_, '_, D, T> {
     fn layout(&self) -> Layout<'_> {
-        Layout::new(self.ptr, self.count, self.datatype.type_map())
+        // SAFETY: the constructor's caller promised `count` elements of the datatype fit the
+        // buffer, which this view keeps borrowed.
+        unsafe { Layout::new(self.ptr, self.count, self.datatype.type_map()) }
     }
 }
 
@@ -576,7 +615,9 @@ impl<'d, 'b, D: Datatype, T: ?Sized> MutView<'d, 'b, D, T> {
 // SAFETY: as for View; the memory was borrowed mutably.
 unsafe impl<D: Datatype, T: ?Sized> BufferMut for MutView<'_, '_, D, T> {
     fn layout_mut(&mut self) -> Layout<'_> {
-        Layout::new(self.ptr, self.count, self.datatype.type_map())
+        // SAFETY: the constructor's caller promised `count` elements of the datatype fit the
+        // buffer, which this view keeps borrowed.
+        unsafe { Layout::new(self.ptr, self.count, self.datatype.type_map()) }
     }
 }
 
@@ -593,20 +634,32 @@ pub fn map_of<F: Equivalence>() -> TypeMap {
 
 /// The datatype of a struct whose fields are at `fields()` = (byte offset, field map), in
 /// declaration order (used by `#[derive(Equivalence)]`).
+///
+/// # Safety
+/// As for [`cached_datatype`]: `fields()` lists `T`'s own fields (offset and the field type's
+/// datatype), and the caller is `T`'s own `Equivalence` impl.
 #[doc(hidden)]
-pub fn derived<T: 'static>(
+pub unsafe fn derived<T: 'static>(
     fields: impl FnOnce() -> Vec<(Address, TypeMap)>,
 ) -> DatatypeRef<'static> {
-    cached_datatype::<T>(|| {
-        let fields = fields();
-        let refs: Vec<DatatypeRef<'_>> = fields
-            .iter()
-            .map(|(_, m)| DatatypeRef::from_map(m))
-            .collect();
-        let displs: Vec<Address> = fields.iter().map(|(d, _)| *d).collect();
-        let ones = vec![1; fields.len()];
-        UserDatatype::structured_with_extent(&ones, &displs, &refs, Some(std::mem::size_of::<T>()))
-    })
+    // SAFETY: the caller's contract; the extent is `T`'s size.
+    unsafe {
+        cached_datatype::<T>(|| {
+            let fields = fields();
+            let refs: Vec<DatatypeRef<'_>> = fields
+                .iter()
+                .map(|(_, m)| DatatypeRef::from_map(m))
+                .collect();
+            let displs: Vec<Address> = fields.iter().map(|(d, _)| *d).collect();
+            let ones = vec![1; fields.len()];
+            UserDatatype::structured_with_extent(
+                &ones,
+                &displs,
+                &refs,
+                Some(std::mem::size_of::<T>()),
+            )
+        })
+    }
 }
 
 #[cfg(test)]

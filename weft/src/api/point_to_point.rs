@@ -352,14 +352,18 @@ fn immediate_send<'a, Sc: Scope<'a>, Buf: ?Sized + Buffer>(
     let ctx = c.p2p_context();
     match l.contiguous_bytes() {
         Some(bytes) => {
-            let raw = RawBuf::new(bytes);
+            // SAFETY: `buf` stays borrowed for 'a, which the request (bound to its scope, which
+            // completes it before the borrow ends) does not outlive.
+            let raw = unsafe { RawBuf::new(bytes) };
             let h = runtime::with(|rt| rt.engine.isend(peer, ctx, tag, raw, mode))?;
             Ok(Request::new(h, buf as *const Buf, None, scope))
         }
         None => {
             // Pack once; the packed copy lives in the request until it completes.
             let packed: Box<[u8]> = l.pack().into_boxed_slice();
-            let raw = RawBuf::new(&packed);
+            // SAFETY: the request owns `packed` (its finish closure) and completes before
+            // dropping it; a boxed slice's heap block does not move with the box.
+            let raw = unsafe { RawBuf::new(&packed) };
             let h = runtime::with(|rt| rt.engine.isend(peer, ctx, tag, raw, mode))?;
             Ok(Request::new(h, buf as *const Buf, None, scope)
                 .with_finish(Box::new(move || drop(packed))))
@@ -431,7 +435,7 @@ fn immediate_recv<'a, Sc: Scope<'a>, Buf: ?Sized + BufferMut>(
     let n = l.data_len();
     // SAFETY: BufferMut promises `n` writable contiguous bytes at `ptr`; `buf` stays
     // mutably borrowed for 'a, which the request (bound to its scope) does not outlive.
-    let raw = RawBufMut::new(unsafe { std::slice::from_raw_parts_mut(l.ptr as *mut u8, n) });
+    let raw = unsafe { RawBufMut::new(std::slice::from_raw_parts_mut(l.ptr as *mut u8, n)) };
     let h = runtime::with(|rt| rt.engine.irecv(pattern, raw))?;
     Ok(Request::new(h, buf as *const Buf, group, scope))
 }
@@ -641,16 +645,16 @@ impl Message {
             // borrowed mutably for this blocking call.
             let bytes = unsafe { std::slice::from_raw_parts_mut(l.ptr as *mut u8, l.data_len()) };
             runtime::with(|rt| {
-                rt.engine
-                    .mrecv(id, RawBufMut::new(bytes))
-                    .and_then(|h| rt.engine.wait(h))
+                // SAFETY: `bytes` is borrowed for this call; `wait` returns once it is done.
+                let raw = unsafe { RawBufMut::new(bytes) };
+                rt.engine.mrecv(id, raw).and_then(|h| rt.engine.wait(h))
             })
         } else {
             let mut tmp = vec![0u8; l.data_len()];
             let st = runtime::with(|rt| {
-                rt.engine
-                    .mrecv(id, RawBufMut::new(&mut tmp))
-                    .and_then(|h| rt.engine.wait(h))
+                // SAFETY: `tmp` outlives this call; `wait` returns once it is done.
+                let raw = unsafe { RawBufMut::new(&mut tmp) };
+                rt.engine.mrecv(id, raw).and_then(|h| rt.engine.wait(h))
             });
             // SAFETY: BufferMut promises `count` writable elements of the layout at `ptr`.
             unsafe { l.map.unpack(&tmp, l.ptr as *mut u8, l.count) };
@@ -682,9 +686,12 @@ impl Message {
             );
         }
         // SAFETY: as in `immediate_receive_into`: writable, borrowed for 'a.
-        let raw = RawBufMut::new(unsafe {
-            std::slice::from_raw_parts_mut(l.ptr as *mut u8, l.data_len())
-        });
+        let raw = unsafe {
+            RawBufMut::new(std::slice::from_raw_parts_mut(
+                l.ptr as *mut u8,
+                l.data_len(),
+            ))
+        };
         let h = fatal(runtime::with(|rt| rt.engine.mrecv(id, raw)));
         Request::new(h, buf as *const Buf, self.group.clone(), scope)
     }
@@ -831,14 +838,11 @@ where
             c.check_rank("send_receive_replace", destination.destination_rank()),
         ));
         fatal(check_send_tag("send_receive_replace", sendtag));
+        // SAFETY: `copy` outlives the scope, which completes the send request before ending.
+        let raw = unsafe { RawBuf::new(&copy) };
         let h = fatal(runtime::with(|rt| {
-            rt.engine.isend(
-                peer,
-                c.p2p_context(),
-                sendtag,
-                RawBuf::new(&copy),
-                SendMode::Standard,
-            )
+            rt.engine
+                .isend(peer, c.p2p_context(), sendtag, raw, SendMode::Standard)
         }));
         let sreq: Request<'_, [u8], _> = Request::new(h, &copy[..] as *const [u8], None, scope);
         let st = source.receive_into_with_tag(buf, receivetag);

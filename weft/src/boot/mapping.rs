@@ -160,7 +160,7 @@ pub fn single_node(size: u32) -> String {
     format!("(vector,(0,1,{size}))")
 }
 
-/// The shortest `(vector,...)` mapping that [`parse`] turns back into `node_of` (what a
+/// The shortest `(vector,...)` mapping that the ranks' `parse` turns back into `node_of` (what a
 /// launcher serves once it has placed its ranks). Runs of equal ids become `ppn`, runs on
 /// consecutive ids with equal lengths one block, and a repeating pattern is written once
 /// (placement wraps around). Empty for no ranks.

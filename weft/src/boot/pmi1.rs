@@ -461,8 +461,9 @@ fn take_pmi_fd(text: &str) -> Result<Box<dyn Stream>> {
             format!("PMI_FD={fd} was already taken by an earlier initialization in this process"),
         ));
     }
-    // FD_TAKEN guarantees this process adopts the descriptor at most once.
-    let stream = crate::sys::adopt_inherited_socket(fd).map_err(|e| {
+    // SAFETY: PMI_FD names the socket the launcher handed this process, which nothing else in
+    // it uses; FD_TAKEN guarantees this process adopts the descriptor at most once.
+    let stream = unsafe { crate::sys::adopt_inherited_socket(fd) }.map_err(|e| {
         Error::os(
             "initialize",
             format!("PMI_FD={fd} (inherited PMI socket)"),

@@ -4,6 +4,10 @@
 //! enforces that with request scopes (a request cannot outlive the borrow it was made from,
 //! and dropping an incomplete request waits or aborts). The engine therefore stores plain
 //! pointers, and these two types are the only places it dereferences them.
+//!
+//! Making a view is `unsafe` (the caller promises the buffer outlives the request that holds
+//! the view), and only the engine can read or write through one: a view is `Copy`, so a copy
+//! kept past the request must be inert.
 
 /// A read-only buffer (send side).
 #[derive(Clone, Copy, Debug)]
@@ -20,9 +24,13 @@ pub struct RawBufMut {
 }
 
 impl RawBuf {
-    /// Views `s`. The caller promises `s` stays alive and unmoved until the request using
-    /// this view completes (see the module comment).
-    pub fn new(s: &[u8]) -> Self {
+    /// Views `s`, for a send that reads it later.
+    ///
+    /// # Safety
+    /// Until every request started with this view (or a copy of it) has completed, been
+    /// cancelled or been freed by the engine: `s` stays allocated, does not move, and is not
+    /// written (it stays borrowed shared for that long).
+    pub unsafe fn new(s: &[u8]) -> Self {
         RawBuf {
             ptr: s.as_ptr(),
             len: s.len(),
@@ -41,7 +49,7 @@ impl RawBuf {
         self.ptr as u64
     }
     /// Bytes `range` of the buffer.
-    pub fn slice(&self, range: std::ops::Range<usize>) -> &[u8] {
+    pub(crate) fn slice(&self, range: std::ops::Range<usize>) -> &[u8] {
         assert!(
             range.start <= range.end && range.end <= self.len,
             "RawBuf slice out of range"
@@ -59,8 +67,13 @@ impl RawBuf {
 }
 
 impl RawBufMut {
-    /// Views `s` for writing; same promise as [`RawBuf::new`].
-    pub fn new(s: &mut [u8]) -> Self {
+    /// Views `s`, for a receive that writes it later.
+    ///
+    /// # Safety
+    /// Until every request started with this view (or a copy of it) has completed, been
+    /// cancelled or been freed by the engine: `s` stays allocated, does not move, and is
+    /// neither read nor written through any other path (it stays borrowed exclusively).
+    pub unsafe fn new(s: &mut [u8]) -> Self {
         RawBufMut {
             ptr: s.as_mut_ptr(),
             len: s.len(),
@@ -79,7 +92,7 @@ impl RawBufMut {
         self.ptr as u64
     }
     /// Copies as much of `data` as fits at `offset`; returns the number of bytes copied.
-    pub fn write_at(&mut self, offset: usize, data: &[u8]) -> usize {
+    pub(crate) fn write_at(&mut self, offset: usize, data: &[u8]) -> usize {
         if offset >= self.len {
             return 0;
         }
@@ -92,7 +105,7 @@ impl RawBufMut {
         n
     }
     /// The writable bytes `offset..offset+n`, clamped to the buffer, for a single-copy pull.
-    pub fn slice_mut(&mut self, offset: usize, n: usize) -> &mut [u8] {
+    pub(crate) fn slice_mut(&mut self, offset: usize, n: usize) -> &mut [u8] {
         let start = offset.min(self.len);
         let n = n.min(self.len - start);
         if n == 0 {

@@ -97,8 +97,9 @@ impl Config {
 
 /// The engine of one rank over fabric `F`.
 pub struct Engine<F: Fabric> {
-    /// The transports.
-    pub fabric: F,
+    /// The transports. Not public: a packet put into them by anyone but the engine could name
+    /// an address for the engine to copy from or to (see [`Engine::fabric`]).
+    pub(crate) fabric: F,
     core: Core,
     cfg: Config,
     bsend_capacity: usize,
@@ -110,6 +111,11 @@ pub struct Engine<F: Fabric> {
 }
 
 impl<F: Fabric> Engine<F> {
+    /// The transports, to look at (their addresses, connection counts).
+    pub fn fabric(&self) -> &F {
+        &self.fabric
+    }
+
     /// An engine over `fabric`.
     pub fn new(fabric: F, cfg: Config) -> Self {
         let core = Core::new(fabric.rank(), fabric.size());
@@ -228,7 +234,10 @@ impl<F: Fabric> Engine<F> {
             self.send_packet(p.peer, hdr);
             self.core.stats.split_copies += 1;
         }
-        let result = self.fabric.pull(p.peer, p.addr, buf.slice_mut(0, own));
+        // SAFETY: `p.addr` is the address the peer named in its rendezvous announcement for
+        // its send buffer, which its send request keeps lent until our FIN; `buf` is this
+        // in-flight receive's own view.
+        let result = unsafe { self.fabric.pull(p.peer, p.addr, buf.slice_mut(0, own)) };
         let Some(req) = self.core.reqs.get_mut(p.req) else {
             return;
         };
@@ -275,10 +284,12 @@ impl<F: Fabric> Engine<F> {
         };
         let Op::Send(s) = &mut req.op else { return };
         let len = s.buf.len();
-        match self
-            .fabric
-            .push(p.peer, p.remote, s.buf.slice(p.offset..len))
-        {
+        // SAFETY: `p.remote` is the address inside its receive buffer that the receiving peer
+        // named in its Share packet; its receive request keeps it lent until our Pushed.
+        match unsafe {
+            self.fabric
+                .push(p.peer, p.remote, s.buf.slice(p.offset..len))
+        } {
             Ok(()) => {
                 let hdr = Header {
                     kind: PacketKind::Pushed as u8,
@@ -535,11 +546,14 @@ impl<F: Fabric> Engine<F> {
             self.core.stats.sent_bytes += data.len() as u64;
             return Ok(());
         }
+        // SAFETY: `data` is borrowed for this whole call, and `wait` returns only once the
+        // request is complete and freed, so nothing holds the view after we return.
+        let buf = unsafe { RawBuf::new(data) };
         let h = self.isend_raw(
             peer,
             context,
             tag,
-            RawBuf::new(data),
+            buf,
             mode == SendMode::Synchronous,
             None,
             0,
@@ -666,8 +680,9 @@ impl<F: Fabric> Engine<F> {
         }
         self.core.stats.bsend_in_use += charge;
         let owned = data.to_vec();
-        let buf = RawBuf::new(&owned);
-        // The Vec's heap block does not move when the Vec is moved into the request.
+        // SAFETY: the Vec moves into the request with the view (`owned`) and is freed with it;
+        // moving a Vec does not move its heap block, and nothing writes it meanwhile.
+        let buf = unsafe { RawBuf::new(&owned) };
         let h = self.isend_raw(peer, context, tag, buf, false, Some(owned), charge);
         Ok(h)
     }
@@ -706,7 +721,9 @@ impl<F: Fabric> Engine<F> {
             let cap = buf.len();
             self.core.fast = Some(core::FastRecv {
                 pattern,
-                buf: RawBufMut::new(buf),
+                // SAFETY: `buf` is borrowed exclusively for this whole call, and the view
+                // leaves the engine (`fast.take()` below) before we return or go on.
+                buf: unsafe { RawBufMut::new(buf) },
                 result: None,
                 spoiled: false,
                 filling: false,
@@ -725,7 +742,9 @@ impl<F: Fabric> Engine<F> {
                 return Ok(st);
             }
         }
-        let h = self.irecv(pattern, RawBufMut::new(buf))?;
+        // SAFETY: `buf` is borrowed exclusively for this whole call, and `wait` returns only
+        // once the request is complete and freed.
+        let h = self.irecv(pattern, unsafe { RawBufMut::new(buf) })?;
         self.wait(h)
     }
 

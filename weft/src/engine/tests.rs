@@ -96,7 +96,7 @@ impl Fabric for FakeFabric {
         }
         delivered
     }
-    fn pull(&mut self, peer: u32, remote: u64, dst: &mut [u8]) -> Result<(), PullError> {
+    unsafe fn pull(&mut self, peer: u32, remote: u64, dst: &mut [u8]) -> Result<(), PullError> {
         // As in the node fabric, a pull from oneself is a plain copy and always works.
         if !self.single_copy && peer != self.rank {
             return Err(PullError::Unsupported);
@@ -106,7 +106,7 @@ impl Fabric for FakeFabric {
         unsafe { std::ptr::copy_nonoverlapping(remote as *const u8, dst.as_mut_ptr(), dst.len()) };
         Ok(())
     }
-    fn push(&mut self, _peer: u32, remote: u64, src: &[u8]) -> Result<(), PullError> {
+    unsafe fn push(&mut self, _peer: u32, remote: u64, src: &[u8]) -> Result<(), PullError> {
         if !self.single_copy {
             return Err(PullError::Unsupported);
         }
@@ -204,16 +204,20 @@ fn exchange(es: &mut [Engine<FakeFabric>], len: usize, seed: u8) {
     let b = pattern_bytes(len, seed.wrapping_add(100));
     let (mut out_a, mut out_b) = (vec![0u8; len], vec![0u8; len]);
     let s0 = es[0]
-        .isend(1, 0, 1, RawBuf::new(&a), SendMode::Standard)
+        // SAFETY: the buffer outlives every progress call of this test.
+        .isend(1, 0, 1, unsafe { RawBuf::new(&a) }, SendMode::Standard)
         .unwrap();
     let s1 = es[1]
-        .isend(0, 0, 1, RawBuf::new(&b), SendMode::Standard)
+        // SAFETY: the buffer outlives every progress call of this test.
+        .isend(0, 0, 1, unsafe { RawBuf::new(&b) }, SendMode::Standard)
         .unwrap();
     let r1 = es[1]
-        .irecv(pat(Some(0), None), RawBufMut::new(&mut out_a))
+        // SAFETY: the buffer outlives every progress call of this test.
+        .irecv(pat(Some(0), None), unsafe { RawBufMut::new(&mut out_a) })
         .unwrap();
     let r0 = es[0]
-        .irecv(pat(Some(1), None), RawBufMut::new(&mut out_b))
+        // SAFETY: the buffer outlives every progress call of this test.
+        .irecv(pat(Some(1), None), unsafe { RawBufMut::new(&mut out_b) })
         .unwrap();
     let all = [(0, s0), (1, s1), (0, r0), (1, r1)];
     run_until_done(es, &all, 10_000);
@@ -234,16 +238,20 @@ fn transfer(len: usize, recv_first: bool, single_copy: bool, mode: SendMode, pla
     let (s, r);
     if recv_first {
         r = es[1]
-            .irecv(pat(Some(0), Some(3)), RawBufMut::new(&mut out))
+            // SAFETY: the buffer outlives every progress call of this test.
+            .irecv(pat(Some(0), Some(3)), unsafe { RawBufMut::new(&mut out) })
             .unwrap();
-        s = es[0].isend(1, 0, 3, RawBuf::new(&data), mode).unwrap();
+        // SAFETY: the buffer outlives every progress call of this test.
+        s = es[0].isend(1, 0, 3, unsafe { RawBuf::new(&data) }, mode).unwrap();
     } else {
-        s = es[0].isend(1, 0, 3, RawBuf::new(&data), mode).unwrap();
+        // SAFETY: the buffer outlives every progress call of this test.
+        s = es[0].isend(1, 0, 3, unsafe { RawBuf::new(&data) }, mode).unwrap();
         for _ in 0..3 {
             es[1].progress();
         }
         r = es[1]
-            .irecv(pat(Some(0), Some(3)), RawBufMut::new(&mut out))
+            // SAFETY: the buffer outlives every progress call of this test.
+            .irecv(pat(Some(0), Some(3)), unsafe { RawBufMut::new(&mut out) })
             .unwrap();
     }
     run_until_done(&mut es, &[(0, s), (1, r)], 10_000);
@@ -294,7 +302,8 @@ fn non_overtaking(place: bool) {
     for (s, list) in msgs.iter().enumerate() {
         for (i, m) in list.iter().enumerate() {
             let h = es[s]
-                .isend(3, 0, i as i32, RawBuf::new(m), SendMode::Standard)
+                // SAFETY: the buffer outlives every progress call of this test.
+                .isend(3, 0, i as i32, unsafe { RawBuf::new(m) }, SendMode::Standard)
                 .unwrap();
             sends.push((s, h));
         }
@@ -303,7 +312,8 @@ fn non_overtaking(place: bool) {
     let mut buf = vec![0u8; 300];
     for _ in 0..150 {
         let r = es[3]
-            .irecv(pat(None, None), RawBufMut::new(&mut buf))
+            // SAFETY: the buffer outlives every progress call of this test.
+            .irecv(pat(None, None), unsafe { RawBufMut::new(&mut buf) })
             .unwrap();
         run_until_done(&mut es, &[(3, r)], 10_000);
         let st = es[3].wait(r).unwrap();
@@ -326,10 +336,12 @@ fn truncation_is_an_error_naming_both_sizes() {
         let data = pattern_bytes(len, 1);
         let mut small = vec![0u8; 8];
         let s = es[0]
-            .isend(1, 0, 0, RawBuf::new(&data), SendMode::Standard)
+            // SAFETY: the buffer outlives every progress call of this test.
+            .isend(1, 0, 0, unsafe { RawBuf::new(&data) }, SendMode::Standard)
             .unwrap();
         let r = es[1]
-            .irecv(pat(Some(0), None), RawBufMut::new(&mut small))
+            // SAFETY: the buffer outlives every progress call of this test.
+            .irecv(pat(Some(0), None), unsafe { RawBufMut::new(&mut small) })
             .unwrap();
         run_until_done(&mut es, &[(0, s), (1, r)], 1000);
         let err = es[1].wait(r).unwrap_err();
@@ -349,7 +361,8 @@ fn synchronous_send_completes_only_after_match() {
     let mut es = world(2, 8, 100, 200, true);
     let data = [1u8; 16];
     let s = es[0]
-        .isend(1, 0, 0, RawBuf::new(&data), SendMode::Synchronous)
+        // SAFETY: the buffer outlives every progress call of this test.
+        .isend(1, 0, 0, unsafe { RawBuf::new(&data) }, SendMode::Synchronous)
         .unwrap();
     for _ in 0..50 {
         es[0].progress();
@@ -361,12 +374,14 @@ fn synchronous_send_completes_only_after_match() {
     );
     let mut out = [0u8; 16];
     let r = es[1]
-        .irecv(pat(None, None), RawBufMut::new(&mut out))
+        // SAFETY: the buffer outlives every progress call of this test.
+        .irecv(pat(None, None), unsafe { RawBufMut::new(&mut out) })
         .unwrap();
     run_until_done(&mut es, &[(0, s), (1, r)], 100);
     // A standard send of the same size completes with nobody receiving.
     let s2 = es[0]
-        .isend(1, 0, 0, RawBuf::new(&data), SendMode::Standard)
+        // SAFETY: the buffer outlives every progress call of this test.
+        .isend(1, 0, 0, unsafe { RawBuf::new(&data) }, SendMode::Standard)
         .unwrap();
     es[0].progress();
     assert!(es[0].is_done(s2));
@@ -379,10 +394,12 @@ fn probe_matched_probe_and_cancel() {
     let a = pattern_bytes(30, 2);
     let b = pattern_bytes(500, 3);
     let sa = es[0]
-        .isend(1, 0, 5, RawBuf::new(&a), SendMode::Standard)
+        // SAFETY: the buffer outlives every progress call of this test.
+        .isend(1, 0, 5, unsafe { RawBuf::new(&a) }, SendMode::Standard)
         .unwrap();
     let sb = es[0]
-        .isend(1, 0, 6, RawBuf::new(&b), SendMode::Standard)
+        // SAFETY: the buffer outlives every progress call of this test.
+        .isend(1, 0, 6, unsafe { RawBuf::new(&b) }, SendMode::Standard)
         .unwrap();
     for _ in 0..5 {
         es[0].progress();
@@ -397,9 +414,11 @@ fn probe_matched_probe_and_cancel() {
     // The claimed message no longer matches ordinary receives or probes.
     assert_eq!(es[1].iprobe(&pat(None, None)).unwrap().tag, 6);
     let mut out = vec![0u8; 30];
-    let r = es[1].mrecv(id, RawBufMut::new(&mut out)).unwrap();
+    // SAFETY: the buffer outlives every progress call of this test.
+    let r = es[1].mrecv(id, unsafe { RawBufMut::new(&mut out) }).unwrap();
     assert!(
-        es[1].mrecv(id, RawBufMut::new(&mut out)).is_err(),
+        // SAFETY: the buffer outlives every progress call of this test.
+        es[1].mrecv(id, unsafe { RawBufMut::new(&mut out) }).is_err(),
         "second mrecv of one message"
     );
     run_until_done(&mut es, &[(1, r)], 100);
@@ -407,14 +426,16 @@ fn probe_matched_probe_and_cancel() {
     assert_eq!(out, a);
     let mut out_b = vec![0u8; 500];
     let rb = es[1]
-        .irecv(pat(None, Some(6)), RawBufMut::new(&mut out_b))
+        // SAFETY: the buffer outlives every progress call of this test.
+        .irecv(pat(None, Some(6)), unsafe { RawBufMut::new(&mut out_b) })
         .unwrap();
     run_until_done(&mut es, &[(0, sa), (0, sb), (1, rb)], 100);
     assert_eq!(out_b, b);
     // Cancel a receive nobody sends to; a cancelled request reports it.
     let mut never = [0u8; 4];
     let c = es[1]
-        .irecv(pat(Some(0), Some(99)), RawBufMut::new(&mut never))
+        // SAFETY: the buffer outlives every progress call of this test.
+        .irecv(pat(Some(0), Some(99)), unsafe { RawBufMut::new(&mut never) })
         .unwrap();
     assert!(es[1].cancel(c));
     assert!(es[1].wait(c).unwrap().cancelled);
@@ -440,7 +461,8 @@ fn buffered_send_respects_attached_capacity() {
     assert!(err.to_string().contains("set_buffer_size"), "{err}");
     let mut out = vec![0u8; 100];
     let r = es[1]
-        .irecv(pat(None, None), RawBufMut::new(&mut out))
+        // SAFETY: the buffer outlives every progress call of this test.
+        .irecv(pat(None, None), unsafe { RawBufMut::new(&mut out) })
         .unwrap();
     run_until_done(&mut es, &[(1, r)], 100);
     assert_eq!(out, data);
@@ -452,11 +474,13 @@ fn send_to_self_every_protocol() {
         let mut es = world(1, 4, 100, 120, true);
         let data = pattern_bytes(len, 9);
         let s = es[0]
-            .isend(0, 0, 1, RawBuf::new(&data), SendMode::Standard)
+            // SAFETY: the buffer outlives every progress call of this test.
+            .isend(0, 0, 1, unsafe { RawBuf::new(&data) }, SendMode::Standard)
             .unwrap();
         let mut out = vec![0u8; len];
         let r = es[0]
-            .irecv(pat(Some(0), Some(1)), RawBufMut::new(&mut out))
+            // SAFETY: the buffer outlives every progress call of this test.
+            .irecv(pat(Some(0), Some(1)), unsafe { RawBufMut::new(&mut out) })
             .unwrap();
         run_until_done(&mut es, &[(0, s), (0, r)], 1000);
         assert_eq!(out, data);
@@ -475,7 +499,8 @@ fn bad_ranks_are_typed_errors() {
     let mut b = [0u8; 1];
     assert_eq!(
         es[0]
-            .irecv(pat(Some(9), None), RawBufMut::new(&mut b))
+            // SAFETY: the buffer outlives every progress call of this test.
+            .irecv(pat(Some(9), None), unsafe { RawBufMut::new(&mut b) })
             .unwrap_err()
             .class,
         ErrorClass::Rank
@@ -501,10 +526,12 @@ fn split_copy_after_a_first_pull_moves_every_byte() {
     let data = pattern_bytes(3000, 9);
     let mut small = vec![0u8; 2000];
     let s = es[0]
-        .isend(1, 0, 2, RawBuf::new(&data), SendMode::Standard)
+        // SAFETY: the buffer outlives every progress call of this test.
+        .isend(1, 0, 2, unsafe { RawBuf::new(&data) }, SendMode::Standard)
         .unwrap();
     let r = es[1]
-        .irecv(pat(Some(0), Some(2)), RawBufMut::new(&mut small))
+        // SAFETY: the buffer outlives every progress call of this test.
+        .irecv(pat(Some(0), Some(2)), unsafe { RawBufMut::new(&mut small) })
         .unwrap();
     run_until_done(&mut es, &[(0, s), (1, r)], 1000);
     assert_eq!(es[1].wait(r).unwrap_err().class, ErrorClass::Truncate);
@@ -525,7 +552,8 @@ fn short_circuit(place: bool) {
     let big = pattern_bytes(500, 1);
     let small = pattern_bytes(10, 2);
     let s1 = es[0]
-        .isend(1, 0, 7, RawBuf::new(&big), SendMode::Standard)
+        // SAFETY: the buffer outlives every progress call of this test.
+        .isend(1, 0, 7, unsafe { RawBuf::new(&big) }, SendMode::Standard)
         .unwrap();
     es[0].send(1, 0, 8, &small, SendMode::Standard).unwrap();
     let mut out = vec![0u8; 500];
@@ -560,10 +588,12 @@ fn self_pull_does_not_enable_split_copies_with_peers_that_refuse_single_copy() {
     let big = pattern_bytes(5000, 3);
     let mut out = vec![0u8; 5000];
     let s = es[0]
-        .isend(0, 0, 1, RawBuf::new(&big), SendMode::Standard)
+        // SAFETY: the buffer outlives every progress call of this test.
+        .isend(0, 0, 1, unsafe { RawBuf::new(&big) }, SendMode::Standard)
         .unwrap();
     let r = es[0]
-        .irecv(pat(Some(0), None), RawBufMut::new(&mut out))
+        // SAFETY: the buffer outlives every progress call of this test.
+        .irecv(pat(Some(0), None), unsafe { RawBufMut::new(&mut out) })
         .unwrap();
     run_until_done(&mut es, &[(0, s), (0, r)], 1000);
     assert_eq!(out, big);
@@ -586,10 +616,12 @@ fn an_eager_payload_placed_over_two_polls_claims_its_receive_at_the_header() {
     let (a, b) = (pattern_bytes(40, 1), pattern_bytes(30, 2));
     let (mut out1, mut out2) = (vec![0u8; 50], vec![0u8; 50]);
     let r1 = es[1]
-        .irecv(pat(None, None), RawBufMut::new(&mut out1))
+        // SAFETY: the buffer outlives every progress call of this test.
+        .irecv(pat(None, None), unsafe { RawBufMut::new(&mut out1) })
         .unwrap();
     let r2 = es[1]
-        .irecv(pat(None, None), RawBufMut::new(&mut out2))
+        // SAFETY: the buffer outlives every progress call of this test.
+        .irecv(pat(None, None), unsafe { RawBufMut::new(&mut out2) })
         .unwrap();
     es[0].send(1, 0, 1, &a, SendMode::Standard).unwrap();
     es[2].send(1, 0, 2, &b, SendMode::Standard).unwrap();

@@ -180,10 +180,21 @@ pub trait Fabric {
     /// Returns how many were delivered.
     fn poll<S: Sink>(&mut self, sink: &mut S) -> usize;
     /// Copies `dst.len()` bytes from address `remote` in `peer`'s memory into `dst`.
-    fn pull(&mut self, peer: u32, remote: u64, dst: &mut [u8]) -> Result<(), PullError>;
+    ///
+    /// # Safety
+    /// `remote..remote + dst.len()` is, in `peer`'s address space, a buffer that `peer` has
+    /// lent for this copy (it named it in a rendezvous packet): allocated, unmoved and not
+    /// written until the copy returns. When `peer` is this process that is Rust's aliasing
+    /// rule for a shared borrow, so a made-up address would be undefined behaviour.
+    unsafe fn pull(&mut self, peer: u32, remote: u64, dst: &mut [u8]) -> Result<(), PullError>;
     /// Copies `src` to address `remote` in `peer`'s memory (the sender's half of a split
     /// rendezvous).
-    fn push(&mut self, peer: u32, remote: u64, src: &[u8]) -> Result<(), PullError>;
+    ///
+    /// # Safety
+    /// `remote..remote + src.len()` is, in `peer`'s address space, a buffer that `peer` has
+    /// lent for this copy: allocated, unmoved, and neither read nor written by anyone else
+    /// until the copy returns (an exclusive borrow, when `peer` is this process).
+    unsafe fn push(&mut self, peer: u32, remote: u64, src: &[u8]) -> Result<(), PullError>;
     /// Announces that this rank is about to sleep: after this, a sender that delivers a packet
     /// must wake us. The caller polls once more before calling [`Fabric::sleep`].
     fn prepare_sleep(&mut self);

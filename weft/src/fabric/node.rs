@@ -79,7 +79,7 @@ fn job_uses_tcp(boot: &Boot, t: &Tunables) -> bool {
 
 impl NodeFabric {
     /// Sets up the transports. Collective over the world.
-    pub fn new(boot: &mut Boot, tunables: &Tunables) -> Result<Self> {
+    pub(crate) fn new(boot: &mut Boot, tunables: &Tunables) -> Result<Self> {
         let routes = routes(boot, tunables)?;
         let uses_tcp = job_uses_tcp(boot, tunables);
         let shm = if tunables.transports.shm {
@@ -207,35 +207,36 @@ impl Fabric for NodeFabric {
         }
         n
     }
-    fn pull(&mut self, peer: u32, remote: u64, dst: &mut [u8]) -> Result<(), PullError> {
+    unsafe fn pull(&mut self, peer: u32, remote: u64, dst: &mut [u8]) -> Result<(), PullError> {
         match self.routes[peer as usize] {
             Route::SelfLoop => {
-                // SAFETY: `remote` is the address of a send buffer of this very process that
-                // the matching send request keeps borrowed (and unmoved) until it completes,
-                // which is after this pull returns; `dst` is a distinct, exclusively borrowed
-                // buffer.
+                // SAFETY: by the caller's contract `remote` is the address of a send buffer of
+                // this very process, lent (unmoved, unwritten) until this pull returns; `dst`
+                // is a distinct, exclusively borrowed buffer.
                 unsafe {
                     std::ptr::copy_nonoverlapping(remote as *const u8, dst.as_mut_ptr(), dst.len());
                 }
                 Ok(())
             }
-            Route::Shm => self.shm_for(peer).pull(peer, remote, dst),
+            // SAFETY: the caller's contract, passed on unchanged.
+            Route::Shm => unsafe { self.shm_for(peer).pull(peer, remote, dst) },
             // The sender streams the data as packets instead.
             Route::Tcp => Err(PullError::Unsupported),
         }
     }
-    fn push(&mut self, peer: u32, remote: u64, src: &[u8]) -> Result<(), PullError> {
+    unsafe fn push(&mut self, peer: u32, remote: u64, src: &[u8]) -> Result<(), PullError> {
         match self.routes[peer as usize] {
             Route::SelfLoop => {
-                // SAFETY: `remote` is the address of a receive buffer of this very process
-                // that the matching receive keeps exclusively borrowed until it completes,
-                // after this push; `src` is the distinct send buffer.
+                // SAFETY: by the caller's contract `remote` is the address of a receive buffer
+                // of this very process, lent exclusively until this push returns; `src` is the
+                // distinct send buffer.
                 unsafe {
                     std::ptr::copy_nonoverlapping(src.as_ptr(), remote as *mut u8, src.len())
                 };
                 Ok(())
             }
-            Route::Shm => self.shm_for(peer).push(peer, remote, src),
+            // SAFETY: the caller's contract, passed on unchanged.
+            Route::Shm => unsafe { self.shm_for(peer).push(peer, remote, src) },
             Route::Tcp => Err(PullError::Unsupported),
         }
     }

@@ -23,12 +23,23 @@ enum Direction {
 }
 
 /// Copies `dst.len()` bytes from address `remote` in process `pid` into `dst`.
-pub fn read_from(pid: u32, remote: u64, dst: &mut [u8]) -> Result<(), CmaError> {
+///
+/// # Safety
+/// `remote..remote + dst.len()` in `pid` is a buffer its owner has lent for this copy:
+/// allocated, unmoved and not written until it returns. (When `pid` is this process, that is
+/// the aliasing rule for a shared borrow; the kernel turns an unmapped address into an error,
+/// but not a freed or reused one.)
+pub unsafe fn read_from(pid: u32, remote: u64, dst: &mut [u8]) -> Result<(), CmaError> {
     copy(pid, remote, dst.as_mut_ptr(), dst.len(), Direction::Read)
 }
 
 /// Copies `src` to address `remote` in process `pid`.
-pub fn write_to(pid: u32, remote: u64, src: &[u8]) -> Result<(), CmaError> {
+///
+/// # Safety
+/// `remote..remote + src.len()` in `pid` is a buffer its owner has lent for this copy:
+/// allocated, unmoved, and neither read nor written by anyone else until it returns. (When
+/// `pid` is this process, that is the aliasing rule for an exclusive borrow.)
+pub unsafe fn write_to(pid: u32, remote: u64, src: &[u8]) -> Result<(), CmaError> {
     // `copy` only reads through the pointer in the Write direction.
     copy(
         pid,
@@ -128,15 +139,19 @@ mod tests {
     fn reads_own_memory() {
         let src: Vec<u8> = (0..10_000u32).map(|i| (i * 7) as u8).collect();
         let mut dst = vec![0u8; src.len()];
-        match read_from(std::process::id(), src.as_ptr() as u64, &mut dst) {
+        // SAFETY: `src` is live and unwritten during the copy.
+        match unsafe { read_from(std::process::id(), src.as_ptr() as u64, &mut dst) } {
             Ok(()) => assert_eq!(src, dst),
             Err(CmaError::Unsupported(_)) => {} // a locked-down sandbox: the fallback case
             Err(CmaError::Failed(e)) => panic!("{e}"),
         }
-        let bad = read_from(std::process::id(), 8, &mut dst[..16]);
+        // SAFETY: address 8 is in page zero, which Linux never maps (vm.mmap_min_addr), so the
+        // kernel reports EFAULT and reads nothing.
+        let bad = unsafe { read_from(std::process::id(), 8, &mut dst[..16]) };
         assert!(bad.is_err());
         let mut target = vec![0u8; 1000];
-        match write_to(std::process::id(), target.as_mut_ptr() as u64, &src[..1000]) {
+        // SAFETY: `target` is live, and nothing else reads or writes it during the copy.
+        match unsafe { write_to(std::process::id(), target.as_mut_ptr() as u64, &src[..1000]) } {
             Ok(()) => assert_eq!(target, src[..1000]),
             Err(CmaError::Unsupported(_)) => {}
             Err(CmaError::Failed(e)) => panic!("{e}"),

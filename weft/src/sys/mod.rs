@@ -75,8 +75,11 @@ pub fn hostname() -> String {
 /// Takes ownership of socket `fd`, inherited from the launcher, marking it close-on-exec so
 /// programs this process starts do not inherit it.
 ///
-/// The caller must call this at most once per descriptor (the returned stream owns it).
-pub fn adopt_inherited_socket(fd: i32) -> std::io::Result<std::os::unix::net::UnixStream> {
+/// # Safety
+/// `fd` is an open descriptor that nothing else in this process owns or will use (I/O
+/// safety, as for `FromRawFd::from_raw_fd`): the returned stream owns it and closes it when
+/// dropped. Call this at most once per descriptor.
+pub unsafe fn adopt_inherited_socket(fd: i32) -> std::io::Result<std::os::unix::net::UnixStream> {
     use std::os::fd::FromRawFd;
     // SAFETY: fcntl on any integer is sound; it only reports EBADF for a closed fd.
     let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
@@ -85,8 +88,8 @@ pub fn adopt_inherited_socket(fd: i32) -> std::io::Result<std::os::unix::net::Un
     }
     // SAFETY: fd is open (checked above); setting FD_CLOEXEC changes no memory.
     unsafe { libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC) };
-    // SAFETY: the launcher handed this process the open socket `fd` and nothing else in the
-    // process uses it; the caller adopts it once, so the UnixStream is its sole owner.
+    // SAFETY: `fd` is open (checked above) and, by the caller's contract, owned by nobody
+    // else and adopted once, so the UnixStream is its sole owner.
     // Reads and writes on a UnixStream are plain read(2)/write(2), valid on any stream socket.
     Ok(unsafe { std::os::unix::net::UnixStream::from_raw_fd(fd) })
 }
@@ -98,7 +101,7 @@ pub fn adopt_inherited_socket(fd: i32) -> std::io::Result<std::os::unix::net::Un
 /// `src` must be readable and `dst` writable for `n` bytes, and the ranges must not overlap.
 #[inline(always)]
 pub unsafe fn copy_bytes(src: *const u8, dst: *mut u8, n: usize) {
-    // SAFETY (every arm): the caller guarantees `n` readable bytes at `src` and `n` writable,
+    // SAFETY: (every arm) the caller guarantees `n` readable bytes at `src` and `n` writable,
     // non-overlapping bytes at `dst`; each unaligned access stays inside `0..n` (the two
     // accesses of an arm overlap in the middle when `n` is not twice their width).
     unsafe {

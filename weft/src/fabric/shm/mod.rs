@@ -406,17 +406,25 @@ impl ShmTransport {
 
     /// See [`super::Fabric::pull`]: `process_vm_readv` from the peer. `Unsupported` when
     /// `WEFT_SHM_SINGLE_COPY=0` or when the OS refuses (remembered: later pulls do not try).
-    pub fn pull(&mut self, peer: u32, remote: u64, dst: &mut [u8]) -> Result<(), PullError> {
+    ///
+    /// # Safety
+    /// As for [`super::Fabric::pull`].
+    pub unsafe fn pull(&mut self, peer: u32, remote: u64, dst: &mut [u8]) -> Result<(), PullError> {
         let len = dst.len();
         self.cross_copy(peer, remote, len, "process_vm_readv", |pid| {
-            crate::sys::cma::read_from(pid, remote, dst)
+            // SAFETY: `pid` is `peer`'s process; the caller's contract covers `remote`.
+            unsafe { crate::sys::cma::read_from(pid, remote, dst) }
         })
     }
 
     /// See [`super::Fabric::push`].
-    pub fn push(&mut self, peer: u32, remote: u64, src: &[u8]) -> Result<(), PullError> {
+    ///
+    /// # Safety
+    /// As for [`super::Fabric::push`].
+    pub unsafe fn push(&mut self, peer: u32, remote: u64, src: &[u8]) -> Result<(), PullError> {
         self.cross_copy(peer, remote, src.len(), "process_vm_writev", |pid| {
-            crate::sys::cma::write_to(pid, remote, src)
+            // SAFETY: `pid` is `peer`'s process; the caller's contract covers `remote`.
+            unsafe { crate::sys::cma::write_to(pid, remote, src) }
         })
     }
 

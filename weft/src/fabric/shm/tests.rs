@@ -20,6 +20,7 @@ struct Mem {
 }
 // SAFETY: plain owned memory.
 unsafe impl Send for Mem {}
+// SAFETY: shared use goes through the ring's atomics, as in a segment.
 unsafe impl Sync for Mem {}
 
 impl Mem {
