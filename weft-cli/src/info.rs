@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 use std::net::{IpAddr, TcpListener};
-use weft::fabric::tcp::addr;
+use weft::launcher::host;
 use weft::tunables::{Transports, Tunables, ALL};
 
 /// `WEFT_*` variables that are not tunables but are still ours.
@@ -49,7 +49,7 @@ fn single_copy() -> String {
         .and_then(|s| s.trim().parse::<u32>().ok());
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
-    match (weft::sys::cma::works_here(), scope) {
+    match (host::single_copy_works(), scope) {
         (Err(e), _) => format!("single-copy (process_vm_readv) not permitted here: {e}"),
         (Ok(()), None | Some(0)) => "single-copy (process_vm_readv) permitted".into(),
         (Ok(()), Some(1)) if root => {
@@ -80,7 +80,7 @@ fn shm() -> String {
 /// on the address `WEFT_TCP_ADDR`/`WEFT_TCP_IF` choose (the transport's own choice).
 fn tcp(t: &Tunables) -> String {
     let listen = |one_node: bool| -> Result<IpAddr, String> {
-        let c = addr::choose(&t.tcp_addr, &t.tcp_if, one_node)?;
+        let c = host::tcp_listen_addr(&t.tcp_addr, &t.tcp_if, one_node)?;
         TcpListener::bind((c.bind, 0)).map_err(|e| format!("cannot listen on {}: {e}", c.bind))?;
         Ok(c.publish)
     };

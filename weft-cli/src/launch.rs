@@ -160,7 +160,7 @@ impl Rank {
 /// A job id unique on this host: launcher pid and 32 random bits, `[0-9a-f_]`.
 pub fn new_job_id() -> String {
     // getrandom(2) does not fail for 4 bytes on Linux 3.17 and later; the time still varies.
-    let bits = weft::sys::random_hex(4).unwrap_or_else(|_| {
+    let bits = weft::launcher::host::random_hex(4).unwrap_or_else(|_| {
         let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
         format!("{:08x}", t.map_or(0, |d| d.subsec_nanos()))
     });

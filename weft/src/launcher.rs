@@ -25,8 +25,10 @@ pub mod auth {
     pub use crate::fabric::tcp::SECRET_KEY;
 }
 
-/// Random bytes and this host's names.
+/// Random bytes, this host's names, and what the transports can do here (`weft info`).
 pub mod host {
+    pub use crate::fabric::tcp::addr::{choose as tcp_listen_addr, Choice as TcpListenAddr};
+    pub use crate::sys::cma::works_here as single_copy_works;
     pub use crate::sys::net::{interface_addrs, IfAddr};
     pub use crate::sys::{hostname, random_bytes, random_hex};
 }

@@ -40,10 +40,10 @@ impl Fabric for ThreadFabric {
         }
         batch.len()
     }
-    fn pull(&mut self, _peer: u32, _remote: u64, _dst: &mut [u8]) -> Result<(), PullError> {
+    unsafe fn pull(&mut self, _peer: u32, _remote: u64, _dst: &mut [u8]) -> Result<(), PullError> {
         Err(PullError::Unsupported)
     }
-    fn push(&mut self, _peer: u32, _remote: u64, _src: &[u8]) -> Result<(), PullError> {
+    unsafe fn push(&mut self, _peer: u32, _remote: u64, _src: &[u8]) -> Result<(), PullError> {
         Err(PullError::Unsupported)
     }
     fn prepare_sleep(&mut self) {}
