@@ -538,8 +538,14 @@ fn caught_panic(world: &impl Communicator) {
                 "the send pending at the panic sent damaged data"
             );
             let _: (u8, _) = peer.receive_with_tag(9);
-            peer.send_with_tag(&vec![0xABu8; len][..], 5);
-            peer.send_with_tag(&1u8, 6);
+            // Nonblocking: rank 0 receives tag 6 before tag 5 (whose rendezvous, by then
+            // announced, would find the receive that the panic left behind).
+            let data = vec![0xABu8; len];
+            weft::request::scope(|scope| {
+                let r = peer.immediate_send_with_tag(scope, &data[..], 5);
+                peer.send_with_tag(&1u8, 6);
+                r.wait();
+            });
         }
     }
     world.barrier();

@@ -87,6 +87,21 @@ fn blocking_send(
     }
 }
 
+/// Starts a buffered send of `l`: its data is copied once, into the attached buffer (packed
+/// there when the layout is not contiguous).
+fn buffered_copy(
+    rt: &mut runtime::Runtime,
+    peer: u32,
+    context: u32,
+    tag: Tag,
+    l: &Layout<'_>,
+) -> Result<crate::engine::request::Handle> {
+    rt.engine.bsend_from(peer, context, tag, l.data_len(), || {
+        l.contiguous_bytes()
+            .map_or_else(|| l.pack(), <[u8]>::to_vec)
+    })
+}
+
 /// Something messages can be sent to (rsmpi's `Destination`).
 pub trait Destination: AsCommunicator {
     /// The destination's rank.
@@ -171,16 +186,8 @@ pub trait Destination: AsCommunicator {
         let c = self.comm_data();
         let peer = c.world_rank(c.check_rank("buffered_send", self.destination_rank())?);
         let l = buf.layout();
-        let packed;
-        let bytes = match l.contiguous_bytes() {
-            Some(b) => b,
-            None => {
-                packed = l.pack();
-                &packed
-            }
-        };
         runtime::with_call("buffered_send", |rt| {
-            let h = rt.engine.bsend(peer, c.p2p_context(), tag, bytes)?;
+            let h = buffered_copy(rt, peer, c.p2p_context(), tag, &l)?;
             rt.engine.detach(h);
             Ok(())
         })
@@ -284,18 +291,8 @@ pub trait Destination: AsCommunicator {
         let c = self.comm_data();
         let peer = c.world_rank(fatal(c.check_rank(CALL, self.destination_rank())));
         let l = buf.layout();
-        // bsend copies into the attached buffer: that is the one copy (packing is it, for a
-        // non-contiguous layout).
-        let packed;
-        let bytes = match l.contiguous_bytes() {
-            Some(b) => b,
-            None => {
-                packed = l.pack();
-                &packed
-            }
-        };
         let h = fatal(runtime::with_call(CALL, |rt| {
-            rt.engine.bsend(peer, c.p2p_context(), tag, bytes)
+            buffered_copy(rt, peer, c.p2p_context(), tag, &l)
         }));
         Request::new(h, buf as *const Buf, None, scope)
     }

@@ -84,7 +84,7 @@ pub type UserCommunicator = SimpleCommunicator;
 
 impl SimpleCommunicator {
     pub(crate) fn world() -> SimpleCommunicator {
-        let (rank, size) = runtime::with(|rt| (rt.boot.rank, rt.boot.size));
+        let (rank, size) = runtime::with_call("world", |rt| (rt.boot.rank, rt.boot.size));
         let group = Rc::new(GroupData::new((0..size).collect()));
         SimpleCommunicator {
             data: Rc::new(CommData {
@@ -98,7 +98,7 @@ impl SimpleCommunicator {
 
     /// The `self` communicator: just this rank.
     pub fn self_comm() -> SimpleCommunicator {
-        let rank = runtime::with(|rt| rt.boot.rank);
+        let rank = runtime::with_call("self_comm", |rt| rt.boot.rank);
         let group = Rc::new(GroupData::new(vec![rank]));
         SimpleCommunicator {
             data: Rc::new(CommData {
@@ -122,7 +122,7 @@ impl Drop for SimpleCommunicator {
     fn drop(&mut self) {
         if self.owned && runtime::is_running() {
             let pair = self.data.pair;
-            runtime::with(|rt| {
+            runtime::with_call("drop of a communicator", |rt| {
                 rt.contexts.release(pair);
                 rt.names.remove(&pair);
             });
@@ -202,7 +202,9 @@ pub trait Communicator: AsCommunicator {
     /// MPI_Comm_dup, returning errors.
     fn try_duplicate(&self) -> Result<SimpleCommunicator> {
         let d = self.comm_data();
-        let data = runtime::with(|rt| comm::dup(&mut rt.engine, &mut rt.contexts, d))?;
+        let data = runtime::with_call("duplicate", |rt| {
+            comm::dup(&mut rt.engine, &mut rt.contexts, d)
+        })?;
         Ok(SimpleCommunicator::user(data))
     }
     /// MPI_Comm_split with key 0. Collective.
@@ -220,14 +222,15 @@ pub trait Communicator: AsCommunicator {
         key: Key,
     ) -> Result<Option<SimpleCommunicator>> {
         let d = self.comm_data();
-        let data =
-            runtime::with(|rt| comm::split(&mut rt.engine, &mut rt.contexts, d, color.0, key))?;
+        let data = runtime::with_call("split_by_color", |rt| {
+            comm::split(&mut rt.engine, &mut rt.contexts, d, color.0, key)
+        })?;
         Ok(data.map(SimpleCommunicator::user))
     }
     /// MPI_Comm_split_type(MPI_COMM_TYPE_SHARED): the ranks sharing this node. Collective.
     fn split_shared(&self, key: Key) -> SimpleCommunicator {
         let me = self.comm_data().world_rank(self.comm_data().rank);
-        let node = runtime::with(|rt| rt.boot.node_of[me as usize]);
+        let node = runtime::with_call("split_shared", |rt| rt.boot.node_of[me as usize]);
         self.split_by_color_with_key(Color::with_value(node as i32), key)
             .expect("a defined color gives a communicator")
     }
@@ -279,7 +282,7 @@ pub trait Communicator: AsCommunicator {
     ) -> Option<SimpleCommunicator> {
         let d = self.comm_data();
         let g = group.group_data();
-        fatal(runtime::with(|rt| {
+        fatal(runtime::with_call("split_by_subgroup", |rt| {
             comm::create_from_group(&mut rt.engine, &mut rt.contexts, d, g, tag)
         }))
         .map(SimpleCommunicator::user)
@@ -292,7 +295,7 @@ pub trait Communicator: AsCommunicator {
     }
     /// Ends the whole job with `errorcode` (MPI_Abort).
     fn abort(&self, errorcode: i32) -> ! {
-        runtime::with(|rt| {
+        runtime::with_call("abort", |rt| {
             let r = rt.boot.rank;
             rt.boot
                 .pmi
@@ -302,15 +305,17 @@ pub trait Communicator: AsCommunicator {
     /// Sets the communicator's name.
     fn set_name(&self, name: &str) {
         let pair = self.comm_data().pair;
-        runtime::with(|rt| rt.names.insert(pair, name.to_owned()));
+        runtime::with_call("set_name", |rt| rt.names.insert(pair, name.to_owned()));
     }
     /// The communicator's name ("MPI_COMM_WORLD" and "MPI_COMM_SELF" by default).
     fn get_name(&self) -> String {
         let pair = self.comm_data().pair;
-        runtime::with(|rt| rt.names.get(&pair).cloned()).unwrap_or_else(|| match pair {
-            WORLD_PAIR => "MPI_COMM_WORLD".into(),
-            SELF_PAIR => "MPI_COMM_SELF".into(),
-            _ => String::new(),
+        runtime::with_call("get_name", |rt| rt.names.get(&pair).cloned()).unwrap_or_else(|| {
+            match pair {
+                WORLD_PAIR => "MPI_COMM_WORLD".into(),
+                SELF_PAIR => "MPI_COMM_SELF".into(),
+                _ => String::new(),
+            }
         })
     }
     /// Packs `inbuf` into bytes (MPI_Pack).
@@ -434,7 +439,7 @@ pub trait Group {
     }
     /// This process's rank in the group, if a member.
     fn rank(&self) -> Option<Rank> {
-        let me = runtime::with(|rt| rt.boot.rank);
+        let me = runtime::with_call("rank", |rt| rt.boot.rank);
         self.group_data().rank_of(me).map(|r| r as Rank)
     }
     /// The rank in `other` of the member at `rank` here.
