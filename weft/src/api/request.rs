@@ -148,9 +148,17 @@ pub fn scope<'a, F, R>(f: F) -> R
 where
     F: FnOnce(&LocalScope<'a>) -> R,
 {
+    scope_with_capacity(0, f)
+}
+
+/// [`scope`] with room for `capacity` requests registered at once.
+fn scope_with_capacity<'a, F, R>(capacity: usize, f: F) -> R
+where
+    F: FnOnce(&LocalScope<'a>) -> R,
+{
     let s = LocalScope {
-        ops: RefCell::new(Vec::new()),
-        sweep_at: Cell::new(FIRST_SWEEP),
+        ops: RefCell::new(Vec::with_capacity(capacity)),
+        sweep_at: Cell::new(capacity.max(FIRST_SWEEP)),
         _borrow: PhantomData,
     };
     f(&s)
@@ -378,7 +386,7 @@ pub fn multiple_scope<'a, F, R, D: ?Sized>(capacity: usize, f: F) -> R
 where
     F: FnOnce(&LocalScope<'a>, &mut RequestCollection<'a, D>) -> R,
 {
-    scope(|s| {
+    scope_with_capacity(capacity, |s| {
         let mut coll = RequestCollection {
             slots: Vec::with_capacity(capacity),
             incomplete: 0,
