@@ -10,7 +10,7 @@ pub trait CommunicatorCollectives: AsCommunicator {
     #[track_caller]
     fn barrier(&self) {
         let c = self.comm_data();
-        super::point_to_point::fatal(runtime::with_call("barrier", |rt| {
+        crate::error::fatal(runtime::with_call("barrier", |rt| {
             crate::comm::barrier(&mut rt.engine, c)
         }))
     }

@@ -14,7 +14,7 @@ use crate::engine::buffer::{RawBuf, RawBufMut};
 use crate::engine::matching::Pattern;
 use crate::engine::request::MsgStatus;
 use crate::engine::SendMode;
-use crate::error::{Error, ErrorClass, Result};
+use crate::error::{fatal, Error, ErrorClass, Result};
 use crate::runtime;
 use std::rc::Rc;
 
@@ -24,16 +24,6 @@ pub type Tag = i32;
 pub const ANY_TAG: Tag = -1;
 /// The largest valid tag (MPI_TAG_UB).
 pub const TAG_UB: Tag = i32::MAX;
-
-/// The panicking forms' error path; reports the caller's line (every panicking call of the
-/// API is `#[track_caller]` down to here).
-#[track_caller]
-pub(crate) fn fatal<T>(r: Result<T>) -> T {
-    match r {
-        Ok(v) => v,
-        Err(e) => panic!("{e}"),
-    }
-}
 
 #[inline]
 fn check_send_tag(call: &'static str, tag: Tag) -> Result<()> {

@@ -9,10 +9,10 @@
 //! first: a receive that has not matched is cancelled, and anything else in flight is waited
 //! for. Only then is the bug reported (when not already unwinding).
 
-use super::point_to_point::fatal;
 use super::status::{to_status, Status};
 use crate::comm::group::GroupData;
 use crate::engine::request::{Handle, MsgStatus};
+use crate::error::fatal;
 use crate::runtime;
 use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
@@ -123,6 +123,14 @@ pub(crate) fn settle(ops: &[Handle], free_done: bool) -> usize {
             }
             unfinished += 1;
             rt.engine.cancel(h);
+            if !rt.engine.is_done(h) && std::thread::panicking() {
+                // If its peer never comes, this is where the rank hangs: say so.
+                eprintln!(
+                    "weft: rank {}: unwinding from a panic with a send or a matched receive \
+                     in flight; waiting for it to end before its buffer is freed",
+                    rt.boot.rank
+                );
+            }
             // The result does not matter: the request goes away; what counts is that the
             // engine no longer touches its buffer.
             let _ = rt.engine.wait(h);

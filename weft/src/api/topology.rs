@@ -4,7 +4,7 @@ use super::datatype::{Buffer, BufferMut};
 use crate::comm::context::{SELF_PAIR, WORLD_PAIR};
 use crate::comm::group::{GroupData, Relation};
 use crate::comm::{self, CommData};
-use crate::error::{Error, ErrorClass, Result};
+use crate::error::{fatal, Error, ErrorClass, Result};
 use crate::runtime;
 use std::rc::Rc;
 
@@ -143,10 +143,6 @@ impl AsCommunicator for SimpleCommunicator {
     }
 }
 
-fn fatal<T>(r: Result<T>) -> T {
-    r.unwrap_or_else(|e| panic!("{e}"))
-}
-
 /// Operations on communicators (rsmpi's `Communicator`). Methods panic on error with a
 /// message naming the call and values (MPI_ERRORS_ARE_FATAL); the `try_` forms return it.
 pub trait Communicator: AsCommunicator {
@@ -159,6 +155,7 @@ pub trait Communicator: AsCommunicator {
         self.comm_data().rank as Rank
     }
     /// The process with rank `r`; panics when `r` is out of range.
+    #[track_caller]
     fn process_at_rank(&self, r: Rank) -> Process<'_> {
         fatal(self.try_process_at_rank(r))
     }
@@ -196,6 +193,7 @@ pub trait Communicator: AsCommunicator {
         }
     }
     /// MPI_Comm_dup. Collective.
+    #[track_caller]
     fn duplicate(&self) -> SimpleCommunicator {
         fatal(self.try_duplicate())
     }
@@ -212,6 +210,7 @@ pub trait Communicator: AsCommunicator {
         self.split_by_color_with_key(color, 0)
     }
     /// MPI_Comm_split. Collective.
+    #[track_caller]
     fn split_by_color_with_key(&self, color: Color, key: Key) -> Option<SimpleCommunicator> {
         fatal(self.try_split_by_color_with_key(color, key))
     }
@@ -237,6 +236,7 @@ pub trait Communicator: AsCommunicator {
     /// MPI_Comm_create: collective over this communicator; each rank passes a group (groups
     /// passed by different ranks must be equal or disjoint), members of a group get the
     /// communicator of that group, others `None`.
+    #[track_caller]
     fn split_by_subgroup_collective(&self, group: &dyn Group) -> Option<SimpleCommunicator> {
         let d = self.comm_data();
         let g = group.group_data();
@@ -275,6 +275,7 @@ pub trait Communicator: AsCommunicator {
         self.split_by_subgroup_with_tag(group, 0)
     }
     /// MPI_Comm_create_group: only members of `group` call it; collective over the group.
+    #[track_caller]
     fn split_by_subgroup_with_tag(
         &self,
         group: &dyn Group,
@@ -418,6 +419,7 @@ pub trait Group {
         UserGroup::new(self.group_data().difference(other.group_data()))
     }
     /// The members at `ranks`, in that order. Panics on a bad or repeated rank.
+    #[track_caller]
     fn include(&self, ranks: &[Rank]) -> UserGroup
     where
         Self: Sized,
@@ -426,6 +428,7 @@ pub trait Group {
         UserGroup::new(self.group_data().include(&r))
     }
     /// The members not at `ranks`. Panics on a bad or repeated rank.
+    #[track_caller]
     fn exclude(&self, ranks: &[Rank]) -> UserGroup
     where
         Self: Sized,
