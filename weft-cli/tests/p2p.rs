@@ -171,6 +171,23 @@ fn barrier_heavy_job_on_oversubscribed_cores() {
 }
 
 #[test]
+fn a_caught_panic_with_requests_pending_cancels_or_completes_them() {
+    // Shared memory (or TCP, in the WEFT_TRANSPORTS=tcp pass) and TCP explicitly: the
+    // pending receive is cancelled, the pending send completed, before their buffers go.
+    for env in [&[][..], &["WEFT_TRANSPORTS=tcp"][..]] {
+        for n in [2, 3] {
+            let out = job_with(n, "caughtpanic", env);
+            assert_eq!(out.code, Some(0), "{n} ranks with {env:?}: {out:?}");
+            assert!(
+                out.stdout
+                    .contains(&format!("p2p_suite caughtpanic: ok on {n} ranks")),
+                "{out:?}"
+            );
+        }
+    }
+}
+
+#[test]
 fn a_panicking_rank_ends_the_job_with_a_message() {
     for n in [2, 8] {
         let out = job(n, "panic");

@@ -69,3 +69,13 @@ impl Error {
 
 /// Result alias used throughout weft.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The API's panicking forms' error path: panics with the error, reported at the caller's
+/// line (the panicking calls of the API are `#[track_caller]` down to here).
+#[track_caller]
+pub(crate) fn fatal<T>(r: Result<T>) -> T {
+    match r {
+        Ok(v) => v,
+        Err(e) => panic!("{e}"),
+    }
+}

@@ -92,7 +92,37 @@ pub fn inspect<R>(f: impl FnOnce(&Runtime) -> R) -> R {
     with(|rt| f(rt))
 }
 
+/// Runs `f` with the runtime, naming `call` when there is none (before initialize, after
+/// finalize, on another thread). The panic points at the API's caller.
+#[inline]
+#[track_caller]
+pub(crate) fn with_call<R>(call: &'static str, f: impl FnOnce(&mut Runtime) -> R) -> R {
+    // The closure below cannot carry the caller's location, so it only hands back whether
+    // the runtime was there; the panic is raised out here.
+    let mut f = Some(f);
+    let out = RUNTIME.with(|r| {
+        let mut guard = r.borrow_mut();
+        let rt = guard.as_mut()?;
+        let f = f.take()?;
+        Some(f(rt))
+    });
+    match out {
+        Some(v) => v,
+        None => panic!("{}", not_running_for(call)),
+    }
+}
+
+/// Runs `f` with the runtime if this thread has one and is not already inside it; `None`
+/// otherwise. For drops, which must not panic.
+pub(crate) fn try_with<R>(f: impl FnOnce(&mut Runtime) -> R) -> Option<R> {
+    RUNTIME.with(|r| r.try_borrow_mut().ok()?.as_mut().map(f))
+}
+
 fn not_running() -> Error {
+    not_running_for("weft call")
+}
+
+fn not_running_for(call: &'static str) -> Error {
     let msg = match STATE.with(|s| s.get()) {
         State::Finalized => "weft was already finalized (the Universe was dropped)",
         _ if EVER_INITIALIZED.load(std::sync::atomic::Ordering::SeqCst) => {
@@ -101,7 +131,7 @@ fn not_running() -> Error {
         }
         _ => "weft is not initialized: call weft::initialize() first",
     };
-    Error::new(ErrorClass::Arg, "weft call", msg)
+    Error::new(ErrorClass::Arg, call, msg)
 }
 
 /// Whether the runtime is running on this thread.

@@ -7,10 +7,12 @@ use crate::runtime;
 /// Collective operations on a communicator (rsmpi's `CommunicatorCollectives`).
 pub trait CommunicatorCollectives: AsCommunicator {
     /// Blocks until every rank of the communicator has called it.
+    #[track_caller]
     fn barrier(&self) {
         let c = self.comm_data();
-        runtime::with(|rt| crate::comm::barrier(&mut rt.engine, c))
-            .unwrap_or_else(|e| panic!("{e}"))
+        crate::error::fatal(runtime::with_call("barrier", |rt| {
+            crate::comm::barrier(&mut rt.engine, c)
+        }))
     }
 }
 

@@ -7,7 +7,7 @@
 //! extent. All ranks run on one architecture, so no conversion is needed: sending packs the
 //! blocks in order (or sends the bytes directly when the layout is contiguous).
 
-use crate::error::{Error, ErrorClass};
+use crate::error::{Error, ErrorClass, Result};
 use std::any::TypeId;
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -17,22 +17,125 @@ pub type Address = isize;
 /// Element counts (MPI's `int` counts).
 pub type Count = i32;
 
-/// A datatype's layout: byte blocks in type-map order, and the extent of one element.
+/// A value whose bytes are not all valid: a receive checks it before writing it to memory
+/// of the type (bool: 0 or 1; char: a Unicode scalar value, not a surrogate nor above
+/// U+10FFFF).
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Restricted {
+    /// One byte, 0 or 1.
+    Bool,
+    /// Four bytes (native order) holding a `char`.
+    Char,
+}
+
+impl Restricted {
+    fn len(self) -> usize {
+        match self {
+            Restricted::Bool => 1,
+            Restricted::Char => 4,
+        }
+    }
+    fn name(self) -> &'static str {
+        match self {
+            Restricted::Bool => "bool",
+            Restricted::Char => "char",
+        }
+    }
+    /// The value at the start of `b` when it is not valid.
+    fn invalid(self, b: &[u8]) -> Option<u32> {
+        match self {
+            Restricted::Bool => (b[0] > 1).then_some(u32::from(b[0])),
+            Restricted::Char => {
+                let v = u32::from_ne_bytes([b[0], b[1], b[2], b[3]]);
+                char::from_u32(v).is_none().then_some(v)
+            }
+        }
+    }
+}
+
+/// A datatype's layout: byte blocks in type-map order, the extent of one element, and
+/// where in one element's packed data the restricted values (bool, char) are.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TypeMap {
     blocks: Cow<'static, [(isize, usize)]>,
     size: usize,
     extent: usize,
+    restricted: Cow<'static, [(usize, Restricted)]>,
 }
 
 impl TypeMap {
     /// A primitive of `size` bytes.
     pub const fn primitive(size: usize, blocks: &'static [(isize, usize)]) -> TypeMap {
+        Self::primitive_restricted(size, blocks, &[])
+    }
+
+    /// A primitive of `size` bytes whose values are restricted as `restricted` says (packed
+    /// byte offset, kind).
+    #[doc(hidden)]
+    pub const fn primitive_restricted(
+        size: usize,
+        blocks: &'static [(isize, usize)],
+        restricted: &'static [(usize, Restricted)],
+    ) -> TypeMap {
         TypeMap {
             blocks: Cow::Borrowed(blocks),
             size,
             extent: size,
+            restricted: Cow::Borrowed(restricted),
         }
+    }
+
+    /// Whether some bytes of an element are restricted values (bool, char), so a receive
+    /// must check them before writing them to the buffer.
+    #[inline]
+    pub fn is_restricted(&self) -> bool {
+        !self.restricted.is_empty()
+    }
+
+    /// Checks that `packed`, the packed data of elements 0, 1, ... (the last may be partial),
+    /// holds valid values wherever the type has a bool or a char.
+    pub fn check_values(&self, call: &'static str, packed: &[u8]) -> Result<()> {
+        if self.restricted.is_empty() || self.size == 0 {
+            return Ok(());
+        }
+        for (i, element) in packed.chunks(self.size).enumerate() {
+            for &(at, kind) in self.restricted.iter() {
+                let Some(bytes) = element.get(at..at + kind.len()) else {
+                    continue;
+                };
+                if let Some(v) = kind.invalid(bytes) {
+                    return Err(Error::new(
+                        ErrorClass::Arg,
+                        call,
+                        format!(
+                            "the message holds {v:#x} where element {i} has a {} (packed byte \
+                             {at} of the element), which is not a valid {}; the sender sent \
+                             another type. Nothing was written to the receive buffer",
+                            kind.name(),
+                            kind.name()
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The map of a type made of copies of other types' elements: `parts` lists, in
+    /// type-map order, each copy's byte displacement and map.
+    fn compose<'m>(parts: impl IntoIterator<Item = (isize, &'m TypeMap)>, extent: usize) -> Self {
+        let mut blocks = vec![];
+        let mut restricted = vec![];
+        let mut packed = 0;
+        for (base, m) in parts {
+            blocks.extend(m.blocks.iter().map(|&(o, l)| (base + o, l)));
+            restricted.extend(m.restricted.iter().map(|&(at, k)| (packed + at, k)));
+            packed += m.size;
+        }
+        let mut map = Self::from_blocks(blocks, extent);
+        map.restricted = Cow::Owned(restricted);
+        map
     }
 
     fn from_blocks(mut raw: Vec<(isize, usize)>, extent: usize) -> TypeMap {
@@ -50,6 +153,7 @@ impl TypeMap {
             blocks: Cow::Owned(blocks),
             size,
             extent,
+            restricted: Cow::Borrowed(&[]),
         }
     }
 
@@ -194,20 +298,16 @@ impl UserDatatype {
         let bl = check_count("UserDatatype::vector", "blocklength", blocklength);
         let old = oldtype.type_map();
         let ext = old.extent as isize;
-        let mut blocks = vec![];
-        for i in 0..n {
-            for j in 0..bl {
-                let base = (i as isize * stride as isize + j as isize) * ext;
-                blocks.extend(old.blocks().iter().map(|&(o, l)| (base + o, l)));
-            }
-        }
+        let parts = (0..n).flat_map(|i| {
+            (0..bl).map(move |j| ((i as isize * stride as isize + j as isize) * ext, old))
+        });
         let extent = if n == 0 {
             0
         } else {
             (((n - 1) as isize * stride as isize + bl as isize) * ext).max(0) as usize
         };
         UserDatatype {
-            map: TypeMap::from_blocks(blocks, extent),
+            map: TypeMap::compose(parts, extent),
         }
     }
 
@@ -224,18 +324,17 @@ impl UserDatatype {
         );
         let old = oldtype.type_map();
         let ext = old.extent as isize;
-        let mut blocks = vec![];
+        let mut parts = vec![];
         let mut hi = 0isize;
         for (&bl, &d) in blocklengths.iter().zip(displacements) {
             let bl = check_count("UserDatatype::indexed", "a block length", bl);
             for j in 0..bl as isize {
-                let base = (d as isize + j) * ext;
-                blocks.extend(old.blocks().iter().map(|&(o, l)| (base + o, l)));
+                parts.push(((d as isize + j) * ext, old));
             }
             hi = hi.max((d as isize + bl as isize) * ext);
         }
         UserDatatype {
-            map: TypeMap::from_blocks(blocks, hi.max(0) as usize),
+            map: TypeMap::compose(parts, hi.max(0) as usize),
         }
     }
 
@@ -262,20 +361,19 @@ impl UserDatatype {
             blocklengths.len() == displacements.len() && displacements.len() == types.len(),
             "structured: blocklengths, displacements and types must have the same length"
         );
-        let mut blocks = vec![];
+        let mut parts = vec![];
         let mut hi = 0isize;
         for ((&bl, &d), t) in blocklengths.iter().zip(displacements).zip(types) {
             let bl = check_count("UserDatatype::structured", "a block length", bl);
             let m = t.type_map();
             for j in 0..bl as isize {
-                let base = d + j * m.extent as isize;
-                blocks.extend(m.blocks().iter().map(|&(o, l)| (base + o, l)));
+                parts.push((d + j * m.extent as isize, m));
             }
             hi = hi.max(d + (bl * m.extent) as isize);
         }
         let extent = extent.unwrap_or(hi.max(0) as usize);
         UserDatatype {
-            map: TypeMap::from_blocks(blocks, extent),
+            map: TypeMap::compose(parts, extent),
         }
     }
 
@@ -295,8 +393,10 @@ impl UserDatatype {
 ///
 /// # Safety
 /// `equivalent_datatype()` must describe exactly the bytes of the type that carry data, and
-/// any bytes a receive writes there must form a valid value (true for plain data: numbers,
-/// `bool` sent from a `bool`, arrays, tuples and `#[derive(Equivalence)]` structs of those).
+/// any bytes a receive writes there must form a valid value: every bit pattern of those
+/// bytes is valid (numbers), or the datatype marks them restricted (`bool`, `char`: every
+/// receive checks them before writing them to the buffer), or they are arrays, tuples and
+/// `#[derive(Equivalence)]` structs of those, whose datatypes carry their fields' marks.
 pub unsafe trait Equivalence {
     /// The datatype type.
     type Out: Datatype;
@@ -305,21 +405,25 @@ pub unsafe trait Equivalence {
 }
 
 macro_rules! primitive {
-    ($($t:ty),*) => {$(
-        // SAFETY: one contiguous block covering the whole primitive, every bit pattern of
-        // which is a valid value (for bool: only what a sender's bool wrote is received).
+    ($($t:ty),* ; $restricted:expr) => {$(
+        // SAFETY: one contiguous block covering the whole primitive. Every bit pattern is a
+        // valid number; for bool and char (called with their restriction) receives check
+        // the value before writing it (`TypeMap::check_values`, called by every receive path
+        // in point_to_point through its staging buffer), so no invalid value is written.
         unsafe impl Equivalence for $t {
             type Out = SystemDatatype;
             #[inline]
             fn equivalent_datatype() -> Self::Out {
                 const SZ: usize = std::mem::size_of::<$t>();
-                static MAP: TypeMap = TypeMap::primitive(SZ, &[(0, SZ)]);
+                static MAP: TypeMap = TypeMap::primitive_restricted(SZ, &[(0, SZ)], $restricted);
                 DatatypeRef { map: &MAP }
             }
         }
     )*};
 }
-primitive!(u8, i8, u16, i16, u32, i32, u64, i64, u128, i128, usize, isize, f32, f64, bool, char);
+primitive!(u8, i8, u16, i16, u32, i32, u64, i64, u128, i128, usize, isize, f32, f64; &[]);
+primitive!(bool; &[(0, Restricted::Bool)]);
+primitive!(char; &[(0, Restricted::Char)]);
 
 thread_local! {
     static DERIVED: std::cell::RefCell<HashMap<TypeId, &'static TypeMap>> = std::cell::RefCell::new(HashMap::new());
@@ -343,10 +447,13 @@ pub unsafe fn cached_datatype<T: 'static>(
     // Leak the blocks too, so clones of this map (one per send) do not allocate.
     let built = build().map;
     let blocks: &'static [(isize, usize)] = Box::leak(built.blocks.into_owned().into_boxed_slice());
+    let restricted: &'static [(usize, Restricted)] =
+        Box::leak(built.restricted.into_owned().into_boxed_slice());
     let map: &'static TypeMap = Box::leak(Box::new(TypeMap {
         blocks: Cow::Borrowed(blocks),
         size: built.size,
         extent: built.extent,
+        restricted: Cow::Borrowed(restricted),
     }));
     DERIVED.with(|d| d.borrow_mut().insert(id, map));
     DatatypeRef { map }
@@ -688,5 +795,40 @@ mod tests {
         // SAFETY: one element of the vector type fits in 4 i32s.
         unsafe { v.type_map().unpack(&out, y.as_mut_ptr() as *mut u8, 1) };
         assert_eq!(y, [1, 0, 0, 4]);
+    }
+
+    #[test]
+    fn bools_and_chars_are_checked_wherever_a_type_holds_them() {
+        let t = <(u32, bool, char)>::equivalent_datatype();
+        let m = t.type_map();
+        assert!(m.is_restricted() && !u32::equivalent_datatype().type_map().is_restricted());
+        // Packed: u32 at 0, bool at 4, char at 5 (repr(Rust) may reorder fields, but the
+        // packed data follows the tuple's field order).
+        let mut good = vec![];
+        good.extend(7u32.to_ne_bytes());
+        good.push(1);
+        good.extend(('é' as u32).to_ne_bytes());
+        assert!(m.check_values("receive", &good).is_ok());
+        let mut bad = good.clone();
+        bad[4] = 2;
+        let e = m.check_values("receive", &bad).unwrap_err();
+        assert!(e.call == "receive" && e.detail.contains("bool"), "{e}");
+        let mut bad = good.clone();
+        bad[5..9].copy_from_slice(&0xD800u32.to_ne_bytes());
+        let e = m.check_values("receive", &bad).unwrap_err();
+        assert!(
+            e.detail.contains("0xd800") && e.detail.contains("char"),
+            "{e}"
+        );
+        // Through a vector of arrays: the marks follow every copy, element after element.
+        let v = UserDatatype::vector(2, 1, 2, &<[bool; 3]>::equivalent_datatype());
+        let vm = v.type_map();
+        assert!(vm.check_values("x", &[0, 1, 0, 1, 1, 1]).is_ok());
+        assert!(vm
+            .check_values("x", &[0, 1, 0, 1, 1, 1, 0, 0, 0, 0, 1, 3])
+            .is_err());
+        // A partial last element is checked as far as it goes.
+        assert!(vm.check_values("x", &[0, 1, 0, 1, 1, 1, 0, 7][..7]).is_ok());
+        assert!(vm.check_values("x", &[0, 1, 0, 1, 1, 1, 0, 7]).is_err());
     }
 }

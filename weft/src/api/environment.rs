@@ -40,8 +40,10 @@ impl Universe {
     /// Attaches a buffered-send buffer of `size` bytes (replacing any attached one, after
     /// the buffered sends using it have gone).
     pub fn set_buffer_size(&mut self, size: usize) {
-        let overhead = runtime::with(|rt| rt.tunables.bsend_overhead);
-        runtime::with(|rt| rt.engine.set_bsend_capacity(size, overhead));
+        let overhead = runtime::with_call("set_buffer_size", |rt| rt.tunables.bsend_overhead);
+        runtime::with_call("set_buffer_size", |rt| {
+            rt.engine.set_bsend_capacity(size, overhead)
+        });
         self.buffer_size = size;
     }
     /// Detaches the buffered-send buffer, waiting for buffered sends in flight.
@@ -54,7 +56,7 @@ impl Universe {
     }
     /// Communication statistics of this rank so far.
     pub fn stats(&self) -> Stats {
-        runtime::with(|rt| rt.engine.stats().clone())
+        runtime::with_call("stats", |rt| rt.engine.stats().clone())
     }
 }
 

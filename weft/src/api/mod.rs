@@ -7,4 +7,5 @@ pub mod datatype;
 pub mod environment;
 pub mod point_to_point;
 pub mod request;
+mod status;
 pub mod topology;

@@ -2,8 +2,11 @@
 //! immediate), [`Source`] (receive, probe, matched probe), [`Status`], [`Message`], and the
 //! combined send-receive functions.
 
+use super::datatype::TypeMap;
 use super::datatype::{Buffer, BufferMut, Datatype, Equivalence, Layout};
 use super::request::{Request, Scope, StaticScope};
+use super::status::to_status;
+pub use super::status::{Status, UNDEFINED};
 use super::topology::{AnyProcess, AsCommunicator, Process, Rank};
 use crate::comm::group::GroupData;
 use crate::comm::CommData;
@@ -11,7 +14,7 @@ use crate::engine::buffer::{RawBuf, RawBufMut};
 use crate::engine::matching::Pattern;
 use crate::engine::request::MsgStatus;
 use crate::engine::SendMode;
-use crate::error::{Error, ErrorClass, Result};
+use crate::error::{fatal, Error, ErrorClass, Result};
 use crate::runtime;
 use std::rc::Rc;
 
@@ -21,68 +24,6 @@ pub type Tag = i32;
 pub const ANY_TAG: Tag = -1;
 /// The largest valid tag (MPI_TAG_UB).
 pub const TAG_UB: Tag = i32::MAX;
-
-/// What a completed receive got.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub struct Status {
-    source: Rank,
-    tag: Tag,
-    bytes: usize,
-    cancelled: bool,
-}
-
-impl Status {
-    /// Rank of the sender in the communicator.
-    pub fn source_rank(&self) -> Rank {
-        self.source
-    }
-    /// The message's tag.
-    pub fn tag(&self) -> Tag {
-        self.tag
-    }
-    /// Number of elements of `d` in the message.
-    pub fn count<D: Datatype>(&self, d: D) -> super::datatype::Count {
-        self.bytes
-            .checked_div(d.type_map().size())
-            .map_or(0, |c| c as super::datatype::Count)
-    }
-    /// Bytes in the message.
-    pub fn byte_count(&self) -> usize {
-        self.bytes
-    }
-    /// Whether the request was cancelled.
-    pub fn is_cancelled(&self) -> bool {
-        self.cancelled
-    }
-}
-
-impl std::fmt::Debug for Status {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Status")
-            .field("source_rank", &self.source)
-            .field("tag", &self.tag)
-            .field("bytes", &self.bytes)
-            .finish()
-    }
-}
-
-#[inline]
-pub(crate) fn to_status(st: &MsgStatus, group: Option<&GroupData>) -> Status {
-    let source = match group {
-        Some(g) => g.rank_of(st.source).map_or(-1, |r| r as Rank),
-        None => st.source as Rank,
-    };
-    Status {
-        source,
-        tag: st.tag,
-        bytes: st.len,
-        cancelled: st.cancelled,
-    }
-}
-
-fn fatal<T>(r: Result<T>) -> T {
-    r.unwrap_or_else(|e| panic!("{e}"))
-}
 
 #[inline]
 fn check_send_tag(call: &'static str, tag: Tag) -> Result<()> {
@@ -128,12 +69,27 @@ fn blocking_send(
     let peer = comm.world_rank(comm.check_rank(call, dest)?);
     let ctx = comm.p2p_context();
     match l.contiguous_bytes() {
-        Some(bytes) => runtime::with(|rt| rt.engine.send(peer, ctx, tag, bytes, mode)),
+        Some(bytes) => runtime::with_call(call, |rt| rt.engine.send(peer, ctx, tag, bytes, mode)),
         None => {
             let packed = l.pack();
-            runtime::with(|rt| rt.engine.send(peer, ctx, tag, &packed, mode))
+            runtime::with_call(call, |rt| rt.engine.send(peer, ctx, tag, &packed, mode))
         }
     }
+}
+
+/// Starts a buffered send of `l`: its data is copied once, into the attached buffer (packed
+/// there when the layout is not contiguous).
+fn buffered_copy(
+    rt: &mut runtime::Runtime,
+    peer: u32,
+    context: u32,
+    tag: Tag,
+    l: &Layout<'_>,
+) -> Result<crate::engine::request::Handle> {
+    rt.engine.bsend_from(peer, context, tag, l.data_len(), || {
+        l.contiguous_bytes()
+            .map_or_else(|| l.pack(), <[u8]>::to_vec)
+    })
 }
 
 /// Something messages can be sent to (rsmpi's `Destination`).
@@ -142,10 +98,12 @@ pub trait Destination: AsCommunicator {
     fn destination_rank(&self) -> Rank;
 
     /// Blocking standard-mode send with `tag`.
+    #[track_caller]
     fn send_with_tag<Buf: ?Sized + Buffer>(&self, buf: &Buf, tag: Tag) {
         fatal(self.try_send_with_tag(buf, tag))
     }
     /// Blocking standard-mode send with tag 0.
+    #[track_caller]
     fn send<Buf: ?Sized + Buffer>(&self, buf: &Buf) {
         self.send_with_tag(buf, 0)
     }
@@ -161,6 +119,7 @@ pub trait Destination: AsCommunicator {
         )
     }
     /// Blocking synchronous send: returns once the receive has matched.
+    #[track_caller]
     fn synchronous_send_with_tag<Buf: ?Sized + Buffer>(&self, buf: &Buf, tag: Tag) {
         let r = blocking_send(
             self.comm_data(),
@@ -173,6 +132,7 @@ pub trait Destination: AsCommunicator {
         fatal(r)
     }
     /// Blocking synchronous send with tag 0.
+    #[track_caller]
     fn synchronous_send<Buf: ?Sized + Buffer>(&self, buf: &Buf) {
         self.synchronous_send_with_tag(buf, 0)
     }
@@ -180,6 +140,7 @@ pub trait Destination: AsCommunicator {
     ///
     /// # Safety
     /// The matching receive must already be posted (MPI's rule; weft tolerates it not being).
+    #[track_caller]
     unsafe fn ready_send_with_tag<Buf: ?Sized + Buffer>(&self, buf: &Buf, tag: Tag) {
         fatal(blocking_send(
             self.comm_data(),
@@ -194,15 +155,18 @@ pub trait Destination: AsCommunicator {
     ///
     /// # Safety
     /// See [`Destination::ready_send_with_tag`].
+    #[track_caller]
     unsafe fn ready_send<Buf: ?Sized + Buffer>(&self, buf: &Buf) {
         // SAFETY: same contract as the caller's.
         unsafe { self.ready_send_with_tag(buf, 0) }
     }
     /// Buffered send: copies into the attached buffer and returns.
+    #[track_caller]
     fn buffered_send_with_tag<Buf: ?Sized + Buffer>(&self, buf: &Buf, tag: Tag) {
         fatal(self.try_buffered_send_with_tag(buf, tag))
     }
     /// Buffered send with tag 0.
+    #[track_caller]
     fn buffered_send<Buf: ?Sized + Buffer>(&self, buf: &Buf) {
         self.buffered_send_with_tag(buf, 0)
     }
@@ -212,22 +176,15 @@ pub trait Destination: AsCommunicator {
         let c = self.comm_data();
         let peer = c.world_rank(c.check_rank("buffered_send", self.destination_rank())?);
         let l = buf.layout();
-        let packed;
-        let bytes = match l.contiguous_bytes() {
-            Some(b) => b,
-            None => {
-                packed = l.pack();
-                &packed
-            }
-        };
-        runtime::with(|rt| {
-            let h = rt.engine.bsend(peer, c.p2p_context(), tag, bytes)?;
+        runtime::with_call("buffered_send", |rt| {
+            let h = buffered_copy(rt, peer, c.p2p_context(), tag, &l)?;
             rt.engine.detach(h);
             Ok(())
         })
     }
 
     /// Starts a standard-mode send with `tag`.
+    #[track_caller]
     fn immediate_send_with_tag<'a, Sc: Scope<'a>, Buf: ?Sized + Buffer>(
         &self,
         scope: Sc,
@@ -244,6 +201,7 @@ pub trait Destination: AsCommunicator {
         ))
     }
     /// Starts a standard-mode send with tag 0.
+    #[track_caller]
     fn immediate_send<'a, Sc: Scope<'a>, Buf: ?Sized + Buffer>(
         &self,
         scope: Sc,
@@ -252,6 +210,7 @@ pub trait Destination: AsCommunicator {
         self.immediate_send_with_tag(scope, buf, 0)
     }
     /// Starts a synchronous send with `tag`.
+    #[track_caller]
     fn immediate_synchronous_send_with_tag<'a, Sc: Scope<'a>, Buf: ?Sized + Buffer>(
         &self,
         scope: Sc,
@@ -268,6 +227,7 @@ pub trait Destination: AsCommunicator {
         ))
     }
     /// Starts a synchronous send with tag 0.
+    #[track_caller]
     fn immediate_synchronous_send<'a, Sc: Scope<'a>, Buf: ?Sized + Buffer>(
         &self,
         scope: Sc,
@@ -279,6 +239,7 @@ pub trait Destination: AsCommunicator {
     ///
     /// # Safety
     /// See [`Destination::ready_send_with_tag`].
+    #[track_caller]
     unsafe fn immediate_ready_send_with_tag<'a, Sc: Scope<'a>, Buf: ?Sized + Buffer>(
         &self,
         scope: Sc,
@@ -298,6 +259,7 @@ pub trait Destination: AsCommunicator {
     ///
     /// # Safety
     /// See [`Destination::ready_send_with_tag`].
+    #[track_caller]
     unsafe fn immediate_ready_send<'a, Sc: Scope<'a>, Buf: ?Sized + Buffer>(
         &self,
         scope: Sc,
@@ -307,28 +269,25 @@ pub trait Destination: AsCommunicator {
         unsafe { self.immediate_ready_send_with_tag(scope, buf, 0) }
     }
     /// Starts a buffered send with `tag` (completes at once: the data is copied).
+    #[track_caller]
     fn immediate_buffered_send_with_tag<'a, Sc: Scope<'a>, Buf: ?Sized + Buffer>(
         &self,
         scope: Sc,
         buf: &'a Buf,
         tag: Tag,
     ) -> Request<'a, Buf, Sc> {
-        check_send_tag("immediate_buffered_send", tag).unwrap_or_else(|e| panic!("{e}"));
+        const CALL: &str = "immediate_buffered_send";
+        fatal(check_send_tag(CALL, tag));
         let c = self.comm_data();
-        let peer = c.world_rank(fatal(
-            c.check_rank("immediate_buffered_send", self.destination_rank()),
-        ));
+        let peer = c.world_rank(fatal(c.check_rank(CALL, self.destination_rank())));
         let l = buf.layout();
-        let bytes = l
-            .contiguous_bytes()
-            .map(<[u8]>::to_vec)
-            .unwrap_or_else(|| l.pack());
-        let h = fatal(runtime::with(|rt| {
-            rt.engine.bsend(peer, c.p2p_context(), tag, &bytes)
+        let h = fatal(runtime::with_call(CALL, |rt| {
+            buffered_copy(rt, peer, c.p2p_context(), tag, &l)
         }));
         Request::new(h, buf as *const Buf, None, scope)
     }
     /// Starts a buffered send with tag 0.
+    #[track_caller]
     fn immediate_buffered_send<'a, Sc: Scope<'a>, Buf: ?Sized + Buffer>(
         &self,
         scope: Sc,
@@ -353,9 +312,11 @@ fn immediate_send<'a, Sc: Scope<'a>, Buf: ?Sized + Buffer>(
     match l.contiguous_bytes() {
         Some(bytes) => {
             // SAFETY: `buf` stays borrowed for 'a, which the request (bound to its scope, which
-            // completes it before the borrow ends) does not outlive.
+            // settles it before the borrow ends) does not outlive.
             let raw = unsafe { RawBuf::new(bytes) };
-            let h = runtime::with(|rt| rt.engine.isend(peer, ctx, tag, raw, mode))?;
+            let h = runtime::with_call("immediate_send", |rt| {
+                rt.engine.isend(peer, ctx, tag, raw, mode)
+            })?;
             Ok(Request::new(h, buf as *const Buf, None, scope))
         }
         None => {
@@ -364,9 +325,17 @@ fn immediate_send<'a, Sc: Scope<'a>, Buf: ?Sized + Buffer>(
             // SAFETY: the request owns `packed` (its finish closure) and completes before
             // dropping it; a boxed slice's heap block does not move with the box.
             let raw = unsafe { RawBuf::new(&packed) };
-            let h = runtime::with(|rt| rt.engine.isend(peer, ctx, tag, raw, mode))?;
-            Ok(Request::new(h, buf as *const Buf, None, scope)
-                .with_finish(Box::new(move || drop(packed))))
+            let h = runtime::with_call("immediate_send", |rt| {
+                rt.engine.isend(peer, ctx, tag, raw, mode)
+            })?;
+            Ok(
+                Request::new(h, buf as *const Buf, None, scope).with_finish(Box::new(
+                    move |_: &MsgStatus| {
+                        drop(packed);
+                        Ok(())
+                    },
+                )),
+            )
         }
     }
 }
@@ -395,26 +364,139 @@ fn source_pattern(
     })
 }
 
-#[inline]
-fn blocking_recv(c: &CommData, pattern: Pattern, l: Layout<'_>) -> Result<Status> {
-    let group = group_of(c);
-    let st = if l.map.is_contiguous() {
-        let n = l.data_len();
-        // SAFETY: BufferMut promises `count` writable contiguous elements at `ptr`, and the
-        // caller holds the `&mut` borrow for this whole blocking call.
-        let bytes = unsafe { std::slice::from_raw_parts_mut(l.ptr as *mut u8, n) };
-        runtime::with(|rt| rt.engine.recv(pattern, bytes))?
-    } else {
-        let mut tmp = vec![0u8; l.data_len()];
-        let st = runtime::with(|rt| rt.engine.recv(pattern, &mut tmp))?;
-        // SAFETY: BufferMut promises `count` writable elements of the layout at `ptr`.
-        unsafe {
-            l.map
-                .unpack(&tmp[..st.len.min(tmp.len())], l.ptr as *mut u8, l.count)
+/// Where a receive puts the message: straight into the buffer when its layout is contiguous
+/// plain data, else into a staging buffer that [`Staged::land`] checks and scatters.
+enum Landing<'b> {
+    Direct(&'b mut [u8]),
+    Staged(Staged),
+}
+
+impl<'b> Landing<'b> {
+    /// The landing for a receive into `l`.
+    ///
+    /// # Safety
+    /// `l` must come from a `BufferMut` borrowed mutably for `'b`.
+    unsafe fn new(l: &Layout<'b>) -> Self {
+        if l.map.is_contiguous() && !l.map.is_restricted() {
+            // SAFETY: BufferMut promises `data_len` writable contiguous bytes at `ptr`,
+            // borrowed mutably for 'b (the caller's promise).
+            Landing::Direct(unsafe {
+                std::slice::from_raw_parts_mut(l.ptr as *mut u8, l.data_len())
+            })
+        } else {
+            Landing::Staged(Staged::new(l))
+        }
+    }
+
+    fn bytes(&mut self) -> &mut [u8] {
+        match self {
+            Landing::Direct(b) => b,
+            Landing::Staged(s) => &mut s.tmp,
+        }
+    }
+}
+
+/// A receive's staging buffer: for a non-contiguous layout, or one holding values (bool,
+/// char) that must be checked before they are written to the user's memory.
+struct Staged {
+    tmp: Vec<u8>,
+    ptr: *mut u8,
+    count: usize,
+    map: TypeMap,
+}
+
+impl Staged {
+    fn new(l: &Layout<'_>) -> Self {
+        // With restricted values, start from the buffer's own (valid) contents: a last
+        // element the message fills only in part is then checked whole, as it will be in
+        // the buffer.
+        let tmp = if l.map.is_restricted() {
+            l.pack()
+        } else {
+            vec![0u8; l.data_len()]
         };
-        st
-    };
+        Staged {
+            tmp,
+            ptr: l.ptr as *mut u8,
+            count: l.count,
+            map: l.map.clone(),
+        }
+    }
+
+    /// Checks the `len` received bytes and scatters them into the buffer; the elements past
+    /// the message are left as they were (MPI).
+    ///
+    /// # Safety
+    /// The buffer the staging was made for must still be borrowed mutably by the caller.
+    unsafe fn land(&self, call: &'static str, len: usize) -> Result<()> {
+        let n = len.min(self.tmp.len());
+        let size = self.map.size();
+        let whole = if size == 0 {
+            0
+        } else {
+            (n.div_ceil(size) * size).min(self.tmp.len())
+        };
+        self.map.check_values(call, &self.tmp[..whole])?;
+        // SAFETY: BufferMut promises `count` writable elements of the layout at `ptr`, still
+        // borrowed (the caller's promise); `n` bytes fill at most `count` elements.
+        unsafe { self.map.unpack(&self.tmp[..n], self.ptr, self.count) };
+        Ok(())
+    }
+}
+
+#[inline]
+fn blocking_recv(
+    c: &CommData,
+    pattern: Pattern,
+    l: Layout<'_>,
+    call: &'static str,
+) -> Result<Status> {
+    let group = group_of(c);
+    // SAFETY: `l` comes from the caller's `&mut` BufferMut, held for this blocking call.
+    let mut landing = unsafe { Landing::new(&l) };
+    let st = runtime::with_call(call, |rt| rt.engine.recv(pattern, landing.bytes()))?;
+    if let Landing::Staged(s) = &landing {
+        // SAFETY: the buffer is still borrowed by the caller.
+        unsafe { s.land(call, st.len)? };
+    }
     Ok(to_status(&st, group.as_deref()))
+}
+
+/// Posts a receive whose data lands through `l` (already started by `post` into the raw
+/// buffer it is given) and wraps it in a request that lands the data at completion.
+fn receive_request<'a, Sc: Scope<'a>, Buf: ?Sized + BufferMut>(
+    call: &'static str,
+    scope: Sc,
+    buf: &'a mut Buf,
+    group: Option<Rc<GroupData>>,
+    post: impl FnOnce(&mut runtime::Runtime, RawBufMut) -> Result<crate::engine::request::Handle>,
+) -> Result<Request<'a, Buf, Sc>> {
+    let l = buf.layout_mut();
+    // SAFETY: `l` comes from `buf`, borrowed mutably for 'a, which the request (bound to
+    // its scope, which settles it before 'a ends) does not outlive.
+    match unsafe { Landing::new(&l) } {
+        Landing::Direct(bytes) => {
+            // SAFETY: `bytes` is `buf`'s memory, borrowed mutably for 'a, which the request
+            // (bound to its scope, which settles it before 'a ends) does not outlive.
+            let raw = unsafe { RawBufMut::new(bytes) };
+            let h = runtime::with_call(call, |rt| post(rt, raw))?;
+            Ok(Request::new(h, buf as *const Buf, group, scope))
+        }
+        Landing::Staged(mut s) => {
+            // The staging vector moves into the request; its heap block does not move.
+            // SAFETY: the staging vector moves into the request's finish closure, which is
+            // dropped only once the request is settled; moving it does not move its heap block.
+            let raw = unsafe { RawBufMut::new(&mut s.tmp) };
+            let h = runtime::with_call(call, |rt| post(rt, raw))?;
+            Ok(
+                Request::new(h, buf as *const Buf, group, scope).with_finish(Box::new(
+                    // SAFETY: the finish runs only when the request completes, while `buf` is
+                    // still borrowed for 'a.
+                    move |st: &MsgStatus| unsafe { s.land(call, st.len) },
+                )),
+            )
+        }
+    }
 }
 
 fn immediate_recv<'a, Sc: Scope<'a>, Buf: ?Sized + BufferMut>(
@@ -422,22 +504,11 @@ fn immediate_recv<'a, Sc: Scope<'a>, Buf: ?Sized + BufferMut>(
     pattern: Pattern,
     scope: Sc,
     buf: &'a mut Buf,
+    call: &'static str,
 ) -> Result<Request<'a, Buf, Sc>> {
-    let group = group_of(c);
-    let l = buf.layout_mut();
-    if !l.map.is_contiguous() {
-        return Err(Error::unsupported(
-            "immediate_receive_into",
-            "nonblocking receives into non-contiguous datatypes are not supported yet; use a \
-             blocking receive or a contiguous buffer",
-        ));
-    }
-    let n = l.data_len();
-    // SAFETY: BufferMut promises `n` writable contiguous bytes at `ptr`; `buf` stays
-    // mutably borrowed for 'a, which the request (bound to its scope) does not outlive.
-    let raw = unsafe { RawBufMut::new(std::slice::from_raw_parts_mut(l.ptr as *mut u8, n)) };
-    let h = runtime::with(|rt| rt.engine.irecv(pattern, raw))?;
-    Ok(Request::new(h, buf as *const Buf, group, scope))
+    receive_request(call, scope, buf, group_of(c), |rt, raw| {
+        rt.engine.irecv(pattern, raw)
+    })
 }
 
 fn zeroed<T: Equivalence>() -> T {
@@ -457,10 +528,12 @@ pub trait Source: AsCommunicator {
     }
 
     /// Blocking receive into `buf` of a message with `tag` (or [`ANY_TAG`]).
+    #[track_caller]
     fn receive_into_with_tag<Buf: ?Sized + BufferMut>(&self, buf: &mut Buf, tag: Tag) -> Status {
         fatal(self.try_receive_into_with_tag(buf, tag))
     }
     /// Blocking receive into `buf`, any tag.
+    #[track_caller]
     fn receive_into<Buf: ?Sized + BufferMut>(&self, buf: &mut Buf) -> Status {
         self.receive_into_with_tag(buf, ANY_TAG)
     }
@@ -472,27 +545,35 @@ pub trait Source: AsCommunicator {
     ) -> Result<Status> {
         let c = self.comm_data();
         let p = source_pattern(c, self.source_selector(), tag, "receive")?;
-        blocking_recv(c, p, buf.layout_mut())
+        blocking_recv(c, p, buf.layout_mut(), "receive")
     }
     /// Blocking receive of one value with `tag`.
+    #[track_caller]
     fn receive_with_tag<Msg: Equivalence>(&self, tag: Tag) -> (Msg, Status) {
         let mut v = zeroed::<Msg>();
-        let st = self.receive_into_with_tag(&mut v, tag);
+        let c = self.comm_data();
+        let p = fatal(source_pattern(c, self.source_selector(), tag, "receive"));
+        let st = fatal(blocking_recv(c, p, v.layout_mut(), "receive"));
         (v, st)
     }
     /// Blocking receive of one value, any tag.
+    #[track_caller]
     fn receive<Msg: Equivalence>(&self) -> (Msg, Status) {
         self.receive_with_tag(ANY_TAG)
     }
     /// Blocking receive of a message of any length into a new vector.
+    #[track_caller]
     fn receive_vec_with_tag<Msg: Equivalence>(&self, tag: Tag) -> (Vec<Msg>, Status) {
-        self.matched_probe_with_tag(tag).matched_receive_vec()
+        let (msg, st) = self.matched_probe_with_tag(tag);
+        fatal(msg.receive_vec_for("receive_vec", &st))
     }
     /// [`Source::receive_vec_with_tag`] with any tag.
+    #[track_caller]
     fn receive_vec<Msg: Equivalence>(&self) -> (Vec<Msg>, Status) {
         self.receive_vec_with_tag(ANY_TAG)
     }
     /// Starts a receive into `buf` with `tag`.
+    #[track_caller]
     fn immediate_receive_into_with_tag<'a, Sc: Scope<'a>, Buf: ?Sized + BufferMut>(
         &self,
         scope: Sc,
@@ -506,9 +587,10 @@ pub trait Source: AsCommunicator {
             tag,
             "immediate_receive_into",
         ));
-        fatal(immediate_recv(c, p, scope, buf))
+        fatal(immediate_recv(c, p, scope, buf, "immediate_receive_into"))
     }
     /// Starts a receive into `buf`, any tag.
+    #[track_caller]
     fn immediate_receive_into<'a, Sc: Scope<'a>, Buf: ?Sized + BufferMut>(
         &self,
         scope: Sc,
@@ -517,36 +599,49 @@ pub trait Source: AsCommunicator {
         self.immediate_receive_into_with_tag(scope, buf, ANY_TAG)
     }
     /// Starts a receive of one value with `tag`.
+    #[track_caller]
     fn immediate_receive_with_tag<Msg: Equivalence + 'static>(
         &self,
         tag: Tag,
     ) -> ReceiveFuture<Msg> {
         let mut val = Box::new(zeroed::<Msg>());
         let ptr: *mut Msg = &mut *val;
+        let c = self.comm_data();
+        let p = fatal(source_pattern(
+            c,
+            self.source_selector(),
+            tag,
+            "immediate_receive",
+        ));
         // SAFETY: the box's heap slot does not move while the future (which owns the box)
-        // lives, and the future completes the request before handing the value out.
-        let req = self.immediate_receive_into_with_tag(StaticScope, unsafe { &mut *ptr }, tag);
+        // lives, and the future completes or settles the request before the box goes.
+        let buf = unsafe { &mut *ptr };
+        let req = fatal(immediate_recv(c, p, StaticScope, buf, "immediate_receive"));
         ReceiveFuture {
             val: Some(val),
             req: Some(req),
         }
     }
     /// Starts a receive of one value, any tag.
+    #[track_caller]
     fn immediate_receive<Msg: Equivalence + 'static>(&self) -> ReceiveFuture<Msg> {
         self.immediate_receive_with_tag(ANY_TAG)
     }
     /// Waits for a message with `tag` to arrive and returns its status without receiving it.
+    #[track_caller]
     fn probe_with_tag(&self, tag: Tag) -> Status {
         let c = self.comm_data();
         let p = fatal(source_pattern(c, self.source_selector(), tag, "probe"));
-        let st = runtime::with(|rt| rt.engine.probe(&p));
+        let st = runtime::with_call("probe", |rt| rt.engine.probe(&p));
         to_status(&st, group_of(c).as_deref())
     }
     /// [`Source::probe_with_tag`] with any tag.
+    #[track_caller]
     fn probe(&self) -> Status {
         self.probe_with_tag(ANY_TAG)
     }
     /// Whether a message with `tag` has arrived.
+    #[track_caller]
     fn immediate_probe_with_tag(&self, tag: Tag) -> Option<Status> {
         let c = self.comm_data();
         let p = fatal(source_pattern(
@@ -555,14 +650,16 @@ pub trait Source: AsCommunicator {
             tag,
             "immediate_probe",
         ));
-        let st = runtime::with(|rt| rt.engine.iprobe(&p))?;
+        let st = runtime::with_call("immediate_probe", |rt| rt.engine.iprobe(&p))?;
         Some(to_status(&st, group_of(c).as_deref()))
     }
     /// [`Source::immediate_probe_with_tag`] with any tag.
+    #[track_caller]
     fn immediate_probe(&self) -> Option<Status> {
         self.immediate_probe_with_tag(ANY_TAG)
     }
     /// Waits for a message with `tag` and claims it for a matched receive.
+    #[track_caller]
     fn matched_probe_with_tag(&self, tag: Tag) -> (Message, Status) {
         let c = self.comm_data();
         let p = fatal(source_pattern(
@@ -571,7 +668,7 @@ pub trait Source: AsCommunicator {
             tag,
             "matched_probe",
         ));
-        let (id, st) = runtime::with(|rt| rt.engine.mprobe(&p));
+        let (id, st) = runtime::with_call("matched_probe", |rt| rt.engine.mprobe(&p));
         let group = group_of(c);
         let status = to_status(&st, group.as_deref());
         (
@@ -583,10 +680,12 @@ pub trait Source: AsCommunicator {
         )
     }
     /// [`Source::matched_probe_with_tag`] with any tag.
+    #[track_caller]
     fn matched_probe(&self) -> (Message, Status) {
         self.matched_probe_with_tag(ANY_TAG)
     }
     /// Claims a message with `tag` if one has arrived.
+    #[track_caller]
     fn immediate_matched_probe_with_tag(&self, tag: Tag) -> Option<(Message, Status)> {
         let c = self.comm_data();
         let p = fatal(source_pattern(
@@ -595,7 +694,7 @@ pub trait Source: AsCommunicator {
             tag,
             "immediate_matched_probe",
         ));
-        let (id, st) = runtime::with(|rt| rt.engine.improbe(&p))?;
+        let (id, st) = runtime::with_call("immediate_matched_probe", |rt| rt.engine.improbe(&p))?;
         let group = group_of(c);
         let status = to_status(&st, group.as_deref());
         Some((
@@ -607,6 +706,7 @@ pub trait Source: AsCommunicator {
         ))
     }
     /// [`Source::immediate_matched_probe_with_tag`] with any tag.
+    #[track_caller]
     fn immediate_matched_probe(&self) -> Option<(Message, Status)> {
         self.immediate_matched_probe_with_tag(ANY_TAG)
     }
@@ -636,64 +736,88 @@ impl Message {
         self.id.take().expect("message not yet received")
     }
     /// Receives the message into `buf`.
-    pub fn matched_receive_into<Buf: ?Sized + BufferMut>(mut self, buf: &mut Buf) -> Status {
+    #[track_caller]
+    pub fn matched_receive_into<Buf: ?Sized + BufferMut>(self, buf: &mut Buf) -> Status {
+        fatal(self.receive_into_for("matched_receive_into", buf))
+    }
+
+    fn receive_into_for<Buf: ?Sized + BufferMut>(
+        mut self,
+        call: &'static str,
+        buf: &mut Buf,
+    ) -> Result<Status> {
         let id = self.take();
         let l = buf.layout_mut();
-        let group = self.group.clone();
-        let st = if l.map.is_contiguous() {
-            // SAFETY: BufferMut promises `data_len` writable contiguous bytes at `ptr`,
-            // borrowed mutably for this blocking call.
-            let bytes = unsafe { std::slice::from_raw_parts_mut(l.ptr as *mut u8, l.data_len()) };
-            runtime::with(|rt| {
-                // SAFETY: `bytes` is borrowed for this call; `wait` returns once it is done.
-                let raw = unsafe { RawBufMut::new(bytes) };
-                rt.engine.mrecv(id, raw).and_then(|h| rt.engine.wait(h))
-            })
-        } else {
-            let mut tmp = vec![0u8; l.data_len()];
-            let st = runtime::with(|rt| {
-                // SAFETY: `tmp` outlives this call; `wait` returns once it is done.
-                let raw = unsafe { RawBufMut::new(&mut tmp) };
-                rt.engine.mrecv(id, raw).and_then(|h| rt.engine.wait(h))
-            });
-            // SAFETY: BufferMut promises `count` writable elements of the layout at `ptr`.
-            unsafe { l.map.unpack(&tmp, l.ptr as *mut u8, l.count) };
-            st
-        };
-        to_status(&fatal(st), group.as_deref())
+        // SAFETY: `l` comes from `buf`, borrowed mutably for this blocking call.
+        let mut landing = unsafe { Landing::new(&l) };
+        let st = runtime::with_call(call, |rt| {
+            // SAFETY: the landing bytes (`buf`'s, or the staging vector's) outlive this
+            // blocking call, and `wait` returns only once the receive is done.
+            let raw = unsafe { RawBufMut::new(landing.bytes()) };
+            let h = rt.engine.mrecv(id, raw)?;
+            rt.engine.wait(h)
+        })?;
+        if let Landing::Staged(s) = &landing {
+            // SAFETY: `buf` is still borrowed.
+            unsafe { s.land(call, st.len)? };
+        }
+        Ok(to_status(&st, self.group.as_deref()))
     }
+
     /// Receives the message as one value.
+    #[track_caller]
     pub fn matched_receive<Msg: Equivalence>(self) -> (Msg, Status) {
         let mut v = zeroed::<Msg>();
-        let st = self.matched_receive_into(&mut v);
+        let st = fatal(self.receive_into_for("matched_receive", &mut v));
         (v, st)
     }
+
+    /// Receives the message into a new vector; `call` names the API call for errors.
+    fn receive_vec_for<Msg: Equivalence>(
+        self,
+        call: &'static str,
+        st: &Status,
+    ) -> Result<(Vec<Msg>, Status)> {
+        let size = Msg::equivalent_datatype().type_map().size();
+        let bytes = st.byte_count();
+        if !bytes.is_multiple_of(size) {
+            // Receive it anyway (the message is claimed), then report.
+            let mut sink = vec![0u8; bytes];
+            self.receive_into_for(call, &mut sink[..])?;
+            return Err(Error::new(
+                ErrorClass::Count,
+                call,
+                format!(
+                    "the message from rank {} (tag {}) has {bytes} bytes, which is not a whole \
+                     number of {size}-byte elements of {}",
+                    st.source_rank(),
+                    st.tag(),
+                    std::any::type_name::<Msg>()
+                ),
+            ));
+        }
+        let n = bytes.checked_div(size).unwrap_or(0);
+        let mut v: Vec<Msg> = (0..n).map(|_| zeroed::<Msg>()).collect();
+        let st = self.receive_into_for(call, &mut v[..])?;
+        Ok((v, st))
+    }
+
     /// Starts receiving the message into `buf`.
+    #[track_caller]
     pub fn immediate_matched_receive_into<'a, Sc: Scope<'a>, Buf: ?Sized + BufferMut>(
         mut self,
         scope: Sc,
         buf: &'a mut Buf,
     ) -> Request<'a, Buf, Sc> {
         let id = self.take();
-        let l = buf.layout_mut();
-        if !l.map.is_contiguous() {
-            panic!(
-                "{}",
-                Error::unsupported(
-                    "immediate_matched_receive_into",
-                    "non-contiguous datatypes are not supported yet"
-                )
-            );
-        }
-        // SAFETY: as in `immediate_receive_into`: writable, borrowed for 'a.
-        let raw = unsafe {
-            RawBufMut::new(std::slice::from_raw_parts_mut(
-                l.ptr as *mut u8,
-                l.data_len(),
-            ))
-        };
-        let h = fatal(runtime::with(|rt| rt.engine.mrecv(id, raw)));
-        Request::new(h, buf as *const Buf, self.group.clone(), scope)
+        let group = self.group.clone();
+        fatal(receive_request(
+            "immediate_matched_receive_into",
+            scope,
+            buf,
+            group,
+            |rt, raw| rt.engine.mrecv(id, raw),
+        ))
     }
 }
 
@@ -707,17 +831,17 @@ impl Drop for Message {
 
 /// Receiving a matched message of any length into a vector.
 pub trait MatchedReceiveVec {
-    /// Receives into a new vector sized from the status.
+    /// Receives into a new vector sized from the status. Panics when the message is not a
+    /// whole number of elements.
+    #[track_caller]
     fn matched_receive_vec<Msg: Equivalence>(self) -> (Vec<Msg>, Status);
 }
 
 impl MatchedReceiveVec for (Message, Status) {
+    #[track_caller]
     fn matched_receive_vec<Msg: Equivalence>(self) -> (Vec<Msg>, Status) {
         let (msg, st) = self;
-        let n = st.count(Msg::equivalent_datatype()).max(0) as usize;
-        let mut v: Vec<Msg> = (0..n).map(|_| zeroed::<Msg>()).collect();
-        let st = msg.matched_receive_into(&mut v[..]);
-        (v, st)
+        fatal(msg.receive_vec_for("matched_receive_vec", &st))
     }
 }
 
@@ -729,11 +853,13 @@ pub struct ReceiveFuture<T: 'static> {
 
 impl<T: 'static> ReceiveFuture<T> {
     /// Waits and returns the value.
+    #[track_caller]
     pub fn get(mut self) -> (T, Status) {
         let st = self.req.take().expect("pending").wait();
         (*self.val.take().expect("value"), st)
     }
     /// The value if it arrived, or the future back.
+    #[track_caller]
     pub fn r#try(mut self) -> std::result::Result<(T, Status), Self> {
         match self.req.take().expect("pending").test() {
             Ok(st) => Ok((*self.val.take().expect("value"), st)),
@@ -748,13 +874,20 @@ impl<T: 'static> ReceiveFuture<T> {
 impl<T: 'static> Drop for ReceiveFuture<T> {
     fn drop(&mut self) {
         if let Some(r) = self.req.take() {
-            r.wait();
+            if std::thread::panicking() {
+                // Unwinding: the value may never come now; dropping the request settles it
+                // (a receive not yet matched is cancelled) before the box goes.
+                drop(r);
+            } else {
+                r.wait();
+            }
         }
     }
 }
 
 /// Sends `msg` to `destination` with `sendtag` and receives a value from `source` with
 /// `receivetag`, without deadlocking when both sides do it at once.
+#[track_caller]
 pub fn send_receive_with_tags<M, D, R, S>(
     msg: &M,
     destination: &D,
@@ -774,6 +907,7 @@ where
 }
 
 /// [`send_receive_with_tags`] with tags 0 / any.
+#[track_caller]
 pub fn send_receive<R, M, D, S>(msg: &M, destination: &D, source: &S) -> (R, Status)
 where
     M: Equivalence,
@@ -785,6 +919,7 @@ where
 }
 
 /// Sends `msg` and receives into `buf` at once.
+#[track_caller]
 pub fn send_receive_into_with_tags<M, D, B, S>(
     msg: &M,
     destination: &D,
@@ -808,6 +943,7 @@ where
 }
 
 /// [`send_receive_into_with_tags`] with tags 0 / any.
+#[track_caller]
 pub fn send_receive_into<M, D, B, S>(msg: &M, destination: &D, buf: &mut B, source: &S) -> Status
 where
     M: ?Sized + Buffer,
@@ -819,6 +955,7 @@ where
 }
 
 /// Sends the contents of `buf` and replaces them with the received message.
+#[track_caller]
 pub fn send_receive_replace_into_with_tags<B, D, S>(
     buf: &mut B,
     destination: &D,
@@ -838,11 +975,15 @@ where
             c.check_rank("send_receive_replace", destination.destination_rank()),
         ));
         fatal(check_send_tag("send_receive_replace", sendtag));
-        // SAFETY: `copy` outlives the scope, which completes the send request before ending.
-        let raw = unsafe { RawBuf::new(&copy) };
-        let h = fatal(runtime::with(|rt| {
-            rt.engine
-                .isend(peer, c.p2p_context(), sendtag, raw, SendMode::Standard)
+        let h = fatal(runtime::with_call("send_receive_replace", |rt| {
+            rt.engine.isend(
+                peer,
+                c.p2p_context(),
+                sendtag,
+                // SAFETY: `copy` outlives the scope, which settles this send before it ends.
+                unsafe { RawBuf::new(&copy) },
+                SendMode::Standard,
+            )
         }));
         let sreq: Request<'_, [u8], _> = Request::new(h, &copy[..] as *const [u8], None, scope);
         let st = source.receive_into_with_tag(buf, receivetag);
@@ -853,6 +994,7 @@ where
 }
 
 /// [`send_receive_replace_into_with_tags`] with tags 0 / any.
+#[track_caller]
 pub fn send_receive_replace_into<B, D, S>(buf: &mut B, destination: &D, source: &S) -> Status
 where
     B: ?Sized + Buffer + BufferMut,

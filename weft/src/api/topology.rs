@@ -4,7 +4,7 @@ use super::datatype::{Buffer, BufferMut};
 use crate::comm::context::{SELF_PAIR, WORLD_PAIR};
 use crate::comm::group::{GroupData, Relation};
 use crate::comm::{self, CommData};
-use crate::error::{Error, ErrorClass, Result};
+use crate::error::{fatal, Error, ErrorClass, Result};
 use crate::runtime;
 use std::rc::Rc;
 
@@ -84,7 +84,7 @@ pub type UserCommunicator = SimpleCommunicator;
 
 impl SimpleCommunicator {
     pub(crate) fn world() -> SimpleCommunicator {
-        let (rank, size) = runtime::with(|rt| (rt.boot.rank, rt.boot.size));
+        let (rank, size) = runtime::with_call("world", |rt| (rt.boot.rank, rt.boot.size));
         let group = Rc::new(GroupData::new((0..size).collect()));
         SimpleCommunicator {
             data: Rc::new(CommData {
@@ -98,7 +98,7 @@ impl SimpleCommunicator {
 
     /// The `self` communicator: just this rank.
     pub fn self_comm() -> SimpleCommunicator {
-        let rank = runtime::with(|rt| rt.boot.rank);
+        let rank = runtime::with_call("self_comm", |rt| rt.boot.rank);
         let group = Rc::new(GroupData::new(vec![rank]));
         SimpleCommunicator {
             data: Rc::new(CommData {
@@ -122,7 +122,7 @@ impl Drop for SimpleCommunicator {
     fn drop(&mut self) {
         if self.owned && runtime::is_running() {
             let pair = self.data.pair;
-            runtime::with(|rt| {
+            runtime::with_call("drop of a communicator", |rt| {
                 rt.contexts.release(pair);
                 rt.names.remove(&pair);
             });
@@ -143,10 +143,6 @@ impl AsCommunicator for SimpleCommunicator {
     }
 }
 
-fn fatal<T>(r: Result<T>) -> T {
-    r.unwrap_or_else(|e| panic!("{e}"))
-}
-
 /// Operations on communicators (rsmpi's `Communicator`). Methods panic on error with a
 /// message naming the call and values (MPI_ERRORS_ARE_FATAL); the `try_` forms return it.
 pub trait Communicator: AsCommunicator {
@@ -159,6 +155,7 @@ pub trait Communicator: AsCommunicator {
         self.comm_data().rank as Rank
     }
     /// The process with rank `r`; panics when `r` is out of range.
+    #[track_caller]
     fn process_at_rank(&self, r: Rank) -> Process<'_> {
         fatal(self.try_process_at_rank(r))
     }
@@ -196,13 +193,16 @@ pub trait Communicator: AsCommunicator {
         }
     }
     /// MPI_Comm_dup. Collective.
+    #[track_caller]
     fn duplicate(&self) -> SimpleCommunicator {
         fatal(self.try_duplicate())
     }
     /// MPI_Comm_dup, returning errors.
     fn try_duplicate(&self) -> Result<SimpleCommunicator> {
         let d = self.comm_data();
-        let data = runtime::with(|rt| comm::dup(&mut rt.engine, &mut rt.contexts, d))?;
+        let data = runtime::with_call("duplicate", |rt| {
+            comm::dup(&mut rt.engine, &mut rt.contexts, d)
+        })?;
         Ok(SimpleCommunicator::user(data))
     }
     /// MPI_Comm_split with key 0. Collective.
@@ -210,6 +210,7 @@ pub trait Communicator: AsCommunicator {
         self.split_by_color_with_key(color, 0)
     }
     /// MPI_Comm_split. Collective.
+    #[track_caller]
     fn split_by_color_with_key(&self, color: Color, key: Key) -> Option<SimpleCommunicator> {
         fatal(self.try_split_by_color_with_key(color, key))
     }
@@ -220,20 +221,22 @@ pub trait Communicator: AsCommunicator {
         key: Key,
     ) -> Result<Option<SimpleCommunicator>> {
         let d = self.comm_data();
-        let data =
-            runtime::with(|rt| comm::split(&mut rt.engine, &mut rt.contexts, d, color.0, key))?;
+        let data = runtime::with_call("split_by_color", |rt| {
+            comm::split(&mut rt.engine, &mut rt.contexts, d, color.0, key)
+        })?;
         Ok(data.map(SimpleCommunicator::user))
     }
     /// MPI_Comm_split_type(MPI_COMM_TYPE_SHARED): the ranks sharing this node. Collective.
     fn split_shared(&self, key: Key) -> SimpleCommunicator {
         let me = self.comm_data().world_rank(self.comm_data().rank);
-        let node = runtime::with(|rt| rt.boot.node_of[me as usize]);
+        let node = runtime::with_call("split_shared", |rt| rt.boot.node_of[me as usize]);
         self.split_by_color_with_key(Color::with_value(node as i32), key)
             .expect("a defined color gives a communicator")
     }
     /// MPI_Comm_create: collective over this communicator; each rank passes a group (groups
     /// passed by different ranks must be equal or disjoint), members of a group get the
     /// communicator of that group, others `None`.
+    #[track_caller]
     fn split_by_subgroup_collective(&self, group: &dyn Group) -> Option<SimpleCommunicator> {
         let d = self.comm_data();
         let g = group.group_data();
@@ -272,6 +275,7 @@ pub trait Communicator: AsCommunicator {
         self.split_by_subgroup_with_tag(group, 0)
     }
     /// MPI_Comm_create_group: only members of `group` call it; collective over the group.
+    #[track_caller]
     fn split_by_subgroup_with_tag(
         &self,
         group: &dyn Group,
@@ -279,7 +283,7 @@ pub trait Communicator: AsCommunicator {
     ) -> Option<SimpleCommunicator> {
         let d = self.comm_data();
         let g = group.group_data();
-        fatal(runtime::with(|rt| {
+        fatal(runtime::with_call("split_by_subgroup", |rt| {
             comm::create_from_group(&mut rt.engine, &mut rt.contexts, d, g, tag)
         }))
         .map(SimpleCommunicator::user)
@@ -292,7 +296,7 @@ pub trait Communicator: AsCommunicator {
     }
     /// Ends the whole job with `errorcode` (MPI_Abort).
     fn abort(&self, errorcode: i32) -> ! {
-        runtime::with(|rt| {
+        runtime::with_call("abort", |rt| {
             let r = rt.boot.rank;
             rt.boot
                 .pmi
@@ -302,15 +306,17 @@ pub trait Communicator: AsCommunicator {
     /// Sets the communicator's name.
     fn set_name(&self, name: &str) {
         let pair = self.comm_data().pair;
-        runtime::with(|rt| rt.names.insert(pair, name.to_owned()));
+        runtime::with_call("set_name", |rt| rt.names.insert(pair, name.to_owned()));
     }
     /// The communicator's name ("MPI_COMM_WORLD" and "MPI_COMM_SELF" by default).
     fn get_name(&self) -> String {
         let pair = self.comm_data().pair;
-        runtime::with(|rt| rt.names.get(&pair).cloned()).unwrap_or_else(|| match pair {
-            WORLD_PAIR => "MPI_COMM_WORLD".into(),
-            SELF_PAIR => "MPI_COMM_SELF".into(),
-            _ => String::new(),
+        runtime::with_call("get_name", |rt| rt.names.get(&pair).cloned()).unwrap_or_else(|| {
+            match pair {
+                WORLD_PAIR => "MPI_COMM_WORLD".into(),
+                SELF_PAIR => "MPI_COMM_SELF".into(),
+                _ => String::new(),
+            }
         })
     }
     /// Packs `inbuf` into bytes (MPI_Pack).
@@ -413,6 +419,7 @@ pub trait Group {
         UserGroup::new(self.group_data().difference(other.group_data()))
     }
     /// The members at `ranks`, in that order. Panics on a bad or repeated rank.
+    #[track_caller]
     fn include(&self, ranks: &[Rank]) -> UserGroup
     where
         Self: Sized,
@@ -421,6 +428,7 @@ pub trait Group {
         UserGroup::new(self.group_data().include(&r))
     }
     /// The members not at `ranks`. Panics on a bad or repeated rank.
+    #[track_caller]
     fn exclude(&self, ranks: &[Rank]) -> UserGroup
     where
         Self: Sized,
@@ -434,7 +442,7 @@ pub trait Group {
     }
     /// This process's rank in the group, if a member.
     fn rank(&self) -> Option<Rank> {
-        let me = runtime::with(|rt| rt.boot.rank);
+        let me = runtime::with_call("rank", |rt| rt.boot.rank);
         self.group_data().rank_of(me).map(|r| r as Rank)
     }
     /// The rank in `other` of the member at `rank` here.

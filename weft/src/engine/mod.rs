@@ -662,24 +662,41 @@ impl<F: Fabric> Engine<F> {
     /// Buffered send: copies `data` into space charged to the attached buffer and returns at
     /// once; the copy is sent in the background.
     pub fn bsend(&mut self, peer: u32, context: u32, tag: i32, data: &[u8]) -> Result<Handle> {
+        self.bsend_from(peer, context, tag, data.len(), || data.to_vec())
+    }
+
+    /// [`Engine::bsend`] of `len` bytes that `copy` makes (packing a non-contiguous
+    /// layout, say): the data is copied once, whatever its layout, and only when it fits.
+    pub fn bsend_from(
+        &mut self,
+        peer: u32,
+        context: u32,
+        tag: i32,
+        len: usize,
+        copy: impl FnOnce() -> Vec<u8>,
+    ) -> Result<Handle> {
         self.check_peer("buffered send", peer)?;
-        let charge = data.len() + self.bsend_overhead;
+        let charge = len + self.bsend_overhead;
         let in_use = self.core.stats.bsend_in_use;
         if in_use + charge > self.bsend_capacity {
             return Err(Error::new(
                 ErrorClass::Resource,
                 "buffered send",
                 format!(
-                    "a {}-byte message needs {charge} bytes of attached buffer but only {} of \
-                     {} are free (attach a larger buffer with set_buffer_size)",
-                    data.len(),
+                    "a {len}-byte message needs {charge} bytes of attached buffer but only {} \
+                     of {} are free (attach a larger buffer with set_buffer_size)",
                     self.bsend_capacity - in_use,
                     self.bsend_capacity
                 ),
             ));
         }
+        let owned = copy();
+        debug_assert_eq!(
+            owned.len(),
+            len,
+            "bsend_from: the copy is not the length given"
+        );
         self.core.stats.bsend_in_use += charge;
-        let owned = data.to_vec();
         // SAFETY: the Vec moves into the request with the view (`owned`) and is freed with it;
         // moving a Vec does not move its heap block, and nothing writes it meanwhile.
         let buf = unsafe { RawBuf::new(&owned) };
