@@ -27,6 +27,7 @@ fn main() {
         "ring" => ring(&world),
         "allpairs" => allpairs(&world),
         "storm" => storm(&world),
+        "ctlstorm" => ctl_storm(&world),
         "truncate" => truncate(&world),
         "probe" => probe(&world),
         "cancel" => cancel(&world),
@@ -165,6 +166,84 @@ fn allpairs(world: &impl Communicator) {
                 inbuf == pattern(len, (from * 1000 + rank) as u64 ^ len as u64),
                 "data from {from} of {len} bytes differs"
             );
+        }
+    }
+}
+
+/// Every pair, both ways at once: bursts of zero-byte standard and synchronous messages and
+/// rendezvous messages (with a small `WEFT_TCP_EAGER_LIMIT`), so that header-only packets
+/// (requests to send, clear-to-send replies, synchronous acknowledgements) cross many times
+/// on full sockets. Each message is checked.
+fn ctl_storm(world: &impl Communicator) {
+    let (rank, size) = (world.rank(), world.size());
+    const ROUNDS: i32 = 60;
+    const BURST: i32 = 8;
+    const BIG: usize = 6000;
+    let peers: Vec<i32> = (0..size).filter(|&p| p != rank).collect();
+    let empty: [u8; 0] = [];
+    for round in 0..ROUNDS {
+        let out: Vec<Vec<u8>> = peers
+            .iter()
+            .flat_map(|&p| (0..BURST).map(move |k| (p, k)))
+            .map(|(p, k)| pattern(BIG, ((rank * 1000 + p) * 10_000 + round * BURST + k) as u64))
+            .collect();
+        let mut inbox = vec![vec![0u8; BIG]; peers.len() * BURST as usize];
+        let mut zero = vec![[0u8; 0]; 2 * peers.len() * BURST as usize];
+        weft::request::scope(|scope| {
+            let mut recvs = Vec::new();
+            let mut zeros = Vec::new();
+            let mut bufs = inbox.iter_mut();
+            let mut zbufs = zero.iter_mut();
+            for &p in &peers {
+                let from = world.process_at_rank(p);
+                for k in 0..BURST {
+                    let t = 3 * k;
+                    zeros.push(from.immediate_receive_into_with_tag(
+                        scope,
+                        zbufs.next().unwrap(),
+                        t,
+                    ));
+                    zeros.push(from.immediate_receive_into_with_tag(
+                        scope,
+                        zbufs.next().unwrap(),
+                        t + 1,
+                    ));
+                    recvs.push(from.immediate_receive_into_with_tag(
+                        scope,
+                        &mut bufs.next().unwrap()[..],
+                        t + 2,
+                    ));
+                }
+            }
+            let mut sends = Vec::new();
+            let mut zsends = Vec::new();
+            let mut data = out.iter();
+            for &p in &peers {
+                let to = world.process_at_rank(p);
+                for k in 0..BURST {
+                    let t = 3 * k;
+                    zsends.push(to.immediate_send_with_tag(scope, &empty, t));
+                    zsends.push(to.immediate_synchronous_send_with_tag(scope, &empty, t + 1));
+                    sends.push(to.immediate_send_with_tag(scope, &data.next().unwrap()[..], t + 2));
+                }
+            }
+            for r in zeros.into_iter().chain(zsends) {
+                let st = r.wait();
+                assert_eq!(st.byte_count(), 0);
+            }
+            for r in recvs.into_iter().chain(sends) {
+                r.wait();
+            }
+        });
+        let mut got = inbox.iter();
+        for &p in &peers {
+            for k in 0..BURST {
+                let expect = pattern(BIG, ((p * 1000 + rank) * 10_000 + round * BURST + k) as u64);
+                assert!(
+                    *got.next().unwrap() == expect,
+                    "rank {rank}: message {k} of round {round} from rank {p} differs"
+                );
+            }
         }
     }
 }

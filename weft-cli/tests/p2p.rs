@@ -372,6 +372,26 @@ fn tcp_full_connect_small_frames_and_both_protocol_crossovers() {
 }
 
 #[test]
+fn tcp_header_only_packets_crossing_on_full_sockets_are_each_sent_once() {
+    if tcp_pass() {
+        return;
+    }
+    let env = [
+        "WEFT_TRANSPORTS=tcp",
+        "WEFT_TCP_BUFFER=4k",
+        "WEFT_TCP_EAGER_LIMIT=1k",
+        "WEFT_TCP_TIMEOUT=10",
+    ];
+    // A lost packet hangs the job: the timeout turns that into a failure.
+    let out = job_args(4, "ctlstorm", &["--timeout", "50"], &env);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        out.stdout.contains("p2p_suite ctlstorm: ok on 4 ranks"),
+        "{out:?}"
+    );
+}
+
+#[test]
 fn a_tcp_peer_without_the_job_secret_is_dropped_and_logged_and_the_job_goes_on() {
     if tcp_pass() {
         return;

@@ -97,21 +97,35 @@ struct Conn {
 enum Written {
     /// It is all out.
     All,
-    /// The socket took less than offered (it is full for now).
+    /// It is taken, but the socket took only part of it: the rest waits in the per-peer
+    /// queue (the socket is full for now).
+    Queued,
+    /// The socket took part of a zero-copy frame: it must be offered again (it is full for
+    /// now).
     Short,
     /// Another packet is half out; this one waits (nothing was written).
     Busy,
 }
 
-/// A packet the socket took in part (see [`TcpTransport::try_send`]).
+/// A rendezvous data frame the socket took in part, whose payload is not copied (see
+/// [`TcpTransport::try_send`]).
 struct Partial {
-    /// Its frame head.
+    /// Its frame head: the packet offered again must have this head (a data frame's header
+    /// names the receiver's request and the offset, which no other frame in flight to this
+    /// peer shares), and this payload address and length.
     head: [u8; conn::FRAME_HEAD],
-    /// Address and length of its payload: the packet offered again must be this one.
     payload_at: usize,
     len: usize,
     /// Bytes of head and payload written so far.
     done: usize,
+}
+
+/// Whether the rest of a half-written frame stays in the caller's buffer rather than being
+/// copied: only rendezvous data, which is large and whose header is unique while it is in
+/// flight. Every other frame is small (at most the eager limit) and the engine may offer
+/// other packets before it offers a refused one again, so its rest is copied.
+fn zero_copy(hdr: &Header) -> bool {
+    hdr.kind == super::PacketKind::Data as u8
 }
 
 /// Per-peer state.
@@ -338,12 +352,15 @@ impl TcpTransport {
 
     /// Sends one packet to `peer`, or refuses it (`false`) when the connection has no room.
     ///
-    /// A packet the socket takes only in part is not copied: its head is kept, the call
-    /// returns `false`, and the engine offers the same packet again (it always retries the
-    /// packet it was refused), whose payload is then written from where the socket stopped.
-    /// Until it is all out, other packets to that peer are refused, so frames never
-    /// interleave. Only the first packet to a peer not yet connected is copied, into the
-    /// per-peer queue that the new connection flushes.
+    /// A frame half out is always finished before any other frame to that peer. The rest of
+    /// a small frame the socket takes only in part is copied into the per-peer queue and the
+    /// packet counts as sent (the engine may offer other packets before it offers a refused
+    /// one again, so nothing else could tell the rest of a header-only packet from another).
+    /// A rendezvous data frame is not copied: its head is kept, the call returns `false`,
+    /// and the engine offers the same frame again (the front of its send queue, named by
+    /// the frame's header), whose payload is then written from where the socket stopped;
+    /// until then other packets to that peer are refused. The first packet to a peer not
+    /// yet connected is copied too, into the queue that the new connection flushes.
     pub fn try_send(&mut self, peer: u32, hdr: &Header, payload: &[u8]) -> bool {
         let slot = &mut self.slots[peer as usize];
         let Some(c) = slot.conn.as_mut() else {
@@ -366,15 +383,19 @@ impl TcpTransport {
         }
         let result = if !slot.tx.is_empty() {
             match slot.tx.flush(&mut c.stream) {
-                Ok(true) => Self::write_packet(c, &mut slot.partial, hdr, payload),
+                Ok(true) => Self::write_packet(c, &mut slot.tx, &mut slot.partial, hdr, payload),
                 Ok(false) => Ok(Written::Short),
                 Err(e) => Err(e),
             }
         } else {
-            Self::write_packet(c, &mut slot.partial, hdr, payload)
+            Self::write_packet(c, &mut slot.tx, &mut slot.partial, hdr, payload)
         };
         match result {
             Ok(Written::All) => true,
+            Ok(Written::Queued) => {
+                slot.full = true;
+                true
+            }
             Ok(Written::Short) => {
                 slot.full = true;
                 false
@@ -387,39 +408,54 @@ impl TcpTransport {
         }
     }
 
-    /// Writes a packet, or the rest of the one the socket took in part.
+    /// Writes a packet, or the rest of the data frame the socket took in part.
     fn write_packet(
         c: &mut Conn,
+        tx: &mut TxQueue,
         partial: &mut Option<Partial>,
         hdr: &Header,
         payload: &[u8],
     ) -> std::io::Result<Written> {
-        let mut p = match partial.take() {
-            Some(p) if p.payload_at != payload.as_ptr() as usize || p.len != payload.len() => {
-                // Another packet while one is half out: it waits its turn.
+        let total = conn::FRAME_HEAD + payload.len();
+        if let Some(mut p) = partial.take() {
+            let same = p.payload_at == payload.as_ptr() as usize
+                && p.len == payload.len()
+                && p.head == packet_head(hdr, payload.len());
+            if !same {
+                // Another packet while a data frame is half out: it waits its turn.
                 *partial = Some(p);
                 return Ok(Written::Busy);
             }
-            Some(p) => p,
-            None => Partial {
-                head: packet_head(hdr, payload.len()),
-                payload_at: payload.as_ptr() as usize,
-                len: payload.len(),
-                done: 0,
-            },
-        };
-        let total = conn::FRAME_HEAD + payload.len();
-        let n = if p.done < conn::FRAME_HEAD {
-            write_parts(&mut c.stream, &[&p.head[p.done..], payload])?
-        } else {
-            write_parts(&mut c.stream, &[&payload[p.done - conn::FRAME_HEAD..]])?
-        };
-        p.done += n;
-        if p.done == total {
+            let n = if p.done < conn::FRAME_HEAD {
+                write_parts(&mut c.stream, &[&p.head[p.done..], payload])?
+            } else {
+                write_parts(&mut c.stream, &[&payload[p.done - conn::FRAME_HEAD..]])?
+            };
+            p.done += n;
+            if p.done == total {
+                return Ok(Written::All);
+            }
+            *partial = Some(p);
+            return Ok(Written::Short);
+        }
+        let head = packet_head(hdr, payload.len());
+        let n = write_parts(&mut c.stream, &[&head, payload])?;
+        if n == total {
             return Ok(Written::All);
         }
-        *partial = Some(p);
-        Ok(Written::Short)
+        if zero_copy(hdr) {
+            *partial = Some(Partial {
+                head,
+                payload_at: payload.as_ptr() as usize,
+                len: payload.len(),
+                done: n,
+            });
+            return Ok(Written::Short);
+        }
+        // The queue's buffer is reused, so this allocates only until it has grown to the
+        // largest small frame.
+        tx.push_from(&[&head, payload], n);
+        Ok(Written::Queued)
     }
 
     /// Notes that `peer` is wanted and dials it if nothing is under way.
