@@ -3,9 +3,10 @@
 //! Hydra's shape. The head places the ranks on the hosts, listens on a TCP address the hosts
 //! can reach, and starts one proxy per host that has ranks: `RSH HOST WEFT proxy --head
 //! ADDR:PORT ...` (a host named `localhost` or this host's own name is started directly). It
-//! writes a per-job proxy secret to each remote-start command's stdin; the head and a proxy
-//! prove to each other that they hold it (without sending it, [`wire`]) before either trusts
-//! anything on the connection. Each proxy then serves PMI-1 to its
+//! writes a per-job proxy secret and the job secret to each remote-start command's stdin; the
+//! head and a proxy prove to each other that they hold the first (without sending it,
+//! [`wire`]) before either trusts anything on the connection, and the proxy serves the second
+//! to its ranks (it never crosses the job's sockets in clear text). Each proxy then serves PMI-1 to its
 //! ranks and reports their events; the head runs the same event loop as an all-local job
 //! ([`launch::drive`]), so remote ranks fail, abort and exit exactly as local ones do, and
 //! completes barriers by merging every host's puts.
@@ -240,7 +241,9 @@ pub fn run(opts: &Options, h: &HostOptions) -> anyhow::Result<u8> {
         p.pid = child.id() as libc::pid_t;
         let mut stdin = child.stdin.take().expect("stdin is piped");
         // A proxy that died at once shows up below as an early exit.
-        let _ = stdin.write_all(format!("{proxy_secret}\n").as_bytes());
+        // Both secrets go through the remote-start channel only (ssh encrypts it): the job
+        // secret, which TCP peers prove, is never sent over the job's own sockets.
+        let _ = stdin.write_all(format!("{proxy_secret} {job_secret}\n").as_bytes());
         let _ = stdin.flush();
         p.stdin = Some(stdin);
         if let Some(o) = child.stdout.take() {
@@ -347,7 +350,8 @@ pub fn run(opts: &Options, h: &HostOptions) -> anyhow::Result<u8> {
             args: opts.args.clone(),
             env: env.clone(),
             mapping: mapping.clone(),
-            kvs: vec![(crate::pmi_server::SECRET_KEY.to_owned(), job_secret.clone())],
+            // Not the job secret: each proxy has it from its stdin and serves it itself.
+            kvs: Vec::new(),
             tag_output: opts.tag_output,
             pmi_debug: opts.pmi_debug,
             cwd: cwd.clone(),

@@ -107,7 +107,8 @@ pub struct JobSpec {
     pub args: Vec<String>,
     pub env: Vec<(String, String)>,
     pub mapping: String,
-    /// The key-value space the job starts with (the job secret).
+    /// The key-value space the job starts with (never the job secret, which reaches the
+    /// proxy on its stdin).
     pub kvs: Vec<(String, String)>,
     pub tag_output: bool,
     pub pmi_debug: bool,
