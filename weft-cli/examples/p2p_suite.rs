@@ -35,6 +35,7 @@ fn main() {
         "badinput" => badinput(&world),
         "comms" => comms(&world),
         "intruder" => intruder(&world),
+        "idlers" => idlers(&world),
         "barriers" => {
             for _ in 0..200 {
                 world.barrier();
@@ -568,6 +569,64 @@ fn intruder(world: &impl Communicator) {
             "rank 0 welcomed a peer without the secret: {rest:?}"
         );
         world.process_at_rank(0).send(&b"done"[..]);
+    }
+    world.barrier();
+    ring(world);
+}
+
+/// The last rank opens `P2P_IDLERS` (default 1100) connections to rank 0's TCP listener that
+/// never say a word and keeps them open (for `P2P_IDLE_WAIT_MS` first) while the ranks
+/// between dial rank 0 and talk to it.
+fn idlers(world: &impl Communicator) {
+    let (rank, size) = (world.rank(), world.size());
+    assert!(size >= 3, "idlers needs 3 ranks or more");
+    let idle: usize = std::env::var("P2P_IDLERS").map_or(1100, |v| v.parse().unwrap());
+    let last = size - 1;
+    let addr = weft::runtime::with(|rt| rt.engine.fabric.tcp().map(|t| t.local_addr()));
+    if rank == 0 {
+        let a = addr.expect("run the idlers case over TCP").to_string();
+        world.process_at_rank(last).send(a.as_bytes());
+        let (ready, _) = world.process_at_rank(last).receive_vec::<u8>();
+        assert_eq!(ready, b"idle");
+        for r in 1..last {
+            let (got, _) = world.process_at_rank(r).receive_vec::<u8>();
+            assert!(got == pattern(1000, r as u64), "rank {r}'s message differs");
+            world
+                .process_at_rank(r)
+                .send(&pattern(1000, 100 + r as u64)[..]);
+        }
+        world.process_at_rank(last).send(&b"done"[..]);
+    } else if rank == last {
+        let (a, _) = world.process_at_rank(0).receive_vec::<u8>();
+        let a: std::net::SocketAddr = String::from_utf8(a).unwrap().parse().unwrap();
+        let quiet: Vec<std::net::TcpStream> = (0..idle)
+            .map(|k| {
+                std::net::TcpStream::connect(a)
+                    .unwrap_or_else(|e| panic!("idle connection {k}: {e}"))
+            })
+            .collect();
+        world.process_at_rank(0).send(&b"idle"[..]);
+        // Long enough for rank 0 to drop them at their deadline, when asked.
+        let wait: u64 = std::env::var("P2P_IDLE_WAIT_MS").map_or(0, |v| v.parse().unwrap());
+        std::thread::sleep(std::time::Duration::from_millis(wait));
+        // Only now do the others dial rank 0.
+        for r in 1..last {
+            world.process_at_rank(r).send(&b"go"[..]);
+        }
+        let (done, _) = world.process_at_rank(0).receive_vec::<u8>();
+        assert_eq!(done, b"done");
+        drop(quiet);
+    } else {
+        let (go, _) = world.process_at_rank(last).receive_vec::<u8>();
+        assert_eq!(go, b"go");
+        world
+            .process_at_rank(0)
+            .send(&pattern(1000, rank as u64)[..]);
+        let (got, _) = world.process_at_rank(0).receive_vec::<u8>();
+        assert!(
+            got == pattern(1000, 100 + rank as u64),
+            "rank 0's answer differs"
+        );
     }
     world.barrier();
     ring(world);

@@ -407,6 +407,48 @@ fn a_tcp_peer_without_the_job_secret_is_dropped_and_logged_and_the_job_goes_on()
 }
 
 #[test]
+fn idle_intruders_on_a_rank_s_listener_are_dropped_and_logged_and_the_job_goes_on() {
+    if tcp_pass() {
+        return;
+    }
+    // 1,100 crowd the connections waiting to prove themselves (the oldest go as new ones
+    // come); 20 wait there until their deadline (the job goes on meanwhile).
+    for (idlers, wait, why) in [
+        (
+            "1100",
+            "0",
+            "connections from that address were waiting to prove they belong to the job",
+        ),
+        (
+            "20",
+            "1500",
+            "did not prove it belongs to the job within 500 ms",
+        ),
+    ] {
+        let env = [
+            "WEFT_TRANSPORTS=tcp",
+            "WEFT_TCP_HANDSHAKE_TIMEOUT_MS=500",
+            &format!("P2P_IDLERS={idlers}"),
+            &format!("P2P_IDLE_WAIT_MS={wait}"),
+        ];
+        let out = job_args(4, "idlers", &["--timeout", "50"], &env);
+        assert_eq!(out.code, Some(0), "{idlers}: {out:?}");
+        assert!(
+            out.stdout.contains("p2p_suite idlers: ok on 4 ranks"),
+            "{out:?}"
+        );
+        let dropped = out
+            .stderr
+            .lines()
+            .filter(|l| l.contains("rank 0: dropped a TCP connection from 127.0.0.1:"))
+            .count();
+        // Logged, but not once per intruder.
+        assert!(out.stderr.contains(why), "{idlers}: {out:?}");
+        assert!(dropped <= 20, "{idlers}: {dropped} lines: {out:?}");
+    }
+}
+
+#[test]
 fn bad_tcp_settings_fail_start_up_with_a_message_naming_them() {
     if tcp_pass() {
         return;

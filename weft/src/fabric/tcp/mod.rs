@@ -51,6 +51,21 @@ const RX_BUFFER: usize = 128 << 10;
 /// others read the connection directly.
 const FULL_POLL_EVERY: u32 = 16;
 
+/// Connections dialled in that have not proved themselves yet, at most: beyond, the oldest is
+/// dropped for the new one (real peers prove themselves within a round trip, so they are never
+/// the oldest for long; idle intruders are).
+const MAX_PENDING_IN: usize = 1024;
+
+/// Connections from one address that have not proved themselves yet, at most (or the job
+/// size, when larger: every peer may dial from one host at once); beyond, that address's
+/// oldest is dropped.
+const PER_SOURCE_MIN: usize = 32;
+
+/// Dropped intruders logged per [`DROP_LOG_WINDOW`], at most; the rest are counted and the
+/// count reported with the next line.
+const DROP_LOG_BURST: u32 = 10;
+const DROP_LOG_WINDOW: Duration = Duration::from_secs(10);
+
 /// Key under which the per-job secret travels in the process manager's key-value space.
 pub const SECRET_KEY: &str = "weft-job-secret";
 
@@ -69,6 +84,8 @@ pub struct TcpConfig {
     pub buffer: usize,
     /// How long a peer may be unreachable.
     pub timeout: Duration,
+    /// How long a connection dialled in has to prove it belongs to the job.
+    pub handshake_timeout: Duration,
 }
 
 impl TcpConfig {
@@ -79,6 +96,7 @@ impl TcpConfig {
             eager_limit: t.tcp_eager_limit,
             buffer: t.tcp_buffer,
             timeout: Duration::from_secs(t.tcp_timeout_s.max(1)),
+            handshake_timeout: Duration::from_millis(t.tcp_handshake_timeout_ms.max(10)),
         }
     }
 }
@@ -149,6 +167,47 @@ struct Slot {
     last_error: Option<String>,
 }
 
+/// Log lines about dropped connections, rate-limited: anyone who can connect can make them.
+#[derive(Default)]
+struct DropLog {
+    window: Option<Instant>,
+    lines: u32,
+    suppressed: u64,
+}
+
+impl DropLog {
+    fn note(&mut self, rank: u32, from: SocketAddr, why: &str) {
+        let now = Instant::now();
+        if self.window.is_none_or(|w| now - w >= DROP_LOG_WINDOW) {
+            self.window = Some(now);
+            self.lines = 0;
+        }
+        if self.lines == DROP_LOG_BURST {
+            self.suppressed += 1;
+            return;
+        }
+        self.lines += 1;
+        let more = std::mem::take(&mut self.suppressed);
+        let more = if more > 0 {
+            format!(" ({more} more dropped and not logged before this one)")
+        } else {
+            String::new()
+        };
+        eprintln!("weft: rank {rank}: dropped a TCP connection from {from}: {why}{more}");
+    }
+
+    /// Reports the drops not logged yet.
+    fn flush(&mut self, rank: u32) {
+        let more = std::mem::take(&mut self.suppressed);
+        if more > 0 {
+            eprintln!(
+                "weft: rank {rank}: dropped {more} more TCP connections that did not prove they \
+                 belong to the job (not logged one by one)"
+            );
+        }
+    }
+}
+
 /// The TCP transport of one rank.
 pub struct TcpTransport {
     rank: u32,
@@ -171,6 +230,7 @@ pub struct TcpTransport {
     fatal: Option<String>,
     /// Progress calls so far (every [`FULL_POLL_EVERY`]th one polls everything).
     polls: u32,
+    dropped: DropLog,
 }
 
 /// Where a peer listens, as far as this rank knows.
@@ -271,6 +331,7 @@ impl TcpTransport {
             fds: Vec::new(),
             fatal: None,
             polls: 0,
+            dropped: DropLog::default(),
         })
     }
 
@@ -606,13 +667,27 @@ impl TcpTransport {
         // Connections being set up, last first so removals do not disturb the rest.
         for k in (0..nh).rev() {
             let re = self.fds[1 + k].revents;
-            let timed_out = self.handshakes[k].started.elapsed() > self.cfg.timeout;
+            let outgoing = self.handshakes[k].is_outgoing();
+            // A connection dialled in has a short time to prove itself: until then it is
+            // anyone's, and must cost this rank almost nothing.
+            let limit = if outgoing {
+                self.cfg.timeout
+            } else {
+                self.cfg.handshake_timeout
+            };
+            let timed_out = self.handshakes[k].started.elapsed() > limit;
             if (re == 0 && !timed_out) || self.handshakes[k].abandoned {
                 continue;
             }
             let h = &mut self.handshakes[k];
-            let outcome = if re == 0 {
+            let outcome = if re == 0 && outgoing {
                 Outcome::Failed(format!("no answer within {} s", self.cfg.timeout.as_secs()))
+            } else if re == 0 {
+                Outcome::Refused(format!(
+                    "it did not prove it belongs to the job within {} ms \
+                     (WEFT_TCP_HANDSHAKE_TIMEOUT_MS)",
+                    limit.as_millis()
+                ))
             } else {
                 h.advance(self.rank, self.size, &self.secret, re & POLLOUT != 0)
             };
@@ -633,21 +708,10 @@ impl TcpTransport {
         loop {
             match self.listener.accept() {
                 Ok((s, a)) => {
-                    let incoming = self.handshakes.iter().filter(|h| !h.is_outgoing()).count();
-                    if incoming >= 1024 {
-                        eprintln!(
-                            "weft: rank {}: dropped a TCP connection from {a}: too many \
-                             connections are being set up",
-                            self.rank
-                        );
-                        continue;
-                    }
+                    self.make_room_for(a);
                     match Handshake::accepted(s, a) {
                         Ok(h) => self.handshakes.push(h),
-                        Err(e) => eprintln!(
-                            "weft: rank {}: dropped a TCP connection from {a}: {e}",
-                            self.rank
-                        ),
+                        Err(e) => self.dropped.note(self.rank, a, &e.to_string()),
                     }
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
@@ -658,6 +722,53 @@ impl TcpTransport {
                     return;
                 }
             }
+        }
+    }
+
+    /// Before a connection from `from` joins the handshakes: drops the oldest connection
+    /// dialled in that has not proved itself yet, from that address when it has too many,
+    /// else from anywhere when there are too many in all. (Not during the handshake loop.)
+    fn make_room_for(&mut self, from: SocketAddr) {
+        let per_source = PER_SOURCE_MIN.max(self.size as usize);
+        let (mut all, mut same) = (0, 0);
+        let (mut oldest_all, mut oldest_same) = (None::<usize>, None::<usize>);
+        for (i, h) in self.handshakes.iter().enumerate() {
+            if h.is_outgoing() || h.abandoned {
+                continue;
+            }
+            all += 1;
+            if oldest_all.is_none_or(|o| h.started < self.handshakes[o].started) {
+                oldest_all = Some(i);
+            }
+            if h.addr.ip() == from.ip() {
+                same += 1;
+                if oldest_same.is_none_or(|o| h.started < self.handshakes[o].started) {
+                    oldest_same = Some(i);
+                }
+            }
+        }
+        let (victim, why) = if same >= per_source {
+            (
+                oldest_same,
+                format!(
+                    "{same} connections from that address were waiting to prove they belong \
+                     to the job; the oldest goes"
+                ),
+            )
+        } else if all >= MAX_PENDING_IN {
+            (
+                oldest_all,
+                format!(
+                    "{all} connections were waiting to prove they belong to the job; the \
+                     oldest goes"
+                ),
+            )
+        } else {
+            return;
+        };
+        if let Some(i) = victim {
+            let h = self.handshakes.swap_remove(i);
+            self.dropped.note(self.rank, h.addr, &why);
         }
     }
 
@@ -710,10 +821,7 @@ impl TcpTransport {
                         self.slots[p as usize].dialing = false;
                         self.fail(p, "cannot connect to", why);
                     }
-                    _ => eprintln!(
-                        "weft: rank {}: dropped a TCP connection from {}: {why}",
-                        self.rank, h.addr
-                    ),
+                    _ => self.dropped.note(self.rank, h.addr, &why),
                 }
             }
         }
@@ -836,10 +944,13 @@ impl TcpTransport {
         if let Some(fd) = also {
             self.fds.push(net::poll_entry(fd, POLLIN));
         }
-        let t = if self.waiting.is_empty() {
-            timeout
-        } else {
+        let t = if !self.waiting.is_empty() {
             timeout.min(Duration::from_millis(50))
+        } else if !self.handshakes.is_empty() {
+            // Connections dialled in must be dropped soon after their deadline.
+            timeout.min(self.cfg.handshake_timeout / 4)
+        } else {
+            timeout
         };
         let _ = net::poll(&mut self.fds, t);
     }
@@ -892,6 +1003,7 @@ impl TcpTransport {
             self.service::<Discard>(None);
         }
         self.handshakes.clear();
+        self.dropped.flush(self.rank);
         for &p in &self.up {
             self.slots[p as usize].conn = None;
         }
