@@ -475,6 +475,93 @@ os.execvp(args[0], args)
 }
 
 #[test]
+fn the_head_drops_an_over_long_line_and_idle_connections_without_a_thread_each() {
+    // The remote-start command first sends the head 64 MiB without a newline, then opens 300
+    // connections that say nothing and counts the head's threads, then starts the real proxy.
+    let dir = std::env::temp_dir().join(format!("weft-idle-rsh-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rsh = dir.join("idle-rsh");
+    std::fs::write(
+        &rsh,
+        r#"#!/usr/bin/env python3
+import os, socket, sys, time
+args = sys.argv[2:]
+host, port = args[args.index("--head") + 1].rsplit(":", 1)
+addr = (host, int(port))
+s = socket.create_connection(addr, timeout=20)
+try:
+    for _ in range(64):
+        s.sendall(b"x" * (1 << 20))
+    print("intruder: the head took 64 MiB without a newline", file=sys.stderr)
+except OSError as e:
+    print("intruder: the head cut the long line off (%s)" % type(e).__name__, file=sys.stderr)
+s.close()
+idle = [socket.create_connection(addr, timeout=20) for _ in range(300)]
+time.sleep(1)
+status = open("/proc/%d/status" % os.getppid()).read()
+threads = status.split("Threads:")[1].split()[0]
+print("intruder: head threads=%s" % threads, file=sys.stderr)
+for c in idle:
+    c.close()
+os.execvp(args[0], args)
+"#,
+    )
+    .unwrap();
+    std::fs::set_permissions(&rsh, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let mut c = weft();
+    c.args([
+        "run",
+        "-n",
+        "2",
+        "--hosts",
+        "fakehost:2",
+        "--head-addr",
+        "127.0.0.1",
+        "--rsh",
+    ])
+    .arg(&rsh)
+    .arg(boot_probe());
+    let out = run(c, "weft run with idle intruders before the proxy");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        out.stderr
+            .contains("intruder: the head cut the long line off")
+            && out
+                .stderr
+                .contains("it sent a line longer than 4096 bytes before proving"),
+        "{out:?}"
+    );
+    let threads: usize = out
+        .stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("intruder: head threads="))
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{out:?}"));
+    assert!(
+        threads < 50,
+        "{threads} head threads for 300 idle connections"
+    );
+    let dropped = out
+        .stderr
+        .lines()
+        .filter(|l| l.contains("weft run: dropped a connection from 127.0.0.1:"))
+        .count();
+    println!("head threads with 300 idle connections: {threads}; {dropped} lines logged");
+    assert!(
+        (2..=20).contains(&dropped),
+        "{dropped} lines about dropped connections: {out:?}"
+    );
+    for r in 0..2 {
+        assert!(
+            out.stdout
+                .contains(&format!("boot_probe: rank {r} finalized")),
+            "{out:?}"
+        );
+    }
+}
+
+#[test]
 fn the_job_secret_is_in_the_key_value_space() {
     // boot_probe cannot read arbitrary keys; a PMI-1 line through the socket can.
     let mut c = weft();
