@@ -8,6 +8,11 @@
 //! Sun MPI's default) or with every peer during initialize (`full`), and every connection is
 //! authenticated both ways ([`auth`]) before a byte of traffic is read from it.
 //!
+//! Intruders: anyone who can reach the listener can connect, so a connection dialled in costs
+//! little until it proves itself: it has `WEFT_TCP_HANDSHAKE_TIMEOUT_MS`, one address holds
+//! at most 32 (or the job size) waiting connections and all at most 1,024, the oldest making
+//! room for a new one, and drops are logged at a bounded rate.
+//!
 //! Simultaneous connects: when two ranks dial each other at once, the connection dialled by
 //! the lower rank is kept. An acceptor decides only after the dialer proved itself: it keeps
 //! the new connection unless it already has one, or it is dialling that peer itself and its
