@@ -27,6 +27,7 @@ fn main() {
         "ring" => ring(&world),
         "allpairs" => allpairs(&world),
         "storm" => storm(&world),
+        "ctlstorm" => ctl_storm(&world),
         "truncate" => truncate(&world),
         "probe" => probe(&world),
         "cancel" => cancel(&world),
@@ -35,6 +36,7 @@ fn main() {
         "comms" => comms(&world),
         "intruder" => intruder(&world),
         "caughtpanic" => caught_panic(&world),
+        "idlers" => idlers(&world),
         "barriers" => {
             barriers(&world);
         }
@@ -213,6 +215,84 @@ fn allpairs(world: &impl Communicator) {
                 inbuf == pattern(len, (from * 1000 + rank) as u64 ^ len as u64),
                 "data from {from} of {len} bytes differs"
             );
+        }
+    }
+}
+
+/// Every pair, both ways at once: bursts of zero-byte standard and synchronous messages and
+/// rendezvous messages (with a small `WEFT_TCP_EAGER_LIMIT`), so that header-only packets
+/// (requests to send, clear-to-send replies, synchronous acknowledgements) cross many times
+/// on full sockets. Each message is checked.
+fn ctl_storm(world: &impl Communicator) {
+    let (rank, size) = (world.rank(), world.size());
+    const ROUNDS: i32 = 60;
+    const BURST: i32 = 8;
+    const BIG: usize = 6000;
+    let peers: Vec<i32> = (0..size).filter(|&p| p != rank).collect();
+    let empty: [u8; 0] = [];
+    for round in 0..ROUNDS {
+        let out: Vec<Vec<u8>> = peers
+            .iter()
+            .flat_map(|&p| (0..BURST).map(move |k| (p, k)))
+            .map(|(p, k)| pattern(BIG, ((rank * 1000 + p) * 10_000 + round * BURST + k) as u64))
+            .collect();
+        let mut inbox = vec![vec![0u8; BIG]; peers.len() * BURST as usize];
+        let mut zero = vec![[0u8; 0]; 2 * peers.len() * BURST as usize];
+        weft::request::scope(|scope| {
+            let mut recvs = Vec::new();
+            let mut zeros = Vec::new();
+            let mut bufs = inbox.iter_mut();
+            let mut zbufs = zero.iter_mut();
+            for &p in &peers {
+                let from = world.process_at_rank(p);
+                for k in 0..BURST {
+                    let t = 3 * k;
+                    zeros.push(from.immediate_receive_into_with_tag(
+                        scope,
+                        zbufs.next().unwrap(),
+                        t,
+                    ));
+                    zeros.push(from.immediate_receive_into_with_tag(
+                        scope,
+                        zbufs.next().unwrap(),
+                        t + 1,
+                    ));
+                    recvs.push(from.immediate_receive_into_with_tag(
+                        scope,
+                        &mut bufs.next().unwrap()[..],
+                        t + 2,
+                    ));
+                }
+            }
+            let mut sends = Vec::new();
+            let mut zsends = Vec::new();
+            let mut data = out.iter();
+            for &p in &peers {
+                let to = world.process_at_rank(p);
+                for k in 0..BURST {
+                    let t = 3 * k;
+                    zsends.push(to.immediate_send_with_tag(scope, &empty, t));
+                    zsends.push(to.immediate_synchronous_send_with_tag(scope, &empty, t + 1));
+                    sends.push(to.immediate_send_with_tag(scope, &data.next().unwrap()[..], t + 2));
+                }
+            }
+            for r in zeros.into_iter().chain(zsends) {
+                let st = r.wait();
+                assert_eq!(st.byte_count(), 0);
+            }
+            for r in recvs.into_iter().chain(sends) {
+                r.wait();
+            }
+        });
+        let mut got = inbox.iter();
+        for &p in &peers {
+            for k in 0..BURST {
+                let expect = pattern(BIG, ((p * 1000 + rank) * 10_000 + round * BURST + k) as u64);
+                assert!(
+                    *got.next().unwrap() == expect,
+                    "rank {rank}: message {k} of round {round} from rank {p} differs"
+                );
+            }
         }
     }
 }
@@ -594,4 +674,81 @@ fn caught_panic(world: &impl Communicator) {
         }
     }
     world.barrier();
+}
+
+/// The last rank opens `P2P_IDLERS` (default 1100) connections to rank 0's TCP listener that
+/// never say a word and keeps them open (for `P2P_IDLE_WAIT_MS` first) while the ranks
+/// between dial rank 0 and talk to it.
+fn idlers(world: &impl Communicator) {
+    let (rank, size) = (world.rank(), world.size());
+    assert!(size >= 3, "idlers needs 3 ranks or more");
+    let idle: usize = std::env::var("P2P_IDLERS").map_or(1100, |v| v.parse().unwrap());
+    let last = size - 1;
+    let addr = weft::runtime::inspect(|rt| rt.engine.fabric().tcp().map(|t| t.local_addr()));
+    if rank == 0 {
+        let a = addr.expect("run the idlers case over TCP").to_string();
+        world.process_at_rank(last).send(a.as_bytes());
+        let (ready, _) = world.process_at_rank(last).receive_vec::<u8>();
+        assert_eq!(ready, b"idle");
+        for r in 1..last {
+            let (got, _) = world.process_at_rank(r).receive_vec::<u8>();
+            assert!(got == pattern(1000, r as u64), "rank {r}'s message differs");
+            world
+                .process_at_rank(r)
+                .send(&pattern(1000, 100 + r as u64)[..]);
+        }
+        world.process_at_rank(last).send(&b"done"[..]);
+    } else if rank == last {
+        let (a, _) = world.process_at_rank(0).receive_vec::<u8>();
+        let a: std::net::SocketAddr = String::from_utf8(a).unwrap().parse().unwrap();
+        let quiet: Vec<std::net::TcpStream> = (0..idle)
+            .map(|k| {
+                std::net::TcpStream::connect(a)
+                    .unwrap_or_else(|e| panic!("idle connection {k}: {e}"))
+            })
+            .collect();
+        world.process_at_rank(0).send(&b"idle"[..]);
+        // Long enough for rank 0 to drop them at their deadline, when asked.
+        let wait: u64 = std::env::var("P2P_IDLE_WAIT_MS").map_or(0, |v| v.parse().unwrap());
+        std::thread::sleep(std::time::Duration::from_millis(wait));
+        // Only now do the others dial rank 0.
+        for r in 1..last {
+            world.process_at_rank(r).send(&b"go"[..]);
+        }
+        let (done, _) = world.process_at_rank(0).receive_vec::<u8>();
+        assert_eq!(done, b"done");
+        // Open during the ring too.
+        world.barrier();
+        let t = std::time::Instant::now();
+        ring(world);
+        report_ring(world, t, idle);
+        drop(quiet);
+        return;
+    } else {
+        let (go, _) = world.process_at_rank(last).receive_vec::<u8>();
+        assert_eq!(go, b"go");
+        world
+            .process_at_rank(0)
+            .send(&pattern(1000, rank as u64)[..]);
+        let (got, _) = world.process_at_rank(0).receive_vec::<u8>();
+        assert!(
+            got == pattern(1000, 100 + rank as u64),
+            "rank 0's answer differs"
+        );
+    }
+    world.barrier();
+    let t = std::time::Instant::now();
+    ring(world);
+    report_ring(world, t, idle);
+}
+
+/// Rank 0 prints how long the ring took (for measurements, not checked).
+fn report_ring(world: &impl Communicator, t: std::time::Instant, idle: usize) {
+    world.barrier();
+    if world.rank() == 0 {
+        println!(
+            "p2p_suite idlers: 500 ring steps took {:.1} ms with {idle} idle connections open",
+            t.elapsed().as_secs_f64() * 1e3
+        );
+    }
 }

@@ -3,9 +3,10 @@
 //! Hydra's shape. The head places the ranks on the hosts, listens on a TCP address the hosts
 //! can reach, and starts one proxy per host that has ranks: `RSH HOST WEFT proxy --head
 //! ADDR:PORT ...` (a host named `localhost` or this host's own name is started directly). It
-//! writes a per-job proxy secret to each remote-start command's stdin; the head and a proxy
-//! prove to each other that they hold it (without sending it, [`wire`]) before either trusts
-//! anything on the connection. Each proxy then serves PMI-1 to its
+//! writes a per-job proxy secret and the job secret to each remote-start command's stdin; the
+//! head and a proxy prove to each other that they hold the first (without sending it,
+//! [`wire`]) before either trusts anything on the connection, and the proxy serves the second
+//! to its ranks (it never crosses the job's sockets in clear text). Each proxy then serves PMI-1 to its
 //! ranks and reports their events; the head runs the same event loop as an all-local job
 //! ([`launch::drive`]), so remote ranks fail, abort and exit exactly as local ones do, and
 //! completes barriers by merging every host's puts.
@@ -27,7 +28,6 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
-use weft::launcher::auth::{Role, SECRET_LEN};
 
 /// Exit code of a job whose host was lost.
 pub const EXIT_HOST_LOST: i32 = 1;
@@ -181,7 +181,7 @@ pub fn run(opts: &Options, h: &HostOptions) -> anyhow::Result<u8> {
     let (tx, rx) = mpsc::channel::<Event>();
     launch::start_signal_thread(&tx)?;
     let secret = wire::bytes_from_hex("the proxy secret", &proxy_secret)?;
-    start_acceptor(listener, secret, proxies.len(), tx.clone())?;
+    crate::head_accept::start(listener, secret, proxies.len(), tx.clone())?;
 
     let exe = std::env::var("WEFT_PROXY_EXE")
         .ok()
@@ -242,7 +242,9 @@ pub fn run(opts: &Options, h: &HostOptions) -> anyhow::Result<u8> {
         p.pid = child.id() as libc::pid_t;
         let mut stdin = child.stdin.take().expect("stdin is piped");
         // A proxy that died at once shows up below as an early exit.
-        let _ = stdin.write_all(format!("{proxy_secret}\n").as_bytes());
+        // Both secrets go through the remote-start channel only (ssh encrypts it): the job
+        // secret, which TCP peers prove, is never sent over the job's own sockets.
+        let _ = stdin.write_all(format!("{proxy_secret} {job_secret}\n").as_bytes());
         let _ = stdin.flush();
         p.stdin = Some(stdin);
         if let Some(o) = child.stdout.take() {
@@ -349,7 +351,8 @@ pub fn run(opts: &Options, h: &HostOptions) -> anyhow::Result<u8> {
             args: opts.args.clone(),
             env: env.clone(),
             mapping: mapping.clone(),
-            kvs: vec![(crate::pmi_server::SECRET_KEY.to_owned(), job_secret.clone())],
+            // Not the job secret: each proxy has it from its stdin and serves it itself.
+            kvs: Vec::new(),
             tag_output: opts.tag_output,
             pmi_debug: opts.pmi_debug,
             cwd: cwd.clone(),
@@ -509,87 +512,6 @@ fn stop_children(proxies: &mut [Proxy], mut children: Vec<Option<Child>>) {
     for child in children.iter_mut().flatten() {
         let _ = child.kill();
         let _ = child.wait();
-    }
-}
-
-/// Accepts proxy connections; reports those that prove the secret.
-fn start_acceptor(
-    listener: TcpListener,
-    secret: [u8; SECRET_LEN],
-    hosts: usize,
-    tx: mpsc::Sender<Event>,
-) -> anyhow::Result<()> {
-    thread::Builder::new()
-        .name("acceptor".into())
-        .spawn(move || {
-            for conn in listener.incoming() {
-                let Ok(stream) = conn else { continue };
-                let tx = tx.clone();
-                thread::spawn(move || {
-                    let peer = stream
-                        .peer_addr()
-                        .map_or_else(|_| "?".into(), |a| a.to_string());
-                    match prove_proxy(&stream, secret, hosts) {
-                        Ok(host) => {
-                            let _ = tx.send(Event::ProxyConnected { host, stream });
-                        }
-                        Err(why) => {
-                            note!("weft run: dropped a connection from {peer}: {why}");
-                        }
-                    }
-                });
-            }
-        })?;
-    Ok(())
-}
-
-/// The head's side of the proof exchange (see [`wire`]): answers a proxy's hello with the
-/// head's own proof, then checks the proxy's. Returns the proxy's host index.
-fn prove_proxy(
-    stream: &TcpStream,
-    secret: [u8; SECRET_LEN],
-    hosts: usize,
-) -> Result<usize, String> {
-    const WAIT: Duration = Duration::from_secs(10);
-    let io = |e: std::io::Error| format!("{e}");
-    let mut input = stream
-        .try_clone()
-        .and_then(|s| wire::Receiver::new(s, WAIT))
-        .map_err(io)?;
-    let out = stream
-        .try_clone()
-        .and_then(|s| wire::Sender::new(s, WAIT))
-        .map_err(io)?;
-    let mut next = || match input.recv() {
-        Ok(Some(v)) => ToHead::from_value(&v).map_err(io),
-        Ok(None) => Err("it closed the connection".to_owned()),
-        Err(e) => Err(io(e)),
-    };
-    let (host, nonce) = match next()? {
-        ToHead::Hello { host, nonce } if host < hosts => (host, nonce),
-        ToHead::Hello { host, .. } => return Err(format!("it claimed host {host} of {hosts}")),
-        other => return Err(format!("it opened with {other:?} instead of hello")),
-    };
-    let nonce_head = wire::fresh_nonce().map_err(io)?;
-    let ex = wire::Exchange {
-        secret,
-        host,
-        nonce_proxy: wire::bytes_from_hex("its nonce", &nonce).map_err(io)?,
-        nonce_head: wire::bytes_from_hex("the head's nonce", &nonce_head).map_err(io)?,
-    };
-    out.send(
-        &ToProxy::Challenge {
-            nonce: nonce_head,
-            mac: ex.head_mac(),
-        }
-        .to_value(),
-    )
-    .map_err(io)?;
-    match next()? {
-        ToHead::Proof { mac } if ex.verify(Role::Connector, &mac) => Ok(host),
-        _ => Err(format!(
-            "it claimed to be the proxy of host {host} but did not prove the job's proxy secret"
-        )),
     }
 }
 

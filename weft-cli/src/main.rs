@@ -22,6 +22,7 @@ macro_rules! note {
 
 mod cargo_target;
 mod head;
+mod head_accept;
 mod hosts;
 mod info;
 mod launch;

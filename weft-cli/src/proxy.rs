@@ -1,7 +1,8 @@
 //! `weft proxy` (hidden): the part of a multi-host `weft run` on each remote host.
 //!
 //! Started by the head through the remote-start command (`ssh HOST weft proxy ...`), it reads
-//! the per-job proxy secret from its stdin (so it never appears in a process list or a file),
+//! the per-job proxy secret and the job secret from its stdin (so neither appears in a process
+//! list, a file or the job's sockets; it serves the job secret to its ranks itself),
 //! connects back to the head over TCP and proves it knows the secret, receives the job, then
 //! starts its ranks and serves them PMI-1 exactly as the all-local launcher does (a socket
 //! pair per rank), with barriers completed through the head. It reports every rank event
@@ -112,14 +113,15 @@ fn log_prefix(name: &str) -> String {
 pub fn run(a: &ProxyArgs) -> anyhow::Result<u8> {
     let me = log_prefix(&a.name);
     let mut stdin = std::io::stdin().lock();
-    let mut secret = String::new();
+    let mut line = String::new();
     stdin
-        .read_line(&mut secret)
-        .context("reading the proxy secret from stdin")?;
-    let secret = secret.trim().to_owned();
-    if secret.is_empty() {
-        bail!("no proxy secret on stdin (weft proxy is started by weft run --hosts)");
-    }
+        .read_line(&mut line)
+        .context("reading the secrets from stdin")?;
+    let (secret, job_secret) = match line.split_whitespace().collect::<Vec<_>>()[..] {
+        [proxy, job] => (proxy.to_owned(), job.to_owned()),
+        _ => bail!("no proxy and job secrets on stdin (weft proxy is started by weft run --hosts)"),
+    };
+    crate::wire::bytes_from_hex("the job secret on stdin", &job_secret)?;
     let addr: SocketAddr = a
         .head
         .to_socket_addrs()
@@ -142,7 +144,9 @@ pub fn run(a: &ProxyArgs) -> anyhow::Result<u8> {
     let (fence_tx, fence_rx) = mpsc::channel::<Result<Vec<(String, String)>, String>>();
     let fence_rx = Mutex::new(fence_rx);
     let fence_out = out.clone();
-    let fence: pmi_server::Fence = Box::new(move |puts| {
+    let fence: pmi_server::Fence = Box::new(move |mut puts| {
+        // The job secret stays on this host whoever puts it.
+        puts.retain(|(k, _)| k != pmi_server::SECRET_KEY);
         fence_out
             .send(&ToHead::Fence(puts).to_value())
             .map_err(|e| format!("sending the fence to the head: {e}"))?;
@@ -157,7 +161,12 @@ pub fn run(a: &ProxyArgs) -> anyhow::Result<u8> {
         job.kvsname.clone(),
         job.mapping.clone(),
         job.pmi_debug,
-        job.kvs.clone(),
+        job.kvs
+            .iter()
+            .filter(|(k, _)| k != pmi_server::SECRET_KEY)
+            .cloned()
+            .chain([(pmi_server::SECRET_KEY.to_owned(), job_secret)])
+            .collect(),
         Some(fence),
     );
 

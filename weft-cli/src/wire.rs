@@ -18,7 +18,7 @@
 
 use crate::sys::Status;
 use serde_json::{json, Value};
-use std::io::{self, BufRead, BufReader, Write};
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -107,7 +107,8 @@ pub struct JobSpec {
     pub args: Vec<String>,
     pub env: Vec<(String, String)>,
     pub mapping: String,
-    /// The key-value space the job starts with (the job secret).
+    /// The key-value space the job starts with (never the job secret, which reaches the
+    /// proxy on its stdin).
     pub kvs: Vec<(String, String)>,
     pub tag_output: bool,
     pub pmi_debug: bool,
@@ -397,6 +398,10 @@ impl Sender {
     }
 }
 
+/// Longest message line (a job description or the puts of a whole job's barrier are far
+/// smaller): a longer one is an error, not a buffer that grows with whatever the peer sends.
+pub const MAX_LINE: usize = 64 << 20;
+
 /// The receiving half: `recv` fails when nothing arrives within the read timeout.
 pub struct Receiver(BufReader<TcpStream>);
 
@@ -408,19 +413,47 @@ impl Receiver {
 
     /// The next message; `Ok(None)` at end of file.
     pub fn recv(&mut self) -> io::Result<Option<Value>> {
-        let mut line = String::new();
-        if self.0.read_line(&mut line)? == 0 {
-            return Ok(None);
-        }
-        serde_json::from_str(&line)
-            .map(Some)
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{e}: {line:?}")))
+        read_message(&mut self.0, MAX_LINE)
     }
+}
+
+/// Reads one line of at most `max` bytes and parses it.
+fn read_message(r: &mut impl BufRead, max: usize) -> io::Result<Option<Value>> {
+    let mut line = Vec::new();
+    if r.by_ref()
+        .take(max as u64 + 1)
+        .read_until(b'\n', &mut line)?
+        == 0
+    {
+        return Ok(None);
+    }
+    if line.len() > max {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("a message line longer than {max} bytes (the limit; no newline in the first {} bytes)", line.len()),
+        ));
+    }
+    serde_json::from_slice(&line).map(Some).map_err(|e| {
+        let text = String::from_utf8_lossy(&line[..line.len().min(200)]);
+        io::Error::new(io::ErrorKind::InvalidData, format!("{e}: {text:?}"))
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_line_over_the_limit_is_an_error_and_is_not_read_whole() {
+        let mut r = io::Cursor::new(b"{\"t\":\"ping\"}\n".to_vec());
+        assert!(read_message(&mut r, 64).unwrap().is_some());
+        let mut long = vec![b'x'; 10_000];
+        long.push(b'\n');
+        let mut r = io::Cursor::new(long);
+        let e = read_message(&mut r, 100).unwrap_err();
+        assert!(e.to_string().contains("longer than 100 bytes"), "{e}");
+        assert_eq!(r.position(), 101, "read past the limit");
+    }
 
     #[test]
     fn messages_round_trip() {

@@ -390,7 +390,10 @@ fn a_proxy_takes_no_job_from_a_head_that_cannot_prove_the_secret() {
     .stderr(Stdio::piped());
     let mut child = c.spawn().unwrap();
     let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(format!("{secret}\n").as_bytes()).unwrap();
+    let job_secret = "a7".repeat(32);
+    stdin
+        .write_all(format!("{secret} {job_secret}\n").as_bytes())
+        .unwrap();
     let out = finish(child, WATCHDOG, "weft proxy against an impostor head");
     drop(stdin);
     let lines = head.join().unwrap();
@@ -403,7 +406,9 @@ fn a_proxy_takes_no_job_from_a_head_that_cannot_prove_the_secret() {
     // The proxy showed no proof, and the secret itself never went on the wire.
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert!(
-        lines[0].contains("\"hello\"") && !lines[0].contains(&secret),
+        lines[0].contains("\"hello\"")
+            && !lines[0].contains(&secret)
+            && !lines[0].contains(&job_secret),
         "{lines:?}"
     );
 }
@@ -459,6 +464,93 @@ os.execvp(args[0], args)
         out.stderr
             .contains("claimed to be the proxy of host 0 but did not prove the job's proxy secret"),
         "{out:?}"
+    );
+    for r in 0..2 {
+        assert!(
+            out.stdout
+                .contains(&format!("boot_probe: rank {r} finalized")),
+            "{out:?}"
+        );
+    }
+}
+
+#[test]
+fn the_head_drops_an_over_long_line_and_idle_connections_without_a_thread_each() {
+    // The remote-start command first sends the head 64 MiB without a newline, then opens 300
+    // connections that say nothing and counts the head's threads, then starts the real proxy.
+    let dir = std::env::temp_dir().join(format!("weft-idle-rsh-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rsh = dir.join("idle-rsh");
+    std::fs::write(
+        &rsh,
+        r#"#!/usr/bin/env python3
+import os, socket, sys, time
+args = sys.argv[2:]
+host, port = args[args.index("--head") + 1].rsplit(":", 1)
+addr = (host, int(port))
+s = socket.create_connection(addr, timeout=20)
+try:
+    for _ in range(64):
+        s.sendall(b"x" * (1 << 20))
+    print("intruder: the head took 64 MiB without a newline", file=sys.stderr)
+except OSError as e:
+    print("intruder: the head cut the long line off (%s)" % type(e).__name__, file=sys.stderr)
+s.close()
+idle = [socket.create_connection(addr, timeout=20) for _ in range(300)]
+time.sleep(1)
+status = open("/proc/%d/status" % os.getppid()).read()
+threads = status.split("Threads:")[1].split()[0]
+print("intruder: head threads=%s" % threads, file=sys.stderr)
+for c in idle:
+    c.close()
+os.execvp(args[0], args)
+"#,
+    )
+    .unwrap();
+    std::fs::set_permissions(&rsh, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let mut c = weft();
+    c.args([
+        "run",
+        "-n",
+        "2",
+        "--hosts",
+        "fakehost:2",
+        "--head-addr",
+        "127.0.0.1",
+        "--rsh",
+    ])
+    .arg(&rsh)
+    .arg(boot_probe());
+    let out = run(c, "weft run with idle intruders before the proxy");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        out.stderr
+            .contains("intruder: the head cut the long line off")
+            && out
+                .stderr
+                .contains("it sent a line longer than 4096 bytes before proving"),
+        "{out:?}"
+    );
+    let threads: usize = out
+        .stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("intruder: head threads="))
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{out:?}"));
+    assert!(
+        threads < 50,
+        "{threads} head threads for 300 idle connections"
+    );
+    let dropped = out
+        .stderr
+        .lines()
+        .filter(|l| l.contains("weft run: dropped a connection from 127.0.0.1:"))
+        .count();
+    println!("head threads with 300 idle connections: {threads}; {dropped} lines logged");
+    assert!(
+        (2..=20).contains(&dropped),
+        "{dropped} lines about dropped connections: {out:?}"
     );
     for r in 0..2 {
         assert!(
@@ -711,6 +803,143 @@ fn a_remote_start_command_that_fails_is_a_clear_error() {
             "cannot start the proxy for host {h1}: \"/nonexistent/weft-rsh\""
         )),
         "{out:?}"
+    );
+}
+
+/// Every frame on the test hosts' links (the bridge and each host's port), captured from
+/// the root namespace with a raw packet socket until [`Sniffer::stop`].
+struct Sniffer {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: thread::JoinHandle<Vec<u8>>,
+}
+
+impl Sniffer {
+    fn start(hosts: &Hosts) -> Sniffer {
+        let mut links = vec![format!("{}br", hosts.prefix)];
+        links.extend(hosts.names.iter().map(|n| format!("{n}-r")));
+        let index: Vec<i32> = links
+            .iter()
+            .map(|l| {
+                let name = std::ffi::CString::new(l.as_str()).unwrap();
+                // SAFETY: `name` is a NUL-terminated string that outlives the call.
+                let i = unsafe { libc::if_nametoindex(name.as_ptr()) };
+                assert!(i > 0, "no link {l}");
+                i as i32
+            })
+            .collect();
+        let proto = (libc::ETH_P_ALL as u16).to_be() as i32;
+        // SAFETY: socket(2) with constant arguments; the descriptor is owned below.
+        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, proto) };
+        assert!(
+            fd >= 0,
+            "socket(AF_PACKET): {}",
+            std::io::Error::last_os_error()
+        );
+        let tv = libc::timeval {
+            tv_sec: 0,
+            tv_usec: 100_000,
+        };
+        let big: libc::c_int = 32 << 20;
+        // SAFETY: `fd` is open; each option value is a live local of the size passed.
+        unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_RCVTIMEO,
+                (&tv as *const libc::timeval).cast(),
+                std::mem::size_of::<libc::timeval>() as u32,
+            );
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUFFORCE,
+                (&big as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as u32,
+            );
+        }
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = thread::spawn(move || {
+            let mut seen = Vec::new();
+            let mut buf = vec![0u8; 1 << 16];
+            while !stopped.load(Ordering::Relaxed) {
+                // SAFETY: an all-zero sockaddr_ll is valid.
+                let mut from: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+                let mut len = std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+                // SAFETY: `buf` and `from` are live and as long as the lengths passed.
+                let n = unsafe {
+                    libc::recvfrom(
+                        fd,
+                        buf.as_mut_ptr().cast(),
+                        buf.len(),
+                        0,
+                        (&mut from as *mut libc::sockaddr_ll).cast(),
+                        &mut len,
+                    )
+                };
+                if n > 0 && index.contains(&from.sll_ifindex) {
+                    seen.extend_from_slice(&buf[..n as usize]);
+                }
+            }
+            // SAFETY: `fd` is ours and closed once.
+            unsafe { libc::close(fd) };
+            seen
+        });
+        Sniffer { stop, thread }
+    }
+
+    fn stop(self) -> Vec<u8> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().expect("the sniffer thread")
+    }
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+#[test]
+fn no_secret_crosses_the_network_between_hosts() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(hosts) = Hosts::up(2) else { return };
+    let (h1, h2) = (&hosts.names[0], &hosts.names[1]);
+    let sniffer = Sniffer::start(&hosts);
+    // Each rank asks its proxy for the job secret and prints it.
+    let mut c = hosts.run_cmd(&format!("{h1}:1,{h2}:1"));
+    c.args(["-n", "2", "python3", "-c"]).arg(PMI_GET_SECRET);
+    let out = job(&hosts, c, "weft run --hosts (secret on the wire)");
+    // A TCP job too (the ranks prove the secret to each other).
+    let mut c = hosts.run_cmd(&format!("{h1}:1,{h2}:1"));
+    c.args(["-n", "2"]).arg(suite()).arg("ring");
+    let ring = job(&hosts, c, "p2p_suite ring (secret on the wire)");
+    let seen = sniffer.stop();
+    check_secret(&out);
+    assert_eq!(ring.code, Some(0), "{ring:?}");
+    let secrets: Vec<&str> = out
+        .stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("secret="))
+        .collect();
+    assert_eq!(secrets.len(), 2, "{out:?}");
+    assert_eq!(
+        secrets[0], secrets[1],
+        "both hosts serve one secret: {out:?}"
+    );
+    // The sniffer saw the traffic between the head and the proxies (the job description
+    // carries the program's arguments).
+    assert!(
+        contains(&seen, b"get_my_kvsname"),
+        "the sniffer saw no job description in {} bytes",
+        seen.len()
+    );
+    let hex = secrets[0].as_bytes();
+    let raw: Vec<u8> = (0..32)
+        .map(|i| u8::from_str_radix(&secrets[0][2 * i..2 * i + 2], 16).unwrap())
+        .collect();
+    assert!(
+        !contains(&seen, hex) && !contains(&seen, &raw),
+        "the job secret crossed the network in clear text ({} bytes captured)",
+        seen.len()
     );
 }
 

@@ -389,6 +389,26 @@ fn tcp_full_connect_small_frames_and_both_protocol_crossovers() {
 }
 
 #[test]
+fn tcp_header_only_packets_crossing_on_full_sockets_are_each_sent_once() {
+    if tcp_pass() {
+        return;
+    }
+    let env = [
+        "WEFT_TRANSPORTS=tcp",
+        "WEFT_TCP_BUFFER=4k",
+        "WEFT_TCP_EAGER_LIMIT=1k",
+        "WEFT_TCP_TIMEOUT=10",
+    ];
+    // A lost packet hangs the job: the timeout turns that into a failure.
+    let out = job_args(4, "ctlstorm", &["--timeout", "50"], &env);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        out.stdout.contains("p2p_suite ctlstorm: ok on 4 ranks"),
+        "{out:?}"
+    );
+}
+
+#[test]
 fn a_tcp_peer_without_the_job_secret_is_dropped_and_logged_and_the_job_goes_on() {
     if tcp_pass() {
         return;
@@ -401,6 +421,48 @@ fn a_tcp_peer_without_the_job_secret_is_dropped_and_logged_and_the_job_goes_on()
             && out.stderr.contains("does not hold the job's secret"),
         "{out:?}"
     );
+}
+
+#[test]
+fn idle_intruders_on_a_rank_s_listener_are_dropped_and_logged_and_the_job_goes_on() {
+    if tcp_pass() {
+        return;
+    }
+    // 1,100 crowd the connections waiting to prove themselves (the oldest go as new ones
+    // come); 20 wait there until their deadline (the job goes on meanwhile).
+    for (idlers, wait, why) in [
+        (
+            "1100",
+            "0",
+            "connections from that address were waiting to prove they belong to the job",
+        ),
+        (
+            "20",
+            "1500",
+            "did not prove it belongs to the job within 500 ms",
+        ),
+    ] {
+        let env = [
+            "WEFT_TRANSPORTS=tcp",
+            "WEFT_TCP_HANDSHAKE_TIMEOUT_MS=500",
+            &format!("P2P_IDLERS={idlers}"),
+            &format!("P2P_IDLE_WAIT_MS={wait}"),
+        ];
+        let out = job_args(4, "idlers", &["--timeout", "50"], &env);
+        assert_eq!(out.code, Some(0), "{idlers}: {out:?}");
+        assert!(
+            out.stdout.contains("p2p_suite idlers: ok on 4 ranks"),
+            "{out:?}"
+        );
+        let dropped = out
+            .stderr
+            .lines()
+            .filter(|l| l.contains("rank 0: dropped a TCP connection from 127.0.0.1:"))
+            .count();
+        // Logged, but not once per intruder.
+        assert!(out.stderr.contains(why), "{idlers}: {out:?}");
+        assert!(dropped <= 20, "{idlers}: {dropped} lines: {out:?}");
+    }
 }
 
 #[test]

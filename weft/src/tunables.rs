@@ -89,6 +89,8 @@ tunables! {
         "SO_SNDBUF/SO_RCVBUF of TCP connections; 0 leaves the kernel's autotuning on (it grows buffers up to net.ipv4.tcp_wmem/tcp_rmem)";
     tcp_timeout_s: u64 = "WEFT_TCP_TIMEOUT", "20",
         "Seconds before an unreachable TCP peer (unacknowledged data or failed keepalives, or a connection not made) fails the job";
+    tcp_handshake_timeout_ms: u64 = "WEFT_TCP_HANDSHAKE_TIMEOUT_MS", "2000",
+        "Milliseconds a connection to a rank's TCP listener has to prove it belongs to the job before it is dropped and logged (a real peer that was too slow dials again)";
 }
 
 /// Which transports may carry traffic between two different ranks (self is always used).

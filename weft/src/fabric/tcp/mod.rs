@@ -8,6 +8,11 @@
 //! Sun MPI's default) or with every peer during initialize (`full`), and every connection is
 //! authenticated both ways ([`auth`]) before a byte of traffic is read from it.
 //!
+//! Intruders: anyone who can reach the listener can connect, so a connection dialled in costs
+//! little until it proves itself: it has `WEFT_TCP_HANDSHAKE_TIMEOUT_MS`, one address holds
+//! at most 32 (or the job size) waiting connections and all at most 1,024, the oldest making
+//! room for a new one, and drops are logged at a bounded rate.
+//!
 //! Simultaneous connects: when two ranks dial each other at once, the connection dialled by
 //! the lower rank is kept. An acceptor decides only after the dialer proved itself: it keeps
 //! the new connection unless it already has one, or it is dialling that peer itself and its
@@ -51,6 +56,21 @@ const RX_BUFFER: usize = 128 << 10;
 /// others read the connection directly.
 const FULL_POLL_EVERY: u32 = 16;
 
+/// Connections dialled in that have not proved themselves yet, at most: beyond, the oldest is
+/// dropped for the new one (real peers prove themselves within a round trip, so they are never
+/// the oldest for long; idle intruders are).
+const MAX_PENDING_IN: usize = 1024;
+
+/// Connections from one address that have not proved themselves yet, at most (or the job
+/// size, when larger: every peer may dial from one host at once); beyond, that address's
+/// oldest is dropped.
+const PER_SOURCE_MIN: usize = 32;
+
+/// Dropped intruders logged per [`DROP_LOG_WINDOW`], at most; the rest are counted and the
+/// count reported with the next line.
+const DROP_LOG_BURST: u32 = 10;
+const DROP_LOG_WINDOW: Duration = Duration::from_secs(10);
+
 /// Key under which the per-job secret travels in the process manager's key-value space.
 pub const SECRET_KEY: &str = "weft-job-secret";
 
@@ -69,6 +89,8 @@ pub struct TcpConfig {
     pub buffer: usize,
     /// How long a peer may be unreachable.
     pub timeout: Duration,
+    /// How long a connection dialled in has to prove it belongs to the job.
+    pub handshake_timeout: Duration,
 }
 
 impl TcpConfig {
@@ -79,6 +101,7 @@ impl TcpConfig {
             eager_limit: t.tcp_eager_limit,
             buffer: t.tcp_buffer,
             timeout: Duration::from_secs(t.tcp_timeout_s.max(1)),
+            handshake_timeout: Duration::from_millis(t.tcp_handshake_timeout_ms.max(10)),
         }
     }
 }
@@ -97,21 +120,35 @@ struct Conn {
 enum Written {
     /// It is all out.
     All,
-    /// The socket took less than offered (it is full for now).
+    /// It is taken, but the socket took only part of it: the rest waits in the per-peer
+    /// queue (the socket is full for now).
+    Queued,
+    /// The socket took part of a zero-copy frame: it must be offered again (it is full for
+    /// now).
     Short,
     /// Another packet is half out; this one waits (nothing was written).
     Busy,
 }
 
-/// A packet the socket took in part (see [`TcpTransport::try_send`]).
+/// A rendezvous data frame the socket took in part, whose payload is not copied (see
+/// [`TcpTransport::try_send`]).
 struct Partial {
-    /// Its frame head.
+    /// Its frame head: the packet offered again must have this head (a data frame's header
+    /// names the receiver's request and the offset, which no other frame in flight to this
+    /// peer shares), and this payload address and length.
     head: [u8; conn::FRAME_HEAD],
-    /// Address and length of its payload: the packet offered again must be this one.
     payload_at: usize,
     len: usize,
     /// Bytes of head and payload written so far.
     done: usize,
+}
+
+/// Whether the rest of a half-written frame stays in the caller's buffer rather than being
+/// copied: only rendezvous data, which is large and whose header is unique while it is in
+/// flight. Every other frame is small (at most the eager limit) and the engine may offer
+/// other packets before it offers a refused one again, so its rest is copied.
+fn zero_copy(hdr: &Header) -> bool {
+    hdr.kind == super::PacketKind::Data as u8
 }
 
 /// Per-peer state.
@@ -133,6 +170,47 @@ struct Slot {
     retry_at: Option<Instant>,
     /// Why the last attempt failed.
     last_error: Option<String>,
+}
+
+/// Log lines about dropped connections, rate-limited: anyone who can connect can make them.
+#[derive(Default)]
+struct DropLog {
+    window: Option<Instant>,
+    lines: u32,
+    suppressed: u64,
+}
+
+impl DropLog {
+    fn note(&mut self, rank: u32, from: SocketAddr, why: &str) {
+        let now = Instant::now();
+        if self.window.is_none_or(|w| now - w >= DROP_LOG_WINDOW) {
+            self.window = Some(now);
+            self.lines = 0;
+        }
+        if self.lines == DROP_LOG_BURST {
+            self.suppressed += 1;
+            return;
+        }
+        self.lines += 1;
+        let more = std::mem::take(&mut self.suppressed);
+        let more = if more > 0 {
+            format!(" ({more} more dropped and not logged before this one)")
+        } else {
+            String::new()
+        };
+        eprintln!("weft: rank {rank}: dropped a TCP connection from {from}: {why}{more}");
+    }
+
+    /// Reports the drops not logged yet.
+    fn flush(&mut self, rank: u32) {
+        let more = std::mem::take(&mut self.suppressed);
+        if more > 0 {
+            eprintln!(
+                "weft: rank {rank}: dropped {more} more TCP connections that did not prove they \
+                 belong to the job (not logged one by one)"
+            );
+        }
+    }
 }
 
 /// The TCP transport of one rank.
@@ -157,6 +235,7 @@ pub struct TcpTransport {
     fatal: Option<String>,
     /// Progress calls so far (every [`FULL_POLL_EVERY`]th one polls everything).
     polls: u32,
+    dropped: DropLog,
 }
 
 /// Where a peer listens, as far as this rank knows.
@@ -257,6 +336,7 @@ impl TcpTransport {
             fds: Vec::new(),
             fatal: None,
             polls: 0,
+            dropped: DropLog::default(),
         })
     }
 
@@ -338,12 +418,15 @@ impl TcpTransport {
 
     /// Sends one packet to `peer`, or refuses it (`false`) when the connection has no room.
     ///
-    /// A packet the socket takes only in part is not copied: its head is kept, the call
-    /// returns `false`, and the engine offers the same packet again (it always retries the
-    /// packet it was refused), whose payload is then written from where the socket stopped.
-    /// Until it is all out, other packets to that peer are refused, so frames never
-    /// interleave. Only the first packet to a peer not yet connected is copied, into the
-    /// per-peer queue that the new connection flushes.
+    /// A frame half out is always finished before any other frame to that peer. The rest of
+    /// a small frame the socket takes only in part is copied into the per-peer queue and the
+    /// packet counts as sent (the engine may offer other packets before it offers a refused
+    /// one again, so nothing else could tell the rest of a header-only packet from another).
+    /// A rendezvous data frame is not copied: its head is kept, the call returns `false`,
+    /// and the engine offers the same frame again (the front of its send queue, named by
+    /// the frame's header), whose payload is then written from where the socket stopped;
+    /// until then other packets to that peer are refused. The first packet to a peer not
+    /// yet connected is copied too, into the queue that the new connection flushes.
     pub fn try_send(&mut self, peer: u32, hdr: &Header, payload: &[u8]) -> bool {
         let slot = &mut self.slots[peer as usize];
         let Some(c) = slot.conn.as_mut() else {
@@ -366,15 +449,19 @@ impl TcpTransport {
         }
         let result = if !slot.tx.is_empty() {
             match slot.tx.flush(&mut c.stream) {
-                Ok(true) => Self::write_packet(c, &mut slot.partial, hdr, payload),
+                Ok(true) => Self::write_packet(c, &mut slot.tx, &mut slot.partial, hdr, payload),
                 Ok(false) => Ok(Written::Short),
                 Err(e) => Err(e),
             }
         } else {
-            Self::write_packet(c, &mut slot.partial, hdr, payload)
+            Self::write_packet(c, &mut slot.tx, &mut slot.partial, hdr, payload)
         };
         match result {
             Ok(Written::All) => true,
+            Ok(Written::Queued) => {
+                slot.full = true;
+                true
+            }
             Ok(Written::Short) => {
                 slot.full = true;
                 false
@@ -387,39 +474,54 @@ impl TcpTransport {
         }
     }
 
-    /// Writes a packet, or the rest of the one the socket took in part.
+    /// Writes a packet, or the rest of the data frame the socket took in part.
     fn write_packet(
         c: &mut Conn,
+        tx: &mut TxQueue,
         partial: &mut Option<Partial>,
         hdr: &Header,
         payload: &[u8],
     ) -> std::io::Result<Written> {
-        let mut p = match partial.take() {
-            Some(p) if p.payload_at != payload.as_ptr() as usize || p.len != payload.len() => {
-                // Another packet while one is half out: it waits its turn.
+        let total = conn::FRAME_HEAD + payload.len();
+        if let Some(mut p) = partial.take() {
+            let same = p.payload_at == payload.as_ptr() as usize
+                && p.len == payload.len()
+                && p.head == packet_head(hdr, payload.len());
+            if !same {
+                // Another packet while a data frame is half out: it waits its turn.
                 *partial = Some(p);
                 return Ok(Written::Busy);
             }
-            Some(p) => p,
-            None => Partial {
-                head: packet_head(hdr, payload.len()),
-                payload_at: payload.as_ptr() as usize,
-                len: payload.len(),
-                done: 0,
-            },
-        };
-        let total = conn::FRAME_HEAD + payload.len();
-        let n = if p.done < conn::FRAME_HEAD {
-            write_parts(&mut c.stream, &[&p.head[p.done..], payload])?
-        } else {
-            write_parts(&mut c.stream, &[&payload[p.done - conn::FRAME_HEAD..]])?
-        };
-        p.done += n;
-        if p.done == total {
+            let n = if p.done < conn::FRAME_HEAD {
+                write_parts(&mut c.stream, &[&p.head[p.done..], payload])?
+            } else {
+                write_parts(&mut c.stream, &[&payload[p.done - conn::FRAME_HEAD..]])?
+            };
+            p.done += n;
+            if p.done == total {
+                return Ok(Written::All);
+            }
+            *partial = Some(p);
+            return Ok(Written::Short);
+        }
+        let head = packet_head(hdr, payload.len());
+        let n = write_parts(&mut c.stream, &[&head, payload])?;
+        if n == total {
             return Ok(Written::All);
         }
-        *partial = Some(p);
-        Ok(Written::Short)
+        if zero_copy(hdr) {
+            *partial = Some(Partial {
+                head,
+                payload_at: payload.as_ptr() as usize,
+                len: payload.len(),
+                done: n,
+            });
+            return Ok(Written::Short);
+        }
+        // The queue's buffer is reused, so this allocates only until it has grown to the
+        // largest small frame.
+        tx.push_from(&[&head, payload], n);
+        Ok(Written::Queued)
     }
 
     /// Notes that `peer` is wanted and dials it if nothing is under way.
@@ -570,13 +672,27 @@ impl TcpTransport {
         // Connections being set up, last first so removals do not disturb the rest.
         for k in (0..nh).rev() {
             let re = self.fds[1 + k].revents;
-            let timed_out = self.handshakes[k].started.elapsed() > self.cfg.timeout;
+            let outgoing = self.handshakes[k].is_outgoing();
+            // A connection dialled in has a short time to prove itself: until then it is
+            // anyone's, and must cost this rank almost nothing.
+            let limit = if outgoing {
+                self.cfg.timeout
+            } else {
+                self.cfg.handshake_timeout
+            };
+            let timed_out = self.handshakes[k].started.elapsed() > limit;
             if (re == 0 && !timed_out) || self.handshakes[k].abandoned {
                 continue;
             }
             let h = &mut self.handshakes[k];
-            let outcome = if re == 0 {
+            let outcome = if re == 0 && outgoing {
                 Outcome::Failed(format!("no answer within {} s", self.cfg.timeout.as_secs()))
+            } else if re == 0 {
+                Outcome::Refused(format!(
+                    "it did not prove it belongs to the job within {} ms \
+                     (WEFT_TCP_HANDSHAKE_TIMEOUT_MS)",
+                    limit.as_millis()
+                ))
             } else {
                 h.advance(self.rank, self.size, &self.secret, re & POLLOUT != 0)
             };
@@ -597,21 +713,10 @@ impl TcpTransport {
         loop {
             match self.listener.accept() {
                 Ok((s, a)) => {
-                    let incoming = self.handshakes.iter().filter(|h| !h.is_outgoing()).count();
-                    if incoming >= 1024 {
-                        eprintln!(
-                            "weft: rank {}: dropped a TCP connection from {a}: too many \
-                             connections are being set up",
-                            self.rank
-                        );
-                        continue;
-                    }
+                    self.make_room_for(a);
                     match Handshake::accepted(s, a) {
                         Ok(h) => self.handshakes.push(h),
-                        Err(e) => eprintln!(
-                            "weft: rank {}: dropped a TCP connection from {a}: {e}",
-                            self.rank
-                        ),
+                        Err(e) => self.dropped.note(self.rank, a, &e.to_string()),
                     }
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
@@ -622,6 +727,53 @@ impl TcpTransport {
                     return;
                 }
             }
+        }
+    }
+
+    /// Before a connection from `from` joins the handshakes: drops the oldest connection
+    /// dialled in that has not proved itself yet, from that address when it has too many,
+    /// else from anywhere when there are too many in all. (Not during the handshake loop.)
+    fn make_room_for(&mut self, from: SocketAddr) {
+        let per_source = PER_SOURCE_MIN.max(self.size as usize);
+        let (mut all, mut same) = (0, 0);
+        let (mut oldest_all, mut oldest_same) = (None::<usize>, None::<usize>);
+        for (i, h) in self.handshakes.iter().enumerate() {
+            if h.is_outgoing() || h.abandoned {
+                continue;
+            }
+            all += 1;
+            if oldest_all.is_none_or(|o| h.started < self.handshakes[o].started) {
+                oldest_all = Some(i);
+            }
+            if h.addr.ip() == from.ip() {
+                same += 1;
+                if oldest_same.is_none_or(|o| h.started < self.handshakes[o].started) {
+                    oldest_same = Some(i);
+                }
+            }
+        }
+        let (victim, why) = if same >= per_source {
+            (
+                oldest_same,
+                format!(
+                    "{same} connections from that address were waiting to prove they belong \
+                     to the job; the oldest goes"
+                ),
+            )
+        } else if all >= MAX_PENDING_IN {
+            (
+                oldest_all,
+                format!(
+                    "{all} connections were waiting to prove they belong to the job; the \
+                     oldest goes"
+                ),
+            )
+        } else {
+            return;
+        };
+        if let Some(i) = victim {
+            let h = self.handshakes.swap_remove(i);
+            self.dropped.note(self.rank, h.addr, &why);
         }
     }
 
@@ -674,10 +826,7 @@ impl TcpTransport {
                         self.slots[p as usize].dialing = false;
                         self.fail(p, "cannot connect to", why);
                     }
-                    _ => eprintln!(
-                        "weft: rank {}: dropped a TCP connection from {}: {why}",
-                        self.rank, h.addr
-                    ),
+                    _ => self.dropped.note(self.rank, h.addr, &why),
                 }
             }
         }
@@ -800,10 +949,13 @@ impl TcpTransport {
         if let Some(fd) = also {
             self.fds.push(net::poll_entry(fd, POLLIN));
         }
-        let t = if self.waiting.is_empty() {
-            timeout
-        } else {
+        let t = if !self.waiting.is_empty() {
             timeout.min(Duration::from_millis(50))
+        } else if !self.handshakes.is_empty() {
+            // Connections dialled in must be dropped soon after their deadline.
+            timeout.min(self.cfg.handshake_timeout / 4)
+        } else {
+            timeout
         };
         let _ = net::poll(&mut self.fds, t);
     }
@@ -856,6 +1008,7 @@ impl TcpTransport {
             self.service::<Discard>(None);
         }
         self.handshakes.clear();
+        self.dropped.flush(self.rank);
         for &p in &self.up {
             self.slots[p as usize].conn = None;
         }

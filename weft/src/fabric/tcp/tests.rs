@@ -353,3 +353,138 @@ fn a_burst_of_dials_beyond_the_default_backlog_is_queued_not_refused() {
         assert_eq!(dials.len(), BURST);
     });
 }
+
+/// What one rank received in [`storm`]: header-only packets (kind, cookie) and data frames
+/// (offset, whether the bytes were right), in arrival order.
+#[derive(Debug, Default, PartialEq)]
+struct Stormed {
+    control: Vec<(u8, u64)>,
+    data: Vec<(u64, bool)>,
+    /// A fatal error, or what was still unsent at the deadline.
+    failed: Option<String>,
+}
+
+/// Both ranks send each other a storm of header-only packets from two queues (as the engine
+/// does: rendezvous requests from the send queue, replies from its outbox) and large data
+/// frames, offering each queue's first packet again until taken, through tiny socket buffers.
+fn storm(rank: u32, mut t: TcpTransport, n: u64, frames: u64) -> Stormed {
+    use crate::fabric::PacketKind::{Cts, Data, Rts};
+    use std::collections::VecDeque;
+    let peer = 1 - rank;
+    let frame_len = 40usize << 10;
+    let fill = |off: u64| (off as usize / frame_len) as u8 ^ 0x5a;
+    let ctl = |kind: crate::fabric::PacketKind, cookie: u64| Header {
+        kind: kind as u8,
+        src: rank,
+        cookie,
+        ..Header::default()
+    };
+    let mut rts: VecDeque<Header> = (0..n).map(|i| ctl(Rts, i)).collect();
+    let mut cts: VecDeque<Header> = (0..n).map(|i| ctl(Cts, n + i)).collect();
+    let bufs: Vec<Vec<u8>> = (0..frames)
+        .map(|i| vec![fill(i * frame_len as u64); frame_len])
+        .collect();
+    let mut data: VecDeque<u64> = (0..frames).collect();
+    let mut got = Stormed::default();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let received = got.control.len() as u64 == 2 * n && got.data.len() as u64 == frames;
+        let sent = rts.is_empty() && cts.is_empty() && data.is_empty() && !t.busy();
+        if received && sent {
+            break;
+        }
+        if let Some(f) = t.take_fatal() {
+            got.failed = Some(f);
+            return got;
+        }
+        if Instant::now() > deadline {
+            got.failed = Some(format!(
+                "timed out: unsent {} requests, {} replies, {} frames; busy {}",
+                rts.len(),
+                cts.len(),
+                data.len(),
+                t.busy()
+            ));
+            return got;
+        }
+        while let Some(h) = rts.front() {
+            if !t.try_send(peer, h, &[]) {
+                break;
+            }
+            rts.pop_front();
+            // Interleave the queues so a refused packet of one is followed by the other's.
+            if let Some(h) = cts.front() {
+                if !t.try_send(peer, h, &[]) {
+                    break;
+                }
+                cts.pop_front();
+            }
+        }
+        if let Some(&i) = data.front() {
+            let h = Header {
+                kind: Data as u8,
+                src: rank,
+                aux: 77,
+                len: frames * frame_len as u64,
+                cookie: i * frame_len as u64,
+                ..Header::default()
+            };
+            if t.try_send(peer, &h, &bufs[i as usize]) {
+                data.pop_front();
+            }
+        }
+        if let Some(h) = cts.front() {
+            if t.try_send(peer, h, &[]) {
+                cts.pop_front();
+            }
+        }
+        t.poll(&mut |h: &Header, p: &[u8]| {
+            if h.kind == Data as u8 {
+                got.data.push((
+                    h.cookie,
+                    p.len() == frame_len && p.iter().all(|&b| b == fill(h.cookie)),
+                ));
+            } else {
+                got.control.push((h.kind, h.cookie));
+            }
+        });
+    }
+    t.close();
+    got
+}
+
+#[test]
+fn a_half_written_frame_is_finished_before_any_other_whatever_its_payload() {
+    const N: u64 = 4000;
+    const FRAMES: u64 = 60;
+    let got = job(
+        2,
+        &[("WEFT_TCP_BUFFER", "4k"), ("WEFT_TCP_TIMEOUT", "5")],
+        |rank, t| storm(rank, t, N, FRAMES),
+    );
+    // Every packet arrives once (in whatever interleaving of the two queues).
+    for g in &got {
+        assert_eq!(g.failed, None);
+        let mut control = g.control.clone();
+        control.sort_by_key(|&(_, c)| c);
+        let expect: Vec<(u8, u64)> = (0..2 * N)
+            .map(|c| {
+                use crate::fabric::PacketKind::{Cts, Rts};
+                let kind = if c < N { Rts } else { Cts };
+                (kind as u8, c)
+            })
+            .collect();
+        let lost = expect
+            .iter()
+            .filter(|e| control.binary_search_by_key(&e.1, |c| c.1).is_err())
+            .count();
+        let doubled = control.windows(2).filter(|w| w[0] == w[1]).count();
+        assert!(
+            control == expect,
+            "{} header-only packets arrived, {lost} lost, {doubled} twice",
+            g.control.len()
+        );
+        let data: Vec<(u64, bool)> = (0..FRAMES).map(|i| (i * (40 << 10), true)).collect();
+        assert_eq!(g.data, data);
+    }
+}
