@@ -1,9 +1,10 @@
 //! Host lists and process placement for multi-host `weft run`.
 //!
-//! Hosts come from `--hosts a,b:2` or a hostfile (`host [slots=N]` or `host:N` per line, `#`
-//! comments). A host given without a count has one slot (Open MPI's `--host`, MPICH's
-//! `-hosts`); a host named twice has the sum of its slots. More ranks than slots is an error
-//! unless oversubscription is allowed (Open MPI's `--oversubscribe`).
+//! Hosts come from `--hosts a,b:2,[::1]:2` or a hostfile (`host [slots=N]` or `host:N` per
+//! line, `#` comments; an IPv6 address takes brackets when a count follows it). A host given
+//! without a count has one slot (Open MPI's `--host`, MPICH's `-hosts`); a host named twice
+//! has the sum of its slots. More ranks than slots is an error unless oversubscription is
+//! allowed (Open MPI's `--oversubscribe`).
 //!
 //! Placement (`--map-by`): `block` fills each host's slots in list order (ranks 0..s0 on the
 //! first host, ...); `round-robin` deals one rank per host in turn, skipping full hosts. The
@@ -67,16 +68,37 @@ fn add(hosts: &mut Vec<Host>, name: &str, slots: u32) {
     }
 }
 
-/// Parses `a,b:2,c` (the `--hosts` value).
+/// Splits `HOST[:SLOTS]` into the host and its slot count, if given. An IPv6 address takes
+/// brackets when a count follows (`[::1]:2`, as in URLs); a bare one (`::1`, more than one
+/// colon) is a host without a count. The brackets are not part of the name: the
+/// remote-start command (ssh) wants the bare address.
+fn split_slots<'a>(item: &'a str, whence: &str) -> anyhow::Result<(&'a str, Option<u32>)> {
+    if let Some(rest) = item.strip_prefix('[') {
+        let Some((name, after)) = rest.split_once(']') else {
+            bail!("{whence}: {item:?} has no closing ']'");
+        };
+        return match after {
+            "" => Ok((name, None)),
+            _ => match after.strip_prefix(':') {
+                Some(s) => Ok((name, Some(parse_slots(s, whence)?))),
+                None => bail!("{whence}: {item:?}: expected `:SLOTS` after ']'"),
+            },
+        };
+    }
+    match item.split_once(':') {
+        Some((n, s)) if !s.contains(':') => Ok((n, Some(parse_slots(s, whence)?))),
+        _ => Ok((item, None)),
+    }
+}
+
+/// Parses `a,b:2,c,[::1]:2` (the `--hosts` value).
 pub fn parse_list(text: &str) -> anyhow::Result<Vec<Host>> {
     let mut hosts = Vec::new();
     for item in text.split(',') {
         let item = item.trim();
         let whence = format!("--hosts {text:?}");
-        let (name, slots) = match item.split_once(':') {
-            Some((n, s)) => (n, parse_slots(s, &whence)?),
-            None => (item, 1),
-        };
+        let (name, slots) = split_slots(item, &whence)?;
+        let slots = slots.unwrap_or(1);
         check_name(name, &whence)?;
         add(&mut hosts, name, slots);
     }
@@ -94,10 +116,7 @@ pub fn parse_file_text(text: &str, path: &str) -> anyhow::Result<Vec<Host>> {
         }
         let mut words = line.split_whitespace();
         let first = words.next().unwrap_or_default();
-        let (name, mut slots) = match first.split_once(':') {
-            Some((n, s)) => (n, Some(parse_slots(s, &whence)?)),
-            None => (first, None),
-        };
+        let (name, mut slots) = split_slots(first, &whence)?;
         check_name(name, &whence)?;
         for w in words {
             match w.split_once('=') {
@@ -221,6 +240,30 @@ mod tests {
             let e = parse_list(bad).unwrap_err().to_string();
             assert!(e.contains("--hosts"), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn bracketed_ipv6_hosts() {
+        assert_eq!(parse_list("[::1]:2").unwrap(), vec![h("::1", 2)]);
+        assert_eq!(
+            parse_list("[fe80::1],[::1]:3,b:2").unwrap(),
+            vec![h("fe80::1", 1), h("::1", 3), h("b", 2)]
+        );
+        assert_eq!(parse_list("::1").unwrap(), vec![h("::1", 1)]);
+        for bad in ["[::1", "[::1]x", "[::1]:0", "[]:2"] {
+            let e = parse_list(bad).unwrap_err().to_string();
+            assert!(e.contains("--hosts"), "{bad}: {e}");
+        }
+        assert_eq!(
+            parse_file_text(
+                "[::1]:2
+::2 slots=3
+",
+                "hf"
+            )
+            .unwrap(),
+            vec![h("::1", 2), h("::2", 3)]
+        );
     }
 
     #[test]

@@ -1,9 +1,13 @@
 //! `weft run`: start N ranks on this host, serve them PMI-1, forward their output, and end
 //! the whole job on the first failure.
 //!
-//! Threads: one PMI server per rank, two output forwarders per rank, one reaper
-//! (`waitpid(-1)`), one signal taker (`sigwait`). They report [`Event`]s to the main thread,
-//! which alone decides how the job ends.
+//! Threads: one starter (it starts the ranks one by one and then stays: PR_SET_PDEATHSIG
+//! fires when the thread that started a child ends), one PMI server per rank, two output
+//! forwarders per rank, one reaper (`waitpid(-1)`), one signal taker (`sigwait`). They report
+//! [`Event`]s to the main thread, which alone decides how the job ends, from the first
+//! instant: the time limit, a signal or a failed rank stop the start of the others too.
+//! A rank count the host's limits could never run is refused before anything starts
+//! ([`check_rank_count`]).
 //!
 //! Environment each rank gets (on top of the launcher's own, minus `PMI_PORT`/`PMI_ID`, plus
 //! every `-x`): `PMI_FD` (its end of a socket pair; PMI-1 is served on the other end),
@@ -11,20 +15,24 @@
 //! (= size: one host), `MPI_LOCALRANKID` (= rank), and `WEFT_JOB_ID` (`<launcher pid>_<8 hex
 //! digits>`, unique on the host). `PMI_process_mapping` is `(vector,(0,1,N))`, and the
 //! key-value space starts with `weft-job-secret` (lowercase hex of 32 random bytes, for the
-//! TCP transport). Stdin is /dev/null. All ranks share one new process group; each has
+//! TCP transport). Stdin is /dev/null. All ranks share one new process group (a new one is
+//! started if every rank of it ended before the next was started); each has
 //! PR_SET_PDEATHSIG(SIGKILL).
 //!
 //! Multi-host jobs (`--hosts`, in [`crate::head`]) reuse the rank start-up ([`Spawn`], in
 //! each host's proxy) and this event loop ([`drive`], in the head, with [`Hooks`] for what
 //! only they have: remote starts, barriers across hosts, lost hosts).
 
+pub use crate::event::Event;
 use crate::pmi_server::{self, Job};
 use crate::sys::{self, Status};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -85,47 +93,6 @@ impl BindTo {
             BindTo::Core => sys::allowed_cpus(),
         }
     }
-}
-
-/// Reports to the main thread.
-#[derive(Debug)]
-pub enum Event {
-    /// A child was reaped.
-    Exited { pid: libc::pid_t, status: Status },
-    /// The reaper failed.
-    ReaperError(String),
-    /// `cmd=init` from a rank.
-    PmiInit { rank: u32 },
-    /// `cmd=finalize` from a rank.
-    PmiFinalize { rank: u32 },
-    /// `cmd=abort exitcode=N` from a rank.
-    PmiAbort { rank: u32, code: i32 },
-    /// A rank's PMI socket reached end of file.
-    PmiClosed { rank: u32 },
-    /// The launcher received SIGINT, SIGTERM or SIGHUP.
-    Signal(i32),
-    /// A remote rank was started (multi-host jobs; reported by its host's proxy).
-    RankStarted { rank: u32, pid: libc::pid_t },
-    /// A remote rank could not be started.
-    RankStartFailed { rank: u32, why: String },
-    /// A remote rank ended.
-    RankExited { rank: u32, status: Status },
-    /// A host's ranks all entered a PMI barrier, with their puts since the last one.
-    Fence {
-        host: usize,
-        puts: Vec<(String, String)>,
-    },
-    /// A host's proxy is gone: its connection closed, failed or went silent.
-    HostLost { host: usize, why: String },
-    /// A message from the head (in a proxy).
-    FromHead(crate::wire::ToProxy),
-    /// The head is gone (in a proxy).
-    HeadLost(String),
-    /// A proxy connected and proved it knows the job's proxy secret (start-up only).
-    ProxyConnected {
-        host: usize,
-        stream: std::net::TcpStream,
-    },
 }
 
 /// What the event loop knows of a rank.
@@ -196,7 +163,9 @@ pub fn forward(rank: u32, src: impl Read, to_stderr: bool, tag: bool) {
     }
 }
 
-/// Removes `/dev/shm/weft-<job_id>-*`; returns how many it removed.
+/// Removes `/dev/shm/weft-<job_id>-*`; returns how many it removed. (Weft's own segments
+/// have no names, see `weft::sys::segment`; this sweeps what the job's programs left under
+/// the job's prefix, and segments of older weft versions.)
 pub fn remove_segments(job_id: &str) -> usize {
     let prefix = format!("weft-{job_id}-");
     let Ok(dir) = std::fs::read_dir("/dev/shm") else {
@@ -215,7 +184,118 @@ pub fn exit_byte(code: i32) -> u8 {
     }
 }
 
+/// What one rank costs the launcher's host: the rank's process, and in the launcher three
+/// threads (its PMI server, two output forwarders) and four descriptors (its PMI socket, a
+/// duplicate for writing, the ends of its stdout and stderr pipes).
+const TASKS_PER_RANK: u64 = 4;
+const FDS_PER_RANK: u64 = 4;
+/// Descriptors the launcher needs besides its ranks'.
+const FDS_RESERVED: u64 = 64;
+/// The most processes one Linux host can have (PID_MAX_LIMIT on 64-bit kernels).
+const PID_MAX_LIMIT: u64 = 1 << 22;
+
+/// Refuses `-n np` when this host's limits could not run that many ranks, naming each limit
+/// and what it allows (before anything is allocated for the ranks). Raises the launcher's
+/// soft descriptor limit to its hard limit on the way (it needs a few per rank).
+pub fn check_rank_count(np: u32) -> anyhow::Result<()> {
+    let read =
+        |path: &str| -> Option<u64> { std::fs::read_to_string(path).ok()?.trim().parse().ok() };
+    let nofile = sys::raise_nofile().ok().flatten();
+    let nproc = sys::rlimit(libc::RLIMIT_NPROC)
+        .ok()
+        .and_then(|(soft, _)| soft);
+    let pid_max = read("/proc/sys/kernel/pid_max");
+    let threads_max = read("/proc/sys/kernel/threads-max");
+    let mut limits = Vec::new();
+    let mut most = u64::MAX;
+    let mut limit = |what: String, allows: Option<u64>| {
+        if let Some(a) = allows {
+            most = most.min(a);
+            limits.push(format!("{what} allows {a}"));
+        }
+    };
+    let fmt = |v: Option<u64>| v.map_or("unlimited".to_owned(), |v| v.to_string());
+    limit(
+        format!("RLIMIT_NOFILE ({})", fmt(nofile)),
+        nofile.map(|v| v.saturating_sub(FDS_RESERVED) / FDS_PER_RANK),
+    );
+    if !sys::is_root() {
+        limit(
+            format!("RLIMIT_NPROC ({})", fmt(nproc)),
+            nproc.map(|v| v / TASKS_PER_RANK),
+        );
+    }
+    limit(
+        format!("kernel.pid_max ({})", fmt(pid_max)),
+        Some(pid_max.unwrap_or(PID_MAX_LIMIT) / TASKS_PER_RANK),
+    );
+    limit(
+        format!("kernel.threads-max ({})", fmt(threads_max)),
+        threads_max.map(|v| v / TASKS_PER_RANK),
+    );
+    if u64::from(np) > most {
+        anyhow::bail!(
+            "-n {np}: this host cannot run that many ranks: each is a process, with {} threads \
+             and {FDS_PER_RANK} file descriptors in the launcher; {}: at most {most} ranks here",
+            TASKS_PER_RANK - 1,
+            limits.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// Refuses `-n np` over `hosts` hosts when no Linux host could run its share (the launcher
+/// cannot see the other hosts' limits; their proxies report what they cannot start).
+pub fn check_rank_count_on_hosts(np: u32, hosts: usize) -> anyhow::Result<()> {
+    let most = PID_MAX_LIMIT / TASKS_PER_RANK * hosts as u64;
+    if u64::from(np) > most {
+        anyhow::bail!(
+            "-n {np}: {hosts} host(s) cannot run that many ranks: a Linux host has at most \
+             {PID_MAX_LIMIT} processes and threads (its kernel.pid_max can be no higher), \
+             which is {} ranks: at most {most} ranks on these hosts",
+            PID_MAX_LIMIT / TASKS_PER_RANK
+        );
+    }
+    Ok(())
+}
+
+/// How far the start of the ranks got, shared by the thread that starts them and the event
+/// loop (which stops it as soon as the job's end is decided).
+#[derive(Default)]
+pub struct Starting {
+    /// Ranks in the job.
+    total: u32,
+    /// Ranks started so far (they are started in order).
+    started: AtomicU32,
+    /// The event loop decided the job's end: start no more.
+    stop: AtomicBool,
+    /// Every rank is started, or starting stopped.
+    done: AtomicBool,
+    /// Held by the starter while it starts a rank (see [`reap_beside_spawn`]).
+    spawn: Mutex<()>,
+}
+
+impl Starting {
+    /// Asks the starter to start no more ranks; returns "(k of n ranks started)" when it
+    /// was still starting them.
+    fn stop(&self) -> Option<String> {
+        // SYNC: pairs with the Acquire load in the starter's loop (and its Release of done).
+        self.stop.store(true, Ordering::Release);
+        (!self.done.load(Ordering::Acquire)).then(|| {
+            format!(
+                "({} of {} ranks started)",
+                self.started.load(Ordering::Relaxed),
+                self.total
+            )
+        })
+    }
+}
+
 /// Runs the job; returns the exit code for the launcher.
+///
+/// The event loop runs from the first instant: ranks are started by a thread of their own,
+/// so the time limit counts from the start and a signal, a rank's failure or a rank that
+/// cannot be started ends the job while the others are still being started.
 pub fn run(opts: &Options) -> anyhow::Result<u8> {
     let n = opts.np;
     let job_id = new_job_id();
@@ -235,66 +315,200 @@ pub fn run(opts: &Options) -> anyhow::Result<u8> {
     // started afterwards inherits the mask (children get an empty mask back).
     start_signal_thread(&tx)?;
 
-    let launcher = std::process::id() as libc::pid_t;
-    let mut ranks: Vec<Rank> = Vec::with_capacity(n as usize);
-    let mut outputs = Vec::new();
-    let mut pgid: libc::pid_t = 0;
     let cpus = opts
         .bind
         .cpus()
         .map_err(|e| anyhow::anyhow!("--bind-to core: reading the launcher's CPUs: {e}"))?;
-    for rank in 0..n {
-        let how = Spawn {
-            program: &opts.program,
-            args: &opts.args,
-            env: &opts.env,
-            size: n,
-            job_id: &job_id,
-            kvsname: &kvsname,
-            cwd: None,
-            cpus: &cpus,
-        };
-        let spawned = how.spawn(rank, rank, n, pgid, launcher);
-        let (mut child, parent_end) = match spawned {
-            Ok(x) => x,
-            Err(e) => {
-                note!("weft run: cannot start rank {rank}: {e}");
-                for r in &ranks {
-                    sys::kill(r.pid, libc::SIGKILL);
+    let starting = Arc::new(Starting {
+        total: n,
+        ..Starting::default()
+    });
+    let outputs = Arc::new(Mutex::new(Vec::new()));
+    start_reaper(&tx, Some(starting.clone()))?;
+    {
+        let (opts, job_id, starting, outputs) = (
+            opts.clone(),
+            job_id.clone(),
+            starting.clone(),
+            outputs.clone(),
+        );
+        let tx = tx.clone();
+        thread::Builder::new()
+            .name("starter".into())
+            .spawn(move || {
+                start_ranks(
+                    &opts, &job_id, &kvsname, &cpus, &job, &starting, &outputs, tx,
+                );
+                // PR_SET_PDEATHSIG fires when the thread that started a child ends, not the
+                // process: this thread must live as long as the launcher.
+                loop {
+                    thread::park();
                 }
-                while let Ok(Some(_)) = sys::wait_any() {}
-                return Ok(EXIT_CANNOT_START as u8);
-            }
-        };
-        let pid = child.id() as libc::pid_t;
-        if rank == 0 {
-            pgid = pid;
-        }
-        let tag = opts.tag_output;
-        if let Some(out) = child.stdout.take() {
-            outputs.push(thread::spawn(move || forward(rank, out, false, tag)));
-        }
-        if let Some(err) = child.stderr.take() {
-            outputs.push(thread::spawn(move || forward(rank, err, true, tag)));
-        }
-        let (job, tx) = (job.clone(), tx.clone());
-        thread::spawn(move || pmi_server::serve(job, rank, parent_end, tx));
-        // The child is reaped by the reaper thread through waitpid(-1), not through `child`.
-        drop(child);
-        ranks.push(Rank::new(pid, None));
+            })?;
     }
-    start_reaper_thread(&tx)?;
     drop(tx);
 
-    let mut ctl = Control::new(ranks, pgid);
-    drive(&mut ctl, &rx, opts.timeout, &mut NoHooks);
+    let ranks = (0..n).map(|_| Rank::new(0, None)).collect();
+    let mut ctl = Control::new(ranks, 0);
+    ctl.starting = Some(starting);
+    drive(&mut ctl, &rx, opts.timeout, &mut LocalStart::default());
 
     let removed = remove_segments(&job_id);
     if removed > 0 {
         note!("weft run: removed {removed} shared-memory segment(s) /dev/shm/weft-{job_id}-* left by the job");
     }
+    let outputs = std::mem::take(&mut *outputs.lock().unwrap_or_else(|e| e.into_inner()));
     finish_output(outputs);
     Ok(ctl.outcome.map_or(0, exit_byte))
+}
+
+/// The starter thread's work: starts ranks 0.. in order until all are started or the event
+/// loop says stop, reporting each ([`Event::RankStarted`], [`Event::RankStartFailed`]) and
+/// then the end ([`Event::StartEnded`]).
+#[allow(clippy::too_many_arguments)]
+fn start_ranks(
+    opts: &Options,
+    job_id: &str,
+    kvsname: &str,
+    cpus: &[usize],
+    job: &Arc<Job>,
+    starting: &Starting,
+    outputs: &Mutex<Vec<thread::JoinHandle<()>>>,
+    tx: mpsc::Sender<Event>,
+) {
+    let n = opts.np;
+    let launcher = std::process::id() as libc::pid_t;
+    let how = Spawn {
+        program: &opts.program,
+        args: &opts.args,
+        env: &opts.env,
+        size: n,
+        job_id,
+        kvsname,
+        cwd: None,
+        cpus,
+    };
+    let mut pgid: libc::pid_t = 0;
+    let mut started = 0;
+    // SYNC: pairs with the Release store in `Starting::stop`.
+    while started < n && !starting.stop.load(Ordering::Acquire) {
+        let rank = started;
+        let spawned = {
+            let _spawning = starting.spawn.lock().unwrap_or_else(|e| e.into_inner());
+            match how.spawn(rank, rank, n, pgid, launcher) {
+                // The group is gone: every rank in it ended (and was reaped) before this one
+                // started. Start a new one, led by this rank.
+                // (EPERM from setpgid; the error is wrapped, so only its kind is left. An
+                // exec refused with EACCES is retried once in vain and then reported.)
+                Err(e) if pgid != 0 && e.kind() == std::io::ErrorKind::PermissionDenied => {
+                    pgid = 0;
+                    how.spawn(rank, rank, n, 0, launcher)
+                }
+                other => other,
+            }
+        };
+        let (mut child, parent_end) = match spawned {
+            Ok(x) => x,
+            Err(e) => {
+                let _ = tx.send(Event::RankStartFailed {
+                    rank,
+                    why: e.to_string(),
+                });
+                break;
+            }
+        };
+        let pid = child.id() as libc::pid_t;
+        if pgid == 0 {
+            pgid = pid;
+            let _ = tx.send(Event::GroupStarted { pgid });
+        }
+        started += 1;
+        starting.started.store(started, Ordering::Relaxed);
+        let _ = tx.send(Event::RankStarted { rank, pid });
+        // The child is reaped by the reaper thread through waitpid(-1), not through `child`.
+        let (out, err) = (child.stdout.take(), child.stderr.take());
+        drop(child);
+        let tag = opts.tag_output;
+        let (job, rtx) = (job.clone(), tx.clone());
+        let threads = [
+            out.map(|o| {
+                (
+                    "stdout",
+                    Box::new(move || forward(rank, o, false, tag)) as Box<dyn FnOnce() + Send>,
+                )
+            }),
+            err.map(|e| {
+                (
+                    "stderr",
+                    Box::new(move || forward(rank, e, true, tag)) as Box<dyn FnOnce() + Send>,
+                )
+            }),
+            Some((
+                "PMI",
+                Box::new(move || pmi_server::serve(job, rank, parent_end, rtx))
+                    as Box<dyn FnOnce() + Send>,
+            )),
+        ];
+        for (what, f) in threads.into_iter().flatten() {
+            match thread::Builder::new().spawn(f) {
+                Ok(h) if what != "PMI" => outputs.lock().unwrap_or_else(|e| e.into_inner()).push(h),
+                Ok(_) => {}
+                Err(e) => {
+                    let _ = tx.send(Event::RankStartFailed {
+                        rank,
+                        why: format!("cannot start the launcher's {what} thread for it: {e}"),
+                    });
+                    starting.stop.store(true, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+    // SYNC: pairs with the Acquire loads of done in `Starting::stop` and in the reaper.
+    starting.done.store(true, Ordering::Release);
+    let _ = tx.send(Event::StartEnded { started });
+}
+
+/// The event loop's part in a local job's start-up: it learns each rank's pid as it is
+/// started, and gives up on the ranks that never will be.
+#[derive(Default)]
+struct LocalStart {
+    /// Children reaped before their start was reported (the reaper can be first).
+    early: Vec<(libc::pid_t, Status)>,
+}
+
+impl Hooks for LocalStart {
+    fn event(&mut self, ctl: &mut Control, ev: Event) {
+        match ev {
+            Event::RankStarted { rank, pid } => {
+                let i = rank as usize;
+                ctl.ranks[i].pid = pid;
+                if let Some(k) = self.early.iter().position(|&(p, _)| p == pid) {
+                    let (_, status) = self.early.swap_remove(k);
+                    ctl.exited(i, status);
+                } else if ctl.outcome.is_some() {
+                    // Started after the end was decided (and signalled): no grace for it.
+                    sys::kill(pid, libc::SIGKILL);
+                }
+            }
+            Event::RankStartFailed { rank, why } => ctl.fail(
+                EXIT_CANNOT_START,
+                format!("cannot start rank {rank}: {why}"),
+            ),
+            Event::GroupStarted { pgid } => {
+                ctl.pgids.push(pgid);
+                if ctl.outcome.is_some() {
+                    sys::kill(-pgid, libc::SIGKILL);
+                }
+            }
+            Event::StartEnded { started } => {
+                for i in started as usize..ctl.ranks.len() {
+                    ctl.abandon(i);
+                }
+            }
+            Event::Exited { pid, status } => self.early.push((pid, status)),
+            _ => {}
+        }
+    }
 }
 
 /// Lets the forwarders print what the ranks wrote last, but does not wait on descendants
@@ -325,17 +539,34 @@ pub fn start_signal_thread(tx: &mpsc::Sender<Event>) -> anyhow::Result<()> {
 
 /// Starts the thread that reaps every child (`waitpid(-1)`), reporting [`Event::Exited`].
 pub fn start_reaper_thread(tx: &mpsc::Sender<Event>) -> anyhow::Result<()> {
+    start_reaper(tx, None)
+}
+
+/// Like [`start_reaper_thread`], while children may still be started: then having none is
+/// not the end.
+fn start_reaper(tx: &mpsc::Sender<Event>, starting: Option<Arc<Starting>>) -> anyhow::Result<()> {
     let tx = tx.clone();
     thread::Builder::new()
         .name("reaper".into())
         .spawn(move || loop {
-            match sys::wait_any() {
+            // Read before waiting: if starting was done then, "no child" really is the end.
+            // SYNC: pairs with the Release store of done at the end of `start_ranks`.
+            let done = match &starting {
+                Some(s) => s.done.load(Ordering::Acquire),
+                None => true,
+            };
+            let reaped = match &starting {
+                None => sys::wait_any(),
+                Some(s) => reap_beside_spawn(s),
+            };
+            match reaped {
                 Ok(Some((pid, status))) => {
                     if tx.send(Event::Exited { pid, status }).is_err() {
                         break;
                     }
                 }
-                Ok(None) => break,
+                Ok(None) if done => break,
+                Ok(None) => thread::sleep(Duration::from_millis(2)),
                 Err(e) => {
                     let _ = tx.send(Event::ReaperError(e.to_string()));
                     break;
@@ -343,6 +574,18 @@ pub fn start_reaper_thread(tx: &mpsc::Sender<Event>) -> anyhow::Result<()> {
             }
         })?;
     Ok(())
+}
+
+/// Reaps one child while others may be being started. `Command::spawn` reaps a child itself
+/// when its exec fails (and panics if someone else reaped it first), so the reaper only
+/// looks (`WNOWAIT`) until no spawn is under way, then reaps exactly the child it saw, if
+/// spawn has not taken it. `Ok(None)`: no child now, or nothing of ours to report yet.
+fn reap_beside_spawn(starting: &Starting) -> std::io::Result<Option<(libc::pid_t, Status)>> {
+    let Some(pid) = sys::wait_exited_peek()? else {
+        return Ok(None);
+    };
+    let _no_spawn = starting.spawn.lock().unwrap_or_else(|e| e.into_inner());
+    sys::reap(pid).map(|st| st.map(|st| (pid, st)))
 }
 
 /// What a multi-host job adds to the event loop.
@@ -354,13 +597,6 @@ pub trait Hooks {
     /// Remote ranks whose end was never reported, well after SIGKILL was sent: the hook
     /// gives up on them ([`Control::abandon`]) and stops what may still run them.
     fn unreported(&mut self, _ctl: &mut Control, _ranks: &[usize]) {}
-}
-
-/// The hooks of an all-local job: nothing else happens.
-pub struct NoHooks;
-
-impl Hooks for NoHooks {
-    fn event(&mut self, _: &mut Control, _: Event) {}
 }
 
 /// The event loop: runs until every rank is accounted for (or the channel closes, or ranks
@@ -547,8 +783,9 @@ impl Spawn<'_> {
 pub struct Control {
     /// Every rank of the job, by world rank.
     pub ranks: Vec<Rank>,
-    /// The local ranks' process group (0: none).
-    pgid: libc::pid_t,
+    /// The local ranks' process groups (usually one; a new one is started when every rank
+    /// of the last one ended before the next rank was started).
+    pgids: Vec<libc::pid_t>,
     /// Ranks not yet accounted for.
     pub alive: u32,
     /// The job's exit code, once decided (the first failure wins).
@@ -557,6 +794,9 @@ pub struct Control {
     give_up_at: Option<Instant>,
     /// Signals the remote ranks (multi-host jobs: through their proxies).
     pub signal_remote: Option<Box<dyn FnMut(i32)>>,
+    /// The start of the local ranks, while it may still go on (stopped when the job's end
+    /// is decided).
+    pub starting: Option<Arc<Starting>>,
 }
 
 impl Control {
@@ -565,11 +805,12 @@ impl Control {
         Control {
             alive: ranks.len() as u32,
             ranks,
-            pgid,
+            pgids: (pgid > 0).then_some(pgid).into_iter().collect(),
             outcome: None,
             kill_at: None,
             give_up_at: None,
             signal_remote: None,
+            starting: None,
         }
     }
 
@@ -636,6 +877,10 @@ impl Control {
             return;
         }
         self.outcome = Some(code);
+        let why = match self.starting.as_ref().and_then(|s| s.stop()) {
+            Some(progress) => format!("{why} {progress}"),
+            None => why,
+        };
         if self.alive > 0 {
             note!("weft run: {why}; ending the job");
             self.kill_now(libc::SIGTERM);
@@ -646,8 +891,8 @@ impl Control {
     }
 
     fn kill_now(&mut self, sig: i32) {
-        if self.pgid > 0 {
-            sys::kill(-self.pgid, sig);
+        for &g in &self.pgids {
+            sys::kill(-g, sig);
         }
         for r in self.ranks.iter() {
             if !r.done && r.pending.is_none() && r.host.is_none() && r.pid > 0 {

@@ -21,6 +21,7 @@ macro_rules! note {
 }
 
 mod cargo_target;
+mod event;
 mod head;
 mod head_accept;
 mod hosts;
@@ -89,7 +90,13 @@ struct RunArgs {
     pmi_debug: bool,
     /// Run on these hosts: `HOST[:SLOTS],...` (a host without a count has one slot).
     /// Without --hosts or --hostfile every rank runs on this host.
-    #[arg(long = "hosts", alias = "host", value_name = "HOST[:SLOTS],...")]
+    // (A value starting with '-' is taken, so that the host check names what is wrong.)
+    #[arg(
+        long = "hosts",
+        alias = "host",
+        value_name = "HOST[:SLOTS],...",
+        allow_hyphen_values = true
+    )]
     hosts: Option<String>,
     /// Run on the hosts listed in FILE: one `HOST [slots=N]` (or `HOST:N`) per line, `#`
     /// comments.
@@ -125,12 +132,10 @@ struct RunArgs {
     /// For testing how ranks find their nodes.
     #[arg(long, hide = true, value_name = "MAPPING")]
     process_mapping: Option<String>,
-    /// The program and its arguments (with --example/--bin: the arguments only).
-    #[arg(
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "PROGRAM [ARGS]"
-    )]
+    /// The program and its arguments (with --example/--bin: the arguments only; put `--`
+    /// before arguments that start with `-`). Everything after the program is its own,
+    /// flags included; an unknown flag before it is an error, not a program name.
+    #[arg(trailing_var_arg = true, value_name = "PROGRAM [ARGS]")]
     command: Vec<String>,
 }
 
@@ -148,6 +153,17 @@ fn run_cmd(a: RunArgs) -> anyhow::Result<u8> {
     if a.np == 0 {
         bail!("-n 0: a job needs at least one rank");
     }
+    let host_list = match (&a.hosts, &a.hostfile) {
+        (Some(list), _) => Some(hosts::parse_list(list)?),
+        (None, Some(file)) => Some(hosts::parse_file(file)?),
+        (None, None) => None,
+    };
+    // Before anything is built or allocated for the ranks: a count this host (or these
+    // hosts) could never run is refused with the limits that forbid it.
+    match &host_list {
+        None => launch::check_rank_count(a.np)?,
+        Some(h) => launch::check_rank_count_on_hosts(a.np, h.len())?,
+    }
     let mut env = Vec::new();
     for x in &a.export {
         match x.split_once('=') {
@@ -161,6 +177,7 @@ fn run_cmd(a: RunArgs) -> anyhow::Result<u8> {
             }
         }
     }
+    check_tunables(&env)?;
     let timeout = match (a.timeout, std::env::var("MPIEXEC_TIMEOUT")) {
         (Some(t), _) => Some(parse_secs("--timeout", &t.to_string())?),
         (None, Ok(t)) if !t.trim().is_empty() => Some(parse_secs("MPIEXEC_TIMEOUT", &t)?),
@@ -205,17 +222,11 @@ fn run_cmd(a: RunArgs) -> anyhow::Result<u8> {
         process_mapping: a.process_mapping.clone(),
         bind,
     };
-    let host_list = match (&a.hosts, &a.hostfile) {
-        (Some(list), _) => hosts::parse_list(list)?,
-        (None, Some(file)) => hosts::parse_file(file)?,
-        (None, None) => {
-            if a.rsh.is_some() || a.head_addr.is_some() || a.oversubscribe {
-                bail!(
-                    "--rsh, --head-addr and --oversubscribe only apply with --hosts or --hostfile"
-                );
-            }
-            return launch::run(&opts);
+    let Some(host_list) = host_list else {
+        if a.rsh.is_some() || a.head_addr.is_some() || a.oversubscribe {
+            bail!("--rsh, --head-addr and --oversubscribe only apply with --hosts or --hostfile");
         }
+        return launch::run(&opts);
     };
     let host_of = hosts::place(&host_list, a.np, a.map_by, a.oversubscribe)?;
     let rsh_text = match &a.rsh {
@@ -246,6 +257,22 @@ fn run_cmd(a: RunArgs) -> anyhow::Result<u8> {
             start_timeout: secs("WEFT_HOST_START_TIMEOUT", 60.0)?,
         },
     )
+}
+
+/// Refuses a `WEFT_*` tunable that the ranks would refuse (each of them, at initialize):
+/// the ranks see the launcher's environment with the `-x` settings on top.
+fn check_tunables(exports: &[(String, String)]) -> anyhow::Result<()> {
+    let lookup = |name: &str| match exports.iter().rev().find(|(k, _)| k == name) {
+        Some((_, v)) => Some(v.clone()),
+        None => std::env::var(name).ok(),
+    };
+    weft::tunables::Tunables::from_lookup(lookup)
+        .map(drop)
+        .map_err(|e| {
+            let e = e.to_string();
+            let e = e.strip_prefix("weft: ").unwrap_or(&e);
+            anyhow::anyhow!("{e} (set by -x or in the launcher's environment)")
+        })
 }
 
 /// A launcher setting from the environment; unset or blank is None.

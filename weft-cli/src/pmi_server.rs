@@ -7,7 +7,7 @@
 //! own ranks: its barrier completes when its ranks have entered and the [`Fence`] hook has
 //! exchanged the puts with every other host.
 
-use crate::launch::Event;
+use crate::event::Event;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;

@@ -197,6 +197,54 @@ pub fn wait_any() -> io::Result<Option<(libc::pid_t, Status)>> {
     }
 }
 
+/// Waits until some child has exited and returns its pid without reaping it (`waitid` with
+/// `WNOWAIT`): `Ok(None)` when there are no children.
+pub fn wait_exited_peek() -> io::Result<Option<libc::pid_t>> {
+    loop {
+        // SAFETY: an all-zero siginfo_t is a valid value of this plain C struct.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `info` is a valid out-pointer; P_ALL with WNOWAIT only reports a child.
+        let rc = unsafe { libc::waitid(libc::P_ALL, 0, &mut info, libc::WEXITED | libc::WNOWAIT) };
+        if rc != 0 {
+            let e = io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::ECHILD) => return Ok(None),
+                _ => return Err(e),
+            }
+        }
+        // SAFETY: waitid succeeded with WEXITED, so `info` describes a child (SIGCHLD).
+        return Ok(Some(unsafe { info.si_pid() }));
+    }
+}
+
+/// Reaps child `pid`, which has exited: `Ok(None)` when it is already reaped.
+pub fn reap(pid: libc::pid_t) -> io::Result<Option<Status>> {
+    loop {
+        let mut status: libc::c_int = 0;
+        // SAFETY: `status` is a valid out-pointer; waitpid reaps only our child `pid`.
+        let rc = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::ECHILD) => return Ok(None),
+                _ => return Err(e),
+            }
+        }
+        if rc == 0 {
+            return Ok(None);
+        }
+        return Ok(if libc::WIFEXITED(status) {
+            Some(Status::Exited(libc::WEXITSTATUS(status)))
+        } else if libc::WIFSIGNALED(status) {
+            Some(Status::Signaled(libc::WTERMSIG(status)))
+        } else {
+            None
+        });
+    }
+}
+
 /// Sends `sig` to process (or, negative, process group) `pid`, ignoring "no such process".
 pub fn kill(pid: libc::pid_t, sig: i32) {
     // SAFETY: kill(2) takes plain integers; a stale pid gives ESRCH, which we ignore.
@@ -251,4 +299,43 @@ pub fn ipv4_interfaces() -> io::Result<Vec<(String, std::net::Ipv4Addr, bool)>> 
             std::net::IpAddr::V6(_) => None,
         })
         .collect())
+}
+
+/// A resource limit's soft and hard values (`None`: unlimited).
+pub fn rlimit(resource: libc::__rlimit_resource_t) -> io::Result<(Option<u64>, Option<u64>)> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `r` is a valid, exclusively borrowed rlimit for getrlimit to fill.
+    if unsafe { libc::getrlimit(resource, &mut r) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    #[allow(clippy::unnecessary_cast)] // rlim_t is not u64 on every target
+    let f = |v: libc::rlim_t| (v != libc::RLIM_INFINITY).then_some(v as u64);
+    Ok((f(r.rlim_cur), f(r.rlim_max)))
+}
+
+/// Raises the soft limit on open descriptors to the hard limit (the launcher holds a few
+/// per rank); returns the soft limit now in force (`None`: unlimited).
+pub fn raise_nofile() -> io::Result<Option<u64>> {
+    let (soft, hard) = rlimit(libc::RLIMIT_NOFILE)?;
+    if soft != hard {
+        let r = libc::rlimit {
+            rlim_cur: hard.map_or(libc::RLIM_INFINITY, |h| h as libc::rlim_t),
+            rlim_max: hard.map_or(libc::RLIM_INFINITY, |h| h as libc::rlim_t),
+        };
+        // SAFETY: `r` is a valid rlimit; raising the soft limit up to the hard one is
+        // always allowed and changes nothing but this process's limit.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &r) } == 0 {
+            return Ok(hard);
+        }
+    }
+    Ok(soft)
+}
+
+/// Whether the launcher runs with an effective user id of 0 (RLIMIT_NPROC does not bind it).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
 }

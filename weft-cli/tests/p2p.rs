@@ -259,7 +259,7 @@ fn bad_tunables_fail_start_up_with_a_message_naming_them() {
     for (setting, expect) in [
         (
             "WEFT_SHM_RING_SIZE=5000",
-            "WEFT_SHM_RING_SIZE=5000 is not a power of two",
+            "WEFT_SHM_RING_SIZE=\"5000\" is not a power of two",
         ),
         (
             "WEFT_EAGER_LIMIT=lots",

@@ -667,3 +667,292 @@ fn ranks_do_not_outlive_a_killed_launcher() {
         thread::sleep(Duration::from_millis(20));
     }
 }
+
+// ---- start-up: limits, signals and time limits from the first instant, nothing left ----
+
+/// The p2p_suite example (ranks that initialize the whole runtime, shared memory included).
+fn p2p_suite() -> PathBuf {
+    build_example("weft-cli", "p2p_suite", false)
+}
+
+/// Processes of the job started by launcher `pid` (their `WEFT_JOB_ID` starts with it).
+fn job_processes(launcher: u32) -> Vec<u32> {
+    let mark = format!("WEFT_JOB_ID={launcher}_");
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&p| {
+            std::fs::read(format!("/proc/{p}/environ")).is_ok_and(|env| {
+                env.split(|&b| b == 0)
+                    .any(|kv| kv.starts_with(mark.as_bytes()))
+            }) && is_running(p)
+        })
+        .collect()
+}
+
+/// Waits (under the watchdog) until no process of launcher `pid`'s job is left.
+fn wait_job_gone(launcher: u32) {
+    let start = Instant::now();
+    loop {
+        let left = job_processes(launcher);
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            start.elapsed() < WATCHDOG,
+            "processes of the job of launcher {launcher} still running: {left:?}"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Names in /dev/shm that belong to the job of launcher `pid` (job ids start with its pid).
+fn job_segments(launcher: u32) -> Vec<String> {
+    let prefix = format!("weft-{launcher}_");
+    std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(&prefix))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Sends `sig` to `pid` with kill(1) (the tests do not link libc).
+fn send_signal(pid: u32, sig: &str) {
+    let st = Command::new("kill")
+        .args([&format!("-{sig}"), &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success(), "kill -{sig} {pid}");
+}
+
+/// "k of n ranks started" from the launcher's note when it ended the job during start-up.
+fn ranks_started(stderr: &str, n: u32) -> Option<u32> {
+    let tail = format!(" of {n} ranks started");
+    let at = stderr.find(&tail)?;
+    stderr[..at]
+        .rsplit(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
+}
+
+#[test]
+fn an_absurd_rank_count_is_refused_up_front() {
+    for n in ["4294967295", "100000000"] {
+        let mut c = weft();
+        c.args(["run", "-n", n, "true"]);
+        let out = run(c, &format!("weft run -n {n} true"));
+        assert_eq!(out.code, Some(1), "{out:?}");
+        assert!(
+            out.stderr.contains(&format!("-n {n}"))
+                && out.stderr.contains("RLIMIT_NOFILE")
+                && out.stderr.contains("pid_max"),
+            "{out:?}"
+        );
+        assert!(!out.stderr.contains("memory allocation"), "{out:?}");
+    }
+}
+
+/// Starts `weft run -n N sh -c 'echo started; exec sleep 60'` with `extra` launcher options;
+/// returns the child once the first rank has printed, with the rest of stdout drained.
+fn start_many_sleepers(n: u32, extra: &[&str]) -> (std::process::Child, thread::JoinHandle<()>) {
+    let mut child = weft()
+        .args(["run", "-n", &n.to_string()])
+        .args(extra)
+        .args(["sh", "-c", "echo started; exec sleep 60"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    match lines.next() {
+        Some(Ok(l)) => assert_eq!(l, "started"),
+        other => panic!("no rank started: {other:?}"),
+    }
+    let rest = thread::spawn(move || for _ in lines {});
+    (child, rest)
+}
+
+#[test]
+fn sigterm_while_starting_ranks_ends_the_job_and_leaves_nothing() {
+    let n = 3000;
+    let (child, rest) = start_many_sleepers(n, &[]);
+    let pid = child.id();
+    send_signal(pid, "TERM");
+    let out = finish(child, WATCHDOG, "weft run -n 3000 sleepers, SIGTERM");
+    let _ = rest.join();
+    assert_eq!(out.code, Some(128 + 15), "{out:?}");
+    let started = ranks_started(&out.stderr, n)
+        .unwrap_or_else(|| panic!("the launcher did not stop starting ranks: {out:?}"));
+    assert!(started < n, "{out:?}");
+    wait_job_gone(pid);
+    assert_eq!(job_segments(pid), Vec::<String>::new());
+}
+
+#[test]
+fn timeout_counts_from_the_start() {
+    let n = 3000;
+    let (child, rest) = start_many_sleepers(n, &["--timeout", "0.2"]);
+    let pid = child.id();
+    let out = finish(child, WATCHDOG, "weft run -n 3000 sleepers, --timeout 0.2");
+    let _ = rest.join();
+    assert_eq!(out.code, Some(124), "{out:?}");
+    assert!(out.stderr.contains("time limit"), "{out:?}");
+    let started = ranks_started(&out.stderr, n)
+        .unwrap_or_else(|| panic!("the time limit did not stop the start-up: {out:?}"));
+    assert!(started < n, "{out:?}");
+    wait_job_gone(pid);
+}
+
+#[test]
+fn a_launcher_killed_during_start_up_leaves_no_segment() {
+    let exe = p2p_suite();
+    let mut left = Vec::new();
+    for delay_ms in [2u64, 5, 10, 15, 20, 30, 40, 60, 80, 120, 160, 200, 300, 400] {
+        let mut child = weft()
+            .args(["run", "-n", "8"])
+            .arg(&exe)
+            .arg("ring")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        thread::sleep(Duration::from_millis(delay_ms));
+        child.kill().unwrap(); // SIGKILL: the launcher cannot clean up.
+        let _ = child.wait();
+        wait_job_gone(pid);
+        for name in job_segments(pid) {
+            let _ = std::fs::remove_file(format!("/dev/shm/{name}"));
+            left.push(format!("{name} (killed after {delay_ms} ms)"));
+        }
+    }
+    assert!(left.is_empty(), "segments outlived their job: {left:#?}");
+}
+
+/// Whether this test runs as root (it may mount a small tmpfs in a private namespace).
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .find(|l| l.starts_with("Uid:"))
+            .and_then(|l| l.split_whitespace().nth(2))
+            == Some("0")
+    })
+}
+
+/// `weft run ARGS` in a private mount namespace whose /dev/shm is a tmpfs of `size`.
+fn run_with_small_dev_shm(size: &str, args: &[&std::ffi::OsStr]) -> Out {
+    let mut c = Command::new("unshare");
+    c.args(["-m", "sh", "-c"])
+        .arg(format!(
+            "mount -t tmpfs -o size={size} weft-test /dev/shm && exec \"$@\""
+        ))
+        .arg("sh")
+        .arg(env!("CARGO_BIN_EXE_weft"))
+        .arg("run")
+        .args(args)
+        .env_remove("MPIEXEC_TIMEOUT");
+    run(c, &format!("weft run {args:?} with a {size} /dev/shm"))
+}
+
+#[test]
+fn a_small_dev_shm_fails_at_start_up_with_the_sizes() {
+    if !is_root() || !installed("unshare") {
+        eprintln!("skipped: needs root and unshare(1) to mount a small tmpfs over /dev/shm");
+        return;
+    }
+    let exe = p2p_suite();
+    // 4 ranks with 256 KiB rings need about 4 MiB; traffic through every ring (pipelined
+    // copies, not single copy) touches 3 MiB of them.
+    let out = run_with_small_dev_shm(
+        "2m",
+        &[
+            "-n".as_ref(),
+            "4".as_ref(),
+            "-x".as_ref(),
+            "WEFT_SHM_SINGLE_COPY=0".as_ref(),
+            exe.as_os_str(),
+            "allpairs".as_ref(),
+        ],
+    );
+    assert_ne!(out.code, Some(0), "{out:?}");
+    assert!(!out.stderr.contains("SIGBUS"), "{out:?}");
+    assert!(
+        out.stderr.contains("/dev/shm")
+            && out.stderr.contains("2097152 bytes")
+            && out.stderr.contains("WEFT_SHM_RING_SIZE"),
+        "{out:?}"
+    );
+    assert!(!out.stdout.contains("ok on"), "{out:?}");
+    // Smaller rings fit: the same /dev/shm then carries the job.
+    let out = run_with_small_dev_shm(
+        "2m",
+        &[
+            "-n".as_ref(),
+            "4".as_ref(),
+            "-x".as_ref(),
+            "WEFT_SHM_RING_SIZE=64k".as_ref(),
+            exe.as_os_str(),
+            "ring".as_ref(),
+        ],
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+}
+
+#[test]
+fn a_bad_tunable_is_reported_once_by_the_launcher() {
+    let exe = p2p_suite();
+    let mut c = weft();
+    c.args(["run", "-n", "3", "-x", "WEFT_EAGER_LIMIT=lots"])
+        .arg(&exe)
+        .arg("ring");
+    let out = run(c, "weft run -x WEFT_EAGER_LIMIT=lots");
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert_eq!(out.stderr.matches("WEFT_EAGER_LIMIT").count(), 1, "{out:?}");
+    assert!(!out.stderr.contains("panicked"), "{out:?}");
+
+    let mut c = weft();
+    c.env("WEFT_SPIN_COUNT", "lots")
+        .args(["run", "-n", "3"])
+        .arg(&exe)
+        .arg("ring");
+    let out = run(c, "WEFT_SPIN_COUNT=lots weft run");
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert_eq!(out.stderr.matches("WEFT_SPIN_COUNT").count(), 1, "{out:?}");
+    assert!(!out.stderr.contains("panicked"), "{out:?}");
+}
+
+#[test]
+fn a_zero_shm_packet_size_is_a_tunable_error() {
+    let mut c = weft();
+    c.args(["run", "-n", "2", "-x", "WEFT_SHM_MAX_PACKET=0"])
+        .arg(p2p_suite())
+        .arg("ring");
+    let out = run(c, "weft run -x WEFT_SHM_MAX_PACKET=0");
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(out.stderr.contains("WEFT_SHM_MAX_PACKET=\"0\""), "{out:?}");
+    assert!(!out.stderr.contains("panicked"), "{out:?}");
+}
+
+#[test]
+fn an_unknown_flag_before_the_program_is_an_error() {
+    let mut c = weft();
+    c.args(["run", "-n", "1", "--bogus", "true"]);
+    let out = run(c, "weft run --bogus true");
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(out.stderr.contains("'--bogus'"), "{out:?}");
+    // After the program, everything is the program's, flags included.
+    let mut c = weft();
+    c.args(["run", "-n", "1", "sh", "-c", "printf '%s|' \"$@\"", "sh"])
+        .args(["-x", "--bogus", "-n", "5", "--", "--timeout"]);
+    let out = run(c, "weft run sh with flag-like arguments");
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.stdout, "-x|--bogus|-n|5|--|--timeout|", "{out:?}");
+}

@@ -32,11 +32,17 @@ macro_rules! tunables {
             }
 
             /// Defaults overridden by the `WEFT_*` variables of `lookup` (the environment).
+            /// A value that parses but is out of range is an error too, naming the variable
+            /// and its text, so the launcher can refuse it once before any rank starts.
             pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self> {
-                Ok(Tunables { $($field: match lookup($env) {
+                let t = Tunables { $($field: match lookup($env) {
                     Some(v) => <$ty as Parse>::parse($env, &v)?,
                     None => <$ty as Parse>::parse($env, $default).expect("default parses"),
-                },)* })
+                },)* };
+                match t.out_of_range() {
+                    Some((env, want)) => Err(bad(env, &lookup(env).unwrap_or_default(), want)),
+                    None => Ok(t),
+                }
             }
 
             /// Defaults overridden by the process environment.
@@ -91,6 +97,28 @@ tunables! {
         "Seconds before an unreachable TCP peer (unacknowledged data or failed keepalives, or a connection not made) fails the job";
     tcp_handshake_timeout_ms: u64 = "WEFT_TCP_HANDSHAKE_TIMEOUT_MS", "2000",
         "Milliseconds a connection to a rank's TCP listener has to prove it belongs to the job before it is dropped and logged (a real peer that was too slow dials again)";
+}
+
+impl Tunables {
+    /// The first value outside what weft can work with, and what it must be. (The defaults are
+    /// all in range.)
+    fn out_of_range(&self) -> Option<(&'static str, &'static str)> {
+        let r = self.shm_ring_size;
+        if !r.is_power_of_two() || !(4096..=1 << 30).contains(&r) {
+            return Some((
+                "WEFT_SHM_RING_SIZE",
+                "a power of two from 4096 to 1g (bytes of one ring)",
+            ));
+        }
+        // Every packet must carry some payload, or a message could never be cut into them.
+        if self.shm_max_packet < 64 {
+            return Some(("WEFT_SHM_MAX_PACKET", "a size of at least 64 bytes"));
+        }
+        if !(1024..=16 << 20).contains(&self.tcp_max_packet) {
+            return Some(("WEFT_TCP_MAX_PACKET", "a size from 1k to 16m"));
+        }
+        None
+    }
 }
 
 /// Which transports may carry traffic between two different ranks (self is always used).
@@ -329,6 +357,20 @@ mod tests {
         assert_eq!(parse_size("64k"), Some(65536));
         assert_eq!(parse_size("4M"), Some(4 << 20));
         assert_eq!(parse_size("x"), None);
+    }
+
+    #[test]
+    fn values_out_of_range_are_errors_naming_the_tunable() {
+        for (env, text) in [
+            ("WEFT_SHM_MAX_PACKET", "0"),
+            ("WEFT_SHM_RING_SIZE", "1000"),
+            ("WEFT_SHM_RING_SIZE", "0"),
+            ("WEFT_TCP_MAX_PACKET", "0"),
+        ] {
+            let e = Tunables::from_lookup(|k| (k == env).then(|| text.into()));
+            let msg = e.expect_err(&format!("{env}={text}")).to_string();
+            assert!(msg.contains(&format!("{env}={text:?}")), "{msg}");
+        }
     }
 
     #[test]

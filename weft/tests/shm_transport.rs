@@ -38,10 +38,13 @@ impl Pmi for ThreadPmi {
         self.kvs.barrier.wait();
         self.fences += 1;
         if self.fences == 1 {
-            // Between the fences the segment still has its name: check its mode.
-            if let Some(name) = &self.mine {
+            // Between the fences peers open the segment by its handle (`pid.fd.dev.inode`,
+            // no name in /dev/shm): check the mode of what they open.
+            if let Some(handle) = &self.mine {
                 use std::os::unix::fs::PermissionsExt;
-                let m = std::fs::metadata(format!("/dev/shm{name}")).unwrap();
+                let mut parts = handle.split('.');
+                let (pid, fd) = (parts.next().unwrap(), parts.next().unwrap());
+                let m = std::fs::metadata(format!("/proc/{pid}/fd/{fd}")).unwrap();
                 let mode = m.permissions().mode() & 0o777;
                 self.kvs.modes.lock().unwrap().push((self.rank, mode));
             }

@@ -1,5 +1,5 @@
 //! What one rank's segment holds, and where. Everything is `repr(C)`, holds offsets rather
-//! than pointers, and is zero-valid (a fresh, sparse segment reads as zeros).
+//! than pointers, and is zero-valid (a fresh segment reads as zeros).
 //!
 //! ```text
 //! offset 0       Control
@@ -15,7 +15,8 @@
 //!   +256           ring_size bytes of records (see `ring.rs`)
 //! ```
 //!
-//! Pages of rings nobody sends on are never touched, so they cost no memory.
+//! Every page is reserved when the segment is created (a ring nobody sends on costs its
+//! size too), so a full /dev/shm fails at start-up instead of at a first touch.
 
 use super::doorbell::Doorbell;
 use crate::sync::{AtomicU32, AtomicU64, CachePadded, Ordering};

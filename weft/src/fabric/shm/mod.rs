@@ -3,8 +3,10 @@
 //! Each local rank creates one segment (see [`layout`]): a control block (its doorbell, its
 //! pid, an "active senders" bitmap) and one outgoing SPSC ring per local peer (see [`ring`]).
 //! A packet to a peer is one record appended to my ring for it; the peer polls the rings
-//! whose senders set their bit in its bitmap. Rings are sparse, so only rings that carry
-//! traffic use memory. Waking a sleeping receiver is the handshake in [`doorbell`].
+//! whose senders set their bit in its bitmap. Segments have no names and their space is
+//! reserved when they are created (see [`crate::sys::segment`]): nothing is left in /dev/shm
+//! whoever dies when, and a /dev/shm too small for the node's rings is an error at start-up
+//! rather than SIGBUS mid-run. Waking a sleeping receiver is the handshake in [`doorbell`].
 //!
 //! Contract with `fabric::node`:
 //! - `ShmTransport::new(boot, tunables, in_poll)` is collective over the world (it uses PMI put/fence/get)
@@ -114,19 +116,12 @@ fn any_node_shared(node_of: &[u32]) -> bool {
     v.windows(2).any(|w| w[0] == w[1])
 }
 
-fn create_own(boot: &Boot, geo: Geometry, wake_fd: RawFd) -> Result<Segment> {
-    let name = segment::segment_name(&boot.job_id, boot.rank)
-        .map_err(|e| Error::os("initialize shared memory", "getrandom", e))?;
-    let seg = Segment::create(&name, geo.total).map_err(|e| {
-        boot_err(format!(
-            "cannot create segment {name} of {} bytes: {e}",
-            geo.total
-        ))
-    })?;
+fn create_own(geo: Geometry, wake_fd: RawFd) -> Result<Segment> {
+    let seg = Segment::create(geo.total).map_err(|e| no_room(geo, e))?;
     // SAFETY: the mapping is geo.total bytes, page-aligned, and lives as long as `seg`.
     let view = unsafe { SegView::new(seg.as_ptr(), geo) };
     let ctl = seg.as_ptr() as *mut layout::Control;
-    // SAFETY: nobody else knows the name yet, so we are the only user of the fresh, zeroed
+    // SAFETY: nobody else knows the handle yet, so we are the only user of the fresh, zeroed
     // control block at offset 0 of the mapping (which covers it); the pointer comes from the
     // mapping itself, not from a shared reference. The plain fields are written before the
     // magic is published (Release).
@@ -142,6 +137,33 @@ fn create_own(boot: &Boot, geo: Geometry, wake_fd: RawFd) -> Result<Segment> {
     // SYNC: pairs with the Acquire load of magic in `attach`.
     view.control().info.magic.store(MAGIC, Ordering::Release);
     Ok(seg)
+}
+
+/// The error for a segment that could not be created: when /dev/shm is too small, how much
+/// the node's ranks need and how much there is.
+fn no_room(geo: Geometry, e: segment::CreateError) -> Error {
+    let dir = segment::DIR;
+    let mut why = format!(
+        "cannot create this rank's shared-memory segment of {} bytes in {dir}: {e}",
+        geo.total
+    );
+    if e.error.raw_os_error() == Some(libc::ENOSPC) {
+        let n = geo.nlocal;
+        let there = match segment::space() {
+            Ok((free, total)) => format!("it has {free} bytes free of {total} bytes"),
+            Err(e) => format!("statvfs {dir}: {e}"),
+        };
+        why += &format!(
+            "; the {n} ranks on this node need {n} x {} = {} bytes of {dir} (each has one \
+             ring of WEFT_SHM_RING_SIZE={} bytes to every rank of the node), and {there}; make \
+             {dir} larger (docker run --shm-size), WEFT_SHM_RING_SIZE smaller, or put fewer \
+             ranks on a node",
+            geo.total,
+            n * geo.total,
+            geo.ring_size
+        );
+    }
+    boot_err(why)
 }
 
 /// Maps a peer's segment and checks its control block.
@@ -219,12 +241,12 @@ impl ShmTransport {
                 format!("WEFT_SHM_RING_SIZE={ring_size} is not a power of two >= 4096"),
             ))
         } else {
-            create_own(boot, geo, raw_wake)
+            create_own(geo, raw_wake)
         };
-        // Publish the name, or a failure marker so peers fail instead of hanging. (PMI values
+        // Publish the handle, or a failure marker so peers fail instead of hanging. (PMI values
         // cannot carry the message's spaces; the failing rank reports its own error.)
         let value = match &created {
-            Ok(seg) => seg.name().to_owned(),
+            Ok(seg) => seg.handle().to_owned(),
             Err(_) => "!failed".to_owned(),
         };
         let key = format!("shm-{}", boot.rank);
@@ -249,12 +271,9 @@ impl ShmTransport {
             }
             Ok(v)
         })();
-        // Everyone has opened (or failed to open) everything: drop the names, so nothing
-        // leaks even if a process dies from now on.
+        // Everyone has opened (or failed to open) everything, and counted itself among my
+        // wakers. (The segments have no names, so nothing is left to clean up, whoever dies.)
         let fenced = boot.pmi.fence();
-        if let Ok(seg) = &created {
-            let _ = segment::unlink(seg.name());
-        }
         let own = created?;
         let attached = attached?;
         fenced?;
