@@ -14,6 +14,18 @@ const LAYERS: &[&str] = &[
 /// Items the crate root re-exports from below the front end (`lib.rs`).
 const ROOT_FROM_ERROR: &[&str] = &["Error", "ErrorClass", "Result"];
 
+/// The front end's modules, which the crate root re-exports (`lib.rs`): `crate::datatype` is
+/// `crate::api::datatype`.
+const ROOT_FROM_API: &[&str] = &[
+    "collective",
+    "datatype",
+    "environment",
+    "point_to_point",
+    "request",
+    "topology",
+    "traits",
+];
+
 fn rank(layer: &str) -> usize {
     // Anything not in the table (the crate root's other re-exports, a new front-end module)
     // counts as the top: it may use everything, and nothing may use it.
@@ -47,6 +59,8 @@ fn crate_paths(code: &str) -> Vec<(usize, String)> {
                 .collect();
             let layer = if ROOT_FROM_ERROR.contains(&name.as_str()) {
                 "error".to_string()
+            } else if ROOT_FROM_API.contains(&name.as_str()) {
+                "api".to_string()
             } else {
                 name
             };
