@@ -858,7 +858,9 @@ fn run_with_small_dev_shm(size: &str, args: &[&std::ffi::OsStr]) -> Out {
         .arg(env!("CARGO_BIN_EXE_weft"))
         .arg("run")
         .args(args)
-        .env_remove("MPIEXEC_TIMEOUT");
+        .env_remove("MPIEXEC_TIMEOUT")
+        // The rings are the point: not `WEFT_TRANSPORTS=tcp` from the suite's TCP pass.
+        .env("WEFT_TRANSPORTS", "shm");
     run(c, &format!("weft run {args:?} with a {size} /dev/shm"))
 }
 
