@@ -16,6 +16,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 use weft::launcher::auth::{Role, SECRET_LEN};
+use weft::launcher::host::LogLimit;
 
 /// How long a connection has to prove it is a proxy of this job.
 pub const PROOF_DEADLINE: Duration = Duration::from_secs(10);
@@ -48,33 +49,13 @@ struct Pending {
 }
 
 /// Log lines about dropped connections, rate-limited.
-#[derive(Default)]
-struct DropLog {
-    window: Option<Instant>,
-    lines: u32,
-    suppressed: u64,
-}
+struct DropLog(LogLimit);
 
 impl DropLog {
     fn note(&mut self, from: SocketAddr, why: &str) {
-        let now = Instant::now();
-        if self.window.is_none_or(|w| now - w >= LOG_WINDOW) {
-            self.window = Some(now);
-            self.lines = 0;
-        }
-        if self.lines == LOG_BURST {
-            self.suppressed += 1;
-            return;
-        }
-        self.lines += 1;
-        let more = std::mem::take(&mut self.suppressed);
-        if more > 0 {
-            note!(
-                "weft run: dropped a connection from {from}: {why} ({more} more dropped and not \
-                 logged before this one)"
-            );
-        } else {
-            note!("weft run: dropped a connection from {from}: {why}");
+        if let Some(more) = self.0.admit() {
+            let more = LogLimit::more_note(more);
+            note!("weft run: dropped a connection from {from}: {why}{more}");
         }
     }
 }
@@ -96,7 +77,7 @@ pub fn start(
 
 fn serve(listener: &TcpListener, secret: [u8; SECRET_LEN], hosts: usize, tx: &mpsc::Sender<Event>) {
     let mut pending: Vec<Pending> = Vec::new();
-    let mut log = DropLog::default();
+    let mut log = DropLog(LogLimit::new(LOG_BURST, LOG_WINDOW));
     let mut fds: Vec<libc::pollfd> = Vec::new();
     loop {
         fds.clear();

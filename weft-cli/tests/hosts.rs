@@ -413,31 +413,13 @@ fn a_proxy_takes_no_job_from_a_head_that_cannot_prove_the_secret() {
     );
 }
 
-#[test]
-fn the_head_drops_a_proxy_that_cannot_prove_the_secret_and_the_job_goes_on() {
-    // The remote-start command first connects an intruder to the head (a hello, then a proof
-    // made without the secret), then starts the real proxy on this machine.
-    let dir = std::env::temp_dir().join(format!("weft-intruder-rsh-{}", std::process::id()));
+/// `weft run -n 2 --hosts fakehost:2 boot_probe` whose remote-start command is `script` (a
+/// program text, run as `RSH HOST PROXY-COMMAND...`; it ends by starting the real proxy here).
+fn job_through_fake_rsh(name: &str, what: &str, script: &str) -> Out {
+    let dir = std::env::temp_dir().join(format!("weft-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let rsh = dir.join("intruder-rsh");
-    std::fs::write(
-        &rsh,
-        r#"#!/usr/bin/env python3
-import json, os, socket, sys
-args = sys.argv[2:]
-host, port = args[args.index("--head") + 1].rsplit(":", 1)
-s = socket.create_connection((host, int(port)), timeout=20)
-f = s.makefile("rw")
-f.write(json.dumps({"t": "hello", "host": 0, "nonce": "11" * 32}) + "\n"); f.flush()
-challenge = json.loads(f.readline())
-f.write(json.dumps({"t": "proof", "mac": challenge["mac"]}) + "\n"); f.flush()
-rest = f.read()
-print("intruder: the head sent %r after the proof" % rest, file=sys.stderr)
-s.close()
-os.execvp(args[0], args)
-"#,
-    )
-    .unwrap();
+    let rsh = dir.join(name);
+    std::fs::write(&rsh, script).unwrap();
     std::fs::set_permissions(&rsh, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let mut c = weft();
     c.args([
@@ -452,8 +434,33 @@ os.execvp(args[0], args)
     ])
     .arg(&rsh)
     .arg(boot_probe());
-    let out = run(c, "weft run with an intruder before the proxy");
+    let out = run(c, what);
     let _ = std::fs::remove_dir_all(&dir);
+    out
+}
+
+#[test]
+fn the_head_drops_a_proxy_that_cannot_prove_the_secret_and_the_job_goes_on() {
+    // The remote-start command first connects an intruder to the head (a hello, then a proof
+    // made without the secret), then starts the real proxy on this machine.
+    let out = job_through_fake_rsh(
+        "intruder-rsh",
+        "weft run with an intruder before the proxy",
+        r#"#!/usr/bin/env python3
+import json, os, socket, sys
+args = sys.argv[2:]
+host, port = args[args.index("--head") + 1].rsplit(":", 1)
+s = socket.create_connection((host, int(port)), timeout=20)
+f = s.makefile("rw")
+f.write(json.dumps({"t": "hello", "host": 0, "nonce": "11" * 32}) + "\n"); f.flush()
+challenge = json.loads(f.readline())
+f.write(json.dumps({"t": "proof", "mac": challenge["mac"]}) + "\n"); f.flush()
+rest = f.read()
+print("intruder: the head sent %r after the proof" % rest, file=sys.stderr)
+s.close()
+os.execvp(args[0], args)
+"#,
+    );
     assert_eq!(out.code, Some(0), "{out:?}");
     assert!(
         out.stderr
@@ -478,11 +485,9 @@ os.execvp(args[0], args)
 fn the_head_drops_an_over_long_line_and_idle_connections_without_a_thread_each() {
     // The remote-start command first sends the head 64 MiB without a newline, then opens 300
     // connections that say nothing and counts the head's threads, then starts the real proxy.
-    let dir = std::env::temp_dir().join(format!("weft-idle-rsh-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let rsh = dir.join("idle-rsh");
-    std::fs::write(
-        &rsh,
+    let out = job_through_fake_rsh(
+        "idle-rsh",
+        "weft run with idle intruders before the proxy",
         r#"#!/usr/bin/env python3
 import os, socket, sys, time
 args = sys.argv[2:]
@@ -505,24 +510,7 @@ for c in idle:
     c.close()
 os.execvp(args[0], args)
 "#,
-    )
-    .unwrap();
-    std::fs::set_permissions(&rsh, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let mut c = weft();
-    c.args([
-        "run",
-        "-n",
-        "2",
-        "--hosts",
-        "fakehost:2",
-        "--head-addr",
-        "127.0.0.1",
-        "--rsh",
-    ])
-    .arg(&rsh)
-    .arg(boot_probe());
-    let out = run(c, "weft run with idle intruders before the proxy");
-    let _ = std::fs::remove_dir_all(&dir);
+    );
     assert_eq!(out.code, Some(0), "{out:?}");
     assert!(
         out.stderr

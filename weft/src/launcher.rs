@@ -29,6 +29,7 @@ pub mod auth {
 pub mod host {
     pub use crate::fabric::tcp::addr::{choose as tcp_listen_addr, Choice as TcpListenAddr};
     pub use crate::sys::cma::works_here as single_copy_works;
+    pub use crate::sys::log_limit::LogLimit;
     pub use crate::sys::net::{interface_addrs, IfAddr};
     pub use crate::sys::{hostname, random_bytes, random_hex};
 }

@@ -4,6 +4,7 @@
 
 pub mod cma;
 pub mod futex;
+pub mod log_limit;
 pub mod net;
 #[cfg(feature = "pmix")]
 pub mod pmix;

@@ -41,6 +41,7 @@ use super::{Header, Sink};
 use crate::boot::{Boot, SharedPmi};
 use crate::error::{Error, ErrorClass, Result};
 use crate::sys::net::{self, PollFd, POLLIN, POLLOUT};
+use crate::sys::log_limit::LogLimit;
 use crate::tunables::Tunables;
 use std::io::Write as _;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -173,37 +174,23 @@ struct Slot {
 }
 
 /// Log lines about dropped connections, rate-limited: anyone who can connect can make them.
-#[derive(Default)]
-struct DropLog {
-    window: Option<Instant>,
-    lines: u32,
-    suppressed: u64,
-}
+struct DropLog(LogLimit);
 
 impl DropLog {
+    fn new() -> Self {
+        DropLog(LogLimit::new(DROP_LOG_BURST, DROP_LOG_WINDOW))
+    }
+
     fn note(&mut self, rank: u32, from: SocketAddr, why: &str) {
-        let now = Instant::now();
-        if self.window.is_none_or(|w| now - w >= DROP_LOG_WINDOW) {
-            self.window = Some(now);
-            self.lines = 0;
+        if let Some(more) = self.0.admit() {
+            let more = LogLimit::more_note(more);
+            eprintln!("weft: rank {rank}: dropped a TCP connection from {from}: {why}{more}");
         }
-        if self.lines == DROP_LOG_BURST {
-            self.suppressed += 1;
-            return;
-        }
-        self.lines += 1;
-        let more = std::mem::take(&mut self.suppressed);
-        let more = if more > 0 {
-            format!(" ({more} more dropped and not logged before this one)")
-        } else {
-            String::new()
-        };
-        eprintln!("weft: rank {rank}: dropped a TCP connection from {from}: {why}{more}");
     }
 
     /// Reports the drops not logged yet.
     fn flush(&mut self, rank: u32) {
-        let more = std::mem::take(&mut self.suppressed);
+        let more = self.0.take_suppressed();
         if more > 0 {
             eprintln!(
                 "weft: rank {rank}: dropped {more} more TCP connections that did not prove they \
@@ -336,7 +323,7 @@ impl TcpTransport {
             fds: Vec::new(),
             fatal: None,
             polls: 0,
-            dropped: DropLog::default(),
+            dropped: DropLog::new(),
         })
     }
 
