@@ -57,13 +57,24 @@ def tail(text, lines=6):
     return "\n".join((text or "").strip().splitlines()[-lines:])
 
 
-def run_cmd(cmd, timeout, cwd=None, env=None):
+def join_cgroup(cgroup):
+    """A preexec_fn that moves the child (and so all it starts) into `cgroup`, or None."""
+    if cgroup is None:
+        return None
+
+    def join():
+        with open(cgroup / "cgroup.procs", "w") as f:
+            f.write(str(os.getpid()))
+    return join
+
+
+def run_cmd(cmd, timeout, cwd=None, env=None, cgroup=None):
     """Runs cmd in its own session with a watchdog; on timeout kills the whole process group
     (the launcher and every rank it started). Returns (status, stdout, stderr) where status is
-    None on success, else a short reason for the table cell."""
+    None on success, else a short reason for the table cell. `cgroup`: a CPU cgroup to run in."""
     try:
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, start_new_session=True)
+                                text=True, start_new_session=True, preexec_fn=join_cgroup(cgroup))
     except OSError as e:
         return f"cannot start: {e.strerror}", "", str(e)
     try:
@@ -400,12 +411,54 @@ def result_key(name, nranks, busy=0):
 SPINNER = ["sh", "-c", "while :; do :; done"]
 
 
-def start_spinners(n):
+def start_spinners(n, cgroup=None):
     """Starts n busy processes (each in its own session, so that a stop kills it whole)."""
     procs = [subprocess.Popen(SPINNER, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, start_new_session=True) for _ in range(n)]
+                              stderr=subprocess.DEVNULL, start_new_session=True, preexec_fn=join_cgroup(cgroup))
+             for _ in range(n)]
     time.sleep(0.2)  # running before the job starts
     return procs
+
+
+class RunQueue:
+    """One CPU cgroup shared by a ring/barrier job and its busy neighbours, so that they compete
+    on one run queue whatever sessions the launchers make. With autogroup on (the kernel's
+    default for desktops), each session is scheduled as a group: Hydra starts every rank in a
+    session of its own, `weft run` and Open MPI keep them in the launcher's, and a spinner in
+    yet another session would get a share of its own instead of the slices a yielding rank
+    hands out. In one cgroup (autogroup applies only outside cgroups) every implementation
+    meets the neighbour alike, as on a machine without autogroup or inside one batch job.
+    Cgroup v1's cpu controller or v2 with cpu enabled, as root; else None (and a warning)."""
+
+    @staticmethod
+    def make():
+        name = f"weft-bench-{os.getpid()}"
+        v1, v2 = Path("/sys/fs/cgroup/cpu"), Path("/sys/fs/cgroup")
+        if (v1 / "cgroup.procs").exists():
+            path = v1 / name
+        elif "cpu" in (v2 / "cgroup.subtree_control").read_text().split() if (v2 / "cgroup.subtree_control").exists() else False:
+            path = v2 / name
+        else:
+            return None, "no CPU cgroup controller"
+        try:
+            path.mkdir(exist_ok=True)
+        except OSError as e:
+            return None, f"cannot make {path}: {e.strerror}"
+        import atexit
+        atexit.register(RunQueue.remove, path)
+        return path, None
+
+    @staticmethod
+    def remove(path):
+        for _ in range(50):  # a rank that is still exiting keeps it busy for a moment
+            try:
+                path.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                time.sleep(0.1)
+        log(f"could not remove {path}")
 
 
 def stop_spinners(procs):
@@ -512,6 +565,12 @@ def measure(opts, rounds, timeout, impls, ring_ranks, args, built, floor_exe, we
             jobs += [("ring_barrier", n, opts.busy_neighbour) for n in ring_ranks]
     res = Results()
     floor = []
+    cgroup = None
+    if opts.busy_neighbour > 0 and "ring" in wanted:
+        cgroup, why = RunQueue.make()
+        if cgroup is None:
+            log(f"ring/barrier runs share no cgroup ({why}): with autogroup on, who the busy neighbour hurts "
+                "depends on each launcher's sessions")
     started = time.time()
     for rnd in range(rounds):
         load = os.getloadavg()[0]
@@ -542,10 +601,11 @@ def measure(opts, rounds, timeout, impls, ring_ranks, args, built, floor_exe, we
                 load = wait_quiet(opts.wait_idle)
                 if load is not None:
                     res.busy.append(load)
-                spinners = start_spinners(busy)
+                group = cgroup if prog == "ring_barrier" else None
+                spinners = start_spinners(busy, group)
                 t0 = time.time()
                 try:
-                    status, out, err = run_cmd(cmd, timeout=timeout)
+                    status, out, err = run_cmd(cmd, timeout=timeout, cgroup=group)
                 finally:
                     stop_spinners(spinners)
                 found = parse_results(out)
