@@ -454,7 +454,7 @@ impl<F: Fabric> Engine<F> {
     // ----- waiting --------------------------------------------------------------------------
 
     /// Progresses until `done(self)` holds, spinning, then yielding (while yields are seen
-    /// to help: see [`wait`]), then sleeping.
+    /// to help: see `engine/wait.rs`), then sleeping.
     pub fn wait_until(&mut self, mut done: impl FnMut(&mut Self) -> bool) {
         let spin = self.cfg.spin_count;
         let yields = spin.saturating_add(self.cfg.yield_count);
