@@ -765,7 +765,7 @@ def report(opts, res, floor, impls, ring_ranks, rounds, saved=None):
         extra = f"; Weft 0 B = {w0 / fl:.1f} x floor" if (w0 is not None and fl and floor_pinned(opts)) else ""
         how = "pinned to the same two CPUs" if floor_pinned(opts) else "unpinned"
         what = ("one cache line bounced both ways (floor.c before issue 9)" if getattr(opts, "old_floor", False)
-                else "each writes its own cache line and reads the other's")
+                else "the cheaper of two cache lines written one side each and one line bounced")
         print(("\n" if md else "") + f"Floor (two processes, {what}, {how}; one-way): {fl_text}{extra}")
 
     if ran("bandwidth"):
