@@ -77,8 +77,10 @@ pub struct Config {
     /// A yield that keeps the CPU away this long shows a neighbour that runs whole slices:
     /// the rank sleeps instead (zero: never).
     pub yield_slice: Duration,
-    /// How long a rank skips yielding after such a yield.
+    /// How long a rank skips yielding after such yields.
     pub yield_pause: Duration,
+    /// How many such yields among its last 8 make it stop yielding.
+    pub yield_streak: u32,
     /// Longest sleep before re-checking.
     pub sleep_timeout: Duration,
     /// Smallest rendezvous message copied by both sides at once (0: never).
@@ -97,6 +99,7 @@ impl Config {
             yield_count: t.yield_count.or(if oversubscribed { 2000 } else { 20 }),
             yield_slice: Duration::from_micros(t.yield_slice_us),
             yield_pause: Duration::from_millis(t.yield_pause_ms),
+            yield_streak: t.yield_streak,
             sleep_timeout: Duration::from_millis(t.sleep_timeout_ms.max(1)),
             split_copy_min: t.split_copy_min,
         }
@@ -123,7 +126,7 @@ impl<F: Fabric> Engine<F> {
     /// An engine over `fabric`.
     pub fn new(fabric: F, cfg: Config) -> Self {
         let core = Core::new(fabric.rank(), fabric.size());
-        let yield_gate = wait::YieldGate::new(cfg.yield_slice, cfg.yield_pause);
+        let yield_gate = wait::YieldGate::new(cfg.yield_slice, cfg.yield_pause, cfg.yield_streak);
         Engine {
             fabric,
             core,

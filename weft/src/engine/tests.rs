@@ -128,6 +128,7 @@ fn cfg(eager_limit: usize) -> Config {
         yield_count: 0,
         yield_slice: defaults.yield_slice,
         yield_pause: defaults.yield_pause,
+        yield_streak: defaults.yield_streak,
         sleep_timeout: Duration::from_millis(1),
         split_copy_min: 1000,
     }
