@@ -57,13 +57,24 @@ def tail(text, lines=6):
     return "\n".join((text or "").strip().splitlines()[-lines:])
 
 
-def run_cmd(cmd, timeout, cwd=None, env=None):
+def join_cgroup(cgroup):
+    """A preexec_fn that moves the child (and so all it starts) into `cgroup`, or None."""
+    if cgroup is None:
+        return None
+
+    def join():
+        with open(cgroup / "cgroup.procs", "w") as f:
+            f.write(str(os.getpid()))
+    return join
+
+
+def run_cmd(cmd, timeout, cwd=None, env=None, cgroup=None):
     """Runs cmd in its own session with a watchdog; on timeout kills the whole process group
     (the launcher and every rank it started). Returns (status, stdout, stderr) where status is
-    None on success, else a short reason for the table cell."""
+    None on success, else a short reason for the table cell. `cgroup`: a CPU cgroup to run in."""
     try:
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, start_new_session=True)
+                                text=True, start_new_session=True, preexec_fn=join_cgroup(cgroup))
     except OSError as e:
         return f"cannot start: {e.strerror}", "", str(e)
     try:
@@ -391,8 +402,72 @@ class Results:
         return self.failures.get((impl, job))
 
 
-def result_key(name, nranks):
-    return name if nranks == 2 else f"{name}@{nranks}"
+def result_key(name, nranks, busy=0):
+    key = name if nranks == 2 else f"{name}@{nranks}"
+    return f"{key}+busy{busy}" if busy else key
+
+
+# A neighbour that never blocks: it wants a CPU all the time and never gives it back by itself.
+SPINNER = ["sh", "-c", "while :; do :; done"]
+
+
+def start_spinners(n, cgroup=None):
+    """Starts n busy processes (each in its own session, so that a stop kills it whole)."""
+    procs = [subprocess.Popen(SPINNER, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True, preexec_fn=join_cgroup(cgroup))
+             for _ in range(n)]
+    time.sleep(0.2)  # running before the job starts
+    return procs
+
+
+class RunQueue:
+    """One CPU cgroup shared by a ring/barrier job and its busy neighbours, so that they compete
+    on one run queue whatever sessions the launchers make. With autogroup on (the kernel's
+    default for desktops), each session is scheduled as a group: Hydra starts every rank in a
+    session of its own, `weft run` and Open MPI keep them in the launcher's, and a spinner in
+    yet another session would get a share of its own instead of the slices a yielding rank
+    hands out. In one cgroup (autogroup applies only outside cgroups) every implementation
+    meets the neighbour alike, as on a machine without autogroup or inside one batch job.
+    Cgroup v1's cpu controller or v2 with cpu enabled, as root; else None (and a warning)."""
+
+    @staticmethod
+    def make():
+        name = f"weft-bench-{os.getpid()}"
+        v1, v2 = Path("/sys/fs/cgroup/cpu"), Path("/sys/fs/cgroup")
+        if (v1 / "cgroup.procs").exists():
+            path = v1 / name
+        elif "cpu" in (v2 / "cgroup.subtree_control").read_text().split() if (v2 / "cgroup.subtree_control").exists() else False:
+            path = v2 / name
+        else:
+            return None, "no CPU cgroup controller"
+        try:
+            path.mkdir(exist_ok=True)
+        except OSError as e:
+            return None, f"cannot make {path}: {e.strerror}"
+        import atexit
+        atexit.register(RunQueue.remove, path)
+        return path, None
+
+    @staticmethod
+    def remove(path):
+        for _ in range(50):  # a rank that is still exiting keeps it busy for a moment
+            try:
+                path.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                time.sleep(0.1)
+        log(f"could not remove {path}")
+
+
+def stop_spinners(procs):
+    for p in procs:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.wait()
 
 
 def main():
@@ -403,6 +478,12 @@ def main():
     ap.add_argument("--markdown", action="store_true", help="print the tables in Markdown")
     ap.add_argument("--spread", action="store_true", help="show each cell's range over rounds: median (min-max)")
     ap.add_argument("--ranks", default="4,8", help="rank counts for ring/barrier (default 4,8)")
+    ap.add_argument("--bench", default="latency,bandwidth,ring",
+                    help="which benchmarks to run, from latency, bandwidth, ring (ring/barrier); default all")
+    ap.add_argument("--busy-neighbour", type=int, default=0, metavar="N",
+                    help="also run ring/barrier beside N processes that spin without ever blocking "
+                         "(sh -c 'while :; do :; done'), started before and killed after each run; "
+                         "reports each implementation's slowdown against the quiet run")
     ap.add_argument("--no-build", action="store_true", help="skip cargo build (use the existing release binaries)")
     ap.add_argument("--wait-idle", type=float, default=0.0, metavar="SECS",
                     help="before each run wait up to SECS for the machine to be idle (default 0: just measure how busy)")
@@ -458,24 +539,51 @@ def main():
             hosts.close()
 
 
+def selected(opts):
+    wanted = {b.strip() for b in opts.bench.split(",") if b.strip()}
+    unknown = wanted - {"latency", "bandwidth", "ring"}
+    if unknown:
+        raise SystemExit(f"--bench: unknown benchmark(s) {', '.join(sorted(unknown))} (latency, bandwidth, ring)")
+    return wanted
+
+
+def floor_pinned(opts):
+    """Whether the floor and the 2-rank latency runs share one pinned pair of CPUs (so that
+    "x floor" compares like with like): always on one node, unless --bind none."""
+    saved = getattr(opts, "saved_floor_pinned", None)  # --from-json: as the run was made
+    if saved is not None:
+        return saved
+    return opts.net == "shm" and opts.bind != "none"
+
+
 def measure(opts, rounds, timeout, impls, ring_ranks, args, built, floor_exe, weft_progs, launcher, hosts):
-    jobs = [("latency", 2), ("bandwidth", 2)]
-    if opts.net == "shm":
-        jobs += [("ring_barrier", n) for n in ring_ranks]
+    wanted = selected(opts)
+    jobs = [(p, 2, 0) for p in ("latency", "bandwidth") if p in wanted]
+    if opts.net == "shm" and "ring" in wanted:
+        jobs += [("ring_barrier", n, 0) for n in ring_ranks]
+        if opts.busy_neighbour > 0:
+            jobs += [("ring_barrier", n, opts.busy_neighbour) for n in ring_ranks]
     res = Results()
     floor = []
+    cgroup = None
+    if opts.busy_neighbour > 0 and "ring" in wanted:
+        cgroup, why = RunQueue.make()
+        if cgroup is None:
+            log(f"ring/barrier runs share no cgroup ({why}): with autogroup on, who the busy neighbour hurts "
+                "depends on each launcher's sessions")
     started = time.time()
     for rnd in range(rounds):
         load = os.getloadavg()[0]
         log(f"round {rnd + 1}/{rounds} (load average {load:.2f})")
-        if not isinstance(floor_exe, str):
-            status, out, err = run_cmd([str(floor_exe), *args], timeout=timeout)
+        if not isinstance(floor_exe, str) and "latency" in wanted:
+            pin = [] if floor_pinned(opts) else ["--no-pin"]
+            status, out, err = run_cmd([str(floor_exe), *args, *pin], timeout=timeout)
             floor += [v for (n, _, v, _) in parse_results(out) if n == "floor"]
             if status:
                 log(f"floor: {status}: {tail(err, 3)}")
         order = impls[rnd % len(impls):] + impls[:rnd % len(impls)]  # rotate the order each round
-        for prog, nranks in jobs:
-            job = (prog, nranks)
+        for prog, nranks, busy in jobs:
+            job = (prog, nranks, busy)
             for impl in order:
                 if impl == "weft":
                     exe = weft_progs.get(prog)
@@ -486,15 +594,25 @@ def measure(opts, rounds, timeout, impls, ring_ranks, args, built, floor_exe, we
                 if problem:
                     res.failures[(impl, job)] = problem
                     continue
-                cmd = launch_cmd(impl, nranks, exe, launcher, args, opts.net, hosts, opts.bind)
-                busy = wait_quiet(opts.wait_idle)
-                if busy is not None:
-                    res.busy.append(busy)
+                # The 2-rank latency runs on the floor's pinned pair of CPUs (ranks 0 and 1 on the
+                # first two CPUs, as floor.c pins its two processes).
+                bind = "core" if prog == "latency" and floor_pinned(opts) else opts.bind
+                cmd = launch_cmd(impl, nranks, exe, launcher, args, opts.net, hosts, bind)
+                load = wait_quiet(opts.wait_idle)
+                if load is not None:
+                    res.busy.append(load)
+                group = cgroup if prog == "ring_barrier" else None
+                spinners = start_spinners(busy, group)
                 t0 = time.time()
-                status, out, err = run_cmd(cmd, timeout=timeout)
+                try:
+                    status, out, err = run_cmd(cmd, timeout=timeout, cgroup=group)
+                finally:
+                    stop_spinners(spinners)
                 found = parse_results(out)
-                busy_txt = f", CPU {busy:.0%} busy before" if busy is not None else ""
-                log(f"  {impl:8} {prog} -n {nranks}: {status or 'ok'} ({time.time() - t0:.1f} s, {len(found)} results{busy_txt})")
+                busy_txt = f", CPU {load:.0%} busy before" if load is not None else ""
+                beside = f" beside {busy} busy" if busy else ""
+                log(f"  {impl:8} {prog} -n {nranks}{beside}: {status or 'ok'} ({time.time() - t0:.1f} s, "
+                    f"{len(found)} results{busy_txt})")
                 if status:
                     res.failures[(impl, job)] = status
                     log(f"    {' '.join(cmd)}\n{tail(err, 4)}")
@@ -503,13 +621,13 @@ def measure(opts, rounds, timeout, impls, ring_ranks, args, built, floor_exe, we
                     if left:
                         log(f"    killed {left} process(es) the run left in the test hosts")
                 for name, size, value, unit in found:
-                    res.add(impl, result_key(name, nranks), size, value)
+                    res.add(impl, result_key(name, nranks, busy), size, value)
                     res.raw.append({"round": rnd + 1, "impl": impl, "bench": name, "ranks": nranks,
-                                    "size": size, "value": value, "unit": unit})
+                                    "busy": busy, "size": size, "value": value, "unit": unit})
     log(f"measured in {time.time() - started:.0f} s")
 
     report(opts, res, floor, impls, ring_ranks, rounds)
-    save_raw(opts, res, floor, rounds)
+    save_raw(opts, res, floor, rounds, ring_ranks)
     return 0
 
 
@@ -629,40 +747,96 @@ def report(opts, res, floor, impls, ring_ranks, rounds, saved=None):
     lat_target = TCP_LATENCY_TARGET if tcp else LATENCY_TARGET
     bw_target = TCP_BANDWIDTH_TARGET if tcp else BANDWIDTH_TARGET
     over = {"tcp": " over TCP (loopback)", "tcp-netns": " over TCP between two network namespaces"}.get(opts.net, "")
-    job = ("latency", 2)
-    sizes = sizes_for(res, "latency") or sorted(lat_target)
-    rows = comparison_rows(res, impls, "latency", job, sizes, True, lat_target, human_size, opts.spread)
-    print_table(f"Ping-pong latency{over}, one-way µs, 2 ranks (lower is better)", ["size"] + header_cols, rows, md)
-    w0 = res.median("weft", "latency", 0)
-    extra = f"; Weft 0 B = {w0 / fl:.1f} x floor" if (w0 is not None and fl) else ""
-    print(("\n" if md else "") + f"Floor (two processes ping-pong one cache line, one-way): {fl_text}{extra}")
 
-    job = ("bandwidth", 2)
-    sizes = sizes_for(res, "bandwidth") or sorted(bw_target)
-    rows = comparison_rows(res, impls, "bandwidth", job, sizes, False, bw_target, human_size, opts.spread)
-    print_table(f"Streaming bandwidth{over}, MB/s (10^6 B/s), 2 ranks, window 64 (higher is better)",
-                ["size"] + header_cols, rows, md)
+    def ran(prog, busy=0):
+        return any(j[0] == prog and (j[2] if len(j) > 2 else 0) == busy for (_, j) in res.failures) or any(
+            r["bench"] in {"latency": ["latency"], "bandwidth": ["bandwidth"],
+                           "ring_barrier": ["ring", "barrier"]}[prog] and r.get("busy", 0) == busy
+            for r in res.raw)
+
+    if ran("latency"):
+        job = ("latency", 2, 0)
+        sizes = sizes_for(res, "latency") or sorted(lat_target)
+        rows = comparison_rows(res, impls, "latency", job, sizes, True, lat_target, human_size, opts.spread)
+        pinned = " (ranks pinned to the floor's two CPUs)" if floor_pinned(opts) else ""
+        print_table(f"Ping-pong latency{over}, one-way µs, 2 ranks{pinned} (lower is better)",
+                    ["size"] + header_cols, rows, md)
+        w0 = res.median("weft", "latency", 0)
+        extra = f"; Weft 0 B = {w0 / fl:.1f} x floor" if (w0 is not None and fl and floor_pinned(opts)) else ""
+        how = "pinned to the same two CPUs" if floor_pinned(opts) else "unpinned"
+        what = ("one cache line bounced both ways (floor.c before issue 9)" if getattr(opts, "old_floor", False)
+                else "the cheaper of two cache lines written one side each and one line bounced")
+        print(("\n" if md else "") + f"Floor (two processes, {what}, {how}; one-way): {fl_text}{extra}")
+
+    if ran("bandwidth"):
+        job = ("bandwidth", 2, 0)
+        sizes = sizes_for(res, "bandwidth") or sorted(bw_target)
+        rows = comparison_rows(res, impls, "bandwidth", job, sizes, False, bw_target, human_size, opts.spread)
+        print_table(f"Streaming bandwidth{over}, MB/s (10^6 B/s), 2 ranks, window 64 (higher is better)",
+                    ["size"] + header_cols, rows, md)
     if tcp:
         print()
         return
 
+    if ran("ring_barrier"):
+        rows = []
+        for name, size in (("ring", 8), ("barrier", 0)):
+            for n in ring_ranks:
+                label = (lambda _s, name=name, n=n: f"{name}, {n} ranks")
+                rows += comparison_rows(res, impls, result_key(name, n), ("ring_barrier", n, 0), [size], True, {},
+                                        label, opts.spread)
+        print_table(f"Oversubscribed on {os.cpu_count()} CPUs: µs per ring step (8 B to the next rank) and per "
+                    "barrier (lower is better)", ["benchmark"] + header_cols, rows, md)
+    busy_counts = sorted({r.get("busy", 0) for r in res.raw} | {j[2] for (_, j) in res.failures if len(j) > 2})
+    for busy in [b for b in busy_counts if b]:
+        busy_report(opts, res, impls, ring_ranks, busy)
+    print()
+
+
+def busy_report(opts, res, impls, ring_ranks, busy):
+    """The ring/barrier beside `busy` spinning processes, and each implementation's slowdown
+    against its own quiet run of the same invocation (the smallest slowdown is the least hurt)."""
+    md = opts.markdown
+    header_cols = ["Weft", "MPICH", "Open MPI", "Weft / best peer", "target"]
     rows = []
     for name, size in (("ring", 8), ("barrier", 0)):
         for n in ring_ranks:
             label = (lambda _s, name=name, n=n: f"{name}, {n} ranks")
-            rows += comparison_rows(res, impls, result_key(name, n), ("ring_barrier", n), [size], True, {}, label,
-                                    opts.spread)
-    print_table(f"Oversubscribed on {os.cpu_count()} CPUs: µs per ring step (8 B to the next rank) and per barrier "
-                "(lower is better)", ["benchmark"] + header_cols, rows, md)
-    print()
+            rows += comparison_rows(res, impls, result_key(name, n, busy), ("ring_barrier", n, busy), [size], True,
+                                    {}, label, opts.spread)
+    who = f"{busy} busy process{'es' if busy > 1 else ''}"
+    print_table(f"Beside {who} (sh -c 'while :; do :; done') on {os.cpu_count()} CPUs: µs per ring step and per "
+                "barrier (lower is better)", ["benchmark"] + header_cols, rows, md)
+    rows = []
+    for name, size in (("ring", 8), ("barrier", 0)):
+        for n in ring_ranks:
+            cells, slow = [f"{name}, {n} ranks"], {}
+            for impl in IMPLS:
+                q = res.median(impl, result_key(name, n), size)
+                b = res.median(impl, result_key(name, n, busy), size)
+                if impl not in impls:
+                    cells.append("skipped")
+                elif q and b is not None:
+                    slow[impl] = b / q
+                    cells.append(f"{b / q:.2f}x")
+                else:
+                    cells.append("-")
+            peers = [slow[p] for p in PEERS if p in slow]
+            least = min(slow, key=slow.get) if slow else None
+            cells.append(f"{slow['weft'] / min(peers):.2f}" if "weft" in slow and peers else "-")
+            cells.append(TITLE[least] if least else "-")
+            rows.append(cells)
+    print_table(f"Slowdown beside {who}: busy / quiet, each implementation against itself (lower is better)",
+                ["benchmark", "Weft", "MPICH", "Open MPI", "Weft / best peer", "least hurt"], rows, md)
 
 
-def save_raw(opts, res, floor, rounds):
+def save_raw(opts, res, floor, rounds, ring_ranks):
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     path = OUT_DIR / f"results-{datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
     data = {"time": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "machine": machine(),
-            "rounds": rounds, "net": opts.net, "bind": opts.bind, "cpu_busy_before_runs": res.busy, "quick": opts.quick, "floor_us": floor, "runs": res.raw,
-            "failures": [{"impl": i, "program": j[0], "ranks": j[1], "reason": r} for (i, j), r in res.failures.items()]}
+            "rounds": rounds, "net": opts.net, "bind": opts.bind, "cpu_busy_before_runs": res.busy, "quick": opts.quick, "floor_us": floor, "floor_pinned": floor_pinned(opts), "ring_ranks": ring_ranks, "runs": res.raw,
+            "failures": [{"impl": i, "program": j[0], "ranks": j[1], "busy": j[2], "reason": r}
+                         for (i, j), r in res.failures.items()]}
     path.write_text(json.dumps(data, indent=1))
     log(f"raw results: {path.relative_to(REPO)}")
 
@@ -676,16 +850,18 @@ def rerender(opts, path):
         return 2
     res = Results()
     for r in data["runs"]:
-        res.add(r["impl"], result_key(r["bench"], r["ranks"]), r["size"], r["value"])
+        res.add(r["impl"], result_key(r["bench"], r["ranks"], r.get("busy", 0)), r["size"], r["value"])
     res.raw = data["runs"]
     res.busy = data.get("cpu_busy_before_runs", [])
     for f in data.get("failures", []):
-        res.failures[(f["impl"], (f["program"], f["ranks"]))] = f["reason"]
+        res.failures[(f["impl"], (f["program"], f["ranks"], f.get("busy", 0)))] = f["reason"]
     opts.net = data.get("net", "shm")  # files from before TCP have no "net"
     opts.bind, opts.quick = data.get("bind", "default"), data.get("quick", False)
+    opts.saved_floor_pinned = data.get("floor_pinned", False)  # older runs: one line, unpinned
+    opts.old_floor = "floor_pinned" not in data
     measured = {r["impl"] for r in data["runs"]} | {f["impl"] for f in data.get("failures", [])}
     impls = [i for i in IMPLS if i in measured and (not opts.only or i in opts.only)]
-    ring_ranks = sorted({r["ranks"] for r in data["runs"] if r["bench"] in ("ring", "barrier")})
+    ring_ranks = data.get("ring_ranks") or sorted({r["ranks"] for r in data["runs"] if r["bench"] in ("ring", "barrier")})
     # Files saved before the time and machine were recorded: the time from the name.
     stamp = data.get("time")
     if stamp is None:

@@ -14,6 +14,7 @@ pub mod matching;
 pub mod request;
 #[cfg(test)]
 mod tests;
+mod wait;
 
 use self::buffer::{RawBuf, RawBufMut};
 use self::core::{Core, PendingPull, PendingPush};
@@ -73,6 +74,13 @@ pub struct Config {
     pub spin_count: u32,
     /// Yields before sleeping.
     pub yield_count: u32,
+    /// A yield that keeps the CPU away this long shows a neighbour that runs whole slices:
+    /// the rank sleeps instead (zero: never).
+    pub yield_slice: Duration,
+    /// How long a rank skips yielding after such yields.
+    pub yield_pause: Duration,
+    /// How many such yields among its last 8 make it stop yielding.
+    pub yield_streak: u32,
     /// Longest sleep before re-checking.
     pub sleep_timeout: Duration,
     /// Smallest rendezvous message copied by both sides at once (0: never).
@@ -89,6 +97,9 @@ impl Config {
             eager_limit: t.eager_limit,
             spin_count: t.spin_count.or(if oversubscribed { 10 } else { 4000 }),
             yield_count: t.yield_count.or(if oversubscribed { 2000 } else { 20 }),
+            yield_slice: Duration::from_micros(t.yield_slice_us),
+            yield_pause: Duration::from_millis(t.yield_pause_ms),
+            yield_streak: t.yield_streak,
             sleep_timeout: Duration::from_millis(t.sleep_timeout_ms.max(1)),
             split_copy_min: t.split_copy_min,
         }
@@ -108,6 +119,8 @@ pub struct Engine<F: Fabric> {
     /// used with those, since a refused pull after a split was asked for cannot be undone.
     /// (Per peer: a pull from oneself is a plain copy and proves nothing about the others.)
     single_copy_peers: Vec<bool>,
+    /// Whether yields help now (see [`wait`]).
+    yield_gate: wait::YieldGate,
 }
 
 impl<F: Fabric> Engine<F> {
@@ -119,6 +132,7 @@ impl<F: Fabric> Engine<F> {
     /// An engine over `fabric`.
     pub fn new(fabric: F, cfg: Config) -> Self {
         let core = Core::new(fabric.rank(), fabric.size());
+        let yield_gate = wait::YieldGate::new(cfg.yield_slice, cfg.yield_pause, cfg.yield_streak);
         Engine {
             fabric,
             core,
@@ -126,6 +140,7 @@ impl<F: Fabric> Engine<F> {
             bsend_capacity: 0,
             bsend_overhead: 64,
             single_copy_peers: Vec::new(),
+            yield_gate,
         }
     }
 
@@ -444,11 +459,13 @@ impl<F: Fabric> Engine<F> {
 
     // ----- waiting --------------------------------------------------------------------------
 
-    /// Progresses until `done(self)` holds, spinning, then yielding, then sleeping.
+    /// Progresses until `done(self)` holds, spinning, then yielding (while yields are seen
+    /// to help: see `engine/wait.rs`), then sleeping.
     pub fn wait_until(&mut self, mut done: impl FnMut(&mut Self) -> bool) {
         let spin = self.cfg.spin_count;
         let yields = spin.saturating_add(self.cfg.yield_count);
         let mut idle = 0u32;
+        let mut yielding = true;
         loop {
             if done(self) {
                 return;
@@ -460,9 +477,14 @@ impl<F: Fabric> Engine<F> {
             idle = idle.saturating_add(1);
             if idle <= spin {
                 crate::sync::spin_hint();
-            } else if idle <= yields {
+            } else if idle <= yields && yielding {
+                if idle == spin + 1 && !self.yield_gate.open(std::time::Instant::now()) {
+                    yielding = false; // yields did not help lately: sleep at the next idle poll
+                    continue;
+                }
                 self.core.stats.yields += 1;
-                std::thread::yield_now();
+                // A slice went to a neighbour: sleep at the next idle poll.
+                yielding = self.yield_gate.yield_now();
             } else {
                 self.fabric.prepare_sleep();
                 if self.progress() || done(self) {

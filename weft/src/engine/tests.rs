@@ -121,10 +121,14 @@ impl Fabric for FakeFabric {
 }
 
 fn cfg(eager_limit: usize) -> Config {
+    let defaults = Config::from_tunables(&crate::tunables::Tunables::defaults(), 1, 1);
     Config {
         eager_limit,
         spin_count: 0,
         yield_count: 0,
+        yield_slice: defaults.yield_slice,
+        yield_pause: defaults.yield_pause,
+        yield_streak: defaults.yield_streak,
         sleep_timeout: Duration::from_millis(1),
         split_copy_min: 1000,
     }
@@ -641,4 +645,45 @@ fn an_eager_payload_placed_over_two_polls_claims_its_receive_at_the_header() {
     assert_eq!((st.source, st.tag, st.len), (2, 4, 30));
     assert_eq!(out2[..30], b[..]);
     assert!(es[1].stats().recv_msgs >= 4);
+}
+
+/// Issue 9, item 16: beside a process that never blocks, every yield hands it a whole time
+/// slice, and a wait that goes on yielding makes the job crawl (a stencil 60x slower). A wait
+/// that sees its yields lose the CPU for a slice must sleep on its futex instead. Here the
+/// neighbour is a thread spinning on this thread's CPU and the yield budget is one that would
+/// take hours to spend: the wait has to sleep long before the watchdog.
+#[test]
+fn a_wait_beside_a_busy_neighbour_sleeps_instead_of_yielding_on() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::time::Instant;
+    // SAFETY: sched_getcpu takes no arguments and only reads the calling thread's CPU.
+    let cpu = usize::try_from(unsafe { libc::sched_getcpu() }).expect("sched_getcpu");
+    crate::sys::pin_to_cpu(cpu).expect("pinning the test thread");
+    let stop = Arc::new(AtomicBool::new(false));
+    let spinner = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            crate::sys::pin_to_cpu(cpu).expect("pinning the spinner");
+            // SYNC: Relaxed is enough: the flag carries no data, only "stop".
+            while !stop.load(Ordering::Relaxed) {
+                std::hint::spin_loop();
+            }
+        })
+    };
+    let mut es = world(2, 4, 64, 64, true);
+    es[0].cfg.spin_count = 10;
+    es[0].cfg.yield_count = u32::MAX;
+    let start = Instant::now();
+    let watchdog = Duration::from_secs(5);
+    es[0].wait_until(|e| e.core.stats.sleeps > 0 || start.elapsed() > watchdog);
+    stop.store(true, Ordering::Relaxed);
+    spinner.join().expect("spinner");
+    let s = &es[0].core.stats;
+    assert!(
+        s.sleeps > 0,
+        "wait_until beside a thread spinning on CPU {cpu}: {} yields in {:?} and never slept",
+        s.yields,
+        start.elapsed()
+    );
 }
