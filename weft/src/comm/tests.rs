@@ -62,6 +62,7 @@ fn engine(rank: u32, net: Queues) -> Engine<ThreadFabric> {
             yield_count: 10,
             sleep_timeout: Duration::from_millis(1),
             split_copy_min: 0,
+            ..Config::from_tunables(&crate::tunables::Tunables::defaults(), 1, 1)
         },
     )
 }
