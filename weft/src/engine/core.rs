@@ -11,10 +11,10 @@
 
 use super::buffer::RawBufMut;
 use super::matching::{Matcher, Pattern, Unexpected, UnexpectedBody};
-use super::request::{Handle, MsgStatus, Op, Req, Requests, SendPhase};
+use super::request::{Handle, MsgStatus, Op, Req, Requests, SendOp, SendPhase};
 use super::Stats;
 use crate::error::{Error, ErrorClass};
-use crate::fabric::{Header, PacketKind, FLAG_SYNC};
+use crate::fabric::{Header, PacketKind, PullError, FLAG_SYNC};
 use std::collections::VecDeque;
 
 /// Where fragments from a source go while its eager message is still arriving.
@@ -66,37 +66,99 @@ pub struct FastRecv {
     pub filling: bool,
 }
 
+/// What the protocols need to know about the way to one peer, asked of the fabric once when
+/// the engine starts (the limits of a transport do not change during a job).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeerLimits {
+    /// Largest message sent eagerly to this peer.
+    pub eager_limit: usize,
+    /// Largest payload one packet to this peer carries (at least 1).
+    pub max_payload: usize,
+}
+
+/// The next packet a send wants out (see [`Core::poll_transmit`]): a header and the part of
+/// the send buffer it carries.
+#[derive(Debug)]
+pub struct Transmit<'a> {
+    pub hdr: Header,
+    pub payload: &'a [u8],
+}
+
+/// How a matched rendezvous receive is to be pulled (see [`Core::plan_pull`]).
+#[derive(Debug)]
+pub struct PullPlan {
+    /// The receive's buffer.
+    pub buf: RawBufMut,
+    /// How many bytes, from the start, this rank pulls itself (the sender pushes the rest).
+    pub own: usize,
+    /// Whether a Share packet asking the sender for the rest was queued: it should go out
+    /// before the pull, so both copies run at once.
+    pub shared: bool,
+}
+
 /// Protocol state of one rank.
+///
+/// Inputs: [`Core::on_packet`] and the [`crate::fabric::Sink`] methods (arrivals), the
+/// `start_*`/`cancel_*` commands, and the `handle_*` calls that report what the engine did
+/// with an output. Outputs: [`Core::poll_transmit`] (data packets, per peer),
+/// [`Core::poll_control`] (control packets), [`Core::poll_pull`]/[`Core::plan_pull`] and
+/// [`Core::poll_push`] (single-copy work). The engine polls control packets first, then
+/// pushes, pulls and queued sends.
 pub struct Core {
-    pub rank: u32,
-    pub reqs: Requests,
-    pub matcher: Matcher,
+    rank: u32,
+    reqs: Requests,
+    matcher: Matcher,
     streams: Vec<Option<Stream>>,
+    /// Per destination, the limits of the way there.
+    limits: Vec<PeerLimits>,
+    /// Smallest rendezvous message copied by both sides at once (0: never).
+    split_copy_min: usize,
+    /// Peers a single-copy pull has succeeded from: split copies (which also push) are only
+    /// used with those, since a refused pull after a split was asked for cannot be undone.
+    /// (Per peer: a pull from oneself is a plain copy and proves nothing about the others.)
+    single_copy_peers: Vec<bool>,
     /// Per destination, the sends not fully handed to the fabric yet, in order.
-    pub sendq: Vec<VecDeque<Handle>>,
+    sendq: Vec<VecDeque<Handle>>,
     /// Destinations whose `sendq` is not empty.
-    pub active: Vec<u32>,
-    /// Control packets (acks, FIN, CTS) waiting for room.
-    pub outbox: VecDeque<(u32, Header)>,
+    active: Vec<u32>,
+    /// Control packets (acks, FIN, CTS, Share, Pushed) waiting for room.
+    outbox: VecDeque<(u32, Header)>,
     /// Matched rendezvous receives to pull.
-    pub pulls: Vec<PendingPull>,
+    pulls: Vec<PendingPull>,
     /// Split-rendezvous parts this rank must push.
-    pub pushes: Vec<PendingPush>,
+    pushes: Vec<PendingPush>,
     /// The short-circuit receive in progress, if any.
-    pub fast: Option<FastRecv>,
+    fast: Option<FastRecv>,
     /// Requests nobody waits for (buffered sends, freed requests): reaped when done.
-    pub detached: Vec<Handle>,
-    pub stats: Stats,
+    detached: Vec<Handle>,
+    /// Counters only: the engine's wait loop counts its yields and sleeps here too.
+    pub(super) stats: Stats,
 }
 
 impl Core {
-    /// A core for `rank` of `size`.
-    pub fn new(rank: u32, size: u32) -> Self {
+    /// A core for `rank` of `size`, reaching each peer `p` with `limits[p]`, splitting
+    /// rendezvous copies from `split_copy_min` bytes (0: never).
+    pub fn new(rank: u32, size: u32, limits: Vec<PeerLimits>, split_copy_min: usize) -> Self {
+        assert_eq!(
+            limits.len(),
+            size as usize,
+            "Core::new: {} peer limits for a world of {size} ranks",
+            limits.len()
+        );
         Core {
             rank,
             reqs: Requests::default(),
             matcher: Matcher::default(),
             streams: (0..size).map(|_| None).collect(),
+            limits: limits
+                .into_iter()
+                .map(|l| PeerLimits {
+                    max_payload: l.max_payload.max(1),
+                    ..l
+                })
+                .collect(),
+            split_copy_min,
+            single_copy_peers: vec![false; size as usize],
             sendq: (0..size).map(|_| VecDeque::new()).collect(),
             active: Vec::new(),
             outbox: VecDeque::new(),
@@ -108,9 +170,467 @@ impl Core {
         }
     }
 
+    /// This rank.
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// The statistics so far.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// The limits of the way to `peer`.
+    #[inline]
+    pub fn limits(&self, peer: u32) -> PeerLimits {
+        self.limits[peer as usize]
+    }
+
+    // ----- sending: the eager/rendezvous choice and packetization ----------------------
+
+    /// The header of a `len`-byte standard message to `peer` that may go out now as one
+    /// eager packet, with no request: it is within the eager limit and one packet, and
+    /// nothing is queued ahead of it for `peer`. `None`: start a request instead.
+    #[inline]
+    pub fn eager_now(&self, peer: u32, context: u32, tag: i32, len: usize) -> Option<Header> {
+        let l = self.limits[peer as usize];
+        if len > l.eager_limit || len > l.max_payload || !self.sendq[peer as usize].is_empty() {
+            return None;
+        }
+        Some(Header {
+            kind: PacketKind::Eager as u8,
+            src: self.rank,
+            context,
+            tag,
+            len: len as u64,
+            ..Header::default()
+        })
+    }
+
+    /// Charges `bytes` of a buffered send to the attached buffer (released when it is sent).
+    pub fn charge_bsend(&mut self, bytes: usize) {
+        self.stats.bsend_in_use += bytes;
+    }
+
+    /// Counts a message sent with no request (see [`Core::eager_now`]).
+    #[inline]
+    pub fn count_sent(&mut self, len: usize) {
+        self.stats.sent_msgs += 1;
+        self.stats.sent_bytes += len as u64;
+    }
+
+    /// A request for a send that went out whole already.
+    pub fn sent_request(&mut self) -> Handle {
+        self.reqs.insert(Req {
+            done: true,
+            status: MsgStatus::default(),
+            error: None,
+            op: Op::Idle,
+        })
+    }
+
+    /// Starts send `op` (counted already): queues it behind the others to its peer. Returns
+    /// its handle and whether it is first in its queue (then the engine pushes it at once).
+    pub fn start_send(&mut self, op: SendOp) -> (Handle, bool) {
+        let peer = op.peer;
+        let h = self.reqs.insert(Req {
+            done: false,
+            status: MsgStatus::default(),
+            error: None,
+            op: Op::Send(op),
+        });
+        self.enqueue_send(peer, h);
+        (h, self.sendq[peer as usize].len() == 1)
+    }
+
+    /// Unlists `peer` from the active destinations when its queue emptied right after
+    /// [`Core::start_send`] listed it (it all went out at once).
+    pub fn unlist_if_idle(&mut self, peer: u32) {
+        if self.sendq[peer as usize].is_empty() && self.active.last() == Some(&peer) {
+            self.active.pop();
+        }
+    }
+
+    /// Destinations with queued sends, by index (for the engine to push in turn).
+    pub fn active_len(&self) -> usize {
+        self.active.len()
+    }
+
+    /// The `i`th destination with queued sends.
+    pub fn active_peer(&self, i: usize) -> u32 {
+        self.active[i]
+    }
+
+    /// Drops the `i`th active destination if its queue is empty; returns whether it did.
+    pub fn retire_if_idle(&mut self, i: usize) -> bool {
+        if self.sendq[self.active[i] as usize].is_empty() {
+            self.active.swap_remove(i);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The next packet the first queued send to `peer` wants out, if any: an RTS for a
+    /// message above the peer's eager limit, else the message cut into packets of at most
+    /// the peer's largest payload (`Eager` then `Frag`s, or `Data` when pushing a
+    /// rendezvous). Nothing changes until [`Core::handle_sent`] says it went out.
+    #[inline]
+    pub fn poll_transmit(&self, peer: u32) -> Option<Transmit<'_>> {
+        let h = *self.sendq[peer as usize].front()?;
+        let req = self.reqs.get(h).expect("queued send is live");
+        let Op::Send(s) = &req.op else {
+            unreachable!("send queue holds sends")
+        };
+        let l = self.limits[peer as usize];
+        let len = s.buf.len();
+        let mut hdr = Header {
+            src: self.rank,
+            context: s.context,
+            tag: s.tag,
+            len: len as u64,
+            cookie: h.to_cookie(),
+            ..Header::default()
+        };
+        let n = (len - s.sent).min(l.max_payload);
+        let payload = s.buf.slice(s.sent..s.sent + n);
+        match s.phase {
+            SendPhase::Queued if len > l.eager_limit => {
+                hdr.kind = PacketKind::Rts as u8;
+                hdr.aux = s.buf.addr();
+                return Some(Transmit { hdr, payload: &[] });
+            }
+            SendPhase::Queued => {
+                hdr.kind = PacketKind::Eager as u8;
+                hdr.flags = if s.sync { FLAG_SYNC } else { 0 };
+            }
+            SendPhase::Streaming => hdr.kind = PacketKind::Frag as u8,
+            SendPhase::PushData { recv_req } => {
+                hdr.kind = PacketKind::Data as u8;
+                hdr.aux = recv_req;
+                hdr.cookie = s.sent as u64;
+            }
+            SendPhase::AwaitReply => unreachable!("a send awaiting FIN/CTS is not queued"),
+        }
+        Some(Transmit { hdr, payload })
+    }
+
+    /// The packet [`Core::poll_transmit`] gave for `peer` went out: advances its send, and
+    /// when the send has nothing more to put out, unqueues it (and completes it when no
+    /// reply is awaited).
+    pub fn handle_sent(&mut self, peer: u32) {
+        let l = self.limits[peer as usize];
+        let Some(&h) = self.sendq[peer as usize].front() else {
+            debug_assert!(false, "handle_sent for rank {peer} with nothing queued");
+            return;
+        };
+        let req = self.reqs.get_mut(h).expect("queued send is live");
+        let Op::Send(s) = &mut req.op else {
+            unreachable!("send queue holds sends")
+        };
+        let len = s.buf.len();
+        let n = (len - s.sent).min(l.max_payload);
+        enum Then {
+            More,
+            Wait,
+            Complete,
+            PushDone,
+        }
+        let then = match s.phase {
+            SendPhase::Queued if len > l.eager_limit => {
+                self.stats.rendezvous += 1;
+                s.phase = SendPhase::AwaitReply;
+                Then::Wait
+            }
+            SendPhase::Queued | SendPhase::Streaming => {
+                s.sent += n;
+                s.phase = SendPhase::Streaming;
+                match (s.sent == len, !s.sync || s.acked) {
+                    (false, _) => Then::More,
+                    (true, true) => Then::Complete,
+                    (true, false) => Then::Wait,
+                }
+            }
+            SendPhase::PushData { .. } => {
+                s.sent += n;
+                match (s.sent == len, s.push_busy) {
+                    (false, _) => Then::More,
+                    // The second half of a split rendezvous: done once the receiver's FIN
+                    // for its own half is in too.
+                    (true, true) => Then::PushDone,
+                    (true, false) => Then::Complete,
+                }
+            }
+            SendPhase::AwaitReply => unreachable!("a send awaiting FIN/CTS is not queued"),
+        };
+        if matches!(then, Then::More) {
+            return;
+        }
+        self.sendq[peer as usize].pop_front();
+        match then {
+            Then::Complete => self.complete_send(h),
+            Then::PushDone => self.push_done(h),
+            Then::More | Then::Wait => {}
+        }
+    }
+
+    // ----- control packets --------------------------------------------------------------
+
+    /// The oldest control packet waiting to go out, and its destination.
+    #[inline]
+    pub fn poll_control(&self) -> Option<(u32, Header)> {
+        self.outbox.front().copied()
+    }
+
+    /// The packet [`Core::poll_control`] gave went out.
+    pub fn handle_control_sent(&mut self) {
+        self.outbox.pop_front();
+    }
+
+    /// Whether control packets are waiting.
+    #[inline]
+    pub fn has_control(&self) -> bool {
+        !self.outbox.is_empty()
+    }
+
+    // ----- single copy: pulls, split copies and pushes -----------------------------------
+
+    /// Whether matched rendezvous receives wait for their pull.
+    #[inline]
+    pub fn has_pulls(&self) -> bool {
+        !self.pulls.is_empty()
+    }
+
+    /// Takes every pull waiting to run, oldest first.
+    pub fn take_pulls(&mut self) -> Vec<PendingPull> {
+        std::mem::take(&mut self.pulls)
+    }
+
+    /// How to pull matched rendezvous `p` (`None`: its receive is gone). A split copy
+    /// (this rank pulls the first part while the sender pushes the rest, so both processes
+    /// copy at once) is chosen for a message of at least `split_copy_min` bytes that fits
+    /// the receive whole, from another peer a single-copy pull has already worked with;
+    /// then the Share packet for the sender is queued.
+    pub fn plan_pull(&mut self, p: &PendingPull) -> Option<PullPlan> {
+        let buf = match self.reqs.get(p.req) {
+            Some(Req {
+                op: Op::Recv(r), ..
+            }) => r.buf,
+            _ => return None,
+        };
+        let split = self.single_copy_peers[p.peer as usize]
+            && self.split_copy_min > 0
+            && p.len >= self.split_copy_min
+            && buf.len() >= p.len
+            && p.peer != self.rank;
+        if !split {
+            return Some(PullPlan {
+                buf,
+                own: p.len,
+                shared: false,
+            });
+        }
+        let own = (p.len / 2) & !63;
+        let cookie = p.req.to_cookie();
+        let hdr = Header {
+            kind: PacketKind::Share as u8,
+            src: self.rank,
+            context: cookie as u32,
+            tag: (cookie >> 32) as u32 as i32,
+            len: (p.len - own) as u64,
+            cookie: p.cookie,
+            aux: buf.addr() + own as u64,
+            ..Header::default()
+        };
+        self.outbox.push_back((p.peer, hdr));
+        self.stats.split_copies += 1;
+        Some(PullPlan {
+            buf,
+            own,
+            shared: true,
+        })
+    }
+
+    /// The engine pulled `own` bytes of rendezvous `p` (as [`Core::plan_pull`] said), with
+    /// `result`: acknowledges it (FIN), or asks the sender to push the data (CTS) when the
+    /// transport cannot pull.
+    pub fn handle_pull(&mut self, p: &PendingPull, own: usize, result: Result<(), PullError>) {
+        let Some(req) = self.reqs.get_mut(p.req) else {
+            return;
+        };
+        let Op::Recv(r) = &mut req.op else { return };
+        match result {
+            Ok(()) => {
+                r.got += own;
+                let done = r.got >= r.expect;
+                self.single_copy_peers[p.peer as usize] = true;
+                self.stats.single_copy += 1;
+                self.control(p.peer, PacketKind::Fin, p.cookie, 0);
+                if done {
+                    self.finish_recv(p.req);
+                }
+            }
+            Err(PullError::Unsupported) => {
+                // (Never after a split was asked for: splits with a peer start only once a
+                // pull from that peer worked, and the transport does not change its mind.)
+                self.control(p.peer, PacketKind::Cts, p.cookie, p.req.to_cookie());
+            }
+            Err(PullError::Failed(e)) => {
+                req.error = Some(e);
+                self.control(p.peer, PacketKind::Fin, p.cookie, 0);
+                self.finish_recv(p.req);
+            }
+        }
+    }
+
+    /// Whether split-rendezvous parts wait to be pushed.
+    #[inline]
+    pub fn has_pushes(&self) -> bool {
+        !self.pushes.is_empty()
+    }
+
+    /// Takes every push waiting to run, oldest first.
+    pub fn take_pushes(&mut self) -> Vec<PendingPush> {
+        std::mem::take(&mut self.pushes)
+    }
+
+    /// The part of its send buffer push `p` copies to the receiver (`None`: the send is
+    /// gone).
+    pub fn push_source(&self, p: &PendingPush) -> Option<&[u8]> {
+        match self.reqs.get(p.req) {
+            Some(Req {
+                op: Op::Send(s), ..
+            }) => Some(s.buf.slice(p.offset..s.buf.len())),
+            _ => None,
+        }
+    }
+
+    /// The engine ran push `p` with `result`: tells the receiver (Pushed), or sends the part
+    /// as data packets when the transport cannot push.
+    pub fn handle_push(&mut self, p: &PendingPush, result: Result<(), PullError>) {
+        let Some(req) = self.reqs.get_mut(p.req) else {
+            return;
+        };
+        let Op::Send(s) = &mut req.op else { return };
+        let len = s.buf.len();
+        match result {
+            Ok(()) => {
+                let hdr = Header {
+                    kind: PacketKind::Pushed as u8,
+                    src: self.rank,
+                    len: (len - p.offset) as u64,
+                    aux: p.recv_cookie,
+                    ..Header::default()
+                };
+                self.outbox.push_back((p.peer, hdr));
+                self.push_done(p.req);
+            }
+            Err(PullError::Unsupported) => {
+                // Send the part as data packets instead; `push_done` runs when they are out.
+                s.phase = SendPhase::PushData {
+                    recv_req: p.recv_cookie,
+                };
+                s.sent = p.offset;
+                self.enqueue_send(p.peer, p.req);
+            }
+            Err(PullError::Failed(e)) => {
+                req.error = Some(e);
+                self.push_done(p.req);
+            }
+        }
+    }
+
+    // ----- requests ---------------------------------------------------------------------
+
+    /// Whether request `h` is complete (or stale).
+    #[inline]
+    pub fn is_done(&self, h: Handle) -> bool {
+        self.reqs.get(h).is_none_or(|r| r.done)
+    }
+
+    /// Whether `h` names a live request.
+    pub fn is_live(&self, h: Handle) -> bool {
+        self.reqs.get(h).is_some()
+    }
+
+    /// Frees request `h`, returning it (`None`: stale).
+    pub fn take_request(&mut self, h: Handle) -> Option<Req> {
+        self.reqs.remove(h)
+    }
+
+    /// Number of requests not yet freed.
+    pub fn live_requests(&self) -> usize {
+        self.reqs.live()
+    }
+
+    /// Lets `h` complete in the background, then be freed.
+    pub fn detach(&mut self, h: Handle) {
+        if self.reqs.get(h).is_some() {
+            self.detached.push(h);
+        }
+    }
+
+    /// Whether detached requests are still to be reaped.
+    #[inline]
+    pub fn has_detached(&self) -> bool {
+        !self.detached.is_empty()
+    }
+
+    // ----- receiving: probes and the short-circuit receive -------------------------------
+
+    /// Whether a blocking receive may short-circuit: nothing posted, nothing unexpected.
+    #[inline]
+    pub fn receives_idle(&self) -> bool {
+        self.matcher.posted_is_empty() && self.matcher.unexpected_len() == 0
+    }
+
+    /// Starts the short-circuit receive `f`.
+    pub fn begin_fast_recv(&mut self, f: FastRecv) {
+        debug_assert!(self.fast.is_none(), "a short-circuit receive is in progress");
+        self.fast = Some(f);
+    }
+
+    /// Whether the short-circuit receive has its message or was spoiled.
+    #[inline]
+    pub fn fast_recv_settled(&self) -> bool {
+        self.fast
+            .as_ref()
+            .is_some_and(|f| f.result.is_some() || f.spoiled)
+    }
+
+    /// Ends the short-circuit receive, returning it.
+    pub fn end_fast_recv(&mut self) -> Option<FastRecv> {
+        self.fast.take()
+    }
+
+    /// The status of the oldest arrived message matching `pattern`.
+    pub fn peek(&self, pattern: &Pattern) -> Option<MsgStatus> {
+        self.matcher
+            .peek_unexpected(pattern)
+            .map(|(_, m)| MsgStatus {
+                source: m.source,
+                tag: m.tag,
+                len: m.len,
+                cancelled: false,
+            })
+    }
+
+    /// Claims the oldest arrived message matching `pattern` for a matched receive.
+    pub fn claim(&mut self, pattern: &Pattern) -> Option<u64> {
+        self.matcher.claim_unexpected(pattern)
+    }
+
+    /// Starts receiving claimed message `id` into `buf`; `None` when it was received already.
+    pub fn start_matched_recv(&mut self, id: u64, buf: RawBufMut) -> Option<Handle> {
+        self.matcher.get_mut(id)?;
+        let h = self.reqs.insert(recv_req(buf));
+        self.consume_unexpected(id, h);
+        Some(h)
+    }
+
     /// Queues a payload-less control packet (FIN, CTS, sync acknowledgement) for `peer`,
     /// behind any already waiting: the engine flushes the queue in order.
-    pub fn control(&mut self, peer: u32, kind: PacketKind, cookie: u64, aux: u64) {
+    fn control(&mut self, peer: u32, kind: PacketKind, cookie: u64, aux: u64) {
         let hdr = Header {
             kind: kind as u8,
             src: self.rank,
@@ -122,7 +642,7 @@ impl Core {
     }
 
     /// Queues a send for its destination (the engine pushes it out).
-    pub fn enqueue_send(&mut self, peer: u32, h: Handle) {
+    fn enqueue_send(&mut self, peer: u32, h: Handle) {
         let q = &mut self.sendq[peer as usize];
         q.push_back(h);
         if q.len() == 1 {
@@ -482,7 +1002,7 @@ impl Core {
     }
 
     /// The sender's part of a split rendezvous is done (pushed or sent as data).
-    pub fn push_done(&mut self, h: Handle) {
+    fn push_done(&mut self, h: Handle) {
         if let Some(Req {
             op: Op::Send(s), ..
         }) = self.reqs.get_mut(h)
@@ -508,7 +1028,7 @@ impl Core {
     }
 
     /// Marks a send done and releases what it held.
-    pub fn complete_send(&mut self, h: Handle) {
+    fn complete_send(&mut self, h: Handle) {
         if let Some(req) = self.reqs.get_mut(h) {
             req.done = true;
             if let Op::Send(s) = std::mem::replace(&mut req.op, Op::Idle) {
@@ -518,7 +1038,7 @@ impl Core {
     }
 
     /// Marks a receive done, recording a truncation error if the message did not fit.
-    pub fn finish_recv(&mut self, h: Handle) {
+    fn finish_recv(&mut self, h: Handle) {
         let Some(req) = self.reqs.get_mut(h) else {
             return;
         };
@@ -546,7 +1066,7 @@ impl Core {
     }
 
     /// Receives a claimed unexpected message `id` into request `h`.
-    pub fn consume_unexpected(&mut self, id: u64, h: Handle) {
+    fn consume_unexpected(&mut self, id: u64, h: Handle) {
         let m = self
             .matcher
             .get_mut(id)
@@ -641,7 +1161,7 @@ fn is_new_message(kind: u8) -> bool {
 }
 
 /// A fresh receive request for `buf`.
-pub fn recv_req(buf: RawBufMut) -> Req {
+fn recv_req(buf: RawBufMut) -> Req {
     Req {
         done: false,
         status: MsgStatus::default(),
