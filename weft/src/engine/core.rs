@@ -9,6 +9,8 @@
 //!   in a single copy and answers `Fin`, or, when it cannot, answers `Cts` and the sender
 //!   pushes `Data` packets (the pipelined fallback).
 
+mod outgoing;
+
 use super::buffer::RawBufMut;
 use super::matching::{Matcher, Pattern, Unexpected, UnexpectedBody};
 use super::request::{Handle, MsgStatus, Op, Req, Requests, SendPhase};
@@ -66,37 +68,99 @@ pub struct FastRecv {
     pub filling: bool,
 }
 
+/// What the protocols need to know about the way to one peer, asked of the fabric once when
+/// the engine starts (the limits of a transport do not change during a job).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeerLimits {
+    /// Largest message sent eagerly to this peer.
+    pub eager_limit: usize,
+    /// Largest payload one packet to this peer carries (at least 1).
+    pub max_payload: usize,
+}
+
+/// The next packet a send wants out (see [`Core::poll_transmit`]): a header and the part of
+/// the send buffer it carries.
+#[derive(Debug)]
+pub struct Transmit<'a> {
+    pub hdr: Header,
+    pub payload: &'a [u8],
+}
+
+/// How a matched rendezvous receive is to be pulled (see [`Core::plan_pull`]).
+#[derive(Debug)]
+pub struct PullPlan {
+    /// The receive's buffer.
+    pub buf: RawBufMut,
+    /// How many bytes, from the start, this rank pulls itself (the sender pushes the rest).
+    pub own: usize,
+    /// Whether a Share packet asking the sender for the rest was queued: it should go out
+    /// before the pull, so both copies run at once.
+    pub shared: bool,
+}
+
 /// Protocol state of one rank.
+///
+/// Inputs: [`Core::on_packet`] and the [`crate::fabric::Sink`] methods (arrivals), the
+/// `start_*`/`cancel_*` commands, and the `handle_*` calls that report what the engine did
+/// with an output. Outputs: [`Core::poll_transmit`] (data packets, per peer),
+/// [`Core::poll_control`] (control packets), [`Core::poll_pull`]/[`Core::plan_pull`] and
+/// [`Core::poll_push`] (single-copy work). The engine polls control packets first, then
+/// pushes, pulls and queued sends.
 pub struct Core {
-    pub rank: u32,
-    pub reqs: Requests,
-    pub matcher: Matcher,
+    rank: u32,
+    reqs: Requests,
+    matcher: Matcher,
     streams: Vec<Option<Stream>>,
+    /// Per destination, the limits of the way there.
+    limits: Vec<PeerLimits>,
+    /// Smallest rendezvous message copied by both sides at once (0: never).
+    split_copy_min: usize,
+    /// Peers a single-copy pull has succeeded from: split copies (which also push) are only
+    /// used with those, since a refused pull after a split was asked for cannot be undone.
+    /// (Per peer: a pull from oneself is a plain copy and proves nothing about the others.)
+    single_copy_peers: Vec<bool>,
     /// Per destination, the sends not fully handed to the fabric yet, in order.
-    pub sendq: Vec<VecDeque<Handle>>,
+    sendq: Vec<VecDeque<Handle>>,
     /// Destinations whose `sendq` is not empty.
-    pub active: Vec<u32>,
-    /// Control packets (acks, FIN, CTS) waiting for room.
-    pub outbox: VecDeque<(u32, Header)>,
+    active: Vec<u32>,
+    /// Control packets (acks, FIN, CTS, Share, Pushed) waiting for room.
+    outbox: VecDeque<(u32, Header)>,
     /// Matched rendezvous receives to pull.
-    pub pulls: Vec<PendingPull>,
+    pulls: Vec<PendingPull>,
     /// Split-rendezvous parts this rank must push.
-    pub pushes: Vec<PendingPush>,
+    pushes: Vec<PendingPush>,
     /// The short-circuit receive in progress, if any.
-    pub fast: Option<FastRecv>,
+    fast: Option<FastRecv>,
     /// Requests nobody waits for (buffered sends, freed requests): reaped when done.
-    pub detached: Vec<Handle>,
-    pub stats: Stats,
+    detached: Vec<Handle>,
+    /// Counters only: the engine's wait loop counts its yields and sleeps here too.
+    pub(super) stats: Stats,
 }
 
 impl Core {
-    /// A core for `rank` of `size`.
-    pub fn new(rank: u32, size: u32) -> Self {
+    /// A core for `rank` of `size`, reaching each peer `p` with `limits[p]`, splitting
+    /// rendezvous copies from `split_copy_min` bytes (0: never).
+    pub fn new(rank: u32, size: u32, limits: Vec<PeerLimits>, split_copy_min: usize) -> Self {
+        assert_eq!(
+            limits.len(),
+            size as usize,
+            "Core::new: {} peer limits for a world of {size} ranks",
+            limits.len()
+        );
         Core {
             rank,
             reqs: Requests::default(),
             matcher: Matcher::default(),
             streams: (0..size).map(|_| None).collect(),
+            limits: limits
+                .into_iter()
+                .map(|l| PeerLimits {
+                    max_payload: l.max_payload.max(1),
+                    ..l
+                })
+                .collect(),
+            split_copy_min,
+            single_copy_peers: vec![false; size as usize],
             sendq: (0..size).map(|_| VecDeque::new()).collect(),
             active: Vec::new(),
             outbox: VecDeque::new(),
@@ -108,9 +172,113 @@ impl Core {
         }
     }
 
+    /// This rank.
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// The statistics so far.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// The limits of the way to `peer`.
+    #[inline]
+    pub fn limits(&self, peer: u32) -> PeerLimits {
+        self.limits[peer as usize]
+    }
+
+    // ----- requests ---------------------------------------------------------------------
+
+    /// Whether request `h` is complete (or stale).
+    #[inline]
+    pub fn is_done(&self, h: Handle) -> bool {
+        self.reqs.get(h).is_none_or(|r| r.done)
+    }
+
+    /// Whether `h` names a live request.
+    pub fn is_live(&self, h: Handle) -> bool {
+        self.reqs.get(h).is_some()
+    }
+
+    /// Frees request `h`, returning it (`None`: stale).
+    pub fn take_request(&mut self, h: Handle) -> Option<Req> {
+        self.reqs.remove(h)
+    }
+
+    /// Number of requests not yet freed.
+    pub fn live_requests(&self) -> usize {
+        self.reqs.live()
+    }
+
+    /// Lets `h` complete in the background, then be freed.
+    pub fn detach(&mut self, h: Handle) {
+        if self.reqs.get(h).is_some() {
+            self.detached.push(h);
+        }
+    }
+
+    /// Whether detached requests are still to be reaped.
+    #[inline]
+    pub fn has_detached(&self) -> bool {
+        !self.detached.is_empty()
+    }
+
+    // ----- receiving: probes and the short-circuit receive -------------------------------
+
+    /// Whether a blocking receive may short-circuit: nothing posted, nothing unexpected.
+    #[inline]
+    pub fn receives_idle(&self) -> bool {
+        self.matcher.posted_is_empty() && self.matcher.unexpected_len() == 0
+    }
+
+    /// Starts the short-circuit receive `f`.
+    pub fn begin_fast_recv(&mut self, f: FastRecv) {
+        debug_assert!(self.fast.is_none(), "a short-circuit receive is in progress");
+        self.fast = Some(f);
+    }
+
+    /// Whether the short-circuit receive has its message or was spoiled.
+    #[inline]
+    pub fn fast_recv_settled(&self) -> bool {
+        self.fast
+            .as_ref()
+            .is_some_and(|f| f.result.is_some() || f.spoiled)
+    }
+
+    /// Ends the short-circuit receive, returning it.
+    pub fn end_fast_recv(&mut self) -> Option<FastRecv> {
+        self.fast.take()
+    }
+
+    /// The status of the oldest arrived message matching `pattern`.
+    pub fn peek(&self, pattern: &Pattern) -> Option<MsgStatus> {
+        self.matcher
+            .peek_unexpected(pattern)
+            .map(|(_, m)| MsgStatus {
+                source: m.source,
+                tag: m.tag,
+                len: m.len,
+                cancelled: false,
+            })
+    }
+
+    /// Claims the oldest arrived message matching `pattern` for a matched receive.
+    pub fn claim(&mut self, pattern: &Pattern) -> Option<u64> {
+        self.matcher.claim_unexpected(pattern)
+    }
+
+    /// Starts receiving claimed message `id` into `buf`; `None` when it was received already.
+    pub fn start_matched_recv(&mut self, id: u64, buf: RawBufMut) -> Option<Handle> {
+        self.matcher.get_mut(id)?;
+        let h = self.reqs.insert(recv_req(buf));
+        self.consume_unexpected(id, h);
+        Some(h)
+    }
+
     /// Queues a payload-less control packet (FIN, CTS, sync acknowledgement) for `peer`,
     /// behind any already waiting: the engine flushes the queue in order.
-    pub fn control(&mut self, peer: u32, kind: PacketKind, cookie: u64, aux: u64) {
+    fn control(&mut self, peer: u32, kind: PacketKind, cookie: u64, aux: u64) {
         let hdr = Header {
             kind: kind as u8,
             src: self.rank,
@@ -122,7 +290,7 @@ impl Core {
     }
 
     /// Queues a send for its destination (the engine pushes it out).
-    pub fn enqueue_send(&mut self, peer: u32, h: Handle) {
+    fn enqueue_send(&mut self, peer: u32, h: Handle) {
         let q = &mut self.sendq[peer as usize];
         q.push_back(h);
         if q.len() == 1 {
@@ -482,7 +650,7 @@ impl Core {
     }
 
     /// The sender's part of a split rendezvous is done (pushed or sent as data).
-    pub fn push_done(&mut self, h: Handle) {
+    fn push_done(&mut self, h: Handle) {
         if let Some(Req {
             op: Op::Send(s), ..
         }) = self.reqs.get_mut(h)
@@ -508,7 +676,7 @@ impl Core {
     }
 
     /// Marks a send done and releases what it held.
-    pub fn complete_send(&mut self, h: Handle) {
+    fn complete_send(&mut self, h: Handle) {
         if let Some(req) = self.reqs.get_mut(h) {
             req.done = true;
             if let Op::Send(s) = std::mem::replace(&mut req.op, Op::Idle) {
@@ -518,7 +686,7 @@ impl Core {
     }
 
     /// Marks a receive done, recording a truncation error if the message did not fit.
-    pub fn finish_recv(&mut self, h: Handle) {
+    fn finish_recv(&mut self, h: Handle) {
         let Some(req) = self.reqs.get_mut(h) else {
             return;
         };
@@ -546,7 +714,7 @@ impl Core {
     }
 
     /// Receives a claimed unexpected message `id` into request `h`.
-    pub fn consume_unexpected(&mut self, id: u64, h: Handle) {
+    fn consume_unexpected(&mut self, id: u64, h: Handle) {
         let m = self
             .matcher
             .get_mut(id)
@@ -641,7 +809,7 @@ fn is_new_message(kind: u8) -> bool {
 }
 
 /// A fresh receive request for `buf`.
-pub fn recv_req(buf: RawBufMut) -> Req {
+fn recv_req(buf: RawBufMut) -> Req {
     Req {
         done: false,
         status: MsgStatus::default(),

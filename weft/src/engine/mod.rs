@@ -17,11 +17,11 @@ mod tests;
 mod wait;
 
 use self::buffer::{RawBuf, RawBufMut};
-use self::core::{Core, PendingPull, PendingPush};
+use self::core::{Core, PeerLimits, PendingPull, PendingPush};
 use self::matching::Pattern;
-use self::request::{Handle, MsgStatus, Op, Req, SendOp, SendPhase};
+use self::request::{Handle, MsgStatus, SendOp, SendPhase};
 use crate::error::{Error, ErrorClass, Result};
-use crate::fabric::{Fabric, Header, PacketKind, PullError, FLAG_SYNC};
+use crate::fabric::Fabric;
 use crate::tunables::Tunables;
 use std::time::Duration;
 
@@ -115,10 +115,6 @@ pub struct Engine<F: Fabric> {
     cfg: Config,
     bsend_capacity: usize,
     bsend_overhead: usize,
-    /// Peers a single-copy pull has succeeded from: split copies (which also push) are only
-    /// used with those, since a refused pull after a split was asked for cannot be undone.
-    /// (Per peer: a pull from oneself is a plain copy and proves nothing about the others.)
-    single_copy_peers: Vec<bool>,
     /// Whether yields help now (see [`wait`]).
     yield_gate: wait::YieldGate,
 }
@@ -131,22 +127,28 @@ impl<F: Fabric> Engine<F> {
 
     /// An engine over `fabric`.
     pub fn new(fabric: F, cfg: Config) -> Self {
-        let core = Core::new(fabric.rank(), fabric.size());
         let yield_gate = wait::YieldGate::new(cfg.yield_slice, cfg.yield_pause, cfg.yield_streak);
+        // The way to each peer is asked once: its limits do not change during a job.
+        let limits = (0..fabric.size())
+            .map(|p| PeerLimits {
+                eager_limit: fabric.eager_limit(p).unwrap_or(cfg.eager_limit),
+                max_payload: fabric.max_payload(p),
+            })
+            .collect();
+        let core = Core::new(fabric.rank(), fabric.size(), limits, cfg.split_copy_min);
         Engine {
             fabric,
             core,
             cfg,
             bsend_capacity: 0,
             bsend_overhead: 64,
-            single_copy_peers: Vec::new(),
             yield_gate,
         }
     }
 
     /// This rank.
     pub fn rank(&self) -> u32 {
-        self.core.rank
+        self.core.rank()
     }
 
     /// Number of ranks.
@@ -156,15 +158,7 @@ impl<F: Fabric> Engine<F> {
 
     /// The statistics so far.
     pub fn stats(&self) -> &Stats {
-        &self.core.stats
-    }
-
-    /// Largest message sent eagerly to `peer`.
-    #[inline]
-    fn eager_limit(&self, peer: u32) -> usize {
-        self.fabric
-            .eager_limit(peer)
-            .unwrap_or(self.cfg.eager_limit)
+        self.core.stats()
     }
 
     fn check_peer(&self, call: &'static str, peer: u32) -> Result<()> {
@@ -188,29 +182,28 @@ impl<F: Fabric> Engine<F> {
     pub fn progress(&mut self) -> bool {
         let core = &mut self.core;
         let mut did = self.fabric.poll(core) > 0;
-        if !self.core.pushes.is_empty() {
+        if self.core.has_pushes() {
             self.run_pushes();
             did = true;
         }
-        if !self.core.pulls.is_empty() {
+        if self.core.has_pulls() {
             self.run_pulls();
             did = true;
         }
-        if !self.core.outbox.is_empty() {
+        if self.core.has_control() {
             did |= self.flush_outbox();
         }
-        if !self.core.active.is_empty() {
+        if self.core.active_len() > 0 {
             did |= self.push_all_sends();
         }
-        if !self.core.detached.is_empty() {
+        if self.core.has_detached() {
             self.core.reap_detached();
         }
         did
     }
 
     fn run_pulls(&mut self) {
-        let pulls = std::mem::take(&mut self.core.pulls);
-        for p in pulls {
+        for p in self.core.take_pulls() {
             self.run_pull(p);
             // Its FIN or CTS goes out now, before the next (maybe long) pull.
             self.flush_outbox();
@@ -218,133 +211,47 @@ impl<F: Fabric> Engine<F> {
     }
 
     fn run_pull(&mut self, p: PendingPull) {
-        let split_min = self.cfg.split_copy_min;
-        let mut buf = match self.core.reqs.get(p.req) {
-            Some(Req {
-                op: Op::Recv(r), ..
-            }) => r.buf,
-            _ => return,
-        };
-        // Split copy: ask the sender to push the second half while we pull the first, so
-        // both processes copy at once. Only when the whole message fits (no truncation).
-        let mut own = p.len;
-        if self.single_copy_peers.get(p.peer as usize) == Some(&true)
-            && split_min > 0
-            && p.len >= split_min
-            && buf.len() >= p.len
-            && p.peer != self.core.rank
-        {
-            own = (p.len / 2) & !63;
-            let cookie = p.req.to_cookie();
-            let hdr = Header {
-                kind: PacketKind::Share as u8,
-                src: self.core.rank,
-                context: cookie as u32,
-                tag: (cookie >> 32) as u32 as i32,
-                len: (p.len - own) as u64,
-                cookie: p.cookie,
-                aux: buf.addr() + own as u64,
-                ..Header::default()
-            };
-            self.send_packet(p.peer, hdr);
-            self.core.stats.split_copies += 1;
-        }
-        // SAFETY: `p.addr` is the address the peer named in its rendezvous announcement for
-        // its send buffer, which its send request keeps lent until our FIN; `buf` is this
-        // in-flight receive's own view.
-        let result = unsafe { self.fabric.pull(p.peer, p.addr, buf.slice_mut(0, own)) };
-        let Some(req) = self.core.reqs.get_mut(p.req) else {
+        let Some(mut plan) = self.core.plan_pull(&p) else {
             return;
         };
-        let Op::Recv(r) = &mut req.op else { return };
-        match result {
-            Ok(()) => {
-                r.got += own;
-                let done = r.got >= r.expect;
-                if self.single_copy_peers.is_empty() {
-                    self.single_copy_peers = vec![false; self.size() as usize];
-                }
-                self.single_copy_peers[p.peer as usize] = true;
-                self.core.stats.single_copy += 1;
-                self.core.control(p.peer, PacketKind::Fin, p.cookie, 0);
-                if done {
-                    self.core.finish_recv(p.req);
-                }
-            }
-            Err(PullError::Unsupported) => {
-                // (Never after a split was asked for: splits with a peer start only once a
-                // pull from that peer worked, and the transport does not change its mind.)
-                self.core
-                    .control(p.peer, PacketKind::Cts, p.cookie, p.req.to_cookie());
-            }
-            Err(PullError::Failed(e)) => {
-                req.error = Some(e);
-                self.core.control(p.peer, PacketKind::Fin, p.cookie, 0);
-                self.core.finish_recv(p.req);
-            }
+        if plan.shared {
+            // The sender pushes its part while we pull ours: ask it first.
+            self.flush_outbox();
         }
+        // SAFETY: `p.addr` is the address the peer named in its rendezvous announcement for
+        // its send buffer, which its send request keeps lent until our FIN; `plan.buf` is this
+        // in-flight receive's own view.
+        let result = unsafe {
+            self.fabric
+                .pull(p.peer, p.addr, plan.buf.slice_mut(0, plan.own))
+        };
+        self.core.handle_pull(&p, plan.own, result);
     }
 
     fn run_pushes(&mut self) {
-        let pushes = std::mem::take(&mut self.core.pushes);
-        for p in pushes {
+        for p in self.core.take_pushes() {
             self.run_push(p);
         }
     }
 
     /// The sender's half of a split rendezvous.
     fn run_push(&mut self, p: PendingPush) {
-        let Some(req) = self.core.reqs.get_mut(p.req) else {
+        let Some(src) = self.core.push_source(&p) else {
             return;
         };
-        let Op::Send(s) = &mut req.op else { return };
-        let len = s.buf.len();
         // SAFETY: `p.remote` is the address inside its receive buffer that the receiving peer
         // named in its Share packet; its receive request keeps it lent until our Pushed.
-        match unsafe {
-            self.fabric
-                .push(p.peer, p.remote, s.buf.slice(p.offset..len))
-        } {
-            Ok(()) => {
-                let hdr = Header {
-                    kind: PacketKind::Pushed as u8,
-                    src: self.core.rank,
-                    len: (len - p.offset) as u64,
-                    aux: p.recv_cookie,
-                    ..Header::default()
-                };
-                self.send_packet(p.peer, hdr);
-                self.core.push_done(p.req);
-            }
-            Err(PullError::Unsupported) => {
-                // Send the part as data packets instead; `push_done` runs when they are out.
-                s.phase = SendPhase::PushData {
-                    recv_req: p.recv_cookie,
-                };
-                s.sent = p.offset;
-                self.core.enqueue_send(p.peer, p.req);
-            }
-            Err(PullError::Failed(e)) => {
-                req.error = Some(e);
-                self.core.push_done(p.req);
-            }
-        }
-    }
-
-    /// Sends a payload-less control packet now, or queues it behind earlier ones.
-    fn send_packet(&mut self, peer: u32, hdr: Header) {
-        if !self.core.outbox.is_empty() || !self.fabric.try_send(peer, &hdr, &[]) {
-            self.core.outbox.push_back((peer, hdr));
-        }
+        let result = unsafe { self.fabric.push(p.peer, p.remote, src) };
+        self.core.handle_push(&p, result);
     }
 
     fn flush_outbox(&mut self) -> bool {
         let mut did = false;
-        while let Some((peer, hdr)) = self.core.outbox.front() {
-            if !self.fabric.try_send(*peer, hdr, &[]) {
+        while let Some((peer, hdr)) = self.core.poll_control() {
+            if !self.fabric.try_send(peer, &hdr, &[]) {
                 break;
             }
-            self.core.outbox.pop_front();
+            self.core.handle_control_sent();
             did = true;
         }
         did
@@ -353,106 +260,26 @@ impl<F: Fabric> Engine<F> {
     fn push_all_sends(&mut self) -> bool {
         let mut did = false;
         let mut i = 0;
-        while i < self.core.active.len() {
-            let peer = self.core.active[i];
+        while i < self.core.active_len() {
+            let peer = self.core.active_peer(i);
             did |= self.push_sends(peer);
-            if self.core.sendq[peer as usize].is_empty() {
-                self.core.active.swap_remove(i);
-            } else {
+            if !self.core.retire_if_idle(i) {
                 i += 1;
             }
         }
         did
     }
 
-    /// Hands queued sends for `peer` to the fabric until it is full. Returns whether any
-    /// packet went out.
+    /// Hands queued sends for `peer` to the fabric, packet by packet as the core cuts them,
+    /// until it is full. Returns whether any packet went out.
     fn push_sends(&mut self, peer: u32) -> bool {
         let mut did = false;
-        let max = self.fabric.max_payload(peer).max(1);
-        while let Some(&h) = self.core.sendq[peer as usize].front() {
-            let rank = self.core.rank;
-            let eager_limit = self.eager_limit(peer);
-            let req = self.core.reqs.get_mut(h).expect("queued send is live");
-            let Op::Send(s) = &mut req.op else {
-                unreachable!("send queue holds sends")
-            };
-            let len = s.buf.len();
-            let mut hdr = Header {
-                src: rank,
-                context: s.context,
-                tag: s.tag,
-                len: len as u64,
-                cookie: h.to_cookie(),
-                ..Header::default()
-            };
-            let finished = match s.phase {
-                SendPhase::Queued if len > eager_limit => {
-                    hdr.kind = PacketKind::Rts as u8;
-                    hdr.aux = s.buf.addr();
-                    if !self.fabric.try_send(peer, &hdr, &[]) {
-                        return did;
-                    }
-                    self.core.stats.rendezvous += 1;
-                    s.phase = SendPhase::AwaitReply;
-                    did = true;
-                    false
-                }
-                SendPhase::Queued | SendPhase::Streaming => {
-                    loop {
-                        let first = matches!(s.phase, SendPhase::Queued);
-                        let n = (len - s.sent).min(max);
-                        hdr.kind = if first {
-                            PacketKind::Eager
-                        } else {
-                            PacketKind::Frag
-                        } as u8;
-                        hdr.flags = if first && s.sync { FLAG_SYNC } else { 0 };
-                        if !self
-                            .fabric
-                            .try_send(peer, &hdr, s.buf.slice(s.sent..s.sent + n))
-                        {
-                            return did;
-                        }
-                        did = true;
-                        s.sent += n;
-                        s.phase = SendPhase::Streaming;
-                        if s.sent == len {
-                            break;
-                        }
-                    }
-                    !s.sync || s.acked
-                }
-                SendPhase::PushData { recv_req } => {
-                    hdr.kind = PacketKind::Data as u8;
-                    hdr.aux = recv_req;
-                    while s.sent < len {
-                        let n = (len - s.sent).min(max);
-                        hdr.cookie = s.sent as u64;
-                        if !self
-                            .fabric
-                            .try_send(peer, &hdr, s.buf.slice(s.sent..s.sent + n))
-                        {
-                            return did;
-                        }
-                        did = true;
-                        s.sent += n;
-                    }
-                    if s.push_busy {
-                        // The second half of a split rendezvous: done once the receiver's
-                        // FIN for its own half is in too.
-                        self.core.sendq[peer as usize].pop_front();
-                        self.core.push_done(h);
-                        continue;
-                    }
-                    true
-                }
-                SendPhase::AwaitReply => unreachable!("a send awaiting FIN/CTS is not queued"),
-            };
-            self.core.sendq[peer as usize].pop_front();
-            if finished {
-                self.core.complete_send(h);
+        while let Some(t) = self.core.poll_transmit(peer) {
+            if !self.fabric.try_send(peer, &t.hdr, t.payload) {
+                break;
             }
+            self.core.handle_sent(peer);
+            did = true;
         }
         did
     }
@@ -507,12 +334,12 @@ impl<F: Fabric> Engine<F> {
 
     /// Whether request `h` is complete (or stale).
     pub fn is_done(&self, h: Handle) -> bool {
-        self.core.reqs.get(h).is_none_or(|r| r.done)
+        self.core.is_done(h)
     }
 
     /// Waits for `h` and frees it, returning its status or error.
     pub fn wait(&mut self, h: Handle) -> Result<MsgStatus> {
-        if self.core.reqs.get(h).is_none() {
+        if !self.core.is_live(h) {
             return Err(stale("wait", h));
         }
         self.wait_until(|e| e.is_done(h));
@@ -521,7 +348,7 @@ impl<F: Fabric> Engine<F> {
 
     /// Progresses once; if `h` is complete, frees it and returns its result.
     pub fn test(&mut self, h: Handle) -> Result<Option<MsgStatus>> {
-        if self.core.reqs.get(h).is_none() {
+        if !self.core.is_live(h) {
             return Err(stale("test", h));
         }
         if !self.is_done(h) {
@@ -535,7 +362,7 @@ impl<F: Fabric> Engine<F> {
     }
 
     fn take(&mut self, h: Handle, call: &'static str) -> Result<MsgStatus> {
-        let req = self.core.reqs.remove(h).ok_or_else(|| stale(call, h))?;
+        let req = self.core.take_request(h).ok_or_else(|| stale(call, h))?;
         debug_assert!(req.done, "taking an incomplete request");
         match req.error {
             Some(e) => Err(e),
@@ -545,9 +372,7 @@ impl<F: Fabric> Engine<F> {
 
     /// Gives up on `h` without waiting: it completes in the background and is then freed.
     pub fn detach(&mut self, h: Handle) {
-        if self.core.reqs.get(h).is_some() {
-            self.core.detached.push(h);
-        }
+        self.core.detach(h);
     }
 
     // ----- point to point -------------------------------------------------------------------
@@ -564,8 +389,7 @@ impl<F: Fabric> Engine<F> {
     ) -> Result<()> {
         self.check_peer("send", peer)?;
         if mode != SendMode::Synchronous && self.try_send_now(peer, context, tag, data) {
-            self.core.stats.sent_msgs += 1;
-            self.core.stats.sent_bytes += data.len() as u64;
+            self.core.count_sent(data.len());
             return Ok(());
         }
         // SAFETY: `data` is borrowed for this whole call, and `wait` returns only once the
@@ -587,22 +411,10 @@ impl<F: Fabric> Engine<F> {
     /// queued ahead of it for `peer`. Returns whether it went out (no request, no allocation).
     #[inline]
     fn try_send_now(&mut self, peer: u32, context: u32, tag: i32, data: &[u8]) -> bool {
-        let len = data.len();
-        if len > self.eager_limit(peer)
-            || !self.core.sendq[peer as usize].is_empty()
-            || len > self.fabric.max_payload(peer)
-        {
-            return false;
+        match self.core.eager_now(peer, context, tag, data.len()) {
+            Some(hdr) => self.fabric.try_send(peer, &hdr, data),
+            None => false,
         }
-        let hdr = Header {
-            kind: PacketKind::Eager as u8,
-            src: self.core.rank,
-            context,
-            tag,
-            len: len as u64,
-            ..Header::default()
-        };
-        self.fabric.try_send(peer, &hdr, data)
     }
 
     /// Starts a nonblocking send of `buf`, which must stay valid until the request completes.
@@ -637,46 +449,31 @@ impl<F: Fabric> Engine<F> {
         owned: Option<Vec<u8>>,
         bsend_charge: usize,
     ) -> Handle {
-        self.core.stats.sent_msgs += 1;
-        self.core.stats.sent_bytes += buf.len() as u64;
+        self.core.count_sent(buf.len());
         if !sync
             && owned.is_none()
             && self.try_send_now(peer, context, tag, buf.slice(0..buf.len()))
         {
             // Out already: the request is born complete.
-            return self.core.reqs.insert(Req {
-                done: true,
-                status: MsgStatus::default(),
-                error: None,
-                op: Op::Idle,
-            });
+            return self.core.sent_request();
         }
-        let h = self.core.reqs.insert(Req {
-            done: false,
-            status: MsgStatus::default(),
-            error: None,
-            op: Op::Send(SendOp {
-                peer,
-                context,
-                tag,
-                buf,
-                sent: 0,
-                sync,
-                acked: false,
-                phase: SendPhase::Queued,
-                owned,
-                bsend_charge,
-                push_busy: false,
-                fin_seen: false,
-            }),
+        let (h, first) = self.core.start_send(SendOp {
+            peer,
+            context,
+            tag,
+            buf,
+            sent: 0,
+            sync,
+            acked: false,
+            phase: SendPhase::Queued,
+            owned,
+            bsend_charge,
+            push_busy: false,
+            fin_seen: false,
         });
-        self.core.enqueue_send(peer, h);
-        if self.core.sendq[peer as usize].len() == 1 {
+        if first {
             self.push_sends(peer);
-            if self.core.sendq[peer as usize].is_empty() && self.core.active.last() == Some(&peer) {
-                // It all went out: `enqueue_send` just listed the peer as active; unlist it.
-                self.core.active.pop();
-            }
+            self.core.unlist_if_idle(peer);
         }
         h
     }
@@ -699,7 +496,7 @@ impl<F: Fabric> Engine<F> {
     ) -> Result<Handle> {
         self.check_peer("buffered send", peer)?;
         let charge = len + self.bsend_overhead;
-        let in_use = self.core.stats.bsend_in_use;
+        let in_use = self.core.stats().bsend_in_use;
         if in_use + charge > self.bsend_capacity {
             return Err(Error::new(
                 ErrorClass::Resource,
@@ -718,7 +515,7 @@ impl<F: Fabric> Engine<F> {
             len,
             "bsend_from: the copy is not the length given"
         );
-        self.core.stats.bsend_in_use += charge;
+        self.core.charge_bsend(charge);
         // SAFETY: the Vec moves into the request with the view (`owned`) and is freed with it;
         // moving a Vec does not move its heap block, and nothing writes it meanwhile.
         let buf = unsafe { RawBuf::new(&owned) };
@@ -729,7 +526,7 @@ impl<F: Fabric> Engine<F> {
     /// Attaches a buffered-send buffer of `bytes` (0 detaches), after waiting for buffered
     /// sends in flight to finish.
     pub fn set_bsend_capacity(&mut self, bytes: usize, overhead: usize) {
-        self.wait_until(|e| e.core.stats.bsend_in_use == 0);
+        self.wait_until(|e| e.core.stats().bsend_in_use == 0);
         self.bsend_capacity = bytes;
         self.bsend_overhead = overhead;
     }
@@ -745,7 +542,7 @@ impl<F: Fabric> Engine<F> {
             self.check_peer("receive", s)?;
         }
         let h = self.core.start_recv(pattern, buf);
-        if !self.core.pulls.is_empty() {
+        if self.core.has_pulls() {
             self.run_pulls();
         }
         Ok(h)
@@ -756,24 +553,19 @@ impl<F: Fabric> Engine<F> {
         if let Some(s) = pattern.source {
             self.check_peer("receive", s)?;
         }
-        if self.core.matcher.posted_is_empty() && self.core.matcher.unexpected_len() == 0 {
+        if self.core.receives_idle() {
             let cap = buf.len();
-            self.core.fast = Some(core::FastRecv {
+            self.core.begin_fast_recv(core::FastRecv {
                 pattern,
                 // SAFETY: `buf` is borrowed exclusively for this whole call, and the view
-                // leaves the engine (`fast.take()` below) before we return or go on.
+                // leaves the engine (`end_fast_recv` below) before we return or go on.
                 buf: unsafe { RawBufMut::new(buf) },
                 result: None,
                 spoiled: false,
                 filling: false,
             });
-            self.wait_until(|e| {
-                e.core
-                    .fast
-                    .as_ref()
-                    .is_some_and(|f| f.result.is_some() || f.spoiled)
-            });
-            let f = self.core.fast.take().expect("fast receive in place");
+            self.wait_until(|e| e.core.fast_recv_settled());
+            let f = self.core.end_fast_recv().expect("fast receive in place");
             if let Some(st) = f.result {
                 if st.len > cap {
                     return Err(core::truncation(st.len, st.source, st.tag, cap));
@@ -799,15 +591,7 @@ impl<F: Fabric> Engine<F> {
     }
 
     fn peek(&self, pattern: &Pattern) -> Option<MsgStatus> {
-        self.core
-            .matcher
-            .peek_unexpected(pattern)
-            .map(|(_, m)| MsgStatus {
-                source: m.source,
-                tag: m.tag,
-                len: m.len,
-                cancelled: false,
-            })
+        self.core.peek(pattern)
     }
 
     /// Blocking probe.
@@ -827,8 +611,7 @@ impl<F: Fabric> Engine<F> {
         let status = self.peek(pattern)?;
         let id = self
             .core
-            .matcher
-            .claim_unexpected(pattern)
+            .claim(pattern)
             .expect("peeked message is claimable");
         Some((id, status))
     }
@@ -840,8 +623,7 @@ impl<F: Fabric> Engine<F> {
             found = e.peek(pattern).map(|s| {
                 (
                     e.core
-                        .matcher
-                        .claim_unexpected(pattern)
+                        .claim(pattern)
                         .expect("peeked message is claimable"),
                     s,
                 )
@@ -853,16 +635,14 @@ impl<F: Fabric> Engine<F> {
 
     /// Starts receiving the message claimed by a matched probe.
     pub fn mrecv(&mut self, id: u64, buf: RawBufMut) -> Result<Handle> {
-        if self.core.matcher.get_mut(id).is_none() {
+        let Some(h) = self.core.start_matched_recv(id, buf) else {
             return Err(Error::new(
                 ErrorClass::Handle,
                 "matched receive",
                 format!("message {id} was already received"),
             ));
-        }
-        let h = self.core.reqs.insert(self::core::recv_req(buf));
-        self.core.consume_unexpected(id, h);
-        if !self.core.pulls.is_empty() {
+        };
+        if self.core.has_pulls() {
             self.run_pulls();
         }
         Ok(h)
@@ -870,12 +650,12 @@ impl<F: Fabric> Engine<F> {
 
     /// Number of requests not yet freed (for leak checks in tests and finalize).
     pub fn live_requests(&self) -> usize {
-        self.core.reqs.live()
+        self.core.live_requests()
     }
 
     /// Progresses until everything this rank started has left it (detached sends included).
     pub fn drain(&mut self) {
-        self.wait_until(|e| e.core.detached.is_empty() && !e.core.has_blocked_output());
+        self.wait_until(|e| !e.core.has_detached() && !e.core.has_blocked_output());
     }
 }
 

@@ -687,3 +687,243 @@ fn a_wait_beside_a_busy_neighbour_sleeps_instead_of_yielding_on() {
         start.elapsed()
     );
 }
+
+// ----- the protocol decisions, on one sans-IO core ------------------------------------------
+
+use super::core::{Core, PeerLimits, PendingPull};
+use super::request::{SendOp, SendPhase};
+use crate::fabric::PacketKind;
+
+/// A core for rank `rank` of 2, reaching both ranks with the given limits.
+fn core(rank: u32, eager_limit: usize, max_payload: usize, split_copy_min: usize) -> Core {
+    let l = PeerLimits {
+        eager_limit,
+        max_payload,
+    };
+    Core::new(rank, 2, vec![l; 2], split_copy_min)
+}
+
+fn send_op(peer: u32, buf: RawBuf, sync: bool) -> SendOp {
+    SendOp {
+        peer,
+        context: 0,
+        tag: 3,
+        buf,
+        sent: 0,
+        sync,
+        acked: false,
+        phase: SendPhase::Queued,
+        owned: None,
+        bsend_charge: 0,
+        push_busy: false,
+        fin_seen: false,
+    }
+}
+
+/// Takes every packet the core wants out to `peer` (the fabric always has room): each
+/// packet's header and payload length.
+fn transmit_all(c: &mut Core, peer: u32) -> Vec<(Header, usize)> {
+    let mut out = Vec::new();
+    while let Some(t) = c.poll_transmit(peer) {
+        out.push((t.hdr, t.payload.len()));
+        c.handle_sent(peer);
+        assert!(out.len() < 10_000, "the core never stops transmitting");
+    }
+    out
+}
+
+#[test]
+fn eager_up_to_the_limit_and_rendezvous_above_it() {
+    let mut c = core(0, 100, 1000, 0);
+    // The request-free path: exactly at the limit yes, one byte over no.
+    let hdr = c.eager_now(1, 7, 3, 100).expect("100 bytes go eagerly");
+    assert_eq!(
+        (hdr.kind, hdr.len, hdr.context, hdr.tag),
+        (PacketKind::Eager as u8, 100, 7, 3)
+    );
+    assert!(c.eager_now(1, 7, 3, 101).is_none());
+    // Within the eager limit but over one packet: a request streams it.
+    let small = core(0, 100, 64, 0);
+    assert!(small.eager_now(1, 0, 0, 64).is_some());
+    assert!(small.eager_now(1, 0, 0, 65).is_none());
+
+    let at = vec![1u8; 100];
+    let over = vec![2u8; 101];
+    // SAFETY: both buffers outlive the core's use of them (the end of this test).
+    let (at_buf, over_buf) = unsafe { (RawBuf::new(&at), RawBuf::new(&over)) };
+    let (h_at, first) = c.start_send(send_op(1, at_buf, false));
+    assert!(first);
+    // Something queued to the peer: a later message may not overtake it.
+    assert!(c.eager_now(1, 0, 0, 1).is_none());
+    let pkts = transmit_all(&mut c, 1);
+    assert_eq!(pkts.len(), 1);
+    assert_eq!((pkts[0].0.kind, pkts[0].1), (PacketKind::Eager as u8, 100));
+    assert!(c.is_done(h_at), "an eager send completes once out");
+
+    let (h_over, _) = c.start_send(send_op(1, over_buf, false));
+    let pkts = transmit_all(&mut c, 1);
+    assert_eq!(pkts.len(), 1, "a rendezvous starts with the RTS alone");
+    let (rts, n) = pkts[0];
+    assert_eq!((rts.kind, n, rts.len), (PacketKind::Rts as u8, 0, 101));
+    assert_eq!(rts.aux, over_buf.addr(), "the RTS names the send buffer");
+    assert_eq!(rts.cookie, h_over.to_cookie());
+    assert!(!c.is_done(h_over), "a rendezvous send waits for the receiver");
+    assert_eq!(c.stats().rendezvous, 1);
+    // The receiver pulled it: its FIN completes the send.
+    let fin = Header {
+        kind: PacketKind::Fin as u8,
+        src: 1,
+        cookie: h_over.to_cookie(),
+        ..Header::default()
+    };
+    c.on_packet(&fin, &[]);
+    assert!(c.is_done(h_over));
+}
+
+#[test]
+fn packets_are_cut_at_the_max_payload() {
+    for (len, sizes) in [
+        (0usize, vec![0usize]),
+        (1, vec![1]),
+        (63, vec![63]),
+        (64, vec![64]),
+        (65, vec![64, 1]),
+        (128, vec![64, 64]),
+        (129, vec![64, 64, 1]),
+    ] {
+        let mut c = core(0, 1000, 64, 0);
+        let data = pattern_bytes(len, 1);
+        // SAFETY: `data` outlives the core's use of it (this iteration).
+        let (h, _) = c.start_send(send_op(1, unsafe { RawBuf::new(&data) }, false));
+        let pkts = transmit_all(&mut c, 1);
+        let got: Vec<usize> = pkts.iter().map(|p| p.1).collect();
+        assert_eq!(got, sizes, "packets of a {len}-byte eager message");
+        for (i, (hdr, _)) in pkts.iter().enumerate() {
+            let want = if i == 0 {
+                PacketKind::Eager
+            } else {
+                PacketKind::Frag
+            };
+            assert_eq!(hdr.kind, want as u8, "packet {i} of {len} bytes");
+            assert_eq!(hdr.len, len as u64, "every packet carries the message length");
+        }
+        assert!(c.is_done(h));
+    }
+
+    // A synchronous send is out after its last packet but done only at its acknowledgement.
+    let mut c = core(0, 1000, 64, 0);
+    let data = pattern_bytes(100, 2);
+    // SAFETY: `data` outlives the core's use of it (this test).
+    let (h, _) = c.start_send(send_op(1, unsafe { RawBuf::new(&data) }, true));
+    let pkts = transmit_all(&mut c, 1);
+    assert_eq!(pkts.len(), 2);
+    assert_eq!(pkts[0].0.flags, crate::fabric::FLAG_SYNC);
+    assert_eq!(pkts[1].0.flags, 0);
+    assert!(!c.is_done(h));
+    let ack = Header {
+        kind: PacketKind::SyncAck as u8,
+        src: 1,
+        cookie: h.to_cookie(),
+        ..Header::default()
+    };
+    c.on_packet(&ack, &[]);
+    assert!(c.is_done(h));
+
+    // A rendezvous the receiver cannot pull is pushed as Data packets at their offsets.
+    let mut c = core(0, 100, 64, 0);
+    let data = pattern_bytes(200, 3);
+    // SAFETY: `data` outlives the core's use of it (this test).
+    let (h, _) = c.start_send(send_op(1, unsafe { RawBuf::new(&data) }, false));
+    assert_eq!(transmit_all(&mut c, 1)[0].0.kind, PacketKind::Rts as u8);
+    let cts = Header {
+        kind: PacketKind::Cts as u8,
+        src: 1,
+        cookie: h.to_cookie(),
+        aux: 77,
+        ..Header::default()
+    };
+    c.on_packet(&cts, &[]);
+    let pkts = transmit_all(&mut c, 1);
+    let got: Vec<(u8, u64, usize, u64)> = pkts
+        .iter()
+        .map(|(hdr, n)| (hdr.kind, hdr.cookie, *n, hdr.aux))
+        .collect();
+    let d = PacketKind::Data as u8;
+    assert_eq!(
+        got,
+        [(d, 0, 64, 77), (d, 64, 64, 77), (d, 128, 64, 77), (d, 192, 8, 77)]
+    );
+    assert!(c.is_done(h));
+}
+
+/// The Rts of a `len`-byte message from rank 0 (request cookie `cookie`) to rank 1.
+fn rts(len: usize, cookie: u64) -> Header {
+    Header {
+        kind: PacketKind::Rts as u8,
+        src: 0,
+        tag: 3,
+        len: len as u64,
+        cookie,
+        aux: 0x1000,
+        ..Header::default()
+    }
+}
+
+/// Posts a receive of `buf` on rank-1 core `c`, matches it with an RTS of `len` bytes and
+/// returns the pull it waits for.
+fn matched_pull(c: &mut Core, buf: &mut [u8], len: usize) -> PendingPull {
+    // SAFETY: every caller keeps `buf` alive and untouched until the end of its test, and the
+    // tests never run the pull.
+    c.start_recv(pat(Some(0), Some(3)), unsafe { RawBufMut::new(buf) });
+    c.on_packet(&rts(len, 9), &[]);
+    let mut pulls = c.take_pulls();
+    assert_eq!(pulls.len(), 1);
+    pulls.pop().unwrap()
+}
+
+#[test]
+fn split_copy_from_its_threshold_once_a_pull_has_worked() {
+    let mut c = core(1, 100, 64, 1000);
+    let mut bufs = vec![vec![0u8; 4096]; 5];
+    let mut bufs = bufs.iter_mut();
+
+    // No pull from rank 0 has worked yet: the whole message is pulled, nothing is shared.
+    let p = matched_pull(&mut c, bufs.next().unwrap(), 2000);
+    let plan = c.plan_pull(&p).unwrap();
+    assert_eq!((plan.own, plan.shared), (2000, false));
+    c.handle_pull(&p, plan.own, Ok(()));
+    let (to, fin) = c.poll_control().expect("the FIN for the pulled message");
+    assert_eq!((to, fin.kind), (0, PacketKind::Fin as u8));
+    c.handle_control_sent();
+    assert!(c.poll_control().is_none());
+
+    // One byte under the threshold: still a plain pull.
+    let p = matched_pull(&mut c, bufs.next().unwrap(), 999);
+    let plan = c.plan_pull(&p).unwrap();
+    assert_eq!((plan.own, plan.shared), (999, false));
+    assert!(c.poll_control().is_none());
+    c.handle_pull(&p, plan.own, Ok(()));
+    c.handle_control_sent();
+
+    // At the threshold: this rank pulls the first part (a multiple of 64 bytes) and asks
+    // the sender to push the rest, at its place in the receive buffer.
+    let buf = bufs.next().unwrap();
+    let base = buf.as_ptr() as u64;
+    let p = matched_pull(&mut c, buf, 1000);
+    let plan = c.plan_pull(&p).unwrap();
+    assert_eq!((plan.own, plan.shared), (448, true));
+    let (to, share) = c.poll_control().expect("the Share packet");
+    assert_eq!((to, share.kind), (0, PacketKind::Share as u8));
+    assert_eq!(share.len, 1000 - 448);
+    assert_eq!(share.aux, base + 448);
+    assert_eq!(share.cookie, 9, "the Share names the sender's request");
+    assert_eq!(c.stats().split_copies, 1);
+    c.handle_control_sent();
+
+    // A message longer than its receive buffer is never split (the push would overrun it).
+    let mut short = vec![0u8; 1500];
+    let p = matched_pull(&mut c, &mut short, 2000);
+    let plan = c.plan_pull(&p).unwrap();
+    assert!(!plan.shared);
+    assert!(c.poll_control().is_none());
+}

@@ -165,7 +165,8 @@ pub trait Fabric {
     fn rank(&self) -> u32;
     /// Number of ranks in the world.
     fn size(&self) -> u32;
-    /// Largest payload one packet to `peer` can carry.
+    /// Largest payload one packet to `peer` can carry. Like [`Fabric::eager_limit`], asked
+    /// once per peer when the engine starts: it must not change during the job.
     fn max_payload(&self, peer: u32) -> usize;
     /// Largest message sent eagerly to `peer`, when its transport sets its own
     /// (`None`: the engine's `WEFT_EAGER_LIMIT`).
