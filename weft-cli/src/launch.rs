@@ -199,6 +199,11 @@ const PID_MAX_LIMIT: u64 = 1 << 22;
 /// and what it allows (before anything is allocated for the ranks). Raises the launcher's
 /// soft descriptor limit to its hard limit on the way (it needs a few per rank).
 pub fn check_rank_count(np: u32) -> anyhow::Result<()> {
+    check_ranks_here(np, &format!("-n {np}"))
+}
+
+/// [`check_rank_count`] for `np` ranks on this host, named `what` in the message.
+fn check_ranks_here(np: u32, what: &str) -> anyhow::Result<()> {
     let read =
         |path: &str| -> Option<u64> { std::fs::read_to_string(path).ok()?.trim().parse().ok() };
     let nofile = sys::raise_nofile().ok().flatten();
@@ -236,7 +241,7 @@ pub fn check_rank_count(np: u32) -> anyhow::Result<()> {
     );
     if u64::from(np) > most {
         anyhow::bail!(
-            "-n {np}: this host cannot run that many ranks: each is a process, with {} threads \
+            "{what}: this host cannot run that many ranks: each is a process, with {} threads \
              and {FDS_PER_RANK} file descriptors in the launcher; {}: at most {most} ranks here",
             TASKS_PER_RANK - 1,
             limits.join(", ")
@@ -332,6 +337,8 @@ pub fn run(opts: &Options) -> anyhow::Result<u8> {
         ranks: (0..n).collect(),
         tag_output: opts.tag_output,
         pmi: job,
+        // Checked in main before anything started.
+        check_limits: false,
     }
     .start(&tx)?;
     drop(tx);
@@ -370,6 +377,10 @@ pub struct Starter {
     pub tag_output: bool,
     /// The PMI-1 service of this host's ranks.
     pub pmi: Arc<Job>,
+    /// Check this host's limits first ([`check_rank_count`]; the local launcher does before
+    /// anything starts, a proxy here): when they cannot run the ranks, start none and report
+    /// the first as failed, naming the limits.
+    pub check_limits: bool,
 }
 
 /// The output forwarders of the started ranks (to let them finish, [`finish_output`]).
@@ -426,8 +437,18 @@ impl Starter {
         };
         let mut pgid: libc::pid_t = 0;
         let mut started = 0;
+        let refused = self
+            .check_limits
+            .then(|| check_ranks_here(n, &format!("{n} ranks")).err())
+            .flatten();
+        if let (Some(e), Some(&rank)) = (&refused, self.ranks.first()) {
+            let _ = tx.send(Event::RankStartFailed {
+                rank,
+                why: format!("{e:#}"),
+            });
+        }
         // SYNC: pairs with the Release store in `Starting::stop`.
-        while started < n && !starting.stop.load(Ordering::Acquire) {
+        while refused.is_none() && started < n && !starting.stop.load(Ordering::Acquire) {
             let (local, rank) = (started, self.ranks[started as usize]);
             let spawned = {
                 let _spawning = starting.spawn.lock().unwrap_or_else(|e| e.into_inner());

@@ -280,8 +280,6 @@ fn serve_ranks(
         note!("{me}: --bind-to core: cannot read this host's CPUs ({e}); the ranks run unbound");
         Vec::new()
     });
-    // A few descriptors per rank, as in the all-local launcher.
-    let _ = sys::raise_nofile();
     let started = launch::Starter {
         program: job.program.clone(),
         args: job.args.clone(),
@@ -294,6 +292,8 @@ fn serve_ranks(
         ranks: job.ranks.clone(),
         tag_output: job.tag_output,
         pmi: pmi.clone(),
+        // The head cannot see this host's limits.
+        check_limits: true,
     }
     .start(&tx);
     drop(tx);

@@ -448,6 +448,31 @@ fn a_proxy_listens_to_the_head_while_it_starts_its_ranks() {
     }
 }
 
+#[test]
+fn a_proxy_refuses_more_ranks_than_its_host_allows_before_starting_any() {
+    // The head cannot see a host's limits; its proxy checks them before it starts a rank, as
+    // the all-local launcher does (here: 200 descriptors for 100 ranks).
+    let mut c = Command::new("sh");
+    c.args(["-c", "ulimit -n 200 && exec \"$@\"", "sh"])
+        .arg(env!("CARGO_BIN_EXE_weft"))
+        .args(["run", "-n", "100", "--hosts", "localhost:100"])
+        .args(["sh", "-c", "echo started; exec sleep 60"])
+        .env_remove("MPIEXEC_TIMEOUT");
+    let out = run(
+        c,
+        "weft run -n 100 --hosts localhost:100 with 200 descriptors",
+    );
+    assert_eq!(out.code, Some(127), "{out:?}");
+    assert!(
+        out.stderr
+            .contains("cannot start rank 0 on host localhost: ")
+            && out.stderr.contains("RLIMIT_NOFILE (200)")
+            && out.stderr.contains("at most "),
+        "{out:?}"
+    );
+    assert!(!out.stdout.contains("started"), "a rank started: {out:?}");
+}
+
 /// A fake head on loopback: accepts one proxy, reads its hello, answers with a challenge whose
 /// MAC was made without the secret, and returns every line the proxy sent.
 fn impostor_head() -> (String, thread::JoinHandle<Vec<String>>) {
