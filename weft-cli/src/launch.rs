@@ -403,7 +403,7 @@ impl Starter {
         thread::Builder::new()
             .name("starter".into())
             .spawn(move || {
-                self.start_ranks(&st, &out, tx);
+                start_ranks(&self, &st, &out, tx);
                 // PR_SET_PDEATHSIG fires when the thread that started a child ends, not the
                 // process: this thread must live as long as the launcher.
                 loop {
@@ -413,119 +413,117 @@ impl Starter {
             .map_err(|e| anyhow::anyhow!("starting the thread that starts the ranks: {e}"))?;
         Ok((starting, outputs))
     }
+}
 
-    /// The starter thread's work: starts the ranks in order until all are started or the
-    /// event loop says stop, reporting each ([`Event::RankStarted`],
-    /// [`Event::RankStartFailed`]) and then the end ([`Event::StartEnded`]).
-    fn start_ranks(
-        &self,
-        starting: &Starting,
-        outputs: &Mutex<Vec<thread::JoinHandle<()>>>,
-        tx: mpsc::Sender<Event>,
-    ) {
-        let n = self.ranks.len() as u32;
-        let launcher = std::process::id() as libc::pid_t;
-        let how = Spawn {
-            program: &self.program,
-            args: &self.args,
-            env: &self.env,
-            size: self.size,
-            job_id: &self.job_id,
-            kvsname: &self.kvsname,
-            cwd: self.cwd.as_deref(),
-            cpus: &self.cpus,
-        };
-        let mut pgid: libc::pid_t = 0;
-        let mut started = 0;
-        let refused = self
-            .check_limits
-            .then(|| check_ranks_here(n, &format!("{n} ranks")).err())
-            .flatten();
-        if let (Some(e), Some(&rank)) = (&refused, self.ranks.first()) {
-            let _ = tx.send(Event::RankStartFailed {
-                rank,
-                why: format!("{e:#}"),
-            });
-        }
-        // SYNC: pairs with the Release store in `Starting::stop`.
-        while refused.is_none() && started < n && !starting.stop.load(Ordering::Acquire) {
-            let (local, rank) = (started, self.ranks[started as usize]);
-            let spawned = {
-                let _spawning = starting.spawn.lock().unwrap_or_else(|e| e.into_inner());
-                match how.spawn(rank, local, n, pgid, launcher) {
-                    // The group is gone: every rank in it ended (and was reaped) before this one
-                    // started. Start a new one, led by this rank.
-                    // (EPERM from setpgid; the error is wrapped, so only its kind is left. An
-                    // exec refused with EACCES is retried once in vain and then reported.)
-                    Err(e) if pgid != 0 && e.kind() == std::io::ErrorKind::PermissionDenied => {
-                        pgid = 0;
-                        how.spawn(rank, local, n, 0, launcher)
-                    }
-                    other => other,
+/// The starter thread's work: starts the ranks in order until all are started or the
+/// event loop says stop, reporting each ([`Event::RankStarted`],
+/// [`Event::RankStartFailed`]) and then the end ([`Event::StartEnded`]).
+fn start_ranks(
+    st: &Starter,
+    starting: &Starting,
+    outputs: &Mutex<Vec<thread::JoinHandle<()>>>,
+    tx: mpsc::Sender<Event>,
+) {
+    let n = st.ranks.len() as u32;
+    let launcher = std::process::id() as libc::pid_t;
+    let how = Spawn {
+        program: &st.program,
+        args: &st.args,
+        env: &st.env,
+        size: st.size,
+        job_id: &st.job_id,
+        kvsname: &st.kvsname,
+        cwd: st.cwd.as_deref(),
+        cpus: &st.cpus,
+    };
+    let mut pgid: libc::pid_t = 0;
+    let mut started = 0;
+    let refused = st
+        .check_limits
+        .then(|| check_ranks_here(n, &format!("{n} ranks")).err())
+        .flatten();
+    if let (Some(e), Some(&rank)) = (&refused, st.ranks.first()) {
+        let _ = tx.send(Event::RankStartFailed {
+            rank,
+            why: format!("{e:#}"),
+        });
+    }
+    // SYNC: pairs with the Release store in `Starting::stop`.
+    while refused.is_none() && started < n && !starting.stop.load(Ordering::Acquire) {
+        let (local, rank) = (started, st.ranks[started as usize]);
+        let spawned = {
+            let _spawning = starting.spawn.lock().unwrap_or_else(|e| e.into_inner());
+            match how.spawn(rank, local, n, pgid, launcher) {
+                // The group is gone: every rank in it ended (and was reaped) before this one
+                // started. Start a new one, led by this rank.
+                // (EPERM from setpgid; the error is wrapped, so only its kind is left. An
+                // exec refused with EACCES is retried once in vain and then reported.)
+                Err(e) if pgid != 0 && e.kind() == std::io::ErrorKind::PermissionDenied => {
+                    pgid = 0;
+                    how.spawn(rank, local, n, 0, launcher)
                 }
-            };
-            let (mut child, parent_end) = match spawned {
-                Ok(x) => x,
+                other => other,
+            }
+        };
+        let (mut child, parent_end) = match spawned {
+            Ok(x) => x,
+            Err(e) => {
+                let _ = tx.send(Event::RankStartFailed {
+                    rank,
+                    why: e.to_string(),
+                });
+                break;
+            }
+        };
+        let pid = child.id() as libc::pid_t;
+        if pgid == 0 {
+            pgid = pid;
+            let _ = tx.send(Event::GroupStarted { pgid });
+        }
+        started += 1;
+        starting.started.store(started, Ordering::Relaxed);
+        let _ = tx.send(Event::RankStarted { rank, pid });
+        // The child is reaped by the reaper thread through waitpid(-1), not through `child`.
+        let (out, err) = (child.stdout.take(), child.stderr.take());
+        drop(child);
+        let tag = st.tag_output;
+        let (job, rtx) = (st.pmi.clone(), tx.clone());
+        let threads = [
+            out.map(|o| {
+                (
+                    "stdout",
+                    Box::new(move || forward(rank, o, false, tag)) as Box<dyn FnOnce() + Send>,
+                )
+            }),
+            err.map(|e| {
+                (
+                    "stderr",
+                    Box::new(move || forward(rank, e, true, tag)) as Box<dyn FnOnce() + Send>,
+                )
+            }),
+            Some((
+                "PMI",
+                Box::new(move || pmi_server::serve(job, rank, parent_end, rtx))
+                    as Box<dyn FnOnce() + Send>,
+            )),
+        ];
+        for (what, f) in threads.into_iter().flatten() {
+            match thread::Builder::new().spawn(f) {
+                Ok(h) if what != "PMI" => outputs.lock().unwrap_or_else(|e| e.into_inner()).push(h),
+                Ok(_) => {}
                 Err(e) => {
                     let _ = tx.send(Event::RankStartFailed {
                         rank,
-                        why: e.to_string(),
+                        why: format!("cannot start the launcher's {what} thread for it: {e}"),
                     });
-                    break;
-                }
-            };
-            let pid = child.id() as libc::pid_t;
-            if pgid == 0 {
-                pgid = pid;
-                let _ = tx.send(Event::GroupStarted { pgid });
-            }
-            started += 1;
-            starting.started.store(started, Ordering::Relaxed);
-            let _ = tx.send(Event::RankStarted { rank, pid });
-            // The child is reaped by the reaper thread through waitpid(-1), not through `child`.
-            let (out, err) = (child.stdout.take(), child.stderr.take());
-            drop(child);
-            let tag = self.tag_output;
-            let (job, rtx) = (self.pmi.clone(), tx.clone());
-            let threads = [
-                out.map(|o| {
-                    (
-                        "stdout",
-                        Box::new(move || forward(rank, o, false, tag)) as Box<dyn FnOnce() + Send>,
-                    )
-                }),
-                err.map(|e| {
-                    (
-                        "stderr",
-                        Box::new(move || forward(rank, e, true, tag)) as Box<dyn FnOnce() + Send>,
-                    )
-                }),
-                Some((
-                    "PMI",
-                    Box::new(move || pmi_server::serve(job, rank, parent_end, rtx))
-                        as Box<dyn FnOnce() + Send>,
-                )),
-            ];
-            for (what, f) in threads.into_iter().flatten() {
-                match thread::Builder::new().spawn(f) {
-                    Ok(h) if what != "PMI" => {
-                        outputs.lock().unwrap_or_else(|e| e.into_inner()).push(h)
-                    }
-                    Ok(_) => {}
-                    Err(e) => {
-                        let _ = tx.send(Event::RankStartFailed {
-                            rank,
-                            why: format!("cannot start the launcher's {what} thread for it: {e}"),
-                        });
-                        starting.stop.store(true, Ordering::Relaxed);
-                    }
+                    starting.stop.store(true, Ordering::Relaxed);
                 }
             }
         }
-        // SYNC: pairs with the Acquire loads of done in `Starting::stop` and in the reaper.
-        starting.done.store(true, Ordering::Release);
-        let _ = tx.send(Event::StartEnded { started });
     }
+    // SYNC: pairs with the Acquire loads of done in `Starting::stop` and in the reaper.
+    starting.done.store(true, Ordering::Release);
+    let _ = tx.send(Event::StartEnded { started });
 }
 
 /// The event loop's part in a local job's start-up: it learns each rank's pid as it is
