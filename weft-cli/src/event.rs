@@ -29,8 +29,9 @@ pub enum Event {
     RankStartFailed { rank: u32, why: String },
     /// The local ranks' starter put the ranks from now on in a new process group.
     GroupStarted { pgid: libc::pid_t },
-    /// The local ranks' starter stopped, after starting ranks `0..started` (all of them, or
-    /// fewer when told to stop or when one could not be started).
+    /// The local ranks' starter stopped, after starting the first `started` ranks of its
+    /// host, by local rank (all of them, or fewer when told to stop or when one could not be
+    /// started).
     StartEnded { started: u32 },
     /// A remote rank ended.
     RankExited { rank: u32, status: Status },

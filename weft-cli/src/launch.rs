@@ -19,9 +19,10 @@
 //! started if every rank of it ended before the next was started); each has
 //! PR_SET_PDEATHSIG(SIGKILL).
 //!
-//! Multi-host jobs (`--hosts`, in [`crate::head`]) reuse the rank start-up ([`Spawn`], in
-//! each host's proxy) and this event loop ([`drive`], in the head, with [`Hooks`] for what
-//! only they have: remote starts, barriers across hosts, lost hosts).
+//! Multi-host jobs (`--hosts`, in [`crate::head`]) reuse the rank start-up ([`Starter`], in
+//! each host's proxy, which listens to the head from the first instant as this loop does)
+//! and this event loop ([`drive`], in the head, with [`Hooks`] for what only they have:
+//! remote starts, barriers across hosts, lost hosts).
 
 pub use crate::event::Event;
 use crate::pmi_server::{self, Job};
@@ -198,6 +199,11 @@ const PID_MAX_LIMIT: u64 = 1 << 22;
 /// and what it allows (before anything is allocated for the ranks). Raises the launcher's
 /// soft descriptor limit to its hard limit on the way (it needs a few per rank).
 pub fn check_rank_count(np: u32) -> anyhow::Result<()> {
+    check_ranks_here(np, &format!("-n {np}"))
+}
+
+/// [`check_rank_count`] for `np` ranks on this host, named `what` in the message.
+fn check_ranks_here(np: u32, what: &str) -> anyhow::Result<()> {
     let read =
         |path: &str| -> Option<u64> { std::fs::read_to_string(path).ok()?.trim().parse().ok() };
     let nofile = sys::raise_nofile().ok().flatten();
@@ -235,7 +241,7 @@ pub fn check_rank_count(np: u32) -> anyhow::Result<()> {
     );
     if u64::from(np) > most {
         anyhow::bail!(
-            "-n {np}: this host cannot run that many ranks: each is a process, with {} threads \
+            "{what}: this host cannot run that many ranks: each is a process, with {} threads \
              and {FDS_PER_RANK} file descriptors in the launcher; {}: at most {most} ranks here",
             TASKS_PER_RANK - 1,
             limits.join(", ")
@@ -278,7 +284,7 @@ pub struct Starting {
 impl Starting {
     /// Asks the starter to start no more ranks; returns "(k of n ranks started)" when it
     /// was still starting them.
-    fn stop(&self) -> Option<String> {
+    pub fn stop(&self) -> Option<String> {
         // SYNC: pairs with the Acquire load in the starter's loop (and its Release of done).
         self.stop.store(true, Ordering::Release);
         (!self.done.load(Ordering::Acquire)).then(|| {
@@ -319,33 +325,22 @@ pub fn run(opts: &Options) -> anyhow::Result<u8> {
         .bind
         .cpus()
         .map_err(|e| anyhow::anyhow!("--bind-to core: reading the launcher's CPUs: {e}"))?;
-    let starting = Arc::new(Starting {
-        total: n,
-        ..Starting::default()
-    });
-    let outputs = Arc::new(Mutex::new(Vec::new()));
-    start_reaper(&tx, Some(starting.clone()))?;
-    {
-        let (opts, job_id, starting, outputs) = (
-            opts.clone(),
-            job_id.clone(),
-            starting.clone(),
-            outputs.clone(),
-        );
-        let tx = tx.clone();
-        thread::Builder::new()
-            .name("starter".into())
-            .spawn(move || {
-                start_ranks(
-                    &opts, &job_id, &kvsname, &cpus, &job, &starting, &outputs, tx,
-                );
-                // PR_SET_PDEATHSIG fires when the thread that started a child ends, not the
-                // process: this thread must live as long as the launcher.
-                loop {
-                    thread::park();
-                }
-            })?;
+    let (starting, outputs) = Starter {
+        program: opts.program.clone(),
+        args: opts.args.clone(),
+        env: opts.env.clone(),
+        size: n,
+        job_id: job_id.clone(),
+        kvsname,
+        cwd: None,
+        cpus,
+        ranks: (0..n).collect(),
+        tag_output: opts.tag_output,
+        pmi: job,
+        // Checked in main before anything started.
+        check_limits: false,
     }
+    .start(&tx)?;
     drop(tx);
 
     let ranks = (0..n).map(|_| Rank::new(0, None)).collect();
@@ -362,47 +357,110 @@ pub fn run(opts: &Options) -> anyhow::Result<u8> {
     Ok(ctl.outcome.map_or(0, exit_byte))
 }
 
-/// The starter thread's work: starts ranks 0.. in order until all are started or the event
-/// loop says stop, reporting each ([`Event::RankStarted`], [`Event::RankStartFailed`]) and
-/// then the end ([`Event::StartEnded`]).
-#[allow(clippy::too_many_arguments)]
+/// The start of this host's ranks, shared by the local launcher and each proxy: what every
+/// rank here shares, and which ranks to start.
+pub struct Starter {
+    pub program: String,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+    /// Ranks in the job.
+    pub size: u32,
+    pub job_id: String,
+    pub kvsname: String,
+    /// Where the ranks start (None: the launcher's directory).
+    pub cwd: Option<std::path::PathBuf>,
+    /// Local rank k runs only on `cpus[k % len]` (empty: anywhere).
+    pub cpus: Vec<usize>,
+    /// The world ranks to start on this host, by local rank.
+    pub ranks: Vec<u32>,
+    /// Prefix each output line with `[rank] `.
+    pub tag_output: bool,
+    /// The PMI-1 service of this host's ranks.
+    pub pmi: Arc<Job>,
+    /// Check this host's limits first ([`check_rank_count`]; the local launcher does before
+    /// anything starts, a proxy here): when they cannot run the ranks, start none and report
+    /// the first as failed, naming the limits.
+    pub check_limits: bool,
+}
+
+/// The output forwarders of the started ranks (to let them finish, [`finish_output`]).
+pub type Outputs = Arc<Mutex<Vec<thread::JoinHandle<()>>>>;
+
+impl Starter {
+    /// Starts the reaper and the thread that starts the ranks, and returns at once: the
+    /// caller's event loop runs while the ranks start, and stops their start through the
+    /// returned [`Starting`]. Events: [`Event::RankStarted`], [`Event::RankStartFailed`],
+    /// [`Event::GroupStarted`], then [`Event::StartEnded`]; [`Event::Exited`] from the reaper
+    /// (possibly before the start of that child is reported).
+    pub fn start(self, tx: &mpsc::Sender<Event>) -> anyhow::Result<(Arc<Starting>, Outputs)> {
+        let starting = Arc::new(Starting {
+            total: self.ranks.len() as u32,
+            ..Starting::default()
+        });
+        let outputs = Outputs::default();
+        start_reaper(tx, Some(starting.clone()))?;
+        let (tx, st, out) = (tx.clone(), starting.clone(), outputs.clone());
+        thread::Builder::new()
+            .name("starter".into())
+            .spawn(move || {
+                start_ranks(&self, &st, &out, tx);
+                // PR_SET_PDEATHSIG fires when the thread that started a child ends, not the
+                // process: this thread must live as long as the launcher.
+                loop {
+                    thread::park();
+                }
+            })
+            .map_err(|e| anyhow::anyhow!("starting the thread that starts the ranks: {e}"))?;
+        Ok((starting, outputs))
+    }
+}
+
+/// The starter thread's work: starts the ranks in order until all are started or the
+/// event loop says stop, reporting each ([`Event::RankStarted`],
+/// [`Event::RankStartFailed`]) and then the end ([`Event::StartEnded`]).
 fn start_ranks(
-    opts: &Options,
-    job_id: &str,
-    kvsname: &str,
-    cpus: &[usize],
-    job: &Arc<Job>,
+    st: &Starter,
     starting: &Starting,
     outputs: &Mutex<Vec<thread::JoinHandle<()>>>,
     tx: mpsc::Sender<Event>,
 ) {
-    let n = opts.np;
+    let n = st.ranks.len() as u32;
     let launcher = std::process::id() as libc::pid_t;
     let how = Spawn {
-        program: &opts.program,
-        args: &opts.args,
-        env: &opts.env,
-        size: n,
-        job_id,
-        kvsname,
-        cwd: None,
-        cpus,
+        program: &st.program,
+        args: &st.args,
+        env: &st.env,
+        size: st.size,
+        job_id: &st.job_id,
+        kvsname: &st.kvsname,
+        cwd: st.cwd.as_deref(),
+        cpus: &st.cpus,
     };
     let mut pgid: libc::pid_t = 0;
     let mut started = 0;
+    let refused = st
+        .check_limits
+        .then(|| check_ranks_here(n, &format!("{n} ranks")).err())
+        .flatten();
+    if let (Some(e), Some(&rank)) = (&refused, st.ranks.first()) {
+        let _ = tx.send(Event::RankStartFailed {
+            rank,
+            why: format!("{e:#}"),
+        });
+    }
     // SYNC: pairs with the Release store in `Starting::stop`.
-    while started < n && !starting.stop.load(Ordering::Acquire) {
-        let rank = started;
+    while refused.is_none() && started < n && !starting.stop.load(Ordering::Acquire) {
+        let (local, rank) = (started, st.ranks[started as usize]);
         let spawned = {
             let _spawning = starting.spawn.lock().unwrap_or_else(|e| e.into_inner());
-            match how.spawn(rank, rank, n, pgid, launcher) {
+            match how.spawn(rank, local, n, pgid, launcher) {
                 // The group is gone: every rank in it ended (and was reaped) before this one
                 // started. Start a new one, led by this rank.
                 // (EPERM from setpgid; the error is wrapped, so only its kind is left. An
                 // exec refused with EACCES is retried once in vain and then reported.)
                 Err(e) if pgid != 0 && e.kind() == std::io::ErrorKind::PermissionDenied => {
                     pgid = 0;
-                    how.spawn(rank, rank, n, 0, launcher)
+                    how.spawn(rank, local, n, 0, launcher)
                 }
                 other => other,
             }
@@ -428,8 +486,8 @@ fn start_ranks(
         // The child is reaped by the reaper thread through waitpid(-1), not through `child`.
         let (out, err) = (child.stdout.take(), child.stderr.take());
         drop(child);
-        let tag = opts.tag_output;
-        let (job, rtx) = (job.clone(), tx.clone());
+        let tag = st.tag_output;
+        let (job, rtx) = (st.pmi.clone(), tx.clone());
         let threads = [
             out.map(|o| {
                 (

@@ -15,11 +15,12 @@
 //! kills its ranks, removes the job's shared-memory segments on this host and exits 1. Its
 //! ranks also die with it (PR_SET_PDEATHSIG).
 
-use crate::launch::{self, Event, Spawn};
+use crate::launch::{self, Event};
 use crate::pmi_server::{self, Job};
 use crate::sys;
 use crate::wire::{JobSpec, Receiver, Sender, ToHead, ToProxy};
 use anyhow::{bail, Context};
+use std::collections::HashMap;
 use std::io::BufRead;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -254,7 +255,9 @@ pub fn run(a: &ProxyArgs) -> anyhow::Result<u8> {
 }
 
 /// Starts the ranks, relays their events and the head's orders until the ranks are gone
-/// and the head said so (0) or was lost (1).
+/// and the head said so (0) or was lost (1). The ranks start on a thread of their own
+/// ([`launch::Starter`], as in an all-local job), so an order from the head, its loss or a
+/// signal stops their start and ends them from the first instant.
 fn serve_ranks(
     job: &JobSpec,
     pmi: &Arc<Job>,
@@ -263,6 +266,10 @@ fn serve_ranks(
     rx: &mpsc::Receiver<Event>,
     me: &str,
 ) -> u8 {
+    let send = |m: ToHead| {
+        // A failed send shows up as a lost head on the reader's side.
+        let _ = out.send(&m.to_value());
+    };
     let cwd = std::path::Path::new(&job.cwd);
     let bind = if job.bind_core {
         launch::BindTo::Core
@@ -273,71 +280,58 @@ fn serve_ranks(
         note!("{me}: --bind-to core: cannot read this host's CPUs ({e}); the ranks run unbound");
         Vec::new()
     });
-    let how = Spawn {
-        program: &job.program,
-        args: &job.args,
-        env: &job.env,
+    let started = launch::Starter {
+        program: job.program.clone(),
+        args: job.args.clone(),
+        env: job.env.clone(),
         size: job.size,
-        job_id: &job.job_id,
-        kvsname: &job.kvsname,
-        cwd: cwd.is_dir().then_some(cwd),
-        cpus: &cpus,
-    };
-    let local_size = job.ranks.len() as u32;
-    let myself = std::process::id() as libc::pid_t;
-    let mut pids: Vec<libc::pid_t> = Vec::new();
-    let mut outputs = Vec::new();
-    let mut pgid = 0;
-    let send = |m: ToHead| {
-        // A failed send shows up as a lost head on the reader's side.
-        let _ = out.send(&m.to_value());
-    };
-    for (local, &rank) in job.ranks.iter().enumerate() {
-        match how.spawn(rank, local as u32, local_size, pgid, myself) {
-            Ok((mut child, pmi_end)) => {
-                let pid = child.id() as libc::pid_t;
-                if pgid == 0 {
-                    pgid = pid;
-                }
-                let tag = job.tag_output;
-                if let Some(o) = child.stdout.take() {
-                    outputs.push(thread::spawn(move || launch::forward(rank, o, false, tag)));
-                }
-                if let Some(e) = child.stderr.take() {
-                    outputs.push(thread::spawn(move || launch::forward(rank, e, true, tag)));
-                }
-                let (pmi, tx) = (pmi.clone(), tx.clone());
-                thread::spawn(move || pmi_server::serve(pmi, rank, pmi_end, tx));
-                drop(child); // reaped by the reaper thread
-                pids.push(pid);
-                send(ToHead::Started { rank, pid });
-            }
-            Err(e) => {
+        job_id: job.job_id.clone(),
+        kvsname: job.kvsname.clone(),
+        cwd: cwd.is_dir().then(|| cwd.to_path_buf()),
+        cpus,
+        ranks: job.ranks.clone(),
+        tag_output: job.tag_output,
+        pmi: pmi.clone(),
+        // The head cannot see this host's limits.
+        check_limits: true,
+    }
+    .start(&tx);
+    drop(tx);
+    let (starting, outputs) = match started {
+        Ok(s) => s,
+        Err(e) => {
+            for &rank in &job.ranks {
                 send(ToHead::StartFailed {
                     rank,
-                    why: e.to_string(),
+                    why: format!("on its host's proxy: {e:#}"),
                 });
-                for &later in &job.ranks[local + 1..] {
-                    send(ToHead::StartFailed {
-                        rank: later,
-                        why: format!("not started: rank {rank} could not be started"),
-                    });
-                }
-                break;
             }
+            return 1;
         }
-    }
-    if launch::start_reaper_thread(&tx).is_err() {
-        note!("{me}: cannot start the reaper thread; killing the ranks");
-        kill_all(pgid, &pids, libc::SIGKILL);
-        return 1;
-    }
-    drop(tx);
+    };
 
-    let mut left = pids.len();
+    let local_of: HashMap<u32, usize> =
+        job.ranks.iter().enumerate().map(|(i, &r)| (r, i)).collect();
+    // By local rank: 0 until started, and again once reaped (its pid may then be reused).
+    let mut pids: Vec<libc::pid_t> = vec![0; job.ranks.len()];
+    let mut pgids: Vec<libc::pid_t> = Vec::new();
+    // Children reaped before their start was reported (the reaper can be first).
+    let mut early: Vec<(libc::pid_t, sys::Status)> = Vec::new();
+    let mut start_ended = false;
+    let mut failed: Option<u32> = None;
+    // Ranks started and not yet reaped.
+    let mut left = 0usize;
+    // The job is ending (the head sent a signal, or is lost): a rank started from now on is
+    // killed at once.
+    let mut ending = false;
     let mut exit_asked = false;
     let mut lost: Option<Instant> = None;
-    while left > 0 || !(exit_asked || lost.is_some()) {
+    let stop_starting = |why: &str| {
+        if let Some(progress) = starting.stop() {
+            note!("{me}: {why}: stopped starting ranks {progress}");
+        }
+    };
+    while !start_ended || left > 0 || !(exit_asked || lost.is_some()) {
         let ev = match lost {
             Some(t) => {
                 match rx.recv_timeout((t + KILL_WAIT).saturating_duration_since(Instant::now())) {
@@ -355,6 +349,43 @@ fn serve_ranks(
             },
         };
         match ev {
+            Event::RankStarted { rank, pid } => {
+                send(ToHead::Started { rank, pid });
+                if let Some(k) = early.iter().position(|&(p, _)| p == pid) {
+                    let (_, status) = early.swap_remove(k);
+                    send(ToHead::Exited { rank, status });
+                } else {
+                    pids[local_of[&rank]] = pid;
+                    left += 1;
+                    if ending {
+                        sys::kill(pid, libc::SIGKILL);
+                    }
+                }
+            }
+            Event::GroupStarted { pgid } => {
+                pgids.push(pgid);
+                if ending {
+                    sys::kill(-pgid, libc::SIGKILL);
+                }
+            }
+            Event::RankStartFailed { rank, why } => {
+                failed.get_or_insert(rank);
+                send(ToHead::StartFailed { rank, why });
+            }
+            Event::StartEnded { started } => {
+                start_ended = true;
+                // The head accounts for every rank: the ones never started too.
+                for &rank in &job.ranks[started as usize..] {
+                    if failed == Some(rank) {
+                        continue;
+                    }
+                    let why = match failed {
+                        Some(f) => format!("not started: rank {f} could not be started"),
+                        None => "not started: the job was ending".to_owned(),
+                    };
+                    send(ToHead::StartFailed { rank, why });
+                }
+            }
             Event::PmiInit { rank } => send(ToHead::Init { rank }),
             Event::PmiFinalize { rank } => send(ToHead::Finalize { rank }),
             Event::PmiAbort { rank, code } => send(ToHead::Abort { rank, code }),
@@ -368,41 +399,55 @@ fn serve_ranks(
                         rank: job.ranks[i],
                         status,
                     });
+                } else if !start_ended {
+                    early.push((pid, status));
                 }
             }
             Event::ReaperError(e) => {
                 note!("{me}: waiting for the ranks failed: {e}; killing them");
-                kill_all(pgid, &pids, libc::SIGKILL);
+                stop_starting("the reaper failed");
+                kill_all(&pgids, &pids, libc::SIGKILL);
                 break;
             }
-            Event::FromHead(ToProxy::Signal(sig)) => kill_all(pgid, &pids, sig),
-            Event::FromHead(ToProxy::Exit) => exit_asked = true,
+            Event::FromHead(ToProxy::Signal(sig)) => {
+                // The head signals the ranks only to end the job.
+                ending = true;
+                stop_starting("the head ends the job");
+                kill_all(&pgids, &pids, sig);
+            }
+            Event::FromHead(ToProxy::Exit) => {
+                stop_starting("the head ended the job");
+                exit_asked = true;
+            }
             Event::FromHead(other) => note!("{me}: unexpected message from the head: {other:?}"),
             Event::HeadLost(why) if !exit_asked && lost.is_none() => {
+                ending = true;
+                stop_starting(&why);
                 if left > 0 {
                     note!("{me}: {why}; killing its {left} rank(s)");
                 }
-                kill_all(pgid, &pids, libc::SIGKILL);
+                kill_all(&pgids, &pids, libc::SIGKILL);
                 lost = Some(Instant::now());
             }
             Event::Signal(sig) if lost.is_none() => {
-                note!(
-                    "{me}: received {}; killing its {left} rank(s)",
-                    sys::signal_name(sig)
-                );
-                kill_all(pgid, &pids, libc::SIGKILL);
+                ending = true;
+                let why = format!("received {}", sys::signal_name(sig));
+                stop_starting(&why);
+                note!("{me}: {why}; killing its {left} rank(s)");
+                kill_all(&pgids, &pids, libc::SIGKILL);
                 lost = Some(Instant::now());
             }
             _ => {}
         }
     }
+    let outputs = std::mem::take(&mut *outputs.lock().unwrap_or_else(|e| e.into_inner()));
     launch::finish_output(outputs);
     u8::from(lost.is_some() && !exit_asked)
 }
 
-fn kill_all(pgid: libc::pid_t, pids: &[libc::pid_t], sig: i32) {
-    if pgid > 0 {
-        sys::kill(-pgid, sig);
+fn kill_all(pgids: &[libc::pid_t], pids: &[libc::pid_t], sig: i32) {
+    for &g in pgids {
+        sys::kill(-g, sig);
     }
     for &p in pids.iter().filter(|&&p| p > 0) {
         sys::kill(p, sig);

@@ -345,6 +345,134 @@ fn localhost_runs_through_a_proxy_with_hostfile_tags_and_oversubscription() {
     );
 }
 
+/// Processes of the job of head `pid`: its ranks (their `WEFT_JOB_ID` starts with the head's
+/// pid) and its proxies (children of the head running `weft proxy`).
+fn head_job_processes(head: u32) -> Vec<String> {
+    let mark = format!("WEFT_JOB_ID={head}_");
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&p| is_running(p))
+        .filter_map(|p| {
+            let cmd = std::fs::read_to_string(format!("/proc/{p}/cmdline")).ok()?;
+            let env = std::fs::read(format!("/proc/{p}/environ")).unwrap_or_default();
+            let rank = env
+                .split(|&b| b == 0)
+                .any(|kv| kv.starts_with(mark.as_bytes()));
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+            let ppid = stat
+                .rsplit(')')
+                .next()?
+                .split_whitespace()
+                .nth(1)?
+                .to_owned();
+            let proxy = ppid == head.to_string() && cmd.contains("\0proxy\0--head\0");
+            (rank || proxy).then(|| format!("{p} {}", cmd.replace('\0', " ")))
+        })
+        .collect()
+}
+
+/// "k of n ranks started" from the proxy's note when the job ended while it started them.
+fn proxy_ranks_started(stderr: &str, n: u32) -> Option<u32> {
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("weft proxy on localhost") && l.contains(" ranks started)"))?;
+    let tail = format!(" of {n} ranks started");
+    let at = line.find(&tail)?;
+    line[..at]
+        .rsplit(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
+}
+
+#[test]
+fn a_proxy_listens_to_the_head_while_it_starts_its_ranks() {
+    // Many ranks behind one proxy, ended (SIGTERM to the head, or the time limit) while the
+    // proxy is still starting them: it must stop starting, end what it started and report
+    // every rank, so the head neither gives up on ranks nor has to kill the proxy.
+    let n = 3000;
+    for how in ["SIGTERM", "--timeout"] {
+        let mut c = weft();
+        c.args(["run", "-n", &n.to_string(), "--hosts", "localhost:1"])
+            .arg("--oversubscribe");
+        if how == "--timeout" {
+            c.args(["--timeout", "0.5"]);
+        }
+        let mut child = c
+            .args(["sh", "-c", "echo started; exec sleep 60"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let head = child.id();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        match lines.next() {
+            Some(Ok(l)) => assert_eq!(l, "started"),
+            other => panic!("no rank started: {other:?}"),
+        }
+        let rest = thread::spawn(move || for _ in lines {});
+        if how == "SIGTERM" {
+            let st = Command::new("kill")
+                .args(["-TERM", &head.to_string()])
+                .status();
+            assert!(st.is_ok_and(|s| s.success()), "kill -TERM {head}");
+        }
+        let out = finish(child, WATCHDOG, &format!("weft run -n {n} --hosts, {how}"));
+        let _ = rest.join();
+        let code = if how == "SIGTERM" { 128 + 15 } else { 124 };
+        assert_eq!(out.code, Some(code), "{how}: {out:?}");
+        let started = proxy_ranks_started(&out.stderr, n)
+            .unwrap_or_else(|| panic!("{how}: the proxy did not stop starting ranks: {out:?}"));
+        assert!(started < n, "{how}: {out:?}");
+        assert!(
+            !out.stderr.contains("giving up on them") && !out.stderr.contains("did not exit"),
+            "{how}: the proxy did not end and report its ranks when told: {out:?}"
+        );
+        let start = Instant::now();
+        loop {
+            let left = head_job_processes(head);
+            if left.is_empty() {
+                break;
+            }
+            assert!(
+                start.elapsed() < WATCHDOG,
+                "{how}: processes of the job left: {left:?}"
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(segments_of(head), Vec::<String>::new(), "{how}");
+    }
+}
+
+#[test]
+fn a_proxy_refuses_more_ranks_than_its_host_allows_before_starting_any() {
+    // The head cannot see a host's limits; its proxy checks them before it starts a rank, as
+    // the all-local launcher does (here: 200 descriptors for 100 ranks).
+    let mut c = Command::new("sh");
+    c.args(["-c", "ulimit -n 200 && exec \"$@\"", "sh"])
+        .arg(env!("CARGO_BIN_EXE_weft"))
+        .args(["run", "-n", "100", "--hosts", "localhost:100"])
+        .args(["sh", "-c", "echo started; exec sleep 60"])
+        .env_remove("MPIEXEC_TIMEOUT");
+    let out = run(
+        c,
+        "weft run -n 100 --hosts localhost:100 with 200 descriptors",
+    );
+    assert_eq!(out.code, Some(127), "{out:?}");
+    assert!(
+        out.stderr
+            .contains("cannot start rank 0 on host localhost: ")
+            && out.stderr.contains("RLIMIT_NOFILE (200)")
+            && out.stderr.contains("at most "),
+        "{out:?}"
+    );
+    assert!(!out.stdout.contains("started"), "a rank started: {out:?}");
+}
+
 /// A fake head on loopback: accepts one proxy, reads its hello, answers with a challenge whose
 /// MAC was made without the secret, and returns every line the proxy sent.
 fn impostor_head() -> (String, thread::JoinHandle<Vec<String>>) {
