@@ -432,18 +432,9 @@ fn a_proxy_listens_to_the_head_while_it_starts_its_ranks() {
             !out.stderr.contains("giving up on them") && !out.stderr.contains("did not exit"),
             "{how}: the proxy did not end and report its ranks when told: {out:?}"
         );
-        let start = Instant::now();
-        loop {
-            let left = head_job_processes(head);
-            if left.is_empty() {
-                break;
-            }
-            assert!(
-                start.elapsed() < WATCHDOG,
-                "{how}: processes of the job left: {left:?}"
-            );
-            thread::sleep(Duration::from_millis(20));
-        }
+        wait_none_left(&format!("{how}: processes of the job left"), || {
+            head_job_processes(head)
+        });
         assert_eq!(segments_of(head), Vec::<String>::new(), "{how}");
     }
 }

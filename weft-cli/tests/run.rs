@@ -694,18 +694,10 @@ fn job_processes(launcher: u32) -> Vec<u32> {
 
 /// Waits (under the watchdog) until no process of launcher `pid`'s job is left.
 fn wait_job_gone(launcher: u32) {
-    let start = Instant::now();
-    loop {
-        let left = job_processes(launcher);
-        if left.is_empty() {
-            return;
-        }
-        assert!(
-            start.elapsed() < WATCHDOG,
-            "processes of the job of launcher {launcher} still running: {left:?}"
-        );
-        thread::sleep(Duration::from_millis(20));
-    }
+    wait_none_left(
+        &format!("processes of the job of launcher {launcher} still running"),
+        || job_processes(launcher),
+    );
 }
 
 /// Names in /dev/shm that belong to the job of launcher `pid` (job ids start with its pid).

@@ -201,3 +201,17 @@ pub fn build_example_with_features(
         .insert(key, exe.clone());
     exe
 }
+
+/// Waits (under the watchdog) until `left` lists nothing: the processes of a job that ended.
+/// Panics naming `what` and those still there when the watchdog runs out.
+pub fn wait_none_left<T: std::fmt::Debug>(what: &str, mut left: impl FnMut() -> Vec<T>) {
+    let start = Instant::now();
+    loop {
+        let still = left();
+        if still.is_empty() {
+            return;
+        }
+        assert!(start.elapsed() < WATCHDOG, "{what}: {still:?}");
+        thread::sleep(Duration::from_millis(20));
+    }
+}
