@@ -348,19 +348,11 @@ fn localhost_runs_through_a_proxy_with_hostfile_tags_and_oversubscription() {
 /// Processes of the job of head `pid`: its ranks (their `WEFT_JOB_ID` starts with the head's
 /// pid) and its proxies (children of the head running `weft proxy`).
 fn head_job_processes(head: u32) -> Vec<String> {
-    let mark = format!("WEFT_JOB_ID={head}_");
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|&p| is_running(p))
+    live_pids()
+        .into_iter()
         .filter_map(|p| {
             let cmd = std::fs::read_to_string(format!("/proc/{p}/cmdline")).ok()?;
-            let env = std::fs::read(format!("/proc/{p}/environ")).unwrap_or_default();
-            let rank = env
-                .split(|&b| b == 0)
-                .any(|kv| kv.starts_with(mark.as_bytes()));
+            let rank = in_job_of(p, head);
             let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
             let ppid = stat
                 .rsplit(')')

@@ -677,18 +677,9 @@ fn p2p_suite() -> PathBuf {
 
 /// Processes of the job started by launcher `pid` (their `WEFT_JOB_ID` starts with it).
 fn job_processes(launcher: u32) -> Vec<u32> {
-    let mark = format!("WEFT_JOB_ID={launcher}_");
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|&p| {
-            std::fs::read(format!("/proc/{p}/environ")).is_ok_and(|env| {
-                env.split(|&b| b == 0)
-                    .any(|kv| kv.starts_with(mark.as_bytes()))
-            }) && is_running(p)
-        })
+    live_pids()
+        .into_iter()
+        .filter(|&p| in_job_of(p, launcher))
         .collect()
 }
 

@@ -215,3 +215,24 @@ pub fn wait_none_left<T: std::fmt::Debug>(what: &str, mut left: impl FnMut() -> 
         thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// The live processes on this machine (pids from /proc).
+pub fn live_pids() -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&p| is_running(p))
+        .collect()
+}
+
+/// Whether process `pid` is a rank of a job of launcher (or head) `launcher`: its
+/// `WEFT_JOB_ID` starts with the launcher's pid.
+pub fn in_job_of(pid: u32, launcher: u32) -> bool {
+    let mark = format!("WEFT_JOB_ID={launcher}_");
+    std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
+        env.split(|&b| b == 0)
+            .any(|kv| kv.starts_with(mark.as_bytes()))
+    })
+}
