@@ -34,6 +34,7 @@ macro_rules! internal_modules {
 
 internal_modules! {
     boot;
+    coll;
     comm;
     engine;
     fabric;

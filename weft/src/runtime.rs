@@ -20,6 +20,8 @@ pub struct Runtime {
     pub boot: Boot,
     /// Free context-id pairs.
     pub contexts: ContextMask,
+    /// The next collective number of each context pair.
+    pub sequences: crate::comm::sequence::Sequences,
     /// Communicator names by context pair.
     pub names: HashMap<u32, String>,
     /// The tunables in force.
@@ -62,6 +64,7 @@ pub fn init() -> Result<()> {
         engine,
         boot,
         contexts: ContextMask::default(),
+        sequences: Default::default(),
         names: HashMap::new(),
         tunables,
     };

@@ -85,6 +85,24 @@ tunables! {
         "Longest futex sleep before a waiting rank re-checks everything (a safety net, not a poll rate)";
     bsend_overhead: usize = "WEFT_BSEND_OVERHEAD", "64",
         "Bytes of attached buffer that each buffered send uses beyond its data (MPI_BSEND_OVERHEAD)";
+    coll_bcast: Algorithm = "WEFT_COLL_BCAST", "auto",
+        "Broadcast algorithm: auto, binomial, chain (pipelined in WEFT_COLL_SEGMENT pieces) or scatter_allgather";
+    coll_reduce: Algorithm = "WEFT_COLL_REDUCE", "auto",
+        "Reduce algorithm: auto or binomial";
+    coll_allreduce: Algorithm = "WEFT_COLL_ALLREDUCE", "auto",
+        "Allreduce algorithm: auto, recursive_doubling, rabenseifner or ring (the last two need a commutative operation and fall back to recursive_doubling)";
+    coll_allgather: Algorithm = "WEFT_COLL_ALLGATHER", "auto",
+        "Allgather algorithm: auto, ring, recursive_doubling (a power-of-two member count, else ring) or bruck";
+    coll_gather: Algorithm = "WEFT_COLL_GATHER", "auto",
+        "Gather algorithm: auto, binomial or linear";
+    coll_scatter: Algorithm = "WEFT_COLL_SCATTER", "auto",
+        "Scatter algorithm: auto, binomial or linear";
+    coll_alltoall: Algorithm = "WEFT_COLL_ALLTOALL", "auto",
+        "All-to-all algorithm: auto, pairwise or scattered";
+    coll_reduce_scatter: Algorithm = "WEFT_COLL_REDUCE_SCATTER", "auto",
+        "Reduce-scatter algorithm: auto, pairwise (a commutative operation, else by_reduce) or by_reduce";
+    coll_segment: usize = "WEFT_COLL_SEGMENT", "64k",
+        "Piece size of pipelined collectives (the chain broadcast)";
     transports: Transports = "WEFT_TRANSPORTS", "shm,tcp",
         "Transports ranks may use besides self, from shm and tcp: same-node peers use shm when listed, every other pair tcp (tcp alone forces TCP between every pair)";
     connect: ConnectMode = "WEFT_CONNECT", "lazy",
@@ -119,6 +137,9 @@ impl Tunables {
         // Every packet must carry some payload, or a message could never be cut into them.
         if self.shm_max_packet < 64 {
             return Some(("WEFT_SHM_MAX_PACKET", "a size of at least 64 bytes"));
+        }
+        if self.coll_segment == 0 {
+            return Some(("WEFT_COLL_SEGMENT", "a size of at least 1 byte"));
         }
         if !(1024..=16 << 20).contains(&self.tcp_max_packet) {
             return Some(("WEFT_TCP_MAX_PACKET", "a size from 1k to 16m"));
@@ -254,6 +275,58 @@ impl PmiChoice {
 impl Parse for String {
     fn parse(_env: &'static str, text: &str) -> Result<Self> {
         Ok(text.trim().to_string())
+    }
+}
+
+/// The algorithms each `WEFT_COLL_*` tunable may name (besides `auto`).
+pub const COLL_ALGORITHMS: &[(&str, &[&str])] = &[
+    (
+        "WEFT_COLL_BCAST",
+        &["binomial", "chain", "scatter_allgather"],
+    ),
+    ("WEFT_COLL_REDUCE", &["binomial"]),
+    (
+        "WEFT_COLL_ALLREDUCE",
+        &["recursive_doubling", "rabenseifner", "ring"],
+    ),
+    (
+        "WEFT_COLL_ALLGATHER",
+        &["ring", "recursive_doubling", "bruck"],
+    ),
+    ("WEFT_COLL_GATHER", &["binomial", "linear"]),
+    ("WEFT_COLL_SCATTER", &["binomial", "linear"]),
+    ("WEFT_COLL_ALLTOALL", &["pairwise", "scattered"]),
+    ("WEFT_COLL_REDUCE_SCATTER", &["pairwise", "by_reduce"]),
+];
+
+/// A collective algorithm forced by name, or `auto` (`None`): the cost model chooses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Algorithm(pub Option<&'static str>);
+
+impl std::fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0.unwrap_or("auto"))
+    }
+}
+
+impl Parse for Algorithm {
+    fn parse(env: &'static str, text: &str) -> Result<Self> {
+        let text = text.trim();
+        if text.eq_ignore_ascii_case("auto") || text.is_empty() {
+            return Ok(Algorithm(None));
+        }
+        let names = COLL_ALGORITHMS
+            .iter()
+            .find(|(e, _)| *e == env)
+            .map_or(&[][..], |(_, n)| *n);
+        match names.iter().find(|n| n.eq_ignore_ascii_case(text)) {
+            Some(n) => Ok(Algorithm(Some(n))),
+            None => Err(bad(
+                env,
+                text,
+                &format!("auto or one of {}", names.join(", ")),
+            )),
+        }
     }
 }
 

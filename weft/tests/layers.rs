@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 /// `sys` (`sync` wraps `sys`'s futex for loom, so it sits just above it); `runtime` holds the
 /// engine and communicators for the rsmpi-shaped front end in `api`.
 const LAYERS: &[&str] = &[
-    "error", "tunables", "sys", "sync", "boot", "fabric", "engine", "comm", "runtime", "api",
+    "error", "tunables", "sys", "sync", "boot", "fabric", "engine", "comm", "coll", "runtime",
+    "api",
 ];
 
 /// Items the crate root re-exports from below the front end (`lib.rs`).

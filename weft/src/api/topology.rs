@@ -124,6 +124,7 @@ impl Drop for SimpleCommunicator {
             let pair = self.data.pair;
             runtime::with_call("drop of a communicator", |rt| {
                 rt.contexts.release(pair);
+                rt.sequences.reset(pair);
                 rt.names.remove(&pair);
             });
         }

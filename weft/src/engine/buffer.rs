@@ -48,6 +48,19 @@ impl RawBuf {
     pub fn addr(&self) -> u64 {
         self.ptr as u64
     }
+    /// The view of bytes `off..off + len` (a part of this view, under the same contract).
+    pub(crate) fn sub(&self, off: usize, len: usize) -> RawBuf {
+        assert!(
+            off.checked_add(len).is_some_and(|end| end <= self.len),
+            "RawBuf sub-view {off}+{len} out of a {}-byte view",
+            self.len
+        );
+        RawBuf {
+            // `wrapping_add` keeps this safe code: the pointer is only dereferenced in `slice`.
+            ptr: self.ptr.wrapping_add(off),
+            len,
+        }
+    }
     /// Bytes `range` of the buffer.
     pub(crate) fn slice(&self, range: std::ops::Range<usize>) -> &[u8] {
         assert!(
@@ -90,6 +103,26 @@ impl RawBufMut {
     /// The address, for a peer's single-copy push.
     pub fn addr(&self) -> u64 {
         self.ptr as u64
+    }
+    /// The view of bytes `off..off + len` (a part of this view, under the same contract).
+    pub(crate) fn sub(&self, off: usize, len: usize) -> RawBufMut {
+        assert!(
+            off.checked_add(len).is_some_and(|end| end <= self.len),
+            "RawBufMut sub-view {off}+{len} out of a {}-byte view",
+            self.len
+        );
+        RawBufMut {
+            ptr: self.ptr.wrapping_add(off),
+            len,
+        }
+    }
+    /// The same bytes as a read-only view, for a send of data this request wrote (the caller
+    /// keeps writes to these bytes from overlapping the send).
+    pub(crate) fn as_readonly(&self) -> RawBuf {
+        RawBuf {
+            ptr: self.ptr,
+            len: self.len,
+        }
     }
     /// Copies as much of `data` as fits at `offset`; returns the number of bytes copied.
     pub(crate) fn write_at(&mut self, offset: usize, data: &[u8]) -> usize {

@@ -211,6 +211,25 @@ impl Core {
         self.reqs.live()
     }
 
+    /// A request for work the engine does outside the core (a schedule): it completes when
+    /// [`Core::complete_local`] says so.
+    pub fn start_local(&mut self) -> Handle {
+        self.reqs.insert(Req {
+            done: false,
+            status: MsgStatus::default(),
+            error: None,
+            op: Op::Idle,
+        })
+    }
+
+    /// Completes request `h` from [`Core::start_local`], with `error` if it failed.
+    pub fn complete_local(&mut self, h: Handle, error: Option<Error>) {
+        if let Some(req) = self.reqs.get_mut(h) {
+            req.done = true;
+            req.error = error;
+        }
+    }
+
     /// Lets `h` complete in the background, then be freed.
     pub fn detach(&mut self, h: Handle) {
         if self.reqs.get(h).is_some() {

@@ -12,6 +12,9 @@ pub mod core;
 pub mod matching;
 #[allow(missing_docs)]
 pub mod request;
+pub mod schedule;
+#[cfg(test)]
+pub(crate) mod testing;
 #[cfg(test)]
 mod tests;
 mod wait;
@@ -117,6 +120,8 @@ pub struct Engine<F: Fabric> {
     bsend_overhead: usize,
     /// Whether yields help now (see [`wait`]).
     yield_gate: wait::YieldGate,
+    /// Collective schedules in progress.
+    schedules: Vec<schedule::Running>,
 }
 
 impl<F: Fabric> Engine<F> {
@@ -143,6 +148,7 @@ impl<F: Fabric> Engine<F> {
             bsend_capacity: 0,
             bsend_overhead: 64,
             yield_gate,
+            schedules: Vec::new(),
         }
     }
 
@@ -195,6 +201,9 @@ impl<F: Fabric> Engine<F> {
         }
         if self.core.active_len() > 0 {
             did |= self.push_all_sends();
+        }
+        if !self.schedules.is_empty() {
+            did |= self.advance_schedules();
         }
         if self.core.has_detached() {
             self.core.reap_detached();

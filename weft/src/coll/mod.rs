@@ -1,0 +1,61 @@
+//! Collective algorithms: each builds the steps of one collective operation into an engine
+//! [`Schedule`], for one member of a communicator; the engine then runs the schedule with
+//! its other traffic. The algorithms are plain functions of (members, my position, sizes),
+//! so the same code serves the blocking and the nonblocking forms, and the tests run them
+//! on simulated ranks.
+//!
+//! Sizes are in bytes of packed data; reductions combine whole elements of `elem` bytes.
+//! Where an operation has an input and an output, the caller passes both as spans, so that
+//! in-place forms (input and output the same bytes) and compositions (a reduce into scratch,
+//! then a scatter) need no special paths.
+
+pub mod algorithm;
+pub mod alltoall;
+pub mod barrier;
+pub mod bcast;
+pub mod gather;
+pub mod reduce;
+pub mod scan;
+#[cfg(test)]
+mod tests;
+
+pub use crate::engine::schedule::{Area, Schedule, Span, Step};
+
+/// The members of a communicator as a collective sees them.
+#[derive(Clone, Copy, Debug)]
+pub struct Members<'a> {
+    /// World rank of each member, in communicator-rank order.
+    pub world: &'a [u32],
+    /// This rank's position in `world`.
+    pub me: usize,
+}
+
+impl Members<'_> {
+    /// Number of members.
+    pub fn n(&self) -> usize {
+        self.world.len()
+    }
+    /// World rank of member `i`.
+    pub fn at(&self, i: usize) -> u32 {
+        self.world[i]
+    }
+    /// World rank of the member `v` places after `root` (relative rank `v`).
+    pub fn rel(&self, root: usize, v: usize) -> u32 {
+        self.world[(v + root) % self.n()]
+    }
+    /// My rank relative to `root`.
+    pub fn vrank(&self, root: usize) -> usize {
+        (self.me + self.n() - root) % self.n()
+    }
+}
+
+/// The largest power of two not above `n` (`n` ≥ 1).
+pub fn pof2_floor(n: usize) -> usize {
+    debug_assert!(n >= 1);
+    1 << (usize::BITS - 1 - n.leading_zeros())
+}
+
+/// A span of `blocks` blocks of `len` bytes starting at block `first` of `base`.
+pub fn blocks(base: Span, first: usize, count: usize, len: usize) -> Span {
+    base.sub(first * len, count * len)
+}

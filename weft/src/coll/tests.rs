@@ -1,0 +1,635 @@
+//! Every algorithm on simulated ranks (the engine's fake fabric), for member counts 1 to 9,
+//! sizes from empty to many packets, eager and rendezvous, against a sequential reference.
+//! Reductions use a non-commutative operation (composition of affine maps) wherever the
+//! algorithm allows one, so that an operand out of rank order shows.
+
+use super::algorithm::{self, Order};
+use super::{Members, Schedule, Span};
+use crate::engine::buffer::{RawBuf, RawBufMut};
+use crate::engine::schedule::{Area, Combine};
+use crate::engine::testing::{run_until_done, world, FakeFabric};
+use crate::engine::Engine;
+use crate::tunables::{Algorithm, Tunables};
+use std::rc::Rc;
+
+/// One rank's buffers.
+struct Bufs {
+    input: Vec<u8>,
+    output: Vec<u8>,
+}
+
+/// Runs one collective on `n` simulated ranks: `build(schedule, members, rank)` adds each
+/// rank's steps. Members are world ranks in a shuffled order, so member and world ranks
+/// differ. Returns each member's output (indexed by member rank).
+fn run(
+    n: usize,
+    bufs: Vec<Bufs>,
+    combine: Option<Combine>,
+    build: impl Fn(&mut Schedule, &Members, usize),
+) -> Vec<Vec<u8>> {
+    // Rendezvous above 64 bytes, by single copy; then everything eager in 256-byte packets.
+    let a = run_on(n, bufs_clone(&bufs), combine.clone(), &build, 64, true);
+    let b = run_on(n, bufs, combine, &build, 1 << 20, false);
+    assert_eq!(a, b, "the result depends on the protocol");
+    a
+}
+
+fn run_on(
+    n: usize,
+    mut bufs: Vec<Bufs>,
+    combine: Option<Combine>,
+    build: &impl Fn(&mut Schedule, &Members, usize),
+    eager: usize,
+    single_copy: bool,
+) -> Vec<Vec<u8>> {
+    // Reversed and rotated by one: member and world ranks differ.
+    let world_ranks: Vec<u32> = (0..n).map(|i| ((2 * n - i) % n) as u32).collect();
+    let mut es: Vec<Engine<FakeFabric>> = world(n as u32, 4, 256, eager, single_copy);
+    let mut hs = Vec::new();
+    for (me, b) in bufs.iter_mut().enumerate() {
+        let m = Members {
+            world: &world_ranks,
+            me,
+        };
+        // SAFETY: the buffers live in `bufs` until after `run_until_done` below, and are not
+        // touched until every schedule has completed.
+        let (input, output) = unsafe { (RawBuf::new(&b.input), RawBufMut::new(&mut b.output)) };
+        let mut s = Schedule::new("test", 1, -(1 << 16))
+            .with_input(input)
+            .with_output(output);
+        if let Some(c) = &combine {
+            s = s.with_combine(c.clone());
+        }
+        build(&mut s, &m, me);
+        let w = world_ranks[me] as usize;
+        // SAFETY: as above.
+        let h = unsafe { es[w].start_schedule(s) };
+        hs.push((w, h));
+    }
+    run_until_done(&mut es, &hs, 200_000);
+    for &(w, h) in &hs {
+        es[w].wait(h).expect("the schedule succeeds");
+        assert_eq!(es[w].live_requests(), 0, "rank {w} leaks requests");
+        assert_eq!(es[w].running_schedules(), 0);
+    }
+    bufs.into_iter().map(|b| b.output).collect()
+}
+
+fn data(rank: usize, len: usize, salt: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(7) ^ (rank as u8).wrapping_mul(41) ^ salt)
+        .collect()
+}
+
+/// Affine maps x ↦ a·x + b on u32 (wrapping), 8 bytes each; composition is associative and
+/// not commutative: `inout = input ∘ inout`.
+fn affine() -> Combine {
+    Rc::new(|input: &[u8], inout: &mut [u8]| {
+        for (i, o) in input.chunks_exact(8).zip(inout.chunks_exact_mut(8)) {
+            let (a1, b1) = pair(i);
+            let (a2, b2) = pair(o);
+            let a = a1.wrapping_mul(a2);
+            let b = a1.wrapping_mul(b2).wrapping_add(b1);
+            o[..4].copy_from_slice(&a.to_ne_bytes());
+            o[4..].copy_from_slice(&b.to_ne_bytes());
+        }
+    })
+}
+
+fn pair(b: &[u8]) -> (u32, u32) {
+    (
+        u32::from_ne_bytes(b[..4].try_into().unwrap()),
+        u32::from_ne_bytes(b[4..8].try_into().unwrap()),
+    )
+}
+
+/// Wrapping u32 sum.
+fn sum() -> Combine {
+    Rc::new(|input: &[u8], inout: &mut [u8]| {
+        for (i, o) in input.chunks_exact(4).zip(inout.chunks_exact_mut(4)) {
+            let v = u32::from_ne_bytes(i.try_into().unwrap())
+                .wrapping_add(u32::from_ne_bytes((&*o).try_into().unwrap()));
+            o.copy_from_slice(&v.to_ne_bytes());
+        }
+    })
+}
+
+/// `inputs[0] ∘ inputs[1] ∘ …` of the members `range`.
+fn fold(c: &Combine, inputs: &[Vec<u8>]) -> Vec<u8> {
+    let mut acc = inputs.last().unwrap().clone();
+    for x in inputs[..inputs.len() - 1].iter().rev() {
+        c(x, &mut acc);
+    }
+    acc
+}
+
+fn forced(set: impl Fn(&mut Tunables)) -> Tunables {
+    let mut t = Tunables::defaults();
+    set(&mut t);
+    t
+}
+
+const SIZES: &[usize] = &[0, 8, 24, 200, 1000];
+
+fn span(area: Area, len: usize) -> Span {
+    Span::new(area, 0, len)
+}
+
+#[test]
+fn barrier_completes_for_every_member_count() {
+    for n in 1..=9 {
+        let bufs = (0..n)
+            .map(|_| Bufs {
+                input: vec![],
+                output: vec![],
+            })
+            .collect();
+        run(n, bufs, None, |s, m, _| algorithm::barrier(s, m));
+    }
+}
+
+#[test]
+fn barrier_waits_for_the_last_member() {
+    // Rank 2 starts late: nobody's barrier may complete before it has started.
+    let n = 5;
+    let world_ranks: Vec<u32> = (0..n).collect();
+    let mut es = world(n, 4, 256, 64, true);
+    let mut hs = Vec::new();
+    for me in 0..n as usize {
+        if me == 2 {
+            continue;
+        }
+        let mut s = Schedule::new("barrier", 1, -(1 << 16));
+        algorithm::barrier(
+            &mut s,
+            &Members {
+                world: &world_ranks,
+                me,
+            },
+        );
+        // SAFETY: no buffers.
+        hs.push((me, unsafe { es[me].start_schedule(s) }));
+    }
+    for _ in 0..1000 {
+        for e in es.iter_mut() {
+            e.progress();
+        }
+    }
+    for &(r, h) in &hs {
+        assert!(!es[r].is_done(h), "rank {r} left the barrier before rank 2 came");
+    }
+    let mut s = Schedule::new("barrier", 1, -(1 << 16));
+    algorithm::barrier(
+        &mut s,
+        &Members {
+            world: &world_ranks,
+            me: 2,
+        },
+    );
+    // SAFETY: no buffers.
+    hs.push((2, unsafe { es[2].start_schedule(s) }));
+    run_until_done(&mut es, &hs, 10_000);
+}
+
+#[test]
+fn broadcast_every_algorithm_root_and_size() {
+    for name in ["binomial", "chain", "scatter_allgather"] {
+        let t = forced(|t| {
+            t.coll_bcast = Algorithm(Some(name));
+            t.coll_segment = 96;
+        });
+        for n in 1..=9 {
+            for root in [0, n / 2, n - 1] {
+                for &len in SIZES {
+                    let want = data(root, len, 1);
+                    let bufs = (0..n)
+                        .map(|r| Bufs {
+                            input: vec![],
+                            output: if r == root { want.clone() } else { vec![0; len] },
+                        })
+                        .collect();
+                    let out = run(n, bufs, None, |s, m, _| {
+                        algorithm::bcast(s, m, &t, root, span(Area::Output, len))
+                    });
+                    for (r, o) in out.iter().enumerate() {
+                        assert_eq!(o, &want, "{name}: n={n} root={root} len={len} rank {r}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn reduce_in_rank_order_to_every_root() {
+    let c = affine();
+    for n in 1..=9 {
+        for root in [0, n / 2, n - 1] {
+            for count in [0, 1, 3, 40] {
+                let len = count * 8;
+                let inputs: Vec<Vec<u8>> = (0..n).map(|r| data(r, len, 2)).collect();
+                let want = fold(&c, &inputs);
+                let bufs: Vec<Bufs> = inputs
+                    .iter()
+                    .map(|i| Bufs {
+                        input: i.clone(),
+                        output: vec![0xee; len],
+                    })
+                    .collect();
+                for order in [Order::RankOrder] {
+                    let out = run(n, bufs_clone(&bufs), Some(c.clone()), |s, m, _| {
+                        algorithm::reduce(
+                            s,
+                            m,
+                            &Tunables::defaults(),
+                            root,
+                            span(Area::Input, len),
+                            span(Area::Output, len),
+                            order,
+                        )
+                    });
+                    assert_eq!(out[root], want, "n={n} root={root} count={count}");
+                    for (r, o) in out.iter().enumerate() {
+                        if r != root {
+                            assert!(o.iter().all(|&b| b == 0xee), "rank {r} output touched");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn bufs_clone(b: &[Bufs]) -> Vec<Bufs> {
+    b.iter()
+        .map(|b| Bufs {
+            input: b.input.clone(),
+            output: b.output.clone(),
+        })
+        .collect()
+}
+
+#[test]
+fn commutative_reduce_to_every_root() {
+    let c = sum();
+    for n in 1..=9 {
+        for root in 0..n {
+            let len = 4 * 30;
+            let inputs: Vec<Vec<u8>> = (0..n).map(|r| data(r, len, 3)).collect();
+            let want = fold(&c, &inputs);
+            let bufs = inputs
+                .iter()
+                .map(|i| Bufs {
+                    input: i.clone(),
+                    output: vec![0; len],
+                })
+                .collect();
+            let out = run(n, bufs, Some(c.clone()), |s, m, _| {
+                algorithm::reduce(
+                    s,
+                    m,
+                    &Tunables::defaults(),
+                    root,
+                    span(Area::Input, len),
+                    span(Area::Output, len),
+                    Order::Commutative,
+                )
+            });
+            assert_eq!(out[root], want, "n={n} root={root}");
+        }
+    }
+}
+
+#[test]
+fn allreduce_every_algorithm() {
+    for (name, order) in [
+        ("recursive_doubling", Order::RankOrder),
+        ("rabenseifner", Order::Commutative),
+        ("ring", Order::Commutative),
+    ] {
+        let t = forced(|t| t.coll_allreduce = Algorithm(Some(name)));
+        let (c, elem) = if order == Order::RankOrder {
+            (affine(), 8)
+        } else {
+            (sum(), 4)
+        };
+        for n in 1..=9 {
+            for count in [0, 1, 5, 9, 64, 301] {
+                let len = count * elem;
+                let inputs: Vec<Vec<u8>> = (0..n).map(|r| data(r, len, 4)).collect();
+                let want = fold(&c, &inputs);
+                for in_place in [false, true] {
+                    let bufs = inputs
+                        .iter()
+                        .map(|i| Bufs {
+                            input: if in_place { vec![] } else { i.clone() },
+                            output: if in_place { i.clone() } else { vec![0; len] },
+                        })
+                        .collect();
+                    let src = if in_place { Area::Output } else { Area::Input };
+                    let out = run(n, bufs, Some(c.clone()), |s, m, _| {
+                        algorithm::allreduce(
+                            s,
+                            m,
+                            &t,
+                            span(src, len),
+                            span(Area::Output, len),
+                            elem,
+                            order,
+                        )
+                    });
+                    for (r, o) in out.iter().enumerate() {
+                        assert_eq!(o, &want, "{name} n={n} count={count} rank {r}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn allreduce_of_floats_is_bit_identical_everywhere() {
+    let c: Combine = Rc::new(|input: &[u8], inout: &mut [u8]| {
+        for (i, o) in input.chunks_exact(8).zip(inout.chunks_exact_mut(8)) {
+            let v = f64::from_ne_bytes(i.try_into().unwrap())
+                + f64::from_ne_bytes((&*o).try_into().unwrap());
+            o.copy_from_slice(&v.to_ne_bytes());
+        }
+    });
+    for name in ["recursive_doubling", "rabenseifner", "ring"] {
+        let t = forced(|t| t.coll_allreduce = Algorithm(Some(name)));
+        for n in [3, 6, 7] {
+            let count = 50;
+            let bufs = (0..n)
+                .map(|r| Bufs {
+                    input: (0..count)
+                        .flat_map(|i| (1.0 / (r * 7 + i + 1) as f64 * 1e10f64.powi(r as i32 % 3)).to_ne_bytes())
+                        .collect(),
+                    output: vec![0; count * 8],
+                })
+                .collect();
+            let out = run(n, bufs, Some(c.clone()), |s, m, _| {
+                algorithm::allreduce(
+                    s,
+                    m,
+                    &t,
+                    span(Area::Input, count * 8),
+                    span(Area::Output, count * 8),
+                    8,
+                    Order::Commutative,
+                )
+            });
+            for o in &out {
+                assert_eq!(o, &out[0], "{name} n={n}: ranks differ");
+            }
+        }
+    }
+}
+
+#[test]
+fn gather_and_scatter_every_algorithm_and_root() {
+    for name in ["binomial", "linear"] {
+        let t = forced(|t| {
+            t.coll_gather = Algorithm(Some(name));
+            t.coll_scatter = Algorithm(Some(name));
+        });
+        for n in 1..=9 {
+            for root in [0, 1 % n, n - 1] {
+                for &len in SIZES {
+                    let inputs: Vec<Vec<u8>> = (0..n).map(|r| data(r, len, 5)).collect();
+                    let all: Vec<u8> = inputs.concat();
+                    let bufs = inputs
+                        .iter()
+                        .map(|i| Bufs {
+                            input: i.clone(),
+                            output: vec![0; n * len],
+                        })
+                        .collect();
+                    let out = run(n, bufs, None, |s, m, _| {
+                        algorithm::gather(
+                            s,
+                            m,
+                            &t,
+                            root,
+                            span(Area::Input, len),
+                            span(Area::Output, n * len),
+                        )
+                    });
+                    assert_eq!(out[root], all, "gather {name} n={n} root={root} len={len}");
+                    let bufs = (0..n)
+                        .map(|r| Bufs {
+                            input: if r == root { all.clone() } else { vec![] },
+                            output: vec![0; len],
+                        })
+                        .collect();
+                    let out = run(n, bufs, None, |s, m, me| {
+                        let src = if me == root { n * len } else { 0 };
+                        algorithm::scatter(
+                            s,
+                            m,
+                            &t,
+                            root,
+                            span(Area::Input, src),
+                            span(Area::Output, len),
+                        )
+                    });
+                    for (r, o) in out.iter().enumerate() {
+                        assert_eq!(o, &inputs[r], "scatter {name} n={n} root={root} rank {r}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn allgather_every_algorithm() {
+    for name in ["ring", "recursive_doubling", "bruck"] {
+        let t = forced(|t| t.coll_allgather = Algorithm(Some(name)));
+        for n in 1..=9 {
+            for &len in SIZES {
+                let inputs: Vec<Vec<u8>> = (0..n).map(|r| data(r, len, 6)).collect();
+                let all: Vec<u8> = inputs.concat();
+                let bufs = inputs
+                    .iter()
+                    .map(|i| Bufs {
+                        input: i.clone(),
+                        output: vec![0; n * len],
+                    })
+                    .collect();
+                let out = run(n, bufs, None, |s, m, _| {
+                    algorithm::allgather(s, m, &t, span(Area::Input, len), span(Area::Output, n * len))
+                });
+                for (r, o) in out.iter().enumerate() {
+                    assert_eq!(o, &all, "{name} n={n} len={len} rank {r}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn alltoall_with_uneven_blocks_every_algorithm() {
+    for name in ["pairwise", "scattered"] {
+        let t = forced(|t| t.coll_alltoall = Algorithm(Some(name)));
+        for n in 1..=9 {
+            // Member i sends (i + j) % 4 * 10 bytes to member j.
+            let size = |i: usize, j: usize| (i + j) % 4 * 10;
+            let layout = |sizes: Vec<usize>| {
+                let mut off = 0;
+                sizes
+                    .into_iter()
+                    .map(|l| {
+                        let b = (off, l);
+                        off += l + 3; // gaps, which must stay untouched
+                        b
+                    })
+                    .collect::<Vec<_>>()
+            };
+            let sends: Vec<Vec<(usize, usize)>> =
+                (0..n).map(|i| layout((0..n).map(|j| size(i, j)).collect())).collect();
+            let recvs: Vec<Vec<(usize, usize)>> =
+                (0..n).map(|j| layout((0..n).map(|i| size(i, j)).collect())).collect();
+            let total = |b: &[(usize, usize)]| b.last().map_or(0, |l| l.0 + l.1);
+            let bufs = (0..n)
+                .map(|i| Bufs {
+                    input: data(i, total(&sends[i]), 7),
+                    output: vec![0xaa; total(&recvs[i])],
+                })
+                .collect::<Vec<_>>();
+            let inputs: Vec<Vec<u8>> = bufs.iter().map(|b| b.input.clone()).collect();
+            let out = run(n, bufs, None, |s, m, me| {
+                algorithm::alltoall(
+                    s,
+                    m,
+                    &t,
+                    span(Area::Input, total(&sends[me])),
+                    &sends[me],
+                    span(Area::Output, total(&recvs[me])),
+                    &recvs[me],
+                )
+            });
+            for j in 0..n {
+                for i in 0..n {
+                    let (so, sl) = sends[i][j];
+                    let (ro, rl) = recvs[j][i];
+                    assert_eq!(&out[j][ro..ro + rl], &inputs[i][so..so + sl], "{name} n={n} {i}->{j}");
+                    if i + 1 < n {
+                        assert_eq!(&out[j][ro + rl..ro + rl + 3], &[0xaa; 3], "{name} gap touched");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn reduce_scatter_every_algorithm() {
+    for (name, order) in [("pairwise", Order::Commutative), ("by_reduce", Order::RankOrder)] {
+        let t = forced(|t| t.coll_reduce_scatter = Algorithm(Some(name)));
+        let (c, elem) = if order == Order::RankOrder {
+            (affine(), 8)
+        } else {
+            (sum(), 4)
+        };
+        for n in 1..=9 {
+            // Member j's block holds j % 3 elements.
+            let mut block = Vec::new();
+            let mut off = 0;
+            for j in 0..n {
+                block.push((off, j % 3 * elem));
+                off += j % 3 * elem;
+            }
+            let inputs: Vec<Vec<u8>> = (0..n).map(|r| data(r, off, 8)).collect();
+            let want = fold(&c, &inputs);
+            let bufs = inputs
+                .iter()
+                .enumerate()
+                .map(|(r, i)| Bufs {
+                    input: i.clone(),
+                    output: vec![0; block[r].1],
+                })
+                .collect();
+            let out = run(n, bufs, Some(c.clone()), |s, m, me| {
+                algorithm::reduce_scatter(
+                    s,
+                    m,
+                    &t,
+                    span(Area::Input, off),
+                    &block,
+                    span(Area::Output, block[me].1),
+                    order,
+                )
+            });
+            for (r, o) in out.iter().enumerate() {
+                assert_eq!(o[..], want[block[r].0..block[r].0 + block[r].1], "{name} n={n} rank {r}");
+            }
+        }
+    }
+}
+
+#[test]
+fn scan_and_exclusive_scan_in_rank_order() {
+    let c = affine();
+    for n in 1..=9 {
+        for count in [0, 1, 7] {
+            let len = count * 8;
+            let inputs: Vec<Vec<u8>> = (0..n).map(|r| data(r, len, 9)).collect();
+            for exclusive in [false, true] {
+                let bufs = inputs
+                    .iter()
+                    .map(|i| Bufs {
+                        input: i.clone(),
+                        output: vec![0x55; len],
+                    })
+                    .collect();
+                let out = run(n, bufs, Some(c.clone()), |s, m, _| {
+                    algorithm::scan(s, m, span(Area::Input, len), span(Area::Output, len), exclusive)
+                });
+                for (r, o) in out.iter().enumerate() {
+                    let upto = if exclusive { r } else { r + 1 };
+                    if upto == 0 {
+                        assert!(o.iter().all(|&b| b == 0x55), "exscan rank 0 output touched");
+                    } else {
+                        assert_eq!(o, &fold(&c, &inputs[..upto]), "n={n} excl={exclusive} rank {r}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_size_mismatch_is_an_error_not_a_hang() {
+    // Member 1 expects 16 bytes where the root broadcasts 8.
+    let n = 2;
+    let world_ranks: Vec<u32> = vec![0, 1];
+    let mut es = world(n, 4, 256, 64, true);
+    let mut root_buf = vec![1u8; 8];
+    let mut other = vec![0u8; 16];
+    let mut hs = Vec::new();
+    for (me, buf) in [(0usize, &mut root_buf), (1, &mut other)] {
+        let len = buf.len();
+        // SAFETY: both buffers outlive the run below.
+        let out = unsafe { RawBufMut::new(buf) };
+        let mut s = Schedule::new("broadcast", 1, -(1 << 16)).with_output(out);
+        algorithm::bcast(
+            &mut s,
+            &Members {
+                world: &world_ranks,
+                me,
+            },
+            &Tunables::defaults(),
+            0,
+            span(Area::Output, len),
+        );
+        // SAFETY: as above.
+        hs.push((me, unsafe { es[me].start_schedule(s) }));
+    }
+    run_until_done(&mut es, &hs, 10_000);
+    es[0].wait(hs[0].1).expect("the root's part succeeds");
+    let e = es[1].wait(hs[1].1).expect_err("a short message is an error");
+    let text = e.to_string();
+    assert!(text.contains("broadcast") && text.contains("8-byte") && text.contains("16"), "{text}");
+}
+
