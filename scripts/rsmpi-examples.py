@@ -19,14 +19,31 @@ import time
 
 RSMPI_VERSION = "0.8.2"
 
-# Point-to-point, communicator, datatype and environment examples (the collective ones
-# belong to the collectives work and do not build yet).
+# Built and run, and expected to fail with this message (rsmpi would run them with
+# undefined behaviour). The list only shrinks.
+KNOWN_FAILURES = {
+    "dyn_communicator": (
+        "the receive buffer has 4 bytes of data where 8 are needed",
+        "`let mut target = 0` is an i32 while the scanned `rank` is a usize: rsmpi passes "
+        "only the send count and type to MPI_Scan, which writes 8 bytes into the 4-byte "
+        "variable; Weft checks the receive buffer and refuses",
+    ),
+}
+# Point-to-point, communicator, datatype, environment and collective examples.
 EXAMPLES = [
     "simple", "send_receive", "barrier", "immediate", "immediate_multiple_requests",
     "immediate_multiple_test", "wait_any", "buffered", "ready_send", "duplicate", "split",
     "group", "comm_name", "time", "struct", "contiguous", "vector", "pack", "env_inq",
     "init_with_threading", "derive_multiple_thread_init",
-]
+    # Collectives.
+    "readme", "broadcast", "gather", "gather_varcount", "scatter", "scatter_varcount",
+    "all_gather", "all_gather_bool", "all_gather_varcount", "all_to_all", "reduce", "scan",
+    "complex_datatype", "complex_numbers", "structured", "dyn_communicator",
+    "immediate_all_gather", "immediate_all_gather_varcount", "immediate_all_to_all",
+    "immediate_barrier", "immediate_broadcast", "immediate_gather",
+    "immediate_gather_varcount", "immediate_multiple_barrier", "immediate_reduce",
+    "immediate_scan", "immediate_scatter", "immediate_scatter_varcount",
+] + list(KNOWN_FAILURES)
 # Left out on purpose: derive_preinit_panic, derive_postfinalize_panic and
 # derive_nonthreaded_panic check that building a datatype panics before initialize, after
 # finalize, or off the main thread. Those are limits of MPI datatype handles; Weft's
@@ -72,7 +89,11 @@ def make_harness(src, names):
         f.write(
             '[package]\nname = "rsmpi-examples-on-weft"\nversion = "0.0.0"\nedition = "2021"\n'
             "publish = false\n\n[dependencies]\n"
-            f'mpi = {{ package = "weft", path = "{os.path.join(ROOT, "weft")}" }}\n\n'
+            f'mpi = {{ package = "weft", path = "{os.path.join(ROOT, "weft")}", features = ["complex"] }}\n'
+            # rsmpi's examples use these (its dev-dependencies).
+            'num-complex = "0.4.6"\n\n'
+            # The examples' `#[cfg(feature = "user-operations")]` parts (rsmpi's default).
+            '[features]\ndefault = ["user-operations"]\nuser-operations = []\n\n'
             # rsmpi's build script declares its `msmpi` cfg; declare it here the same way.
             "[lints.rust]\nunexpected_cfgs = { level = \"warn\", check-cfg = ['cfg(msmpi)'] }\n\n"
             "[workspace]\n"
@@ -121,6 +142,15 @@ def main():
         except subprocess.TimeoutExpired as e:
             code, out, err = "timeout", e.stdout or "", e.stderr or ""
         secs = time.monotonic() - start
+        if n in KNOWN_FAILURES:
+            want, why = KNOWN_FAILURES[n]
+            if code != 0 and want in str(err):
+                print(f"ok   {n}: fails as known ({why})", flush=True)
+                passed.append(n)
+            else:
+                print(f"FAIL {n}: expected to fail with {want!r}, got exit {code}\n{str(err)[-2000:]}", flush=True)
+                failed.append(n)
+            continue
         if code == 0:
             print(f"ok   {n} ({secs:.1f} s)", flush=True)
             passed.append(n)

@@ -30,5 +30,5 @@ echo "== rsmpi's examples against Weft"
 python3 scripts/rsmpi-examples.py --ranks 4
 
 echo "== the multi-process suites and rsmpi's examples again, every pair of ranks over TCP"
-WEFT_TRANSPORTS=tcp cargo test -p weft-cli --quiet --test p2p --test run
+WEFT_TRANSPORTS=tcp cargo test -p weft-cli --quiet --test p2p --test run --test coll
 WEFT_TRANSPORTS=tcp python3 scripts/rsmpi-examples.py --ranks 4

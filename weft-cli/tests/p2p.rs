@@ -19,25 +19,8 @@ fn suite() -> std::path::PathBuf {
     build_example("weft-cli", "p2p_suite", true)
 }
 
-fn weft_segments() -> Vec<String> {
-    std::fs::read_dir("/dev/shm")
-        .map(|d| {
-            d.filter_map(|e| e.ok()?.file_name().into_string().ok())
-                .filter(|n| n.starts_with("weft-"))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 fn suite_pids() -> Vec<u32> {
-    let exe = suite();
-    std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e.ok()?.file_name().into_string().ok()?.parse::<u32>().ok())
-        .filter(|pid| std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|p| p == exe))
-        .filter(|&pid| is_running(pid))
-        .collect()
+    pids_of(&suite())
 }
 
 /// Runs `p2p_suite CASE` on `n` ranks and checks nothing is left behind afterwards.

@@ -13,6 +13,10 @@ pub enum ErrorClass {
     Count,
     /// A message longer than the receive buffer.
     Truncate,
+    /// A reduction operation that does not apply to the datatype (MPI_ERR_OP).
+    Op,
+    /// A root outside the communicator (MPI_ERR_ROOT).
+    Root,
     /// A communicator, group or request that was freed or never existed.
     Handle,
     /// Something this build or this machine does not support.

@@ -52,7 +52,7 @@ pub use error::{Error, ErrorClass, Result};
 mod api;
 #[cfg(doctest)]
 mod soundness;
-pub use api::{collective, datatype, environment, point_to_point, request, topology};
+pub use api::{collective, datatype, environment, ffi, point_to_point, request, topology};
 pub use environment::{
     initialize, initialize_with_threading, is_finalized, is_initialized, time, time_resolution,
     try_initialize, Threading,

@@ -236,3 +236,25 @@ pub fn in_job_of(pid: u32, launcher: u32) -> bool {
             .any(|kv| kv.starts_with(mark.as_bytes()))
     })
 }
+
+/// The `/dev/shm` entries of weft jobs (named segments; the runtime's own have no names).
+pub fn weft_segments() -> Vec<String> {
+    std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .filter(|n| n.starts_with("weft-"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Running processes whose executable is `exe`.
+pub fn pids_of(exe: &std::path::Path) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok()?.parse::<u32>().ok())
+        .filter(|pid| std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|p| p == exe))
+        .filter(|&pid| is_running(pid))
+        .collect()
+}

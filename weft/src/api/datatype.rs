@@ -7,6 +7,7 @@
 //! extent. All ranks run on one architecture, so no conversion is needed: sending packs the
 //! blocks in order (or sends the bytes directly when the layout is contiguous).
 
+use crate::coll::op::{Basic, Elements};
 use crate::error::{Error, ErrorClass, Result};
 use std::any::TypeId;
 use std::borrow::Cow;
@@ -62,12 +63,23 @@ pub struct TypeMap {
     size: usize,
     extent: usize,
     restricted: Cow<'static, [(usize, Restricted)]>,
+    /// The one predefined type the data is made of, if it is (for reductions).
+    basic: Option<Basic>,
+    /// The (value, index) pair the data is made of, if it is (for minloc and maxloc).
+    pair: Option<(Basic, Basic)>,
 }
 
 impl TypeMap {
     /// A primitive of `size` bytes.
     pub const fn primitive(size: usize, blocks: &'static [(isize, usize)]) -> TypeMap {
         Self::primitive_restricted(size, blocks, &[])
+    }
+
+    /// The primitive `basic`, restricted as `restricted` says.
+    const fn basic(basic: Basic, restricted: &'static [(usize, Restricted)]) -> TypeMap {
+        let mut m = Self::primitive_restricted(basic.size(), basic.blocks(), restricted);
+        m.basic = Some(basic);
+        m
     }
 
     /// A primitive of `size` bytes whose values are restricted as `restricted` says (packed
@@ -83,6 +95,18 @@ impl TypeMap {
             size,
             extent: size,
             restricted: Cow::Borrowed(restricted),
+            basic: None,
+            pair: None,
+        }
+    }
+
+    /// What the data is made of, for the predefined reductions (`pairs`: read it as (value,
+    /// index) pairs, for minloc and maxloc).
+    pub(crate) fn elements(&self, pairs: bool) -> Option<Elements> {
+        if pairs {
+            self.pair.map(|(v, i)| Elements::Pair(v, i))
+        } else {
+            self.basic.map(Elements::Basic)
         }
     }
 
@@ -128,13 +152,35 @@ impl TypeMap {
         let mut blocks = vec![];
         let mut restricted = vec![];
         let mut packed = 0;
+        // Element kinds: one basic type throughout, one pair type throughout, or a pair of
+        // two basic parts.
+        let (mut basic, mut pair, mut kinds) = (None, None, vec![]);
+        let mut first = true;
         for (base, m) in parts {
             blocks.extend(m.blocks.iter().map(|&(o, l)| (base + o, l)));
             restricted.extend(m.restricted.iter().map(|&(at, k)| (packed + at, k)));
             packed += m.size;
+            if m.size == 0 {
+                continue;
+            }
+            if first {
+                (basic, pair) = (m.basic, m.pair);
+                first = false;
+            } else {
+                basic = basic.filter(|&b| m.basic == Some(b));
+                pair = pair.filter(|&p| m.pair == Some(p));
+            }
+            if kinds.len() < 3 {
+                kinds.push(m.basic);
+            }
+        }
+        if let [Some(v), Some(i)] = kinds[..] {
+            pair = pair.or(Some((v, i)));
         }
         let mut map = Self::from_blocks(blocks, extent);
         map.restricted = Cow::Owned(restricted);
+        map.basic = basic;
+        map.pair = pair;
         map
     }
 
@@ -154,6 +200,8 @@ impl TypeMap {
             size,
             extent,
             restricted: Cow::Borrowed(&[]),
+            basic: None,
+            pair: None,
         }
     }
 
@@ -405,7 +453,7 @@ pub unsafe trait Equivalence {
 }
 
 macro_rules! primitive {
-    ($($t:ty),* ; $restricted:expr) => {$(
+    ($($t:ty => $map:expr),* ; $restricted:expr) => {$(
         // SAFETY: one contiguous block covering the whole primitive. Every bit pattern is a
         // valid number; for bool and char (called with their restriction) receives check
         // the value before writing it (`TypeMap::check_values`, called by every receive path
@@ -414,16 +462,41 @@ macro_rules! primitive {
             type Out = SystemDatatype;
             #[inline]
             fn equivalent_datatype() -> Self::Out {
-                const SZ: usize = std::mem::size_of::<$t>();
-                static MAP: TypeMap = TypeMap::primitive_restricted(SZ, &[(0, SZ)], $restricted);
+                static MAP: TypeMap = $map;
                 DatatypeRef { map: &MAP }
             }
         }
     )*};
 }
-primitive!(u8, i8, u16, i16, u32, i32, u64, i64, u128, i128, usize, isize, f32, f64; &[]);
-primitive!(bool; &[(0, Restricted::Bool)]);
-primitive!(char; &[(0, Restricted::Char)]);
+/// The map of the primitive `basic`.
+const fn basic_map(basic: Basic) -> TypeMap {
+    TypeMap::basic(basic, &[])
+}
+/// The predefined type with the size of a pointer.
+const fn pointer_sized(signed: bool) -> Basic {
+    match (std::mem::size_of::<usize>(), signed) {
+        (4, true) => Basic::I32,
+        (4, false) => Basic::U32,
+        (_, true) => Basic::I64,
+        (_, false) => Basic::U64,
+    }
+}
+primitive!(
+    u8 => basic_map(Basic::U8), i8 => basic_map(Basic::I8),
+    u16 => basic_map(Basic::U16), i16 => basic_map(Basic::I16),
+    u32 => basic_map(Basic::U32), i32 => basic_map(Basic::I32),
+    u64 => basic_map(Basic::U64), i64 => basic_map(Basic::I64),
+    u128 => basic_map(Basic::U128), i128 => basic_map(Basic::I128),
+    usize => basic_map(pointer_sized(false)), isize => basic_map(pointer_sized(true)),
+    f32 => basic_map(Basic::F32), f64 => basic_map(Basic::F64); &[]
+);
+#[cfg(feature = "complex")]
+primitive!(
+    num_complex::Complex32 => basic_map(Basic::C32),
+    num_complex::Complex64 => basic_map(Basic::C64); &[]
+);
+primitive!(bool => TypeMap::basic(Basic::Bool, &[(0, Restricted::Bool)]); &[]);
+primitive!(char => TypeMap::primitive_restricted(4, &[(0, 4)], &[(0, Restricted::Char)]); &[]);
 
 thread_local! {
     static DERIVED: std::cell::RefCell<HashMap<TypeId, &'static TypeMap>> = std::cell::RefCell::new(HashMap::new());
@@ -454,6 +527,8 @@ pub unsafe fn cached_datatype<T: 'static>(
         size: built.size,
         extent: built.extent,
         restricted: Cow::Borrowed(restricted),
+        basic: built.basic,
+        pair: built.pair,
     }));
     DERIVED.with(|d| d.borrow_mut().insert(id, map));
     DatatypeRef { map }
@@ -728,9 +803,16 @@ unsafe impl<D: Datatype, T: ?Sized> BufferMut for MutView<'_, '_, D, T> {
     }
 }
 
+pub use super::partition::{
+    Partition, PartitionMut, Partitioned, PartitionedBuffer, PartitionedBufferMut,
+};
+
 /// Traits to glob-import.
 pub mod traits {
-    pub use super::{Buffer, BufferMut, Datatype, Equivalence, UncommittedDatatype};
+    pub use super::{
+        Buffer, BufferMut, Datatype, Equivalence, Partitioned, PartitionedBuffer,
+        PartitionedBufferMut, UncommittedDatatype,
+    };
 }
 
 /// The type map of `F`'s datatype (used by `#[derive(Equivalence)]`).

@@ -5,6 +5,8 @@
 pub mod collective;
 pub mod datatype;
 pub mod environment;
+pub mod ffi;
+mod partition;
 pub mod point_to_point;
 pub mod request;
 mod status;

@@ -52,7 +52,7 @@ fn recv_tag(call: &'static str, tag: Tag) -> Result<Option<Tag>> {
 
 /// The group used to translate world ranks back to communicator ranks (None for the world).
 #[inline]
-fn group_of(c: &CommData) -> Option<Rc<GroupData>> {
+pub(crate) fn group_of(c: &CommData) -> Option<Rc<GroupData>> {
     (c.pair != crate::comm::context::WORLD_PAIR).then(|| c.group.clone())
 }
 
@@ -366,7 +366,7 @@ fn source_pattern(
 
 /// Where a receive puts the message: straight into the buffer when its layout is contiguous
 /// plain data, else into a staging buffer that [`Staged::land`] checks and scatters.
-enum Landing<'b> {
+pub(crate) enum Landing<'b> {
     Direct(&'b mut [u8]),
     Staged(Staged),
 }
@@ -376,7 +376,7 @@ impl<'b> Landing<'b> {
     ///
     /// # Safety
     /// `l` must come from a `BufferMut` borrowed mutably for `'b`.
-    unsafe fn new(l: &Layout<'b>) -> Self {
+    pub(crate) unsafe fn new(l: &Layout<'b>) -> Self {
         if l.map.is_contiguous() && !l.map.is_restricted() {
             // SAFETY: BufferMut promises `data_len` writable contiguous bytes at `ptr`,
             // borrowed mutably for 'b (the caller's promise).
@@ -398,14 +398,35 @@ impl<'b> Landing<'b> {
 
 /// A receive's staging buffer: for a non-contiguous layout, or one holding values (bool,
 /// char) that must be checked before they are written to the user's memory.
-struct Staged {
-    tmp: Vec<u8>,
+pub(crate) struct Staged {
+    pub(crate) tmp: Vec<u8>,
     ptr: *mut u8,
     count: usize,
     map: TypeMap,
 }
 
 impl Staged {
+    /// A staging buffer that starts with the buffer's contents (for data the operation
+    /// reads from the buffer too: a broadcast's root, an in-place reduction).
+    pub(crate) fn with_contents(l: &Layout<'_>) -> Self {
+        Staged {
+            tmp: l.pack(),
+            ptr: l.ptr as *mut u8,
+            count: l.count,
+            map: l.map.clone(),
+        }
+    }
+
+    /// A zeroed staging buffer for `l`.
+    pub(crate) fn with_zeros(l: &Layout<'_>) -> Self {
+        Staged {
+            tmp: vec![0u8; l.data_len()],
+            ptr: l.ptr as *mut u8,
+            count: l.count,
+            map: l.map.clone(),
+        }
+    }
+
     fn new(l: &Layout<'_>) -> Self {
         // With restricted values, start from the buffer's own (valid) contents: a last
         // element the message fills only in part is then checked whole, as it will be in
@@ -428,7 +449,7 @@ impl Staged {
     ///
     /// # Safety
     /// The buffer the staging was made for must still be borrowed mutably by the caller.
-    unsafe fn land(&self, call: &'static str, len: usize) -> Result<()> {
+    pub(crate) unsafe fn land(&self, call: &'static str, len: usize) -> Result<()> {
         let n = len.min(self.tmp.len());
         let size = self.map.size();
         let whole = if size == 0 {

@@ -14,12 +14,13 @@ pub mod alltoall;
 pub mod barrier;
 pub mod bcast;
 pub mod gather;
+pub mod op;
 pub mod reduce;
 pub mod scan;
 #[cfg(test)]
 mod tests;
 
-pub use crate::engine::schedule::{Area, Schedule, Span, Step};
+pub use crate::engine::schedule::{Area, Schedule, Span};
 
 /// The members of a communicator as a collective sees them.
 #[derive(Clone, Copy, Debug)]

@@ -155,7 +155,7 @@ fn barrier_waits_for_the_last_member() {
     let world_ranks: Vec<u32> = (0..n).collect();
     let mut es = world(n, 4, 256, 64, true);
     let mut hs = Vec::new();
-    for me in 0..n as usize {
+    for (me, e) in es.iter_mut().enumerate() {
         if me == 2 {
             continue;
         }
@@ -168,7 +168,7 @@ fn barrier_waits_for_the_last_member() {
             },
         );
         // SAFETY: no buffers.
-        hs.push((me, unsafe { es[me].start_schedule(s) }));
+        hs.push((me, unsafe { e.start_schedule(s) }));
     }
     for _ in 0..1000 {
         for e in es.iter_mut() {

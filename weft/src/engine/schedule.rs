@@ -488,6 +488,19 @@ impl<F: Fabric> Engine<F> {
                 continue;
             };
             if let Some(e) = req.error {
+                // A receive's own error names "receive": say which collective, and why.
+                let e = if e.class == crate::error::ErrorClass::Truncate {
+                    Error::new(
+                        e.class,
+                        run.sched.call,
+                        format!(
+                            "{}; the ranks called {} with different sizes",
+                            e.detail, run.sched.call
+                        ),
+                    )
+                } else {
+                    e
+                };
                 run.error.get_or_insert(e);
             } else if let Some(want) = expect.filter(|&w| w != req.status.len) {
                 run.error.get_or_insert(Error::new(

@@ -1,0 +1,107 @@
+//! Multi-process collective tests: the `coll_suite` example through `weft run` at 1 to 8
+//! ranks (8 oversubscribes this machine on purpose), every algorithm forced in turn, ranks
+//! on two fake nodes, and the failure paths (members that disagree on a size, a member that
+//! dies while the others wait in a collective): the job ends with a message naming the
+//! call or the rank, and nothing is left behind.
+//!
+//! `scripts/test.sh` runs this file a second time with `WEFT_TRANSPORTS=tcp`.
+
+mod common;
+use common::*;
+use std::sync::Mutex;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn suite() -> std::path::PathBuf {
+    build_example("weft-cli", "coll_suite", true)
+}
+
+/// Runs `coll_suite CASE` on `n` ranks with `weft run ARGS` and checks nothing is left.
+fn job(n: u32, case: &str, args: &[&str]) -> Out {
+    let exe = suite();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let before = weft_segments();
+    let mut c = weft();
+    c.args(["run", "-n", &n.to_string()])
+        .args(args)
+        .arg(&exe)
+        .arg(case);
+    let out = run(c, &format!("weft run -n {n} {args:?} coll_suite {case}"));
+    let leaked: Vec<String> = weft_segments()
+        .into_iter()
+        .filter(|s| !before.contains(s))
+        .collect();
+    assert!(
+        leaked.is_empty(),
+        "{case}: left segments {leaked:?}\n{out:?}"
+    );
+    wait_none_left("coll_suite ranks", || pids_of(&exe));
+    out
+}
+
+fn passes(n: u32, case: &str, args: &[&str]) {
+    let out = job(n, case, args);
+    assert_eq!(out.code, Some(0), "{case} on {n} ranks {args:?}: {out:?}");
+    assert!(
+        out.stdout
+            .contains(&format!("coll_suite {case}: ok on {n} ranks")),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn every_collective_at_every_member_count() {
+    for n in 1..=8 {
+        passes(n, "all", &[]);
+    }
+}
+
+#[test]
+fn every_algorithm_forced() {
+    for (var, names) in weft::tunables::COLL_ALGORITHMS {
+        for name in names.iter() {
+            for n in [3, 4] {
+                passes(n, "all", &["-x", &format!("{var}={name}")]);
+            }
+        }
+    }
+    // Pipelined pieces smaller than a packet and than an element.
+    passes(
+        5,
+        "all",
+        &["-x", "WEFT_COLL_BCAST=chain", "-x", "WEFT_COLL_SEGMENT=5"],
+    );
+}
+
+#[test]
+fn members_on_two_nodes_in_blocks_and_round_robin() {
+    passes(4, "all", &["--process-mapping", "(vector,(0,2,2))"]);
+    passes(5, "all", &["--process-mapping", "(vector,(0,2,1))"]);
+}
+
+#[test]
+fn many_nonblocking_collectives_in_flight_with_point_to_point() {
+    for n in [2, 3, 4, 8] {
+        passes(n, "immediate", &[]);
+    }
+}
+
+#[test]
+fn members_that_disagree_on_a_size_end_the_job_naming_the_call() {
+    let out = job(3, "mismatch", &[]);
+    assert_ne!(out.code, Some(0), "{out:?}");
+    assert!(
+        out.stderr.contains("all_reduce_into") && out.stderr.contains("different sizes"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn a_member_that_dies_mid_collective_ends_the_job_naming_it() {
+    let t = std::time::Instant::now();
+    let out = job(4, "die", &[]);
+    assert_eq!(out.code, Some(3), "{out:?}");
+    assert!(out.stderr.contains("rank 3"), "{out:?}");
+    // Promptly: well inside the watchdog (not a timing assertion on speed, a hang check).
+    assert!(t.elapsed() < WATCHDOG / 2, "took {:?}", t.elapsed());
+}

@@ -1,0 +1,1372 @@
+//! Collective operations in rsmpi's shape: [`CommunicatorCollectives`] on every communicator,
+//! [`Root`] on a process (the root of a rooted collective), each with its `immediate_*`
+//! form, and the reduction operations of [`operation`].
+//!
+//! Every call runs a schedule that `coll` builds (see `start`): the blocking forms wait for
+//! it, the immediate forms return a [`Request`] the engine progresses like any other. Calls
+//! panic on error with a message naming the call and the values (MPI_ERRORS_ARE_FATAL), as
+//! the point-to-point calls do. Sizes are checked where one member can see them; a member
+//! whose size disagrees with the others' gets an error from the collective itself.
+
+pub mod operation;
+mod start;
+
+use self::start::{start, Buffers, Started};
+use super::datatype::{Buffer, BufferMut, Layout, PartitionedBuffer, PartitionedBufferMut};
+use super::request::{Request, Scope, StaticScope};
+use super::topology::{AsCommunicator, Communicator, Process, Rank};
+use crate::coll::algorithm;
+use crate::coll::{Area, Span};
+use crate::comm::CommData;
+use crate::error::{fatal, Error, ErrorClass, Result};
+pub use operation::{
+    reduce_local_into, DynBuffer, DynBufferMut, Operation, SystemOperation, UnsafeUserFunction,
+    UnsafeUserOperation, UserOperation,
+};
+
+fn input(len: usize) -> Span {
+    Span::new(Area::Input, 0, len)
+}
+fn output(len: usize) -> Span {
+    Span::new(Area::Output, 0, len)
+}
+
+fn count_error(call: &'static str, detail: String) -> Error {
+    Error::new(ErrorClass::Count, call, detail)
+}
+
+/// `(byte offset, byte length)` of each member's part of a partitioned buffer whose layout
+/// is `l`, checked against the member count and the buffer.
+fn parts(
+    call: &'static str,
+    what: &str,
+    n: usize,
+    l: &Layout<'_>,
+    counts: &[crate::api::datatype::Count],
+    displs: &[crate::api::datatype::Count],
+) -> Result<Vec<(usize, usize)>> {
+    if counts.len() != n || displs.len() != n {
+        return Err(count_error(
+            call,
+            format!(
+                "the {what} has {} counts and {} displacements for {n} members",
+                counts.len(),
+                displs.len()
+            ),
+        ));
+    }
+    let size = l.map.size();
+    counts
+        .iter()
+        .zip(displs)
+        .enumerate()
+        .map(|(j, (&c, &d))| {
+            if c < 0 || d < 0 || (c as usize + d as usize) > l.count {
+                return Err(count_error(
+                    call,
+                    format!(
+                        "part {j} of the {what} ({c} elements at {d}) is not inside its {} \
+                         elements",
+                        l.count
+                    ),
+                ));
+            }
+            Ok((d as usize * size, c as usize * size))
+        })
+        .collect()
+}
+
+/// Checks that `got` bytes are what `want` bytes should be.
+fn check_len(call: &'static str, what: &str, got: usize, want: usize, why: &str) -> Result<()> {
+    if got != want {
+        return Err(count_error(
+            call,
+            format!("the {what} has {got} bytes of data where {want} are needed ({why})"),
+        ));
+    }
+    Ok(())
+}
+
+// ----- the collectives on a whole communicator -------------------------------------------
+
+fn plan_barrier(c: &CommData) -> Result<Started> {
+    let bufs = Buffers {
+        input: None,
+        output: None,
+        prefill: false,
+    };
+    // SAFETY: no buffers.
+    unsafe { start("barrier", c, bufs, None, |s, m, _| algorithm::barrier(s, m)) }
+}
+
+/// # Safety
+/// `s` and `r` are layouts of buffers borrowed until the returned collective completes.
+unsafe fn plan_all_gather(c: &CommData, s: &Layout<'_>, r: &Layout<'_>) -> Result<Started> {
+    const CALL: &str = "all_gather_into";
+    let n = c.size() as usize;
+    let (sl, rl) = (s.data_len(), r.data_len());
+    check_len(
+        CALL,
+        "receive buffer",
+        rl,
+        n * sl,
+        "one send buffer per member",
+    )?;
+    let bufs = Buffers {
+        input: Some(s),
+        output: Some(r),
+        prefill: false,
+    };
+    // SAFETY: the caller's promise.
+    unsafe {
+        start(CALL, c, bufs, None, |sc, m, t| {
+            algorithm::allgather(sc, m, t, input(sl), output(rl))
+        })
+    }
+}
+
+/// # Safety
+/// As for [`plan_all_gather`].
+unsafe fn plan_all_gather_varcount(
+    c: &CommData,
+    s: &Layout<'_>,
+    (counts, displs): (
+        Vec<crate::api::datatype::Count>,
+        Vec<crate::api::datatype::Count>,
+    ),
+    r: &Layout<'_>,
+) -> Result<Started> {
+    const CALL: &str = "all_gather_varcount_into";
+    let n = c.size() as usize;
+    let blocks = parts(CALL, "receive buffer", n, r, &counts, &displs)?;
+    let sl = s.data_len();
+    check_len(
+        CALL,
+        "send buffer",
+        sl,
+        blocks[c.rank as usize].1,
+        "this member's count",
+    )?;
+    let rl = r.data_len();
+    let bufs = Buffers {
+        input: Some(s),
+        output: Some(r),
+        prefill: false,
+    };
+    // SAFETY: the caller's promise.
+    unsafe {
+        start(CALL, c, bufs, None, |sc, m, _| {
+            crate::coll::gather::allgatherv_ring(sc, m, input(sl), output(rl), &blocks)
+        })
+    }
+}
+
+/// # Safety
+/// As for [`plan_all_gather`].
+unsafe fn plan_all_to_all(
+    c: &CommData,
+    s: &Layout<'_>,
+    send: Option<(
+        &[crate::api::datatype::Count],
+        &[crate::api::datatype::Count],
+    )>,
+    r: &Layout<'_>,
+    recv: Option<(
+        &[crate::api::datatype::Count],
+        &[crate::api::datatype::Count],
+    )>,
+) -> Result<Started> {
+    let call = if send.is_some() {
+        "all_to_all_varcount_into"
+    } else {
+        "all_to_all_into"
+    };
+    let n = c.size() as usize;
+    let (sl, rl) = (s.data_len(), r.data_len());
+    let (sb, rb) = match (send, recv) {
+        (Some((sc, sd)), Some((rc, rd))) => (
+            parts(call, "send buffer", n, s, sc, sd)?,
+            parts(call, "receive buffer", n, r, rc, rd)?,
+        ),
+        _ => {
+            if sl % n != 0 || sl != rl {
+                return Err(count_error(
+                    call,
+                    format!(
+                        "the send buffer has {sl} bytes of data and the receive buffer {rl}: \
+                         both must hold one equal block for each of the {n} members"
+                    ),
+                ));
+            }
+            let b = sl / n;
+            (
+                crate::coll::reduce::equal_blocks(n, b),
+                crate::coll::reduce::equal_blocks(n, b),
+            )
+        }
+    };
+    let bufs = Buffers {
+        input: Some(s),
+        output: Some(r),
+        prefill: false,
+    };
+    // SAFETY: the caller's promise.
+    unsafe {
+        start(call, c, bufs, None, |sc, m, t| {
+            algorithm::alltoall(sc, m, t, input(sl), &sb, output(rl), &rb)
+        })
+    }
+}
+
+/// Which reduction over a whole communicator.
+#[derive(Clone, Copy)]
+enum Reduce {
+    All,
+    ScatterBlock,
+    Scan,
+    ExclusiveScan,
+}
+
+/// # Safety
+/// As for [`plan_all_gather`].
+unsafe fn plan_reduction<O: Operation>(
+    c: &CommData,
+    kind: Reduce,
+    s: &Layout<'_>,
+    r: &Layout<'_>,
+    op: &O,
+) -> Result<Started> {
+    let call = match kind {
+        Reduce::All => "all_reduce_into",
+        Reduce::ScatterBlock => "reduce_scatter_block_into",
+        Reduce::Scan => "scan_into",
+        Reduce::ExclusiveScan => "exclusive_scan_into",
+    };
+    let n = c.size() as usize;
+    let (sl, rl) = (s.data_len(), r.data_len());
+    match kind {
+        Reduce::ScatterBlock => check_len(
+            call,
+            "send buffer",
+            sl,
+            n * rl,
+            "a receive buffer's worth per member",
+        )?,
+        _ => check_len(call, "receive buffer", rl, sl, "the send buffer's")?,
+    }
+    let red = op.reduction(call, &s.map)?;
+    if sl % red.elem.max(1) != 0 {
+        return Err(count_error(
+            call,
+            format!("{sl} bytes are not whole {}-byte elements", red.elem),
+        ));
+    }
+    let bufs = Buffers {
+        input: Some(s),
+        output: Some(r),
+        prefill: false,
+    };
+    let (elem, order) = (red.elem, red.order);
+    // SAFETY: the caller's promise.
+    unsafe {
+        start(call, c, bufs, Some(red.combine), |sc, m, t| match kind {
+            Reduce::All => algorithm::allreduce(sc, m, t, input(sl), output(rl), elem, order),
+            Reduce::ScatterBlock => {
+                let blocks = crate::coll::reduce::equal_blocks(n, rl);
+                algorithm::reduce_scatter(sc, m, t, input(sl), &blocks, output(rl), order)
+            }
+            Reduce::Scan => algorithm::scan(sc, m, input(sl), output(rl), false),
+            Reduce::ExclusiveScan => algorithm::scan(sc, m, input(sl), output(rl), true),
+        })
+    }
+}
+
+/// Collective operations on a communicator (rsmpi's `CommunicatorCollectives`).
+pub trait CommunicatorCollectives: Communicator {
+    /// Blocks until every member has called it.
+    #[track_caller]
+    fn barrier(&self) {
+        fatal(plan_barrier(self.comm_data()).and_then(|s| s.wait("barrier")))
+    }
+
+    /// Every member's `sendbuf`, concatenated in rank order into every member's `recvbuf`.
+    #[track_caller]
+    fn all_gather_into<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
+        &self,
+        sendbuf: &S,
+        recvbuf: &mut R,
+    ) {
+        let (s, r) = (sendbuf.layout(), recvbuf.layout_mut());
+        // SAFETY: both buffers are borrowed for this blocking call.
+        fatal(
+            unsafe { plan_all_gather(self.comm_data(), &s, &r) }
+                .and_then(|x| x.wait("all_gather_into")),
+        )
+    }
+
+    /// As [`all_gather_into`](Self::all_gather_into) with a count per member.
+    #[track_caller]
+    fn all_gather_varcount_into<S: ?Sized + Buffer, R: ?Sized + PartitionedBufferMut>(
+        &self,
+        sendbuf: &S,
+        recvbuf: &mut R,
+    ) {
+        let s = sendbuf.layout();
+        let cd = counts_displs(&*recvbuf);
+        let r = recvbuf.layout_mut();
+        // SAFETY: both buffers are borrowed for this blocking call.
+        let started = unsafe { plan_all_gather_varcount(self.comm_data(), &s, cd, &r) };
+        fatal(started.and_then(|x| x.wait("all_gather_varcount_into")))
+    }
+
+    /// Block j of every member's `sendbuf` goes to member j, into block i of its `recvbuf`
+    /// for sender i.
+    #[track_caller]
+    fn all_to_all_into<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
+        &self,
+        sendbuf: &S,
+        recvbuf: &mut R,
+    ) {
+        let (s, r) = (sendbuf.layout(), recvbuf.layout_mut());
+        // SAFETY: both buffers are borrowed for this blocking call.
+        fatal(
+            unsafe { plan_all_to_all(self.comm_data(), &s, None, &r, None) }
+                .and_then(|x| x.wait("all_to_all_into")),
+        )
+    }
+
+    /// As [`all_to_all_into`](Self::all_to_all_into) with a count per pair.
+    #[track_caller]
+    fn all_to_all_varcount_into<S: ?Sized + PartitionedBuffer, R: ?Sized + PartitionedBufferMut>(
+        &self,
+        sendbuf: &S,
+        recvbuf: &mut R,
+    ) {
+        let s = sendbuf.layout();
+        let (rc, rd) = (recvbuf.counts().to_vec(), recvbuf.displs().to_vec());
+        let r = recvbuf.layout_mut();
+        // SAFETY: both buffers are borrowed for this blocking call.
+        let started = unsafe {
+            plan_all_to_all(
+                self.comm_data(),
+                &s,
+                Some((sendbuf.counts(), sendbuf.displs())),
+                &r,
+                Some((&rc, &rd)),
+            )
+        };
+        fatal(started.and_then(|x| x.wait("all_to_all_varcount_into")))
+    }
+
+    /// The reduction of every member's `sendbuf` by `op`, into every member's `recvbuf`.
+    #[track_caller]
+    fn all_reduce_into<S: ?Sized + Buffer, R: ?Sized + BufferMut, O: Operation>(
+        &self,
+        sendbuf: &S,
+        recvbuf: &mut R,
+        op: O,
+    ) {
+        let (s, r) = (sendbuf.layout(), recvbuf.layout_mut());
+        // SAFETY: both buffers and the operation are borrowed for this blocking call.
+        fatal(
+            unsafe { plan_reduction(self.comm_data(), Reduce::All, &s, &r, &op) }
+                .and_then(|x| x.wait("all_reduce_into")),
+        )
+    }
+
+    /// The reduction of every member's `sendbuf` (a block per member), block j of it into
+    /// member j's `recvbuf`.
+    #[track_caller]
+    fn reduce_scatter_block_into<S: ?Sized + Buffer, R: ?Sized + BufferMut, O: Operation>(
+        &self,
+        sendbuf: &S,
+        recvbuf: &mut R,
+        op: O,
+    ) {
+        let (s, r) = (sendbuf.layout(), recvbuf.layout_mut());
+        // SAFETY: both buffers and the operation are borrowed for this blocking call.
+        fatal(
+            unsafe { plan_reduction(self.comm_data(), Reduce::ScatterBlock, &s, &r, &op) }
+                .and_then(|x| x.wait("reduce_scatter_block_into")),
+        )
+    }
+
+    /// Member i gets the reduction of members 0..=i's `sendbuf`.
+    #[track_caller]
+    fn scan_into<S: ?Sized + Buffer, R: ?Sized + BufferMut, O: Operation>(
+        &self,
+        sendbuf: &S,
+        recvbuf: &mut R,
+        op: O,
+    ) {
+        let (s, r) = (sendbuf.layout(), recvbuf.layout_mut());
+        // SAFETY: both buffers and the operation are borrowed for this blocking call.
+        fatal(
+            unsafe { plan_reduction(self.comm_data(), Reduce::Scan, &s, &r, &op) }
+                .and_then(|x| x.wait("scan_into")),
+        )
+    }
+
+    /// Member i gets the reduction of members 0..i's `sendbuf`; member 0's `recvbuf` is left
+    /// as it was.
+    #[track_caller]
+    fn exclusive_scan_into<S: ?Sized + Buffer, R: ?Sized + BufferMut, O: Operation>(
+        &self,
+        sendbuf: &S,
+        recvbuf: &mut R,
+        op: O,
+    ) {
+        let (s, r) = (sendbuf.layout(), recvbuf.layout_mut());
+        // SAFETY: both buffers and the operation are borrowed for this blocking call.
+        fatal(
+            unsafe { plan_reduction(self.comm_data(), Reduce::ExclusiveScan, &s, &r, &op) }
+                .and_then(|x| x.wait("exclusive_scan_into")),
+        )
+    }
+
+    /// Starts a barrier.
+    #[track_caller]
+    fn immediate_barrier(&self) -> Request<'static, ()> {
+        let c = self.comm_data();
+        fatal(plan_barrier(c)).into_request("immediate_barrier", c, &(), StaticScope)
+    }
+
+    /// Starts [`all_gather_into`](Self::all_gather_into).
+    #[track_caller]
+    fn immediate_all_gather_into<
+        'a,
+        S: ?Sized + 'a + Buffer,
+        R: ?Sized + 'a + BufferMut,
+        Sc: Scope<'a>,
+    >(
+        &self,
+        scope: Sc,
+        sendbuf: &'a S,
+        recvbuf: &'a mut R,
+    ) -> Request<'a, R, Sc> {
+        let c = self.comm_data();
+        let (s, r) = (sendbuf.layout(), recvbuf.layout_mut());
+        // SAFETY: both buffers are borrowed for 'a, which the request (settled by its scope)
+        // does not outlive.
+        let started = fatal(unsafe { plan_all_gather(c, &s, &r) });
+        started.into_request("immediate_all_gather_into", c, recvbuf, scope)
+    }
+
+    /// Starts [`all_gather_varcount_into`](Self::all_gather_varcount_into).
+    #[track_caller]
+    fn immediate_all_gather_varcount_into<
+        'a,
+        S: ?Sized + 'a + Buffer,
+        R: ?Sized + 'a + PartitionedBufferMut,
+        Sc: Scope<'a>,
+    >(
+        &self,
+        scope: Sc,
+        sendbuf: &'a S,
+        recvbuf: &'a mut R,
+    ) -> Request<'a, R, Sc> {
+        let c = self.comm_data();
+        let s = sendbuf.layout();
+        let cd = counts_displs(&*recvbuf);
+        let r = recvbuf.layout_mut();
+        // SAFETY: as in `immediate_all_gather_into`.
+        let started = fatal(unsafe { plan_all_gather_varcount(c, &s, cd, &r) });
+        started.into_request("immediate_all_gather_varcount_into", c, recvbuf, scope)
+    }
+
+    /// Starts [`all_to_all_into`](Self::all_to_all_into).
+    #[track_caller]
+    fn immediate_all_to_all_into<
+        'a,
+        S: ?Sized + 'a + Buffer,
+        R: ?Sized + 'a + BufferMut,
+        Sc: Scope<'a>,
+    >(
+        &self,
+        scope: Sc,
+        sendbuf: &'a S,
+        recvbuf: &'a mut R,
+    ) -> Request<'a, R, Sc> {
+        let c = self.comm_data();
+        let (s, r) = (sendbuf.layout(), recvbuf.layout_mut());
+        // SAFETY: as in `immediate_all_gather_into`.
+        let started = fatal(unsafe { plan_all_to_all(c, &s, None, &r, None) });
+        started.into_request("immediate_all_to_all_into", c, recvbuf, scope)
+    }
+
+    /// Starts [`all_to_all_varcount_into`](Self::all_to_all_varcount_into).
+    #[track_caller]
+    fn immediate_all_to_all_varcount_into<
+        'a,
+        S: ?Sized + 'a + PartitionedBuffer,
+        R: ?Sized + 'a + PartitionedBufferMut,
+        Sc: Scope<'a>,
+    >(
+        &self,
+        scope: Sc,
+        sendbuf: &'a S,
+        recvbuf: &'a mut R,
+    ) -> Request<'a, R, Sc> {
+        let c = self.comm_data();
+        let s = sendbuf.layout();
+        let (rc, rd) = (recvbuf.counts().to_vec(), recvbuf.displs().to_vec());
+        let r = recvbuf.layout_mut();
+        // SAFETY: as in `immediate_all_gather_into`.
+        let started = fatal(unsafe {
+            plan_all_to_all(
+                c,
+                &s,
+                Some((sendbuf.counts(), sendbuf.displs())),
+                &r,
+                Some((&rc, &rd)),
+            )
+        });
+        started.into_request("immediate_all_to_all_varcount_into", c, recvbuf, scope)
+    }
+
+    /// Starts [`all_reduce_into`](Self::all_reduce_into).
+    #[track_caller]
+    fn immediate_all_reduce_into<
+        'a,
+        S: ?Sized + 'a + Buffer,
+        R: ?Sized + 'a + BufferMut,
+        O: 'a + Operation,
+        Sc: Scope<'a>,
+    >(
+        &self,
+        scope: Sc,
+        sendbuf: &'a S,
+        recvbuf: &'a mut R,
+        op: O,
+    ) -> Request<'a, R, Sc> {
+        let c = self.comm_data();
+        let (s, r) = (sendbuf.layout(), recvbuf.layout_mut());
+        // SAFETY: as in `immediate_all_gather_into`; the operation lives for 'a too.
+        let started = fatal(unsafe { plan_reduction(c, Reduce::All, &s, &r, &op) });
+        started.into_request("immediate_all_reduce_into", c, recvbuf, scope)
+    }
+
+    /// Starts [`reduce_scatter_block_into`](Self::reduce_scatter_block_into).
+    #[track_caller]
+    fn immediate_reduce_scatter_block_into<
+        'a,
+        S: ?Sized + 'a + Buffer,
+        R: ?Sized + 'a + BufferMut,
+        O: 'a + Operation,
+        Sc: Scope<'a>,
+    >(
+        &self,
+        scope: Sc,
+        sendbuf: &'a S,
+        recvbuf: &'a mut R,
+        op: O,
+    ) -> Request<'a, R, Sc> {
+        let c = self.comm_data();
+        let (s, r) = (sendbuf.layout(), recvbuf.layout_mut());
+        // SAFETY: as in `immediate_all_reduce_into`.
+        let started = fatal(unsafe { plan_reduction(c, Reduce::ScatterBlock, &s, &r, &op) });
+        started.into_request("immediate_reduce_scatter_block_into", c, recvbuf, scope)
+    }
+
+    /// Starts [`scan_into`](Self::scan_into).
+    #[track_caller]
+    fn immediate_scan_into<
+        'a,
+        S: ?Sized + 'a + Buffer,
+        R: ?Sized + 'a + BufferMut,
+        O: 'a + Operation,
+        Sc: Scope<'a>,
+    >(
+        &self,
+        scope: Sc,
+        sendbuf: &'a S,
+        recvbuf: &'a mut R,
+        op: O,
+    ) -> Request<'a, R, Sc> {
+        let c = self.comm_data();
+        let (s, r) = (sendbuf.layout(), recvbuf.layout_mut());
+        // SAFETY: as in `immediate_all_reduce_into`.
+        let started = fatal(unsafe { plan_reduction(c, Reduce::Scan, &s, &r, &op) });
+        started.into_request("immediate_scan_into", c, recvbuf, scope)
+    }
+
+    /// Starts [`exclusive_scan_into`](Self::exclusive_scan_into).
+    #[track_caller]
+    fn immediate_exclusive_scan_into<
+        'a,
+        S: ?Sized + 'a + Buffer,
+        R: ?Sized + 'a + BufferMut,
+        O: 'a + Operation,
+        Sc: Scope<'a>,
+    >(
+        &self,
+        scope: Sc,
+        sendbuf: &'a S,
+        recvbuf: &'a mut R,
+        op: O,
+    ) -> Request<'a, R, Sc> {
+        let c = self.comm_data();
+        let (s, r) = (sendbuf.layout(), recvbuf.layout_mut());
+        // SAFETY: as in `immediate_all_reduce_into`.
+        let started = fatal(unsafe { plan_reduction(c, Reduce::ExclusiveScan, &s, &r, &op) });
+        started.into_request("immediate_exclusive_scan_into", c, recvbuf, scope)
+    }
+}
+
+impl<C: Communicator + ?Sized> CommunicatorCollectives for C {}
+
+// ----- rooted collectives ----------------------------------------------------------------
+
+/// A root's position and whether this member is it.
+fn root_of(c: &CommData, call: &'static str, root: Rank) -> Result<(usize, bool)> {
+    if root < 0 || root as u32 >= c.size() {
+        return Err(Error::new(
+            ErrorClass::Root,
+            call,
+            format!(
+                "root {root} is out of range for a communicator of size {}",
+                c.size()
+            ),
+        ));
+    }
+    Ok((root as usize, root as u32 == c.rank))
+}
+
+/// # Safety
+/// `buf` is the layout of a buffer borrowed until the collective completes.
+unsafe fn plan_broadcast(c: &CommData, root: Rank, buf: &Layout<'_>) -> Result<Started> {
+    const CALL: &str = "broadcast_into";
+    let (root, am_root) = root_of(c, CALL, root)?;
+    let len = buf.data_len();
+    let bufs = Buffers {
+        input: None,
+        output: Some(buf),
+        prefill: am_root,
+    };
+    // SAFETY: the caller's promise.
+    unsafe {
+        start(CALL, c, bufs, None, |s, m, t| {
+            algorithm::bcast(s, m, t, root, output(len))
+        })
+    }
+}
+
+/// Which way a rooted gather or scatter goes, with its per-member parts when it has counts.
+enum Rooted {
+    Gather(Option<Vec<(usize, usize)>>),
+    Scatter(Option<Vec<(usize, usize)>>),
+}
+
+/// # Safety
+/// The layouts are of buffers borrowed until the collective completes.
+unsafe fn plan_rooted(
+    c: &CommData,
+    call: &'static str,
+    root: Rank,
+    how: Rooted,
+    send: Option<&Layout<'_>>,
+    recv: Option<&Layout<'_>>,
+) -> Result<Started> {
+    let (root, am_root) = root_of(c, call, root)?;
+    let n = c.size() as usize;
+    let sl = send.map_or(0, |l| l.data_len());
+    let rl = recv.map_or(0, |l| l.data_len());
+    let bufs = Buffers {
+        input: send,
+        output: recv,
+        prefill: false,
+    };
+    match how {
+        Rooted::Gather(None) => {
+            if am_root {
+                check_len(
+                    call,
+                    "receive buffer",
+                    rl,
+                    n * sl,
+                    "one send buffer per member",
+                )?;
+            }
+            // SAFETY: the caller's promise.
+            unsafe {
+                start(call, c, bufs, None, |s, m, t| {
+                    algorithm::gather(
+                        s,
+                        m,
+                        t,
+                        root,
+                        input(sl),
+                        output(if am_root { rl } else { 0 }),
+                    )
+                })
+            }
+        }
+        Rooted::Gather(Some(blocks)) => {
+            if am_root {
+                check_len(call, "send buffer", sl, blocks[root].1, "the root's count")?;
+            }
+            // SAFETY: the caller's promise.
+            unsafe {
+                start(call, c, bufs, None, |s, m, _| {
+                    crate::coll::gather::gatherv_linear(s, m, root, input(sl), output(rl), &blocks)
+                })
+            }
+        }
+        Rooted::Scatter(None) => {
+            if am_root {
+                check_len(
+                    call,
+                    "send buffer",
+                    sl,
+                    n * rl,
+                    "one receive buffer per member",
+                )?;
+            }
+            // SAFETY: the caller's promise.
+            unsafe {
+                start(call, c, bufs, None, |s, m, t| {
+                    algorithm::scatter(
+                        s,
+                        m,
+                        t,
+                        root,
+                        input(if am_root { sl } else { 0 }),
+                        output(rl),
+                    )
+                })
+            }
+        }
+        Rooted::Scatter(Some(blocks)) => {
+            if am_root {
+                check_len(
+                    call,
+                    "receive buffer",
+                    rl,
+                    blocks[root].1,
+                    "the root's count",
+                )?;
+            }
+            // SAFETY: the caller's promise.
+            unsafe {
+                start(call, c, bufs, None, |s, m, _| {
+                    crate::coll::gather::scatterv_linear(s, m, root, input(sl), &blocks, output(rl))
+                })
+            }
+        }
+    }
+}
+
+/// # Safety
+/// As for [`plan_rooted`]; the operation lives until the collective completes.
+unsafe fn plan_reduce<O: Operation>(
+    c: &CommData,
+    call: &'static str,
+    root: Rank,
+    send: &Layout<'_>,
+    recv: Option<&Layout<'_>>,
+    op: &O,
+) -> Result<Started> {
+    let (root, am_root) = root_of(c, call, root)?;
+    let sl = send.data_len();
+    if let Some(r) = recv {
+        check_len(
+            call,
+            "receive buffer",
+            r.data_len(),
+            sl,
+            "the send buffer's",
+        )?;
+    }
+    let red = op.reduction(call, &send.map)?;
+    let order = red.order;
+    let bufs = Buffers {
+        input: Some(send),
+        output: recv,
+        prefill: false,
+    };
+    // SAFETY: the caller's promise.
+    unsafe {
+        start(call, c, bufs, Some(red.combine), |s, m, t| {
+            let dst = if am_root { output(sl) } else { input(sl) };
+            algorithm::reduce(s, m, t, root, input(sl), dst, order)
+        })
+    }
+}
+
+/// A partitioned buffer's counts and displacements, copied (before the buffer is borrowed
+/// mutably for its layout).
+fn counts_displs<P: ?Sized + crate::api::datatype::Partitioned>(
+    p: &P,
+) -> (
+    Vec<crate::api::datatype::Count>,
+    Vec<crate::api::datatype::Count>,
+) {
+    (p.counts().to_vec(), p.displs().to_vec())
+}
+
+fn parts_of<P: ?Sized + crate::api::datatype::Partitioned>(
+    call: &'static str,
+    what: &str,
+    c: &CommData,
+    l: &Layout<'_>,
+    p: &P,
+) -> Result<Vec<(usize, usize)>> {
+    parts(call, what, c.size() as usize, l, p.counts(), p.displs())
+}
+
+/// The rooted collectives, called on the root process (rsmpi's `Root`).
+pub trait Root: AsCommunicator {
+    /// The root's rank.
+    fn root_rank(&self) -> Rank;
+
+    /// The root's `buffer` into every member's.
+    #[track_caller]
+    fn broadcast_into<Buf: ?Sized + BufferMut>(&self, buffer: &mut Buf) {
+        let l = buffer.layout_mut();
+        // SAFETY: the buffer is borrowed for this blocking call.
+        fatal(
+            unsafe { plan_broadcast(self.comm_data(), self.root_rank(), &l) }
+                .and_then(|x| x.wait("broadcast_into")),
+        )
+    }
+
+    /// Sends `sendbuf` to the root (a member that is not the root).
+    #[track_caller]
+    fn gather_into<S: ?Sized + Buffer>(&self, sendbuf: &S) {
+        let s = sendbuf.layout();
+        // SAFETY: the buffer is borrowed for this blocking call.
+        fatal(
+            unsafe {
+                plan_rooted(
+                    self.comm_data(),
+                    "gather_into",
+                    self.root_rank(),
+                    Rooted::Gather(None),
+                    Some(&s),
+                    None,
+                )
+            }
+            .and_then(|x| x.wait("gather_into")),
+        )
+    }
+
+    /// The root gathers every member's `sendbuf` into `recvbuf`, in rank order.
+    #[track_caller]
+    fn gather_into_root<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
+        &self,
+        sendbuf: &S,
+        recvbuf: &mut R,
+    ) {
+        let (s, r) = (sendbuf.layout(), recvbuf.layout_mut());
+        // SAFETY: both buffers are borrowed for this blocking call.
+        fatal(
+            unsafe {
+                plan_rooted(
+                    self.comm_data(),
+                    "gather_into_root",
+                    self.root_rank(),
+                    Rooted::Gather(None),
+                    Some(&s),
+                    Some(&r),
+                )
+            }
+            .and_then(|x| x.wait("gather_into_root")),
+        )
+    }
+
+    /// Sends `sendbuf` to the root of a gather with a count per member.
+    #[track_caller]
+    fn gather_varcount_into<S: ?Sized + Buffer>(&self, sendbuf: &S) {
+        let s = sendbuf.layout();
+        let n = self.comm_data().size() as usize;
+        // Only the root's counts matter; a member sends its whole buffer.
+        let blocks = vec![(0, 0); n];
+        // SAFETY: the buffer is borrowed for this blocking call.
+        fatal(
+            unsafe {
+                plan_rooted(
+                    self.comm_data(),
+                    "gather_varcount_into",
+                    self.root_rank(),
+                    Rooted::Gather(Some(blocks)),
+                    Some(&s),
+                    None,
+                )
+            }
+            .and_then(|x| x.wait("gather_varcount_into")),
+        )
+    }
+
+    /// The root gathers every member's `sendbuf` into its part of `recvbuf`.
+    #[track_caller]
+    fn gather_varcount_into_root<S: ?Sized + Buffer, R: ?Sized + PartitionedBufferMut>(
+        &self,
+        sendbuf: &S,
+        recvbuf: &mut R,
+    ) {
+        const CALL: &str = "gather_varcount_into_root";
+        let s = sendbuf.layout();
+        let c = self.comm_data();
+        let cd = counts_displs(&*recvbuf);
+        let r = recvbuf.layout_mut();
+        let blocks = fatal(parts(
+            CALL,
+            "receive buffer",
+            c.size() as usize,
+            &r,
+            &cd.0,
+            &cd.1,
+        ));
+        // SAFETY: both buffers are borrowed for this blocking call.
+        fatal(
+            unsafe {
+                plan_rooted(
+                    c,
+                    CALL,
+                    self.root_rank(),
+                    Rooted::Gather(Some(blocks)),
+                    Some(&s),
+                    Some(&r),
+                )
+            }
+            .and_then(|x| x.wait(CALL)),
+        )
+    }
+
+    /// Receives this member's block from the root (a member that is not the root).
+    #[track_caller]
+    fn scatter_into<R: ?Sized + BufferMut>(&self, recvbuf: &mut R) {
+        let r = recvbuf.layout_mut();
+        // SAFETY: the buffer is borrowed for this blocking call.
+        fatal(
+            unsafe {
+                plan_rooted(
+                    self.comm_data(),
+                    "scatter_into",
+                    self.root_rank(),
+                    Rooted::Scatter(None),
+                    None,
+                    Some(&r),
+                )
+            }
+            .and_then(|x| x.wait("scatter_into")),
+        )
+    }
+
+    /// The root sends block j of `sendbuf` to member j.
+    #[track_caller]
+    fn scatter_into_root<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
+        &self,
+        sendbuf: &S,
+        recvbuf: &mut R,
+    ) {
+        let (s, r) = (sendbuf.layout(), recvbuf.layout_mut());
+        // SAFETY: both buffers are borrowed for this blocking call.
+        fatal(
+            unsafe {
+                plan_rooted(
+                    self.comm_data(),
+                    "scatter_into_root",
+                    self.root_rank(),
+                    Rooted::Scatter(None),
+                    Some(&s),
+                    Some(&r),
+                )
+            }
+            .and_then(|x| x.wait("scatter_into_root")),
+        )
+    }
+
+    /// Receives this member's part from the root of a scatter with a count per member.
+    #[track_caller]
+    fn scatter_varcount_into<R: ?Sized + BufferMut>(&self, recvbuf: &mut R) {
+        let r = recvbuf.layout_mut();
+        let n = self.comm_data().size() as usize;
+        let blocks = vec![(0, 0); n];
+        // SAFETY: the buffer is borrowed for this blocking call.
+        fatal(
+            unsafe {
+                plan_rooted(
+                    self.comm_data(),
+                    "scatter_varcount_into",
+                    self.root_rank(),
+                    Rooted::Scatter(Some(blocks)),
+                    None,
+                    Some(&r),
+                )
+            }
+            .and_then(|x| x.wait("scatter_varcount_into")),
+        )
+    }
+
+    /// The root sends part j of `sendbuf` to member j.
+    #[track_caller]
+    fn scatter_varcount_into_root<S: ?Sized + PartitionedBuffer, R: ?Sized + BufferMut>(
+        &self,
+        sendbuf: &S,
+        recvbuf: &mut R,
+    ) {
+        const CALL: &str = "scatter_varcount_into_root";
+        let s = sendbuf.layout();
+        let c = self.comm_data();
+        let blocks = fatal(parts_of(CALL, "send buffer", c, &s, sendbuf));
+        let r = recvbuf.layout_mut();
+        // SAFETY: both buffers are borrowed for this blocking call.
+        fatal(
+            unsafe {
+                plan_rooted(
+                    c,
+                    CALL,
+                    self.root_rank(),
+                    Rooted::Scatter(Some(blocks)),
+                    Some(&s),
+                    Some(&r),
+                )
+            }
+            .and_then(|x| x.wait(CALL)),
+        )
+    }
+
+    /// Contributes `sendbuf` to a reduction at the root (a member that is not the root).
+    #[track_caller]
+    fn reduce_into<S: ?Sized + Buffer, O: Operation>(&self, sendbuf: &S, op: O) {
+        let s = sendbuf.layout();
+        // SAFETY: the buffer and the operation are borrowed for this blocking call.
+        fatal(
+            unsafe {
+                plan_reduce(
+                    self.comm_data(),
+                    "reduce_into",
+                    self.root_rank(),
+                    &s,
+                    None,
+                    &op,
+                )
+            }
+            .and_then(|x| x.wait("reduce_into")),
+        )
+    }
+
+    /// The root gets the reduction of every member's `sendbuf` in `recvbuf`.
+    #[track_caller]
+    fn reduce_into_root<S: ?Sized + Buffer, R: ?Sized + BufferMut, O: Operation>(
+        &self,
+        sendbuf: &S,
+        recvbuf: &mut R,
+        op: O,
+    ) {
+        let (s, r) = (sendbuf.layout(), recvbuf.layout_mut());
+        // SAFETY: both buffers and the operation are borrowed for this blocking call.
+        fatal(
+            unsafe {
+                plan_reduce(
+                    self.comm_data(),
+                    "reduce_into_root",
+                    self.root_rank(),
+                    &s,
+                    Some(&r),
+                    &op,
+                )
+            }
+            .and_then(|x| x.wait("reduce_into_root")),
+        )
+    }
+
+    /// Starts [`broadcast_into`](Self::broadcast_into).
+    #[track_caller]
+    fn immediate_broadcast_into<'a, Buf: ?Sized + 'a + BufferMut, Sc: Scope<'a>>(
+        &self,
+        scope: Sc,
+        buf: &'a mut Buf,
+    ) -> Request<'a, Buf, Sc> {
+        let c = self.comm_data();
+        let l = buf.layout_mut();
+        // SAFETY: the buffer is borrowed for 'a, which the request (settled by its scope)
+        // does not outlive.
+        let started = fatal(unsafe { plan_broadcast(c, self.root_rank(), &l) });
+        started.into_request("immediate_broadcast_into", c, buf, scope)
+    }
+
+    /// Starts [`gather_into`](Self::gather_into).
+    #[track_caller]
+    fn immediate_gather_into<'a, S: ?Sized + 'a + Buffer, Sc: Scope<'a>>(
+        &self,
+        scope: Sc,
+        sendbuf: &'a S,
+    ) -> Request<'a, S, Sc> {
+        let c = self.comm_data();
+        let s = sendbuf.layout();
+        // SAFETY: as in `immediate_broadcast_into`.
+        let started = fatal(unsafe {
+            plan_rooted(
+                c,
+                "immediate_gather_into",
+                self.root_rank(),
+                Rooted::Gather(None),
+                Some(&s),
+                None,
+            )
+        });
+        started.into_request("immediate_gather_into", c, sendbuf, scope)
+    }
+
+    /// Starts [`gather_into_root`](Self::gather_into_root).
+    #[track_caller]
+    fn immediate_gather_into_root<
+        'a,
+        S: ?Sized + 'a + Buffer,
+        R: ?Sized + 'a + BufferMut,
+        Sc: Scope<'a>,
+    >(
+        &self,
+        scope: Sc,
+        sendbuf: &'a S,
+        recvbuf: &'a mut R,
+    ) -> Request<'a, R, Sc> {
+        let c = self.comm_data();
+        let (s, r) = (sendbuf.layout(), recvbuf.layout_mut());
+        // SAFETY: as in `immediate_broadcast_into`.
+        let started = fatal(unsafe {
+            plan_rooted(
+                c,
+                "immediate_gather_into_root",
+                self.root_rank(),
+                Rooted::Gather(None),
+                Some(&s),
+                Some(&r),
+            )
+        });
+        started.into_request("immediate_gather_into_root", c, recvbuf, scope)
+    }
+
+    /// Starts [`gather_varcount_into`](Self::gather_varcount_into).
+    #[track_caller]
+    fn immediate_gather_varcount_into<'a, Sc: Scope<'a>, S: ?Sized + 'a + Buffer>(
+        &self,
+        scope: Sc,
+        sendbuf: &'a S,
+    ) -> Request<'a, S, Sc> {
+        let c = self.comm_data();
+        let s = sendbuf.layout();
+        let blocks = vec![(0, 0); c.size() as usize];
+        // SAFETY: as in `immediate_broadcast_into`.
+        let started = fatal(unsafe {
+            plan_rooted(
+                c,
+                "immediate_gather_varcount_into",
+                self.root_rank(),
+                Rooted::Gather(Some(blocks)),
+                Some(&s),
+                None,
+            )
+        });
+        started.into_request("immediate_gather_varcount_into", c, sendbuf, scope)
+    }
+
+    /// Starts [`gather_varcount_into_root`](Self::gather_varcount_into_root).
+    #[track_caller]
+    fn immediate_gather_varcount_into_root<
+        'a,
+        Sc: Scope<'a>,
+        S: ?Sized + 'a + Buffer,
+        R: ?Sized + 'a + PartitionedBufferMut,
+    >(
+        &self,
+        scope: Sc,
+        sendbuf: &'a S,
+        recvbuf: &'a mut R,
+    ) -> Request<'a, R, Sc> {
+        const CALL: &str = "immediate_gather_varcount_into_root";
+        let c = self.comm_data();
+        let s = sendbuf.layout();
+        let cd = counts_displs(&*recvbuf);
+        let r = recvbuf.layout_mut();
+        let blocks = fatal(parts(
+            CALL,
+            "receive buffer",
+            c.size() as usize,
+            &r,
+            &cd.0,
+            &cd.1,
+        ));
+        // SAFETY: as in `immediate_broadcast_into`.
+        let started = fatal(unsafe {
+            plan_rooted(
+                c,
+                CALL,
+                self.root_rank(),
+                Rooted::Gather(Some(blocks)),
+                Some(&s),
+                Some(&r),
+            )
+        });
+        started.into_request(CALL, c, recvbuf, scope)
+    }
+
+    /// Starts [`scatter_into`](Self::scatter_into).
+    #[track_caller]
+    fn immediate_scatter_into<'a, Sc: Scope<'a>, R: ?Sized + 'a + BufferMut>(
+        &self,
+        scope: Sc,
+        recvbuf: &'a mut R,
+    ) -> Request<'a, R, Sc> {
+        let c = self.comm_data();
+        let r = recvbuf.layout_mut();
+        // SAFETY: as in `immediate_broadcast_into`.
+        let started = fatal(unsafe {
+            plan_rooted(
+                c,
+                "immediate_scatter_into",
+                self.root_rank(),
+                Rooted::Scatter(None),
+                None,
+                Some(&r),
+            )
+        });
+        started.into_request("immediate_scatter_into", c, recvbuf, scope)
+    }
+
+    /// Starts [`scatter_into_root`](Self::scatter_into_root).
+    #[track_caller]
+    fn immediate_scatter_into_root<
+        'a,
+        Sc: Scope<'a>,
+        S: ?Sized + 'a + Buffer,
+        R: ?Sized + 'a + BufferMut,
+    >(
+        &self,
+        scope: Sc,
+        sendbuf: &'a S,
+        recvbuf: &'a mut R,
+    ) -> Request<'a, R, Sc> {
+        let c = self.comm_data();
+        let (s, r) = (sendbuf.layout(), recvbuf.layout_mut());
+        // SAFETY: as in `immediate_broadcast_into`.
+        let started = fatal(unsafe {
+            plan_rooted(
+                c,
+                "immediate_scatter_into_root",
+                self.root_rank(),
+                Rooted::Scatter(None),
+                Some(&s),
+                Some(&r),
+            )
+        });
+        started.into_request("immediate_scatter_into_root", c, recvbuf, scope)
+    }
+
+    /// Starts [`scatter_varcount_into`](Self::scatter_varcount_into).
+    #[track_caller]
+    fn immediate_scatter_varcount_into<'a, Sc: Scope<'a>, R: ?Sized + 'a + BufferMut>(
+        &self,
+        scope: Sc,
+        recvbuf: &'a mut R,
+    ) -> Request<'a, R, Sc> {
+        let c = self.comm_data();
+        let r = recvbuf.layout_mut();
+        let blocks = vec![(0, 0); c.size() as usize];
+        // SAFETY: as in `immediate_broadcast_into`.
+        let started = fatal(unsafe {
+            plan_rooted(
+                c,
+                "immediate_scatter_varcount_into",
+                self.root_rank(),
+                Rooted::Scatter(Some(blocks)),
+                None,
+                Some(&r),
+            )
+        });
+        started.into_request("immediate_scatter_varcount_into", c, recvbuf, scope)
+    }
+
+    /// Starts [`scatter_varcount_into_root`](Self::scatter_varcount_into_root).
+    #[track_caller]
+    fn immediate_scatter_varcount_into_root<
+        'a,
+        Sc: Scope<'a>,
+        S: ?Sized + 'a + PartitionedBuffer,
+        R: ?Sized + 'a + BufferMut,
+    >(
+        &self,
+        scope: Sc,
+        sendbuf: &'a S,
+        recvbuf: &'a mut R,
+    ) -> Request<'a, R, Sc> {
+        const CALL: &str = "immediate_scatter_varcount_into_root";
+        let c = self.comm_data();
+        let s = sendbuf.layout();
+        let blocks = fatal(parts_of(CALL, "send buffer", c, &s, sendbuf));
+        let r = recvbuf.layout_mut();
+        // SAFETY: as in `immediate_broadcast_into`.
+        let started = fatal(unsafe {
+            plan_rooted(
+                c,
+                CALL,
+                self.root_rank(),
+                Rooted::Scatter(Some(blocks)),
+                Some(&s),
+                Some(&r),
+            )
+        });
+        started.into_request(CALL, c, recvbuf, scope)
+    }
+
+    /// Starts [`reduce_into`](Self::reduce_into).
+    #[track_caller]
+    fn immediate_reduce_into<'a, Sc: Scope<'a>, S: ?Sized + 'a + Buffer, O: 'a + Operation>(
+        &self,
+        scope: Sc,
+        sendbuf: &'a S,
+        op: O,
+    ) -> Request<'a, S, Sc> {
+        let c = self.comm_data();
+        let s = sendbuf.layout();
+        // SAFETY: as in `immediate_broadcast_into`; the operation lives for 'a too.
+        let started = fatal(unsafe {
+            plan_reduce(c, "immediate_reduce_into", self.root_rank(), &s, None, &op)
+        });
+        started.into_request("immediate_reduce_into", c, sendbuf, scope)
+    }
+
+    /// Starts [`reduce_into_root`](Self::reduce_into_root).
+    #[track_caller]
+    fn immediate_reduce_into_root<
+        'a,
+        Sc: Scope<'a>,
+        S: ?Sized + 'a + Buffer,
+        R: ?Sized + 'a + BufferMut,
+        O: 'a + Operation,
+    >(
+        &self,
+        scope: Sc,
+        sendbuf: &'a S,
+        recvbuf: &'a mut R,
+        op: O,
+    ) -> Request<'a, R, Sc> {
+        let c = self.comm_data();
+        let (s, r) = (sendbuf.layout(), recvbuf.layout_mut());
+        // SAFETY: as in `immediate_reduce_into`.
+        let started = fatal(unsafe {
+            plan_reduce(
+                c,
+                "immediate_reduce_into_root",
+                self.root_rank(),
+                &s,
+                Some(&r),
+                &op,
+            )
+        });
+        started.into_request("immediate_reduce_into_root", c, recvbuf, scope)
+    }
+}
+
+impl Root for Process<'_> {
+    fn root_rank(&self) -> Rank {
+        self.rank()
+    }
+}
+
+/// Traits to glob-import.
+pub mod traits {
+    pub use super::{CommunicatorCollectives, Operation, Root};
+}
