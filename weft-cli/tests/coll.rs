@@ -58,19 +58,46 @@ fn every_collective_at_every_member_count() {
 
 #[test]
 fn every_algorithm_forced() {
+    // By messages (the node-shared area off), so the algorithms run at every size.
     for (var, names) in weft::tunables::COLL_ALGORITHMS {
         for name in names.iter() {
             for n in [3, 4] {
-                passes(n, "all", &["-x", &format!("{var}={name}")]);
+                let forced = format!("{var}={name}");
+                passes(n, "all", &["-x", &forced, "-x", "WEFT_COLL_SHM=0"]);
             }
         }
     }
     // Pipelined pieces smaller than a packet and than an element.
+    let chain = [
+        "WEFT_COLL_BCAST=chain",
+        "WEFT_COLL_SEGMENT=5",
+        "WEFT_COLL_SHM=0",
+    ];
     passes(
         5,
         "all",
-        &["-x", "WEFT_COLL_BCAST=chain", "-x", "WEFT_COLL_SEGMENT=5"],
+        &chain.iter().flat_map(|v| ["-x", v]).collect::<Vec<_>>(),
     );
+}
+
+#[test]
+fn the_node_shared_area_with_members_asleep_and_a_small_slot() {
+    // No spinning or yielding and a 10-minute safety-net timeout: members sleep on their
+    // futex at once, so a flag written without waking its readers stalls the job (the
+    // watchdog fails it).
+    let asleep = [
+        "WEFT_SPIN_COUNT=0",
+        "WEFT_YIELD_COUNT=0",
+        "WEFT_SLEEP_TIMEOUT_MS=600000",
+    ];
+    let asleep: Vec<&str> = asleep.iter().flat_map(|v| ["-x", *v]).collect();
+    for n in [2, 5, 8] {
+        passes(n, "all", &asleep);
+    }
+    // A 64-byte slot: small collectives through the area, the rest by messages, mixed on
+    // one communicator.
+    passes(4, "all", &["-x", "WEFT_COLL_SHM_SLOT=64"]);
+    passes(4, "immediate", &["-x", "WEFT_COLL_SHM_SLOT=64"]);
 }
 
 #[test]

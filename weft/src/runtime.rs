@@ -22,6 +22,9 @@ pub struct Runtime {
     pub contexts: ContextMask,
     /// The next collective number of each context pair.
     pub sequences: crate::comm::sequence::Sequences,
+    /// Each context pair's node-shared collective area, once a collective has asked for it
+    /// (`None`: its members are not all on this node, or it has one member).
+    pub node_areas: HashMap<u32, Option<crate::coll::shm::NodeArea>>,
     /// Communicator names by context pair.
     pub names: HashMap<u32, String>,
     /// The tunables in force.
@@ -65,6 +68,7 @@ pub fn init() -> Result<()> {
         boot,
         contexts: ContextMask::default(),
         sequences: Default::default(),
+        node_areas: HashMap::new(),
         names: HashMap::new(),
         tunables,
     };

@@ -103,6 +103,10 @@ tunables! {
         "Reduce-scatter algorithm: auto, pairwise (a commutative operation, else by_reduce) or by_reduce";
     coll_segment: usize = "WEFT_COLL_SEGMENT", "64k",
         "Piece size of pipelined collectives (the chain broadcast)";
+    coll_shm: bool = "WEFT_COLL_SHM", "1",
+        "Run the blocking collectives of communicators whose members share one node through a node-shared area (data written once, read in place); 0 sends messages instead";
+    coll_shm_slot: usize = "WEFT_COLL_SHM_SLOT", "16k",
+        "Bytes each member may write into the node-shared area per collective (the area takes members x (128 + 2 x this)); larger collectives send messages";
     transports: Transports = "WEFT_TRANSPORTS", "shm,tcp",
         "Transports ranks may use besides self, from shm and tcp: same-node peers use shm when listed, every other pair tcp (tcp alone forces TCP between every pair)";
     connect: ConnectMode = "WEFT_CONNECT", "lazy",
@@ -137,6 +141,9 @@ impl Tunables {
         // Every packet must carry some payload, or a message could never be cut into them.
         if self.shm_max_packet < 64 {
             return Some(("WEFT_SHM_MAX_PACKET", "a size of at least 64 bytes"));
+        }
+        if self.coll_shm_slot > 1 << 30 {
+            return Some(("WEFT_COLL_SHM_SLOT", "a size of at most 1g"));
         }
         if self.coll_segment == 0 {
             return Some(("WEFT_COLL_SEGMENT", "a size of at least 1 byte"));

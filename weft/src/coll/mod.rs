@@ -17,6 +17,7 @@ pub mod gather;
 pub mod op;
 pub mod reduce;
 pub mod scan;
+pub mod shm;
 #[cfg(test)]
 mod tests;
 

@@ -5,6 +5,7 @@
 
 pub mod context;
 pub mod group;
+pub mod node_memory;
 pub mod sequence;
 
 use self::context::{coll_context, p2p_context, ContextMask};

@@ -265,6 +265,13 @@ impl Fabric for NodeFabric {
         }
         self.tcp_idle = 0;
     }
+    #[inline]
+    fn wake(&mut self, peer: u32) {
+        if self.routes[peer as usize] == Route::Shm {
+            self.shm_for(peer).wake(peer);
+        }
+    }
+
     fn cancel_sleep(&mut self) {
         if let Some(s) = self.shm.as_mut() {
             s.cancel_sleep();

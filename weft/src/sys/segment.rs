@@ -205,6 +205,12 @@ impl Segment {
         })
     }
 
+    /// Closes the creator's descriptor: once every peer has mapped the segment, nobody can
+    /// open it any more, and it lives exactly as long as the mappings.
+    pub fn close_descriptor(&mut self) {
+        self._fd = None;
+    }
+
     /// Base address of the mapping (page-aligned).
     pub fn as_ptr(&self) -> *mut u8 {
         self.ptr.as_ptr()

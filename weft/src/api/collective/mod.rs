@@ -11,7 +11,7 @@
 pub mod operation;
 mod start;
 
-use self::start::{start, Buffers, Started};
+use self::start::{blocking_shm, start, Buffers, ShmOp, Started};
 use super::datatype::{Buffer, BufferMut, Layout, PartitionedBuffer, PartitionedBufferMut};
 use super::request::{Request, Scope, StaticScope};
 use super::topology::{AsCommunicator, Communicator, Process, Rank};
@@ -87,21 +87,45 @@ fn check_len(call: &'static str, what: &str, got: usize, want: usize, why: &str)
     Ok(())
 }
 
+/// Runs a blocking collective through the node-shared area when it applies (see
+/// `start::blocking_shm`); `None`: send messages instead.
+fn through_shm(
+    blocking: bool,
+    call: &'static str,
+    c: &CommData,
+    bufs: Buffers<'_>,
+    writes: usize,
+    op: impl FnOnce() -> ShmOp,
+) -> Option<Result<Started>> {
+    if !blocking {
+        return None;
+    }
+    blocking_shm(call, c, bufs, writes, op()).map(|r| r.map(|()| Started::done()))
+}
+
 // ----- the collectives on a whole communicator -------------------------------------------
 
-fn plan_barrier(c: &CommData) -> Result<Started> {
+fn plan_barrier(c: &CommData, blocking: bool) -> Result<Started> {
     let bufs = Buffers {
         input: None,
         output: None,
         prefill: false,
     };
+    if let Some(r) = through_shm(blocking, "barrier", c, bufs, 0, || ShmOp::Barrier) {
+        return r;
+    }
     // SAFETY: no buffers.
     unsafe { start("barrier", c, bufs, None, |s, m, _| algorithm::barrier(s, m)) }
 }
 
 /// # Safety
 /// `s` and `r` are layouts of buffers borrowed until the returned collective completes.
-unsafe fn plan_all_gather(c: &CommData, s: &Layout<'_>, r: &Layout<'_>) -> Result<Started> {
+unsafe fn plan_all_gather(
+    c: &CommData,
+    s: &Layout<'_>,
+    r: &Layout<'_>,
+    blocking: bool,
+) -> Result<Started> {
     const CALL: &str = "all_gather_into";
     let n = c.size() as usize;
     let (sl, rl) = (s.data_len(), r.data_len());
@@ -117,6 +141,9 @@ unsafe fn plan_all_gather(c: &CommData, s: &Layout<'_>, r: &Layout<'_>) -> Resul
         output: Some(r),
         prefill: false,
     };
+    if let Some(r) = through_shm(blocking, CALL, c, bufs, sl, || ShmOp::Gather { root: None }) {
+        return r;
+    }
     // SAFETY: the caller's promise.
     unsafe {
         start(CALL, c, bufs, None, |sc, m, t| {
@@ -175,6 +202,7 @@ unsafe fn plan_all_to_all(
         &[crate::api::datatype::Count],
         &[crate::api::datatype::Count],
     )>,
+    blocking: bool,
 ) -> Result<Started> {
     let call = if send.is_some() {
         "all_to_all_varcount_into"
@@ -210,6 +238,11 @@ unsafe fn plan_all_to_all(
         output: Some(r),
         prefill: false,
     };
+    if send.is_none() {
+        if let Some(r) = through_shm(blocking, call, c, bufs, sl, || ShmOp::Alltoall) {
+            return r;
+        }
+    }
     // SAFETY: the caller's promise.
     unsafe {
         start(call, c, bufs, None, |sc, m, t| {
@@ -235,6 +268,7 @@ unsafe fn plan_reduction<O: Operation>(
     s: &Layout<'_>,
     r: &Layout<'_>,
     op: &O,
+    blocking: bool,
 ) -> Result<Started> {
     let call = match kind {
         Reduce::All => "all_reduce_into",
@@ -267,6 +301,27 @@ unsafe fn plan_reduction<O: Operation>(
         prefill: false,
     };
     let (elem, order) = (red.elem, red.order);
+    let shm = || match kind {
+        Reduce::All => ShmOp::Reduce {
+            root: None,
+            combine: red.combine.clone(),
+        },
+        Reduce::ScatterBlock => ShmOp::ReduceScatterBlock {
+            combine: red.combine.clone(),
+        },
+        Reduce::Scan | Reduce::ExclusiveScan => ShmOp::Scan {
+            combine: red.combine.clone(),
+            exclusive: matches!(kind, Reduce::ExclusiveScan),
+        },
+    };
+    // An exclusive scan leaves member 0's output as it was.
+    let shm_bufs = Buffers {
+        prefill: matches!(kind, Reduce::ExclusiveScan),
+        ..bufs
+    };
+    if let Some(r) = through_shm(blocking, call, c, shm_bufs, sl, shm) {
+        return r;
+    }
     // SAFETY: the caller's promise.
     unsafe {
         start(call, c, bufs, Some(red.combine), |sc, m, t| match kind {
@@ -286,7 +341,7 @@ pub trait CommunicatorCollectives: Communicator {
     /// Blocks until every member has called it.
     #[track_caller]
     fn barrier(&self) {
-        fatal(plan_barrier(self.comm_data()).and_then(|s| s.wait("barrier")))
+        fatal(plan_barrier(self.comm_data(), true).and_then(|s| s.wait("barrier")))
     }
 
     /// Every member's `sendbuf`, concatenated in rank order into every member's `recvbuf`.
@@ -299,7 +354,7 @@ pub trait CommunicatorCollectives: Communicator {
         let (s, r) = (sendbuf.layout(), recvbuf.layout_mut());
         // SAFETY: both buffers are borrowed for this blocking call.
         fatal(
-            unsafe { plan_all_gather(self.comm_data(), &s, &r) }
+            unsafe { plan_all_gather(self.comm_data(), &s, &r, true) }
                 .and_then(|x| x.wait("all_gather_into")),
         )
     }
@@ -330,7 +385,7 @@ pub trait CommunicatorCollectives: Communicator {
         let (s, r) = (sendbuf.layout(), recvbuf.layout_mut());
         // SAFETY: both buffers are borrowed for this blocking call.
         fatal(
-            unsafe { plan_all_to_all(self.comm_data(), &s, None, &r, None) }
+            unsafe { plan_all_to_all(self.comm_data(), &s, None, &r, None, true) }
                 .and_then(|x| x.wait("all_to_all_into")),
         )
     }
@@ -353,6 +408,7 @@ pub trait CommunicatorCollectives: Communicator {
                 Some((sendbuf.counts(), sendbuf.displs())),
                 &r,
                 Some((&rc, &rd)),
+                true,
             )
         };
         fatal(started.and_then(|x| x.wait("all_to_all_varcount_into")))
@@ -369,7 +425,7 @@ pub trait CommunicatorCollectives: Communicator {
         let (s, r) = (sendbuf.layout(), recvbuf.layout_mut());
         // SAFETY: both buffers and the operation are borrowed for this blocking call.
         fatal(
-            unsafe { plan_reduction(self.comm_data(), Reduce::All, &s, &r, &op) }
+            unsafe { plan_reduction(self.comm_data(), Reduce::All, &s, &r, &op, true) }
                 .and_then(|x| x.wait("all_reduce_into")),
         )
     }
@@ -386,7 +442,7 @@ pub trait CommunicatorCollectives: Communicator {
         let (s, r) = (sendbuf.layout(), recvbuf.layout_mut());
         // SAFETY: both buffers and the operation are borrowed for this blocking call.
         fatal(
-            unsafe { plan_reduction(self.comm_data(), Reduce::ScatterBlock, &s, &r, &op) }
+            unsafe { plan_reduction(self.comm_data(), Reduce::ScatterBlock, &s, &r, &op, true) }
                 .and_then(|x| x.wait("reduce_scatter_block_into")),
         )
     }
@@ -402,7 +458,7 @@ pub trait CommunicatorCollectives: Communicator {
         let (s, r) = (sendbuf.layout(), recvbuf.layout_mut());
         // SAFETY: both buffers and the operation are borrowed for this blocking call.
         fatal(
-            unsafe { plan_reduction(self.comm_data(), Reduce::Scan, &s, &r, &op) }
+            unsafe { plan_reduction(self.comm_data(), Reduce::Scan, &s, &r, &op, true) }
                 .and_then(|x| x.wait("scan_into")),
         )
     }
@@ -419,7 +475,7 @@ pub trait CommunicatorCollectives: Communicator {
         let (s, r) = (sendbuf.layout(), recvbuf.layout_mut());
         // SAFETY: both buffers and the operation are borrowed for this blocking call.
         fatal(
-            unsafe { plan_reduction(self.comm_data(), Reduce::ExclusiveScan, &s, &r, &op) }
+            unsafe { plan_reduction(self.comm_data(), Reduce::ExclusiveScan, &s, &r, &op, true) }
                 .and_then(|x| x.wait("exclusive_scan_into")),
         )
     }
@@ -428,7 +484,7 @@ pub trait CommunicatorCollectives: Communicator {
     #[track_caller]
     fn immediate_barrier(&self) -> Request<'static, ()> {
         let c = self.comm_data();
-        fatal(plan_barrier(c)).into_request("immediate_barrier", c, &(), StaticScope)
+        fatal(plan_barrier(c, false)).into_request("immediate_barrier", c, &(), StaticScope)
     }
 
     /// Starts [`all_gather_into`](Self::all_gather_into).
@@ -448,7 +504,7 @@ pub trait CommunicatorCollectives: Communicator {
         let (s, r) = (sendbuf.layout(), recvbuf.layout_mut());
         // SAFETY: both buffers are borrowed for 'a, which the request (settled by its scope)
         // does not outlive.
-        let started = fatal(unsafe { plan_all_gather(c, &s, &r) });
+        let started = fatal(unsafe { plan_all_gather(c, &s, &r, false) });
         started.into_request("immediate_all_gather_into", c, recvbuf, scope)
     }
 
@@ -490,7 +546,7 @@ pub trait CommunicatorCollectives: Communicator {
         let c = self.comm_data();
         let (s, r) = (sendbuf.layout(), recvbuf.layout_mut());
         // SAFETY: as in `immediate_all_gather_into`.
-        let started = fatal(unsafe { plan_all_to_all(c, &s, None, &r, None) });
+        let started = fatal(unsafe { plan_all_to_all(c, &s, None, &r, None, false) });
         started.into_request("immediate_all_to_all_into", c, recvbuf, scope)
     }
 
@@ -519,6 +575,7 @@ pub trait CommunicatorCollectives: Communicator {
                 Some((sendbuf.counts(), sendbuf.displs())),
                 &r,
                 Some((&rc, &rd)),
+                false,
             )
         });
         started.into_request("immediate_all_to_all_varcount_into", c, recvbuf, scope)
@@ -542,7 +599,7 @@ pub trait CommunicatorCollectives: Communicator {
         let c = self.comm_data();
         let (s, r) = (sendbuf.layout(), recvbuf.layout_mut());
         // SAFETY: as in `immediate_all_gather_into`; the operation lives for 'a too.
-        let started = fatal(unsafe { plan_reduction(c, Reduce::All, &s, &r, &op) });
+        let started = fatal(unsafe { plan_reduction(c, Reduce::All, &s, &r, &op, false) });
         started.into_request("immediate_all_reduce_into", c, recvbuf, scope)
     }
 
@@ -564,7 +621,7 @@ pub trait CommunicatorCollectives: Communicator {
         let c = self.comm_data();
         let (s, r) = (sendbuf.layout(), recvbuf.layout_mut());
         // SAFETY: as in `immediate_all_reduce_into`.
-        let started = fatal(unsafe { plan_reduction(c, Reduce::ScatterBlock, &s, &r, &op) });
+        let started = fatal(unsafe { plan_reduction(c, Reduce::ScatterBlock, &s, &r, &op, false) });
         started.into_request("immediate_reduce_scatter_block_into", c, recvbuf, scope)
     }
 
@@ -586,7 +643,7 @@ pub trait CommunicatorCollectives: Communicator {
         let c = self.comm_data();
         let (s, r) = (sendbuf.layout(), recvbuf.layout_mut());
         // SAFETY: as in `immediate_all_reduce_into`.
-        let started = fatal(unsafe { plan_reduction(c, Reduce::Scan, &s, &r, &op) });
+        let started = fatal(unsafe { plan_reduction(c, Reduce::Scan, &s, &r, &op, false) });
         started.into_request("immediate_scan_into", c, recvbuf, scope)
     }
 
@@ -608,7 +665,8 @@ pub trait CommunicatorCollectives: Communicator {
         let c = self.comm_data();
         let (s, r) = (sendbuf.layout(), recvbuf.layout_mut());
         // SAFETY: as in `immediate_all_reduce_into`.
-        let started = fatal(unsafe { plan_reduction(c, Reduce::ExclusiveScan, &s, &r, &op) });
+        let started =
+            fatal(unsafe { plan_reduction(c, Reduce::ExclusiveScan, &s, &r, &op, false) });
         started.into_request("immediate_exclusive_scan_into", c, recvbuf, scope)
     }
 }
@@ -634,7 +692,12 @@ fn root_of(c: &CommData, call: &'static str, root: Rank) -> Result<(usize, bool)
 
 /// # Safety
 /// `buf` is the layout of a buffer borrowed until the collective completes.
-unsafe fn plan_broadcast(c: &CommData, root: Rank, buf: &Layout<'_>) -> Result<Started> {
+unsafe fn plan_broadcast(
+    c: &CommData,
+    root: Rank,
+    buf: &Layout<'_>,
+    blocking: bool,
+) -> Result<Started> {
     const CALL: &str = "broadcast_into";
     let (root, am_root) = root_of(c, CALL, root)?;
     let len = buf.data_len();
@@ -643,6 +706,9 @@ unsafe fn plan_broadcast(c: &CommData, root: Rank, buf: &Layout<'_>) -> Result<S
         output: Some(buf),
         prefill: am_root,
     };
+    if let Some(r) = through_shm(blocking, CALL, c, bufs, len, || ShmOp::Bcast { root }) {
+        return r;
+    }
     // SAFETY: the caller's promise.
     unsafe {
         start(CALL, c, bufs, None, |s, m, t| {
@@ -666,6 +732,7 @@ unsafe fn plan_rooted(
     how: Rooted,
     send: Option<&Layout<'_>>,
     recv: Option<&Layout<'_>>,
+    blocking: bool,
 ) -> Result<Started> {
     let (root, am_root) = root_of(c, call, root)?;
     let n = c.size() as usize;
@@ -686,6 +753,10 @@ unsafe fn plan_rooted(
                     n * sl,
                     "one send buffer per member",
                 )?;
+            }
+            let shm = || ShmOp::Gather { root: Some(root) };
+            if let Some(r) = through_shm(blocking, call, c, bufs, sl, shm) {
+                return r;
             }
             // SAFETY: the caller's promise.
             unsafe {
@@ -721,6 +792,11 @@ unsafe fn plan_rooted(
                     n * rl,
                     "one receive buffer per member",
                 )?;
+            }
+            // The root writes every member's block; the others know the size from theirs.
+            let shm = || ShmOp::Scatter { root };
+            if let Some(r) = through_shm(blocking, call, c, bufs, rl * n, shm) {
+                return r;
             }
             // SAFETY: the caller's promise.
             unsafe {
@@ -765,6 +841,7 @@ unsafe fn plan_reduce<O: Operation>(
     send: &Layout<'_>,
     recv: Option<&Layout<'_>>,
     op: &O,
+    blocking: bool,
 ) -> Result<Started> {
     let (root, am_root) = root_of(c, call, root)?;
     let sl = send.data_len();
@@ -784,6 +861,13 @@ unsafe fn plan_reduce<O: Operation>(
         output: recv,
         prefill: false,
     };
+    let shm = || ShmOp::Reduce {
+        root: Some(root),
+        combine: red.combine.clone(),
+    };
+    if let Some(r) = through_shm(blocking, call, c, bufs, sl, shm) {
+        return r;
+    }
     // SAFETY: the caller's promise.
     unsafe {
         start(call, c, bufs, Some(red.combine), |s, m, t| {
@@ -825,7 +909,7 @@ pub trait Root: AsCommunicator {
         let l = buffer.layout_mut();
         // SAFETY: the buffer is borrowed for this blocking call.
         fatal(
-            unsafe { plan_broadcast(self.comm_data(), self.root_rank(), &l) }
+            unsafe { plan_broadcast(self.comm_data(), self.root_rank(), &l, true) }
                 .and_then(|x| x.wait("broadcast_into")),
         )
     }
@@ -844,6 +928,7 @@ pub trait Root: AsCommunicator {
                     Rooted::Gather(None),
                     Some(&s),
                     None,
+                    true,
                 )
             }
             .and_then(|x| x.wait("gather_into")),
@@ -868,6 +953,7 @@ pub trait Root: AsCommunicator {
                     Rooted::Gather(None),
                     Some(&s),
                     Some(&r),
+                    true,
                 )
             }
             .and_then(|x| x.wait("gather_into_root")),
@@ -891,6 +977,7 @@ pub trait Root: AsCommunicator {
                     Rooted::Gather(Some(blocks)),
                     Some(&s),
                     None,
+                    true,
                 )
             }
             .and_then(|x| x.wait("gather_varcount_into")),
@@ -927,6 +1014,7 @@ pub trait Root: AsCommunicator {
                     Rooted::Gather(Some(blocks)),
                     Some(&s),
                     Some(&r),
+                    true,
                 )
             }
             .and_then(|x| x.wait(CALL)),
@@ -947,6 +1035,7 @@ pub trait Root: AsCommunicator {
                     Rooted::Scatter(None),
                     None,
                     Some(&r),
+                    true,
                 )
             }
             .and_then(|x| x.wait("scatter_into")),
@@ -971,6 +1060,7 @@ pub trait Root: AsCommunicator {
                     Rooted::Scatter(None),
                     Some(&s),
                     Some(&r),
+                    true,
                 )
             }
             .and_then(|x| x.wait("scatter_into_root")),
@@ -993,6 +1083,7 @@ pub trait Root: AsCommunicator {
                     Rooted::Scatter(Some(blocks)),
                     None,
                     Some(&r),
+                    true,
                 )
             }
             .and_then(|x| x.wait("scatter_varcount_into")),
@@ -1021,6 +1112,7 @@ pub trait Root: AsCommunicator {
                     Rooted::Scatter(Some(blocks)),
                     Some(&s),
                     Some(&r),
+                    true,
                 )
             }
             .and_then(|x| x.wait(CALL)),
@@ -1041,6 +1133,7 @@ pub trait Root: AsCommunicator {
                     &s,
                     None,
                     &op,
+                    true,
                 )
             }
             .and_then(|x| x.wait("reduce_into")),
@@ -1066,6 +1159,7 @@ pub trait Root: AsCommunicator {
                     &s,
                     Some(&r),
                     &op,
+                    true,
                 )
             }
             .and_then(|x| x.wait("reduce_into_root")),
@@ -1083,7 +1177,7 @@ pub trait Root: AsCommunicator {
         let l = buf.layout_mut();
         // SAFETY: the buffer is borrowed for 'a, which the request (settled by its scope)
         // does not outlive.
-        let started = fatal(unsafe { plan_broadcast(c, self.root_rank(), &l) });
+        let started = fatal(unsafe { plan_broadcast(c, self.root_rank(), &l, false) });
         started.into_request("immediate_broadcast_into", c, buf, scope)
     }
 
@@ -1105,6 +1199,7 @@ pub trait Root: AsCommunicator {
                 Rooted::Gather(None),
                 Some(&s),
                 None,
+                false,
             )
         });
         started.into_request("immediate_gather_into", c, sendbuf, scope)
@@ -1134,6 +1229,7 @@ pub trait Root: AsCommunicator {
                 Rooted::Gather(None),
                 Some(&s),
                 Some(&r),
+                false,
             )
         });
         started.into_request("immediate_gather_into_root", c, recvbuf, scope)
@@ -1158,6 +1254,7 @@ pub trait Root: AsCommunicator {
                 Rooted::Gather(Some(blocks)),
                 Some(&s),
                 None,
+                false,
             )
         });
         started.into_request("immediate_gather_varcount_into", c, sendbuf, scope)
@@ -1198,6 +1295,7 @@ pub trait Root: AsCommunicator {
                 Rooted::Gather(Some(blocks)),
                 Some(&s),
                 Some(&r),
+                false,
             )
         });
         started.into_request(CALL, c, recvbuf, scope)
@@ -1221,6 +1319,7 @@ pub trait Root: AsCommunicator {
                 Rooted::Scatter(None),
                 None,
                 Some(&r),
+                false,
             )
         });
         started.into_request("immediate_scatter_into", c, recvbuf, scope)
@@ -1250,6 +1349,7 @@ pub trait Root: AsCommunicator {
                 Rooted::Scatter(None),
                 Some(&s),
                 Some(&r),
+                false,
             )
         });
         started.into_request("immediate_scatter_into_root", c, recvbuf, scope)
@@ -1274,6 +1374,7 @@ pub trait Root: AsCommunicator {
                 Rooted::Scatter(Some(blocks)),
                 None,
                 Some(&r),
+                false,
             )
         });
         started.into_request("immediate_scatter_varcount_into", c, recvbuf, scope)
@@ -1306,6 +1407,7 @@ pub trait Root: AsCommunicator {
                 Rooted::Scatter(Some(blocks)),
                 Some(&s),
                 Some(&r),
+                false,
             )
         });
         started.into_request(CALL, c, recvbuf, scope)
@@ -1323,7 +1425,15 @@ pub trait Root: AsCommunicator {
         let s = sendbuf.layout();
         // SAFETY: as in `immediate_broadcast_into`; the operation lives for 'a too.
         let started = fatal(unsafe {
-            plan_reduce(c, "immediate_reduce_into", self.root_rank(), &s, None, &op)
+            plan_reduce(
+                c,
+                "immediate_reduce_into",
+                self.root_rank(),
+                &s,
+                None,
+                &op,
+                false,
+            )
         });
         started.into_request("immediate_reduce_into", c, sendbuf, scope)
     }
@@ -1354,6 +1464,7 @@ pub trait Root: AsCommunicator {
                 &s,
                 Some(&r),
                 &op,
+                false,
             )
         });
         started.into_request("immediate_reduce_into_root", c, recvbuf, scope)

@@ -6,23 +6,27 @@
 use crate::api::datatype::Layout;
 use crate::api::point_to_point::{group_of, Staged};
 use crate::api::request::{Request, Scope};
+use crate::coll::shm::NodeArea;
 use crate::coll::{Members, Schedule};
+use crate::comm::node_memory::NodeSegment;
 use crate::comm::CommData;
 use crate::engine::buffer::{RawBuf, RawBufMut};
 use crate::engine::request::Handle;
 use crate::engine::schedule::Combine;
-use crate::error::Result;
+use crate::error::{Error, ErrorClass, Result};
 use crate::runtime;
 use crate::tunables::Tunables;
 
-/// A collective started in the engine.
+/// A collective started in the engine, or already done (through the node-shared area).
 pub(crate) struct Started {
-    handle: Handle,
+    /// `None`: done already.
+    handle: Option<Handle>,
     /// Where a non-contiguous output lands; scattered into the buffer at completion.
     staged: Option<Staged>,
 }
 
 /// What a collective reads and writes.
+#[derive(Clone, Copy)]
 pub(crate) struct Buffers<'l> {
     /// The data this member contributes (`None`: nothing, or it is in `output`).
     pub input: Option<&'l Layout<'l>>,
@@ -108,13 +112,26 @@ pub(crate) unsafe fn start(
         // vector `Started` keeps until completion.
         unsafe { rt.engine.start_schedule(s) }
     });
-    Ok(Started { handle, staged })
+    Ok(Started {
+        handle: Some(handle),
+        staged,
+    })
 }
 
 impl Started {
+    /// A collective that has completed already.
+    pub(crate) fn done() -> Self {
+        Started {
+            handle: None,
+            staged: None,
+        }
+    }
+
     /// Waits for completion and lands a staged output.
     pub(crate) fn wait(self, call: &'static str) -> Result<()> {
-        let h = self.handle;
+        let Some(h) = self.handle else {
+            return Ok(());
+        };
         let r = runtime::with_call(call, |rt| rt.engine.wait(h));
         r?;
         if let Some(s) = &self.staged {
@@ -132,7 +149,10 @@ impl Started {
         data: &'a D,
         scope: Sc,
     ) -> Request<'a, D, Sc> {
-        let r = Request::new(self.handle, data as *const D, group_of(comm), scope);
+        let h = self
+            .handle
+            .expect("immediate forms never take the shared-area path");
+        let r = Request::new(h, data as *const D, group_of(comm), scope);
         match self.staged {
             None => r,
             Some(s) => r.with_finish(Box::new(move |_| {
@@ -142,4 +162,145 @@ impl Started {
             })),
         }
     }
+}
+
+/// A collective the node-shared area runs (`coll::shm`).
+pub(crate) enum ShmOp {
+    Barrier,
+    Bcast {
+        root: usize,
+    },
+    /// Reduce to `root`, or allreduce (`None`).
+    Reduce {
+        root: Option<usize>,
+        combine: Combine,
+    },
+    Scan {
+        combine: Combine,
+        exclusive: bool,
+    },
+    /// Gather to `root`, or allgather (`None`).
+    Gather {
+        root: Option<usize>,
+    },
+    Scatter {
+        root: usize,
+    },
+    Alltoall,
+    ReduceScatterBlock {
+        combine: Combine,
+    },
+}
+
+/// Runs blocking collective `call` through the node-shared area of `comm` when its members
+/// all share this node and each writes at most a slot (`writes` bytes): `None` when that
+/// does not apply, and the collective must go by messages. Every member decides alike: the
+/// decision depends only on the communicator, the sizes and the tunables.
+pub(crate) fn blocking_shm(
+    call: &'static str,
+    comm: &CommData,
+    bufs: Buffers<'_>,
+    writes: usize,
+    op: ShmOp,
+) -> Option<Result<()>> {
+    runtime::with_call(call, |rt| {
+        if !rt.tunables.coll_shm || writes > rt.tunables.coll_shm_slot || comm.size() < 2 {
+            return None;
+        }
+        if !rt.node_areas.contains_key(&comm.pair) {
+            let area = match new_area(rt, comm) {
+                Ok(a) => a,
+                Err(e) => return Some(Err(e)),
+            };
+            rt.node_areas.insert(comm.pair, area);
+        }
+        let runtime::Runtime {
+            engine, node_areas, ..
+        } = rt;
+        let area = node_areas.get_mut(&comm.pair)?.as_mut()?;
+        Some(run_shm(call, area, engine, bufs, op))
+    })
+}
+
+/// The area of `comm`, made now (collectively) if its members all share this node.
+fn new_area(rt: &mut runtime::Runtime, comm: &CommData) -> Result<Option<NodeArea>> {
+    let members = comm.group.members();
+    let mine = rt.boot.node_of[rt.boot.rank as usize];
+    if members.iter().any(|&w| rt.boot.node_of[w as usize] != mine) {
+        return Ok(None);
+    }
+    let slot = rt.tunables.coll_shm_slot;
+    let len = NodeArea::size_for(members.len(), slot);
+    let tag = rt.sequences.next_tag(comm.pair);
+    let me = comm.rank as usize;
+    let seg = NodeSegment::allocate(&mut rt.engine, comm.coll_context(), tag, members, me, len)?;
+    Ok(Some(NodeArea::new(seg, members.to_vec(), me, slot)))
+}
+
+fn run_shm(
+    call: &'static str,
+    area: &mut NodeArea,
+    engine: &mut crate::engine::Engine<crate::fabric::node::NodeFabric>,
+    bufs: Buffers<'_>,
+    op: ShmOp,
+) -> Result<()> {
+    let packed;
+    let src: &[u8] = match bufs.input {
+        None => &[],
+        Some(l) => match l.contiguous_bytes() {
+            Some(b) => b,
+            None => {
+                packed = l.pack();
+                &packed
+            }
+        },
+    };
+    let mut staged = None;
+    let mut direct: &mut [u8] = &mut [];
+    if let Some(l) = bufs.output {
+        if l.map.is_contiguous() && !l.map.is_restricted() {
+            // SAFETY: a BufferMut's layout: `data_len` writable contiguous bytes, borrowed
+            // exclusively by the blocking call that runs this.
+            direct = unsafe { std::slice::from_raw_parts_mut(l.ptr as *mut u8, l.data_len()) };
+        } else if bufs.prefill || l.map.is_restricted() {
+            staged = Some(Staged::with_contents(l));
+        } else {
+            staged = Some(Staged::with_zeros(l));
+        }
+    }
+    let dst: &mut [u8] = match &mut staged {
+        Some(s) => &mut s.tmp,
+        None => direct,
+    };
+    let result = match op {
+        ShmOp::Barrier => {
+            area.barrier(engine);
+            Ok(())
+        }
+        ShmOp::Bcast { root } => area.bcast(engine, root, dst),
+        ShmOp::Reduce { root, combine } => area.reduce(engine, root, src, dst, &combine),
+        ShmOp::Scan { combine, exclusive } => area.scan(engine, src, dst, &combine, exclusive),
+        ShmOp::Gather { root } => area.gather(engine, root, src, dst),
+        ShmOp::Scatter { root } => area.scatter(engine, root, src, dst),
+        ShmOp::Alltoall => area.alltoall(engine, src, dst),
+        ShmOp::ReduceScatterBlock { combine } => {
+            area.reduce_scatter_block(engine, src, dst, &combine)
+        }
+    };
+    result.map_err(|m| {
+        Error::new(
+            ErrorClass::Count,
+            call,
+            format!(
+                "member {} gave {} bytes where this member gave {}: the members called {call} \
+                 with different sizes",
+                m.member, m.theirs, m.mine
+            ),
+        )
+    })?;
+    if let Some(s) = &staged {
+        // SAFETY: the output buffer is still borrowed by the blocking call.
+        unsafe { s.land(call, s.tmp.len())? };
+    }
+    Ok(())
 }

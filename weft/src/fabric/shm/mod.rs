@@ -369,6 +369,13 @@ impl ShmTransport {
         true
     }
 
+    /// Wakes `peer` if it sleeps: see [`super::Fabric::wake`].
+    #[inline]
+    pub fn wake(&mut self, peer: u32) {
+        let p = self.peer_mut(peer);
+        p.view.control().bell.ring(&WakePeer(p.waker.as_ref()));
+    }
+
     /// Folds newly set bits of my active bitmap into the poll list.
     #[inline]
     fn refresh_active(&mut self) {

@@ -1,0 +1,577 @@
+//! Shared-memory collectives for a communicator whose members are all on one node: every
+//! member writes its data once into its own part of a node-shared area and the others read
+//! it there, in place.
+//!
+//! # The area
+//!
+//! Per member: a flag line (the `ready` counter and, beside it, a small inline payload for
+//! each of two buffers), a spare line (so the next member's flag line is not the adjacent-line
+//! prefetcher's pair), then two data buffers of `slot` bytes. Each member writes only its own
+//! lines and buffers; the others only read them. No line is written by two members.
+//!
+//! # The protocol
+//!
+//! The members number their collectives on the area 1, 2, …, in the order MPI makes them
+//! call them. In collective k a member writes its data (if it has any) into its buffer
+//! `k % 2`, then stores `ready = k` (Release) and wakes the others (the same Dekker handshake
+//! as a packet's delivery, so a member asleep on its futex is never missed); readers wait for
+//! `ready ≥ k` (Acquire) of the members they need and read their buffer `k % 2`. Before
+//! writing buffer `k % 2` again, in collective k, a member waits until every member's
+//! `ready ≥ k − 1`: a member that has started collective k − 1 has finished k − 2, the last
+//! one that read that buffer. In steady state that wait is already satisfied, so a collective
+//! costs one store, one wake check per member and the reads.
+//!
+//! Results are computed the same way everywhere: a reduction folds the members' data in rank
+//! order (member 0's on the left), so every member gets bit-identical results and
+//! operations that are not commutative work.
+
+use crate::comm::node_memory::NodeSegment;
+use crate::engine::schedule::Combine;
+use crate::engine::Engine;
+use crate::fabric::Fabric;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+/// Bytes of a member's header: the flag line and a spare line.
+const HEADER: usize = 128;
+/// Inline payload bytes per buffer, in the flag line (after the counter and the size).
+pub const INLINE: usize = 24;
+
+/// Members called a collective with different sizes (seen by a member that reads another's
+/// data): `member` wrote `theirs` bytes where this one expected `mine`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SizeMismatch {
+    /// The member whose size differs (member rank).
+    pub member: usize,
+    /// The bytes it wrote (or would have expected).
+    pub theirs: usize,
+    /// The bytes this member expected.
+    pub mine: usize,
+}
+
+/// How a member waits for the others and wakes them: the progress engine in production
+/// (other traffic progresses meanwhile, and the wait policy spins, yields, then sleeps),
+/// threads in tests.
+pub trait Waiter {
+    /// Returns once `ready()` holds.
+    fn wait_until(&mut self, ready: &mut dyn FnMut() -> bool);
+    /// Wakes the member with world rank `world` if it sleeps.
+    fn wake(&mut self, world: u32);
+}
+
+impl<F: Fabric> Waiter for Engine<F> {
+    fn wait_until(&mut self, ready: &mut dyn FnMut() -> bool) {
+        Engine::wait_until(self, |_| ready());
+    }
+    fn wake(&mut self, world: u32) {
+        self.fabric.wake(world);
+    }
+}
+
+/// Where the area's memory comes from.
+enum Memory {
+    Segment(#[allow(dead_code)] NodeSegment),
+    #[cfg(test)]
+    Test(#[allow(dead_code)] std::sync::Arc<Vec<AtomicU64>>),
+}
+
+/// One member's view of a communicator's node-shared area.
+pub struct NodeArea {
+    base: *mut u8,
+    _memory: Memory,
+    /// World ranks of the members, in member order.
+    world: Vec<u32>,
+    me: usize,
+    slot: usize,
+    /// Collectives run on the area so far.
+    seq: u64,
+}
+
+impl NodeArea {
+    /// Bytes of an area for `n` members with `slot`-byte buffers.
+    pub fn size_for(n: usize, slot: usize) -> usize {
+        n * (HEADER + 2 * round_up(slot))
+    }
+
+    /// This member's view of `seg` (of [`NodeArea::size_for`] bytes, zeroed), shared by the
+    /// members `world` (world ranks in member order; this one is `world[me]`).
+    pub fn new(seg: NodeSegment, world: Vec<u32>, me: usize, slot: usize) -> Self {
+        assert!(seg.len() >= Self::size_for(world.len(), slot));
+        NodeArea {
+            base: seg.as_ptr(),
+            _memory: Memory::Segment(seg),
+            world,
+            me,
+            slot: round_up(slot),
+            seq: 0,
+        }
+    }
+
+    /// Largest data one member's buffer holds.
+    pub fn slot(&self) -> usize {
+        self.slot
+    }
+
+    fn n(&self) -> usize {
+        self.world.len()
+    }
+
+    fn header(&self, j: usize) -> *mut u8 {
+        debug_assert!(j < self.n());
+        self.base.wrapping_add(j * (HEADER + 2 * self.slot))
+    }
+
+    /// The size member j wrote for collective k (one word per buffer, like the data: a member
+    /// may publish collective k + 1 while others still check k).
+    fn size(&self, j: usize, k: u64) -> &AtomicU32 {
+        let at = 8 + 4 * (k % 2) as usize;
+        // SAFETY: as in `ready`: a 4-aligned word of member j's flag line, accessed only
+        // atomically.
+        unsafe { &*(self.header(j).wrapping_add(at) as *const AtomicU32) }
+    }
+
+    fn ready(&self, j: usize) -> &AtomicU64 {
+        // SAFETY: the header of member j starts 64-byte aligned (the area is page-aligned and
+        // every part is a multiple of 64 bytes) inside the mapping, which lives as long as
+        // `self`; the counter is only ever accessed atomically, by every member.
+        unsafe { &*(self.header(j) as *const AtomicU64) }
+    }
+
+    /// Member j's buffer for collective k: inline bytes when `len` fits in the flag line.
+    fn buf(&self, j: usize, k: u64, len: usize) -> *mut u8 {
+        let parity = (k % 2) as usize;
+        if len <= INLINE {
+            self.header(j).wrapping_add(16 + parity * INLINE)
+        } else {
+            debug_assert!(len <= self.slot);
+            self.header(j)
+                .wrapping_add(HEADER + parity * self.slot)
+        }
+    }
+
+    /// Member j's data of collective k, once its `ready ≥ k` was seen.
+    fn read(&self, j: usize, k: u64, len: usize) -> &[u8] {
+        if len == 0 {
+            return &[];
+        }
+        // SAFETY: `len` bytes of member j's buffer `k % 2` lie in the mapping; j wrote them
+        // before its Release store of `ready = k`, which the caller saw with an Acquire load,
+        // and j writes that buffer again only after this member has started collective k + 1
+        // (the protocol in the module comment), so nothing writes it while the slice lives.
+        unsafe { std::slice::from_raw_parts(self.buf(j, k, len), len) }
+    }
+
+    /// Starts collective k; a member that writes data waits until its buffer `k % 2` is free.
+    fn begin(&mut self, w: &mut impl Waiter, writes: bool) -> u64 {
+        self.seq += 1;
+        let k = self.seq;
+        if writes && k > 2 {
+            self.wait_all(w, k - 1, 0..self.n());
+        }
+        k
+    }
+
+    /// Writes `data` into my buffer for collective k.
+    fn write(&self, k: u64, data: &[u8]) {
+        if data.is_empty() {
+            return;
+        }
+        // SAFETY: my own buffer `k % 2`, inside the mapping, which no member reads until my
+        // `ready = k` (and none reads for k − 2 any more: `begin` waited for that).
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.buf(self.me, k, data.len()), data.len()) };
+    }
+
+    /// Publishes `ready = k`, with the size of the data this member wrote (`None`: it wrote
+    /// none, and leaves its size word alone: only a writer's buffer is protected by `begin`),
+    /// and wakes the others.
+    fn publish(&self, w: &mut impl Waiter, k: u64, size: Option<usize>) {
+        if let Some(size) = size {
+            self.size(self.me, k).store(size as u32, Ordering::Relaxed);
+        }
+        // Release: pairs with the Acquire loads in `wait_all`, so readers see the data and
+        // the size written before it.
+        self.ready(self.me).store(k, Ordering::Release);
+        for (j, &world) in self.world.iter().enumerate() {
+            if j != self.me {
+                w.wake(world);
+            }
+        }
+    }
+
+    /// Waits until every member in `who` has `ready ≥ k`.
+    fn wait_all(&self, w: &mut impl Waiter, k: u64, who: std::ops::Range<usize>) {
+        // Acquire: pairs with the Release store in `publish`.
+        let all = |a: &NodeArea| who.clone().all(|j| a.ready(j).load(Ordering::Acquire) >= k);
+        if !all(self) {
+            w.wait_until(&mut || all(self));
+        }
+    }
+
+    /// Checks that the members `who` (whose `ready ≥ k` was seen) wrote `want` bytes.
+    fn check(&self, k: u64, who: std::ops::Range<usize>, want: usize) -> Result<(), SizeMismatch> {
+        for j in who {
+            let theirs = self.size(j, k).load(Ordering::Relaxed) as usize;
+            if theirs != want {
+                return Err(SizeMismatch {
+                    member: j,
+                    theirs,
+                    mine: want,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Barrier.
+    pub fn barrier(&mut self, w: &mut impl Waiter) {
+        let k = self.begin(w, false);
+        self.publish(w, k, None);
+        self.wait_all(w, k, 0..self.n());
+    }
+
+    /// Broadcast of `data` (at most a slot) from member `root`.
+    pub fn bcast(
+        &mut self,
+        w: &mut impl Waiter,
+        root: usize,
+        data: &mut [u8],
+    ) -> Result<(), SizeMismatch> {
+        let k = self.begin(w, self.me == root);
+        if self.me == root {
+            self.write(k, data);
+            self.publish(w, k, Some(data.len()));
+        } else {
+            self.publish(w, k, None);
+            self.wait_all(w, k, root..root + 1);
+            self.check(k, root..root + 1, data.len())?;
+            data.copy_from_slice(self.read(root, k, data.len()));
+        }
+        Ok(())
+    }
+
+    /// Every member's `src` (at most a slot) folded in rank order into `dst` at `root`
+    /// (`None`: at every member).
+    pub fn reduce(
+        &mut self,
+        w: &mut impl Waiter,
+        root: Option<usize>,
+        src: &[u8],
+        dst: &mut [u8],
+        combine: &Combine,
+    ) -> Result<(), SizeMismatch> {
+        let k = self.begin(w, true);
+        self.write(k, src);
+        self.publish(w, k, Some(src.len()));
+        if root.is_none_or(|r| r == self.me) {
+            self.wait_all(w, k, 0..self.n());
+            self.check(k, 0..self.n(), src.len())?;
+            self.fold(k, 0..self.n(), dst, combine);
+        }
+        Ok(())
+    }
+
+    /// `dst = data(first) ∘ … ∘ data(last)` of collective k.
+    fn fold(&self, k: u64, members: std::ops::Range<usize>, dst: &mut [u8], combine: &Combine) {
+        let len = dst.len();
+        let mut js = members.rev();
+        let Some(last) = js.next() else {
+            return;
+        };
+        dst.copy_from_slice(self.read(last, k, len));
+        for j in js {
+            combine(self.read(j, k, len), dst);
+        }
+    }
+
+    /// Inclusive (or exclusive) prefix reduction: member i folds members 0..=i (0..i) into
+    /// `dst`; an exclusive scan leaves member 0's `dst` as it was.
+    pub fn scan(
+        &mut self,
+        w: &mut impl Waiter,
+        src: &[u8],
+        dst: &mut [u8],
+        combine: &Combine,
+        exclusive: bool,
+    ) -> Result<(), SizeMismatch> {
+        let k = self.begin(w, true);
+        self.write(k, src);
+        self.publish(w, k, Some(src.len()));
+        let upto = if exclusive { self.me } else { self.me + 1 };
+        self.wait_all(w, k, 0..upto);
+        self.check(k, 0..upto, src.len())?;
+        self.fold(k, 0..upto, dst, combine);
+        Ok(())
+    }
+
+    /// Gather of every member's `src` (equal lengths, at most a slot) into `dst` at `root`
+    /// (`None`: at every member: allgather).
+    pub fn gather(
+        &mut self,
+        w: &mut impl Waiter,
+        root: Option<usize>,
+        src: &[u8],
+        dst: &mut [u8],
+    ) -> Result<(), SizeMismatch> {
+        let k = self.begin(w, true);
+        self.write(k, src);
+        self.publish(w, k, Some(src.len()));
+        if root.is_none_or(|r| r == self.me) {
+            let len = src.len();
+            self.wait_all(w, k, 0..self.n());
+            self.check(k, 0..self.n(), len)?;
+            for (j, out) in dst.chunks_exact_mut(len.max(1)).take(self.n()).enumerate() {
+                if len > 0 {
+                    out.copy_from_slice(self.read(j, k, len));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Scatter of `src`'s blocks (at the root; at most a slot in all) into every member's
+    /// `dst`.
+    pub fn scatter(
+        &mut self,
+        w: &mut impl Waiter,
+        root: usize,
+        src: &[u8],
+        dst: &mut [u8],
+    ) -> Result<(), SizeMismatch> {
+        let k = self.begin(w, self.me == root);
+        let len = dst.len();
+        if self.me == root {
+            self.write(k, src);
+            self.publish(w, k, Some(src.len()));
+            dst.copy_from_slice(&src[root * len..(root + 1) * len]);
+        } else {
+            self.publish(w, k, None);
+            self.wait_all(w, k, root..root + 1);
+            self.check(k, root..root + 1, len * self.n())?;
+            let all = self.read(root, k, len * self.n());
+            dst.copy_from_slice(&all[self.me * len..(self.me + 1) * len]);
+        }
+        Ok(())
+    }
+
+    /// All-to-all with equal blocks: `src` holds a block for each member (at most a slot in
+    /// all); `dst` gets member j's block for me at block j.
+    pub fn alltoall(
+        &mut self,
+        w: &mut impl Waiter,
+        src: &[u8],
+        dst: &mut [u8],
+    ) -> Result<(), SizeMismatch> {
+        let k = self.begin(w, true);
+        self.write(k, src);
+        self.publish(w, k, Some(src.len()));
+        let n = self.n();
+        let len = src.len() / n;
+        self.wait_all(w, k, 0..n);
+        self.check(k, 0..n, src.len())?;
+        for j in 0..n {
+            let theirs = self.read(j, k, len * n);
+            dst[j * len..(j + 1) * len].copy_from_slice(&theirs[self.me * len..(self.me + 1) * len]);
+        }
+        Ok(())
+    }
+
+    /// Reduce-scatter with equal blocks: `src` holds a block for each member; `dst` gets my
+    /// block folded over all members in rank order.
+    pub fn reduce_scatter_block(
+        &mut self,
+        w: &mut impl Waiter,
+        src: &[u8],
+        dst: &mut [u8],
+        combine: &Combine,
+    ) -> Result<(), SizeMismatch> {
+        let k = self.begin(w, true);
+        self.write(k, src);
+        self.publish(w, k, Some(src.len()));
+        let n = self.n();
+        let len = dst.len();
+        self.wait_all(w, k, 0..n);
+        self.check(k, 0..n, src.len())?;
+        let block = |j: usize| &self.read(j, k, len * n)[self.me * len..(self.me + 1) * len];
+        dst.copy_from_slice(block(n - 1));
+        for j in (0..n - 1).rev() {
+            combine(block(j), dst);
+        }
+        Ok(())
+    }
+}
+
+fn round_up(x: usize) -> usize {
+    x.div_ceil(64) * 64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::rc::Rc;
+    use std::sync::Arc;
+
+    /// Threads as members, spinning on the flags.
+    struct Spin;
+    impl Waiter for Spin {
+        fn wait_until(&mut self, ready: &mut dyn FnMut() -> bool) {
+            let (start, mut spins) = (std::time::Instant::now(), 0u64);
+            while !ready() {
+                spins += 1;
+                assert!(
+                    start.elapsed() < std::time::Duration::from_secs(60),
+                    "a member waited a minute: the protocol lost a step"
+                );
+                std::hint::spin_loop();
+                if spins % 1024 == 0 {
+                    std::thread::yield_now();
+                }
+            }
+        }
+        fn wake(&mut self, _world: u32) {}
+    }
+
+    fn area_in(mem: &Arc<Vec<AtomicU64>>, n: usize, me: usize, slot: usize) -> NodeArea {
+        NodeArea {
+            base: mem.as_ptr() as *mut u8,
+            _memory: Memory::Test(mem.clone()),
+            world: (0..n as u32).collect(),
+            me,
+            slot: round_up(slot),
+            seq: 0,
+        }
+    }
+
+    /// Runs `body(area, member)` on `n` threads sharing one area.
+    fn members<F>(n: usize, slot: usize, body: F)
+    where
+        F: Fn(&mut NodeArea, usize) + Send + Sync + 'static,
+    {
+        let words = NodeArea::size_for(n, slot).div_ceil(8);
+        let mem: Arc<Vec<AtomicU64>> = Arc::new((0..words).map(|_| AtomicU64::new(0)).collect());
+        let body = Arc::new(body);
+        let hs: Vec<_> = (0..n)
+            .map(|me| {
+                let (mem, body) = (mem.clone(), body.clone());
+                std::thread::spawn(move || {
+                    let mut a = area_in(&mem, n, me, slot);
+                    body(&mut a, me);
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().expect("a member panicked");
+        }
+    }
+
+    fn affine() -> Combine {
+        Rc::new(|input: &[u8], inout: &mut [u8]| {
+            for (i, o) in input.chunks_exact(8).zip(inout.chunks_exact_mut(8)) {
+                let a1 = u32::from_ne_bytes(i[..4].try_into().unwrap());
+                let b1 = u32::from_ne_bytes(i[4..].try_into().unwrap());
+                let a2 = u32::from_ne_bytes(o[..4].try_into().unwrap());
+                let b2 = u32::from_ne_bytes(o[4..].try_into().unwrap());
+                o[..4].copy_from_slice(&a1.wrapping_mul(a2).to_ne_bytes());
+                o[4..].copy_from_slice(&a1.wrapping_mul(b2).wrapping_add(b1).to_ne_bytes());
+            }
+        })
+    }
+
+    fn data(member: usize, round: usize, len: usize) -> Vec<u8> {
+        (0..len).map(|i| (i * 7 + member * 31 + round * 13) as u8 | 1).collect()
+    }
+
+    #[test]
+    fn back_to_back_collectives_of_every_kind_reuse_the_buffers_safely() {
+        for n in [1, 2, 3, 5] {
+            for len in [0, 8, 24, 40, 512] {
+                members(n, 4096, move |a, me| {
+                    let c = affine();
+                    for round in 0..300 {
+                        a.barrier(&mut Spin);
+                        // Broadcast from a changing root.
+                        let root = round % n;
+                        let mut b = if me == root { data(root, round, len) } else { vec![0; len] };
+                        a.bcast(&mut Spin, root, &mut b).unwrap();
+                        assert_eq!(b, data(root, round, len), "bcast n={n} len={len} round {round}");
+                        // Allreduce in rank order.
+                        let mut r = vec![0; len];
+                        a.reduce(&mut Spin, None, &data(me, round, len), &mut r, &c).unwrap();
+                        let mut want = data(n - 1, round, len);
+                        for j in (0..n - 1).rev() {
+                            c(&data(j, round, len), &mut want);
+                        }
+                        assert_eq!(r, want, "allreduce n={n} len={len} round {round}");
+                        // Allgather.
+                        let mut g = vec![0; len * n];
+                        a.gather(&mut Spin, None, &data(me, round, len), &mut g).unwrap();
+                        let all: Vec<u8> = (0..n).flat_map(|j| data(j, round, len)).collect();
+                        assert_eq!(g, all, "allgather n={n} len={len} round {round}");
+                    }
+                });
+            }
+        }
+    }
+
+    #[test]
+    fn scan_scatter_alltoall_and_reduce_scatter() {
+        for n in [1, 2, 4, 7] {
+            members(n, 8192, move |a, me| {
+                let c = affine();
+                let len = 16;
+                for round in 0..50 {
+                    for exclusive in [false, true] {
+                        let mut r = vec![0xee; len];
+                        a.scan(&mut Spin, &data(me, round, len), &mut r, &c, exclusive).unwrap();
+                        let upto = if exclusive { me } else { me + 1 };
+                        if upto == 0 {
+                            assert_eq!(r, vec![0xee; len]);
+                        } else {
+                            let mut want = data(upto - 1, round, len);
+                            for j in (0..upto - 1).rev() {
+                                c(&data(j, round, len), &mut want);
+                            }
+                            assert_eq!(r, want, "scan n={n} excl={exclusive}");
+                        }
+                    }
+                    let root = (round + 1) % n;
+                    let all: Vec<u8> = (0..n).flat_map(|j| data(j, round, len)).collect();
+                    let mut s = vec![0; len];
+                    a.scatter(&mut Spin, root, if me == root { &all } else { &[] }, &mut s).unwrap();
+                    assert_eq!(s, data(me, round, len), "scatter");
+                    let src = data(me, round, len * n);
+                    let mut d = vec![0; len * n];
+                    a.alltoall(&mut Spin, &src, &mut d).unwrap();
+                    for j in 0..n {
+                        assert_eq!(d[j * len..(j + 1) * len], data(j, round, len * n)[me * len..(me + 1) * len]);
+                    }
+                    let mut rs = vec![0; len];
+                    a.reduce_scatter_block(&mut Spin, &src, &mut rs, &c).unwrap();
+                    let block = |j: usize| data(j, round, len * n)[me * len..(me + 1) * len].to_vec();
+                    let mut want = block(n - 1);
+                    for j in (0..n - 1).rev() {
+                        c(&block(j), &mut want);
+                    }
+                    assert_eq!(rs, want, "reduce_scatter_block");
+                }
+            });
+        }
+    }
+
+    #[test]
+    fn a_member_with_another_size_is_reported_not_read() {
+        members(3, 4096, |a, me| {
+            let c = affine();
+            let len = if me == 1 { 16 } else { 8 };
+            let mut r = vec![0; len];
+            let e = a.reduce(&mut Spin, None, &data(me, 0, len), &mut r, &c);
+            let want = if me == 1 { (0, 8, 16) } else { (1, 16, 8) };
+            assert_eq!(
+                e,
+                Err(SizeMismatch {
+                    member: want.0,
+                    theirs: want.1,
+                    mine: want.2
+                })
+            );
+        });
+    }
+}
