@@ -372,6 +372,39 @@ fn tcp_full_connect_small_frames_and_both_protocol_crossovers() {
 }
 
 #[test]
+fn a_congestion_control_the_kernel_refuses_is_one_warning_per_rank_not_a_failure() {
+    if tcp_pass() {
+        return;
+    }
+    let out = job_with(
+        3,
+        "allpairs",
+        &[
+            "WEFT_TRANSPORTS=tcp",
+            "WEFT_TCP_CONGESTION=no-such-algorithm",
+        ],
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let warnings = out
+        .stderr
+        .lines()
+        .filter(|l| l.contains("WEFT_TCP_CONGESTION=\"no-such-algorithm\" refused"))
+        .count();
+    assert_eq!(warnings, 3, "one warning per rank: {out:?}");
+    // The kernel's own default, and the default (reno), work without a word.
+    for cc in ["system", "reno"] {
+        let env = [
+            "WEFT_TRANSPORTS=tcp".to_string(),
+            format!("WEFT_TCP_CONGESTION={cc}"),
+        ];
+        let env: Vec<&str> = env.iter().map(String::as_str).collect();
+        let out = job_with(3, "allpairs", &env);
+        assert_eq!(out.code, Some(0), "{cc}: {out:?}");
+        assert!(!out.stderr.contains("refused"), "{cc}: {out:?}");
+    }
+}
+
+#[test]
 fn tcp_header_only_packets_crossing_on_full_sockets_are_each_sent_once() {
     if tcp_pass() {
         return;

@@ -119,6 +119,8 @@ tunables! {
         "Largest message sent eagerly over TCP (LAM's TCPSHORTMSGLEN); larger ones wait for the receiver (rendezvous)";
     tcp_max_packet: usize = "WEFT_TCP_MAX_PACKET", "256k",
         "Largest payload of one TCP frame; longer messages are cut into frames of this size (256k: between network namespaces, 1 MiB messages went 2x faster than in 1m frames)";
+    tcp_congestion: String = "WEFT_TCP_CONGESTION", "reno",
+        "TCP congestion-control algorithm of every connection (TCP_CONGESTION), or system to keep the kernel's default; a name the kernel refuses is a warning and the default stays (reno: the default here is BBR, whose pacing falls to ~1.4 GB/s after spurious retransmits on a LAN)";
     tcp_buffer: usize = "WEFT_TCP_BUFFER", "0",
         "SO_SNDBUF/SO_RCVBUF of TCP connections; 0 leaves the kernel's autotuning on (it grows buffers up to net.ipv4.tcp_wmem/tcp_rmem)";
     tcp_timeout_s: u64 = "WEFT_TCP_TIMEOUT", "20",

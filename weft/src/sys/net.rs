@@ -167,6 +167,50 @@ pub fn set_dead_peer_timeout(sock: &impl AsRawFd, timeout: Duration) -> io::Resu
     setsockopt_int(sock, libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT, ms)
 }
 
+/// Sets the congestion-control algorithm of a TCP socket (`TCP_CONGESTION`), e.g. `reno`.
+/// The kernel refuses a name it does not have (`ENOENT`) or that unprivileged processes may
+/// not choose (`EPERM`: not in `net.ipv4.tcp_allowed_congestion_control`).
+pub fn set_congestion_control(sock: &impl AsRawFd, name: &str) -> io::Result<()> {
+    let bytes = name.as_bytes();
+    // SAFETY: `bytes` is a live buffer whose length is passed; the fd is borrowed and open.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            bytes.as_ptr() as *const libc::c_void,
+            bytes.len() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The congestion-control algorithm of a TCP socket.
+pub fn congestion_control(sock: &impl AsRawFd) -> io::Result<String> {
+    let mut buf = [0u8; 32];
+    let mut len = buf.len() as libc::socklen_t;
+    // SAFETY: `buf` is a live, writable buffer of `len` bytes, and `len` a live socklen_t the
+    // kernel updates; the fd is borrowed and open.
+    let rc = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            buf.as_mut_ptr() as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let name = &buf[..(len as usize).min(buf.len())];
+    let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+    Ok(String::from_utf8_lossy(&name[..end]).into_owned())
+}
+
 /// Sets `SO_SNDBUF` and `SO_RCVBUF` (the kernel caps them at `net.core.[wr]mem_max`).
 pub fn set_buffer_sizes(sock: &impl AsRawFd, bytes: usize) -> io::Result<()> {
     let b = bytes.min(i32::MAX as usize) as i32;
@@ -291,6 +335,18 @@ fn sockaddr_of(addr: std::net::SocketAddr) -> (libc::sockaddr_storage, libc::soc
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn congestion_control_is_set_and_read_back_and_a_refusal_is_an_error() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let s = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        // reno is built into every kernel and always allowed.
+        set_congestion_control(&s, "reno").unwrap();
+        assert_eq!(congestion_control(&s).unwrap(), "reno");
+        let e = set_congestion_control(&s, "no-such-algorithm").unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ENOENT), "{e}");
+        assert_eq!(congestion_control(&s).unwrap(), "reno", "a refusal changes nothing");
+    }
 
     #[test]
     fn loopback_is_listed() {

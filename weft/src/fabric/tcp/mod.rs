@@ -92,6 +92,8 @@ pub struct TcpConfig {
     pub timeout: Duration,
     /// How long a connection dialled in has to prove it belongs to the job.
     pub handshake_timeout: Duration,
+    /// Congestion-control algorithm of every connection (`None`: the kernel's default).
+    pub congestion: Option<String>,
 }
 
 impl TcpConfig {
@@ -103,6 +105,10 @@ impl TcpConfig {
             buffer: t.tcp_buffer,
             timeout: Duration::from_secs(t.tcp_timeout_s.max(1)),
             handshake_timeout: Duration::from_millis(t.tcp_handshake_timeout_ms.max(10)),
+            congestion: match t.tcp_congestion.as_str() {
+                "" | "system" => None,
+                name => Some(name.to_string()),
+            },
         }
     }
 }
@@ -223,6 +229,8 @@ pub struct TcpTransport {
     /// Progress calls so far (every [`FULL_POLL_EVERY`]th one polls everything).
     polls: u32,
     dropped: DropLog,
+    /// Whether the refusal of `WEFT_TCP_CONGESTION` was reported already.
+    congestion_warned: bool,
 }
 
 /// Where a peer listens, as far as this rank knows.
@@ -324,6 +332,7 @@ impl TcpTransport {
             fatal: None,
             polls: 0,
             dropped: DropLog::new(),
+            congestion_warned: false,
         })
     }
 
@@ -830,6 +839,25 @@ impl TcpTransport {
         self.slots[peer as usize].dialing = false;
     }
 
+    /// Sets the connection's congestion control; a refusal is one warning per rank, and the
+    /// kernel's default stays.
+    fn set_congestion(&mut self, stream: &TcpStream) {
+        let Some(name) = &self.cfg.congestion else {
+            return;
+        };
+        if let Err(e) = net::set_congestion_control(stream, name) {
+            if !self.congestion_warned {
+                self.congestion_warned = true;
+                eprintln!(
+                    "weft: rank {}: WEFT_TCP_CONGESTION={name:?} refused by the kernel ({e}); \
+                     TCP connections keep the system's congestion control (see \
+                     net.ipv4.tcp_allowed_congestion_control)",
+                    self.rank
+                );
+            }
+        }
+    }
+
     fn install(&mut self, peer: u32, stream: TcpStream) {
         let setup = (|| {
             stream.set_nonblocking(true)?;
@@ -837,6 +865,7 @@ impl TcpTransport {
             net::set_dead_peer_timeout(&stream, self.cfg.timeout)?;
             Ok::<_, std::io::Error>(())
         })();
+        self.set_congestion(&stream);
         if let Err(e) = setup {
             self.fail(peer, "cannot set up the connection to", e);
             return;
