@@ -496,7 +496,8 @@ def main():
     ap.add_argument("--bind", choices=["default", "core", "none"], default="default",
                     help="rank binding, the same for every implementation: core (each rank on its own "
                          "core) or none; default (the default) leaves each launcher to its own (Open MPI binds "
-                         "2 ranks to cores, Hydra and weft run do not). Ignored with --net tcp-netns (the two "
+                         "2 ranks to cores, Hydra and weft run do not). With --net tcp-netns, core pins each test host's "
+                         "processes to a CPU of its own (host i on CPU i-1) and none lets them float (the two "
                          "test hosts share this machine's cores)")
     ap.add_argument("--from-json", metavar="FILE",
                     help="measure nothing: print the tables of a saved run (bench/out/results-*.json) again, "
@@ -504,8 +505,13 @@ def main():
     opts = ap.parse_args()
     if opts.from_json:
         return rerender(opts, Path(opts.from_json))
-    if opts.net == "tcp-netns" and opts.bind != "default":
-        log("--bind is ignored with --net tcp-netns: the test hosts share this machine's cores")
+    if opts.net == "tcp-netns" and opts.bind == "core":
+        # One rank per test host: each host's processes on a CPU of their own (netns-rsh and
+        # netns-ssh read NETNS_PIN; every launcher starts its remote side through them).
+        os.environ["NETNS_PIN"] = "1"
+        log("--bind core with --net tcp-netns: test host i runs on CPU i-1")
+    elif opts.net == "tcp-netns" and opts.bind != "default":
+        log("--bind none with --net tcp-netns: the test hosts' processes float over the CPUs")
         opts.bind = "default"
     rounds = opts.rounds if opts.rounds is not None else (1 if opts.quick else 5)
     timeout = opts.timeout if opts.timeout is not None else (90.0 if opts.quick else 240.0)

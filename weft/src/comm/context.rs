@@ -38,9 +38,10 @@ impl Default for ContextMask {
 }
 
 impl ContextMask {
-    /// The mask as bytes, for exchange with the other members.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        self.free.iter().flat_map(|w| w.to_le_bytes()).collect()
+    /// The mask as words (bit `p % 64` of word `p / 64` set: pair `p` free), to AND with the
+    /// other members' masks.
+    pub fn words(&self) -> [u64; WORDS] {
+        self.free
     }
 
     /// The lowest pair free in this mask and in every mask of `others` (as bytes).
@@ -51,18 +52,12 @@ impl ContextMask {
                 *c &= u64::from_le_bytes(o[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
             }
         }
-        for (i, w) in common.iter().enumerate() {
-            if *w != 0 {
-                return Ok((i * 64 + w.trailing_zeros() as usize) as u32);
-            }
-        }
-        Err(Error::new(
-            ErrorClass::Resource,
-            "communicator creation",
-            format!(
-                "all {MAX_PAIRS} context ids are in use; free communicators you no longer need"
-            ),
-        ))
+        lowest_free(&common)
+    }
+
+    /// The mask as bytes, for exchange with the other members.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        self.free.iter().flat_map(|w| w.to_le_bytes()).collect()
     }
 
     /// Marks `pair` used.
@@ -76,6 +71,21 @@ impl ContextMask {
             self.free[pair as usize / 64] |= 1 << (pair % 64);
         }
     }
+}
+
+/// The lowest pair set in `common` (the AND of members' masks), or the error that they have
+/// none in common.
+pub fn lowest_free(common: &[u64]) -> Result<u32> {
+    for (i, w) in common.iter().enumerate() {
+        if *w != 0 {
+            return Ok((i * 64 + w.trailing_zeros() as usize) as u32);
+        }
+    }
+    Err(Error::new(
+        ErrorClass::Resource,
+        "communicator creation",
+        format!("all {MAX_PAIRS} context ids are in use; free communicators you no longer need"),
+    ))
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ pub mod sequence;
 
 use self::context::{coll_context, p2p_context, ContextMask};
 use self::group::GroupData;
+use crate::engine::buffer::RawBuf;
 use crate::engine::matching::Pattern;
 use crate::engine::{Engine, SendMode};
 use crate::error::{Error, ErrorClass, Result};
@@ -19,7 +20,7 @@ use std::rc::Rc;
 /// Internal tags on collective contexts (user tags are never negative).
 const TAG_BARRIER: i32 = -16;
 const TAG_GATHER: i32 = -32;
-const TAG_BCAST: i32 = -33;
+const TAG_AGREE: i32 = -33;
 /// Base of the tags `create_from_group` uses (the user's tag is folded in).
 const TAG_CREATE_GROUP: i32 = i32::MIN;
 
@@ -115,8 +116,96 @@ pub fn barrier<F: Fabric>(eng: &mut Engine<F>, comm: &CommData) -> Result<()> {
     )
 }
 
-/// Every member contributes `mine` (same length everywhere); all get every contribution in
-/// member order. Linear through `members[0]`: used only to create communicators.
+/// Sends `out` to `to` and receives `inn.len()` bytes from `from` at once (neither waits for
+/// the other, whatever the protocol: a blocking send of a rendezvous message would).
+fn sendrecv<F: Fabric>(
+    eng: &mut Engine<F>,
+    ctx: u32,
+    tag: i32,
+    (to, out): (u32, &[u8]),
+    (from, inn): (u32, &mut [u8]),
+) -> Result<()> {
+    // SAFETY: `out` is borrowed for this whole call, and the send is waited for before the
+    // call returns (also when the receive fails: `wait` below runs first).
+    let h = eng.isend(to, ctx, tag, unsafe { RawBuf::new(out) }, SendMode::Standard)?;
+    let got = eng.recv(
+        Pattern {
+            context: ctx,
+            source: Some(from),
+            tag: Some(tag),
+        },
+        inn,
+    );
+    eng.wait(h)?;
+    got.map(drop)
+}
+
+/// Bitwise AND of every member's `words`, into `words` at every member: recursive doubling,
+/// ⌈log2 n⌉ + 2 rounds, one mask per message (MPICH's context-id agreement). Members beyond
+/// the largest power of two first hand their mask to a neighbour and get the result back.
+fn allreduce_and_among<F: Fabric>(
+    eng: &mut Engine<F>,
+    ctx: u32,
+    tag: i32,
+    members: &[u32],
+    me: usize,
+    words: &mut [u64],
+) -> Result<()> {
+    let n = members.len();
+    let pof2 = if n == 0 { 1 } else { 1 << (usize::BITS - 1 - n.leading_zeros()) };
+    let r = n - pof2;
+    let bytes = |w: &[u64]| -> Vec<u8> { w.iter().flat_map(|x| x.to_le_bytes()).collect() };
+    let and_in = |words: &mut [u64], b: &[u8]| {
+        for (w, c) in words.iter_mut().zip(b.chunks_exact(8)) {
+            *w &= u64::from_le_bytes(c.try_into().expect("8 bytes"));
+        }
+    };
+    let mut theirs = vec![0u8; words.len() * 8];
+    let pattern = |from: u32| Pattern {
+        context: ctx,
+        source: Some(from),
+        tag: Some(tag),
+    };
+    // Fold: of the first 2r members, each even one hands its mask to the odd one after it.
+    let nr = if me < 2 * r {
+        if me.is_multiple_of(2) {
+            eng.send(members[me + 1], ctx, tag, &bytes(words), SendMode::Standard)?;
+            None
+        } else {
+            eng.recv(pattern(members[me - 1]), &mut theirs)?;
+            and_in(words, &theirs);
+            Some(me / 2)
+        }
+    } else {
+        Some(me - r)
+    };
+    if let Some(nr) = nr {
+        let real = |v: usize| if v < r { v * 2 + 1 } else { v + r };
+        let mut mask = 1;
+        while mask < pof2 {
+            let partner = members[real(nr ^ mask)];
+            let mine = bytes(words);
+            sendrecv(eng, ctx, tag, (partner, &mine), (partner, &mut theirs))?;
+            and_in(words, &theirs);
+            mask <<= 1;
+        }
+    }
+    // Unfold: the members that sat out get the result.
+    if me < 2 * r {
+        if me.is_multiple_of(2) {
+            eng.recv(pattern(members[me + 1]), &mut theirs)?;
+            for (w, c) in words.iter_mut().zip(theirs.chunks_exact(8)) {
+                *w = u64::from_le_bytes(c.try_into().expect("8 bytes"));
+            }
+        } else {
+            eng.send(members[me - 1], ctx, tag, &bytes(words), SendMode::Standard)?;
+        }
+    }
+    Ok(())
+}
+
+/// Every member's `mine` (the same length everywhere), in member order, at every member:
+/// Bruck's algorithm, ⌈log2 n⌉ rounds, O(n · len) bytes per member.
 fn allgather_among<F: Fabric>(
     eng: &mut Engine<F>,
     ctx: u32,
@@ -124,41 +213,34 @@ fn allgather_among<F: Fabric>(
     members: &[u32],
     me: usize,
     mine: &[u8],
-) -> Result<Vec<Vec<u8>>> {
+) -> Result<Vec<u8>> {
     let n = members.len();
     let len = mine.len();
-    let mut all = vec![0u8; len * n];
-    if me == 0 {
-        all[..len].copy_from_slice(mine);
-        for (i, &w) in members.iter().enumerate().skip(1) {
-            let st = eng.recv(
-                Pattern {
-                    context: ctx,
-                    source: Some(w),
-                    tag: Some(tag - TAG_GATHER),
-                },
-                &mut all[i * len..(i + 1) * len],
-            )?;
-            debug_assert_eq!(st.len, len, "all-gather contributions differ in length");
-        }
-        for &w in &members[1..] {
-            eng.send(w, ctx, tag - TAG_BCAST, &all, SendMode::Standard)?;
-        }
-    } else {
-        eng.send(members[0], ctx, tag - TAG_GATHER, mine, SendMode::Standard)?;
-        eng.recv(
-            Pattern {
-                context: ctx,
-                source: Some(members[0]),
-                tag: Some(tag - TAG_BCAST),
-            },
-            &mut all,
+    // Block j of `tmp` is member (me + j) % n's.
+    let mut tmp = vec![0u8; n * len];
+    tmp[..len].copy_from_slice(mine);
+    let mut k = 1;
+    while k < n {
+        let count = k.min(n - k);
+        let (have, rest) = tmp.split_at_mut(k * len);
+        sendrecv(
+            eng,
+            ctx,
+            tag,
+            (members[(me + n - k) % n], &have[..count * len]),
+            (members[(me + k) % n], &mut rest[..count * len]),
         )?;
+        k *= 2;
     }
-    Ok(all.chunks(len.max(1)).take(n).map(|c| c.to_vec()).collect())
+    let mut all = vec![0u8; n * len];
+    for j in 0..n {
+        let m = (me + j) % n;
+        all[m * len..(m + 1) * len].copy_from_slice(&tmp[j * len..(j + 1) * len]);
+    }
+    Ok(all)
 }
 
-/// Agrees on a free context pair among `members` and takes it.
+/// Agrees on a context pair free at every member (an AND of the masks) and takes it.
 fn agree_pair<F: Fabric>(
     eng: &mut Engine<F>,
     mask: &mut ContextMask,
@@ -167,8 +249,9 @@ fn agree_pair<F: Fabric>(
     members: &[u32],
     me: usize,
 ) -> Result<u32> {
-    let all = allgather_among(eng, ctx, tag, members, me, &mask.to_bytes())?;
-    let pair = mask.lowest_common(&all)?;
+    let mut words = mask.words();
+    allreduce_and_among(eng, ctx, tag, members, me, &mut words)?;
+    let pair = context::lowest_free(&words)?;
     mask.take(pair);
     Ok(pair)
 }
@@ -203,24 +286,22 @@ pub fn split<F: Fabric>(
     color: Option<i32>,
     key: i32,
 ) -> Result<Option<CommData>> {
-    // Everyone contributes (color, key, mask); every new communicator takes the lowest pair
-    // free at all of its members. Distinct colors may take the same pair: they share no member.
-    let mut mine = Vec::with_capacity(9 + context::MAX_PAIRS / 8);
+    // Everyone contributes (color, key): 9 bytes, gathered by all in O(log n) rounds. Then
+    // one context pair for every new communicator, agreed over the whole parent (MPICH's
+    // way): communicators of different colors share no member, so they may share the pair.
+    let mut mine = Vec::with_capacity(9);
     mine.push(color.is_some() as u8);
     mine.extend_from_slice(&color.unwrap_or(0).to_le_bytes());
     mine.extend_from_slice(&key.to_le_bytes());
-    mine.extend_from_slice(&mask.to_bytes());
-    let all = allgather_among(
-        eng,
-        comm.coll_context(),
-        0,
-        comm.group.members(),
-        comm.rank as usize,
-        &mine,
-    )?;
-    let Some(color) = color else { return Ok(None) };
+    let (members, me) = (comm.group.members(), comm.rank as usize);
+    let all = allgather_among(eng, comm.coll_context(), TAG_GATHER, members, me, &mine)?;
+    let pair = agree_pair(eng, mask, comm.coll_context(), TAG_AGREE, members, me)?;
+    let Some(color) = color else {
+        mask.release(pair);
+        return Ok(None);
+    };
     let mut same: Vec<(i32, usize)> = all
-        .iter()
+        .chunks_exact(9)
         .enumerate()
         .filter(|(_, c)| {
             c[0] == 1 && i32::from_le_bytes(c[1..5].try_into().expect("4 bytes")) == color
@@ -228,9 +309,6 @@ pub fn split<F: Fabric>(
         .map(|(r, c)| (i32::from_le_bytes(c[5..9].try_into().expect("4 bytes")), r))
         .collect();
     same.sort();
-    let masks: Vec<Vec<u8>> = same.iter().map(|&(_, r)| all[r][9..].to_vec()).collect();
-    let pair = mask.lowest_common(&masks)?;
-    mask.take(pair);
     let group = GroupData::new(
         same.iter()
             .map(|&(_, r)| comm.world_rank(r as u32))

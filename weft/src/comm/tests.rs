@@ -1,6 +1,9 @@
 //! The internal collectives over real engines, one thread per rank, on an in-memory fabric.
 
-use super::barrier_among;
+use super::context::{self, ContextMask};
+use super::group::GroupData;
+use super::{agree_pair, barrier_among, split, CommData};
+use std::rc::Rc;
 use crate::engine::{Config, Engine};
 use crate::fabric::{Fabric, Header, PullError, Sink};
 use std::collections::VecDeque;
@@ -54,10 +57,15 @@ impl Fabric for ThreadFabric {
 }
 
 fn engine(rank: u32, net: Queues) -> Engine<ThreadFabric> {
+    engine_with(rank, net, 1024)
+}
+
+/// An engine sending eagerly up to `eager_limit` bytes (0: every message by rendezvous).
+fn engine_with(rank: u32, net: Queues, eager_limit: usize) -> Engine<ThreadFabric> {
     Engine::new(
         ThreadFabric { rank, net },
         Config {
-            eager_limit: 1024,
+            eager_limit,
             spin_count: 10,
             yield_count: 10,
             sleep_timeout: Duration::from_millis(1),
@@ -139,4 +147,116 @@ fn barrier_among_one_rank_returns() {
     let net: Queues = Arc::new(Mutex::new(vec![VecDeque::new()]));
     let mut eng = engine(0, net);
     barrier_among(&mut eng, 7, -16, &[0], 0).expect("barrier of one");
+}
+
+/// Runs `body(engine, member)` on `n` threads (member ranks reversed against world ranks)
+/// and returns each member's result, in member order.
+fn on_members<T: Send + 'static>(
+    n: usize,
+    eager_limit: usize,
+    body: impl Fn(&mut Engine<ThreadFabric>, &[u32], usize) -> T + Send + Sync + 'static,
+) -> Vec<T> {
+    let net: Queues = Arc::new(Mutex::new((0..n).map(|_| VecDeque::new()).collect()));
+    let members: Arc<Vec<u32>> = Arc::new((0..n as u32).rev().collect());
+    let body = Arc::new(body);
+    let hs: Vec<_> = (0..n)
+        .map(|me| {
+            let (net, members, body) = (net.clone(), members.clone(), body.clone());
+            std::thread::spawn(move || {
+                let mut eng = engine_with(members[me], net, eager_limit);
+                body(&mut eng, &members, me)
+            })
+        })
+        .collect();
+    hs.into_iter().map(|h| h.join().expect("a member panicked")).collect()
+}
+
+/// Every member takes some pairs first (member m takes 2 + m, and 10 + 3m if m is odd).
+fn busy_mask(m: usize) -> ContextMask {
+    let mut mask = ContextMask::default();
+    mask.take(2 + m as u32);
+    if !m.is_multiple_of(2) {
+        mask.take(10 + 3 * m as u32);
+    }
+    mask
+}
+
+#[test]
+fn members_agree_on_the_lowest_pair_free_everywhere_at_every_count() {
+    for n in 1..=9 {
+        for eager in [1024, 0] {
+            let got = on_members(n, eager, |eng, members, me| {
+                let mut mask = busy_mask(me);
+                agree_pair(eng, &mut mask, 3, 0, members, me).expect("agreement")
+            });
+            // Pairs 2..2+n are each taken somewhere; 10+3m for odd m.
+            let taken: Vec<u32> = (0..n)
+                .flat_map(|m| {
+                    let mut t = vec![2 + m as u32];
+                    if !m.is_multiple_of(2) {
+                        t.push(10 + 3 * m as u32);
+                    }
+                    t
+                })
+                .collect();
+            let want = (2..).find(|p| !taken.contains(p)).unwrap();
+            assert!(got.iter().all(|&p| p == want), "n={n}: {got:?}, want {want}");
+        }
+    }
+}
+
+#[test]
+fn split_groups_by_color_and_key_with_one_pair_for_all() {
+    for n in 1..=9 {
+        let got = on_members(n, 0, move |eng, members, me| {
+            let parent = CommData {
+                pair: 0,
+                group: Rc::new(GroupData::new(members.to_vec())),
+                rank: me as u32,
+            };
+            let mut mask = busy_mask(0);
+            // Every third member opts out; colors by parity; keys reversed.
+            let color = (me % 3 != 1).then_some((me % 2) as i32);
+            split(eng, &mut mask, &parent, color, -(me as i32))
+                .expect("split")
+                .map(|c| (c.pair, c.group.members().to_vec(), c.rank))
+        });
+        let pair = got.iter().flatten().map(|c| c.0).next();
+        let members: Vec<u32> = (0..n as u32).rev().collect();
+        for (me, c) in got.iter().enumerate() {
+            if me % 3 == 1 {
+                assert!(c.is_none(), "n={n}: member {me} opted out");
+                continue;
+            }
+            let (p, group, rank) = c.clone().expect("in a group");
+            assert_eq!(Some(p), pair, "one pair for the whole split");
+            assert_ne!(p, 2, "pair 2 is taken at every member");
+            // Same color, ordered by key (reversed member order).
+            let want: Vec<u32> = (0..n)
+                .rev()
+                .filter(|&m| m % 3 != 1 && m % 2 == me % 2)
+                .map(|m| members[m])
+                .collect();
+            assert_eq!(group, want, "n={n} member {me}");
+            assert_eq!(group[rank as usize], members[me]);
+        }
+    }
+}
+
+#[test]
+fn agreeing_on_a_pair_costs_log_n_masks_per_member_not_n() {
+    let n = 16;
+    let sent = on_members(n, 1024, |eng, members, me| {
+        let mut mask = ContextMask::default();
+        agree_pair(eng, &mut mask, 3, 0, members, me).expect("agreement");
+        eng.stats().sent_bytes
+    });
+    let mask_bytes = (context::MAX_PAIRS / 8) as u64;
+    // log2(16) = 4 exchanges of one mask each: 4 masks, where gathering at one member would
+    // send it 15.
+    for (me, &b) in sent.iter().enumerate() {
+        assert!(b <= 4 * mask_bytes, "member {me} sent {b} bytes ({} masks)", b / mask_bytes);
+    }
+    let total: u64 = sent.iter().sum();
+    assert_eq!(total, 16 * 4 * mask_bytes, "recursive doubling: 4 masks each");
 }
