@@ -36,7 +36,10 @@ INSTALL_SCRIPT = REPO / "scripts" / "install-mpi-peers.sh"
 IMPLS = ["weft", "mpich", "openmpi"]
 PEERS = ["mpich", "openmpi"]
 TITLE = {"weft": "Weft", "mpich": "MPICH", "openmpi": "Open MPI"}
-PROGRAMS = ["latency", "bandwidth", "ring_barrier"]
+PROGRAMS = ["latency", "bandwidth", "ring_barrier", "coll"]
+# The collectives bench/c/coll.c and bench/src/bin/coll.rs measure, in the order they print.
+COLL_OPS = ["barrier", "bcast", "reduce", "allreduce", "allgather", "gather", "scatter", "alltoall",
+            "reduce_scatter"]
 PEER_TOOLS = {"mpich": ("mpicc.mpich", "mpiexec.hydra"), "openmpi": ("mpicc.openmpi", "mpirun.openmpi")}
 
 RESULT_RE = re.compile(r"^RESULT\s+(\S+)\s+(\d+)\s+(\S+)\s+(\S+)\s*$")
@@ -478,8 +481,11 @@ def main():
     ap.add_argument("--markdown", action="store_true", help="print the tables in Markdown")
     ap.add_argument("--spread", action="store_true", help="show each cell's range over rounds: median (min-max)")
     ap.add_argument("--ranks", default="4,8", help="rank counts for ring/barrier (default 4,8)")
+    ap.add_argument("--coll-ranks", default="2,4,8",
+                    help="rank counts for the collectives (--bench coll; default 2,4,8)")
     ap.add_argument("--bench", default="latency,bandwidth,ring",
-                    help="which benchmarks to run, from latency, bandwidth, ring (ring/barrier); default all")
+                    help="which benchmarks to run, from latency, bandwidth, ring (ring/barrier), coll (the "
+                         "collectives, OSU style, at --coll-ranks); default latency,bandwidth,ring")
     ap.add_argument("--busy-neighbour", type=int, default=0, metavar="N",
                     help="also run ring/barrier beside N processes that spin without ever blocking "
                          "(sh -c 'while :; do :; done'), started before and killed after each run; "
@@ -547,9 +553,10 @@ def main():
 
 def selected(opts):
     wanted = {b.strip() for b in opts.bench.split(",") if b.strip()}
-    unknown = wanted - {"latency", "bandwidth", "ring"}
+    unknown = wanted - {"latency", "bandwidth", "ring", "coll"}
     if unknown:
-        raise SystemExit(f"--bench: unknown benchmark(s) {', '.join(sorted(unknown))} (latency, bandwidth, ring)")
+        raise SystemExit(f"--bench: unknown benchmark(s) {', '.join(sorted(unknown))} "
+                         "(latency, bandwidth, ring, coll)")
     return wanted
 
 
@@ -567,6 +574,8 @@ def measure(opts, rounds, timeout, impls, ring_ranks, args, built, floor_exe, we
     jobs = [(p, 2, 0) for p in ("latency", "bandwidth") if p in wanted]
     if opts.net == "shm" and "ring" in wanted:
         jobs += [("ring_barrier", n, 0) for n in ring_ranks]
+    if opts.net == "shm" and "coll" in wanted:
+        jobs += [("coll", int(n), 0) for n in opts.coll_ranks.split(",") if n.strip()]
         if opts.busy_neighbour > 0:
             jobs += [("ring_barrier", n, opts.busy_neighbour) for n in ring_ranks]
     res = Results()
@@ -627,6 +636,8 @@ def measure(opts, rounds, timeout, impls, ring_ranks, args, built, floor_exe, we
                     if left:
                         log(f"    killed {left} process(es) the run left in the test hosts")
                 for name, size, value, unit in found:
+                    # The collectives' names get a prefix: coll's barrier is not ring_barrier's.
+                    name = f"coll:{name}" if prog == "coll" else name
                     res.add(impl, result_key(name, nranks, busy), size, value)
                     res.raw.append({"round": rnd + 1, "impl": impl, "bench": name, "ranks": nranks,
                                     "busy": busy, "size": size, "value": value, "unit": unit})
@@ -757,7 +768,9 @@ def report(opts, res, floor, impls, ring_ranks, rounds, saved=None):
     def ran(prog, busy=0):
         return any(j[0] == prog and (j[2] if len(j) > 2 else 0) == busy for (_, j) in res.failures) or any(
             r["bench"] in {"latency": ["latency"], "bandwidth": ["bandwidth"],
-                           "ring_barrier": ["ring", "barrier"]}[prog] and r.get("busy", 0) == busy
+                           "ring_barrier": ["ring", "barrier"],
+                           "coll": [f"coll:{op}" for op in COLL_OPS]}[prog]
+            and r.get("busy", 0) == busy
             for r in res.raw)
 
     if ran("latency"):
@@ -793,10 +806,43 @@ def report(opts, res, floor, impls, ring_ranks, rounds, saved=None):
                                         label, opts.spread)
         print_table(f"Oversubscribed on {os.cpu_count()} CPUs: µs per ring step (8 B to the next rank) and per "
                     "barrier (lower is better)", ["benchmark"] + header_cols, rows, md)
+    if ran("coll"):
+        coll_report(opts, res, impls, header_cols, md)
     busy_counts = sorted({r.get("busy", 0) for r in res.raw} | {j[2] for (_, j) in res.failures if len(j) > 2})
     for busy in [b for b in busy_counts if b]:
         busy_report(opts, res, impls, ring_ranks, busy)
     print()
+
+
+def coll_target(op, size, nranks):
+    """Issue 10's targets, Weft / best peer: at 2 ranks, barrier and allreduce/broadcast of 8 B
+    ≤ 0.7 and of 1 MiB ≤ 0.8; at 4 and 8 ranks ≤ 0.8 for barrier, allreduce, broadcast and
+    allgather at 8 B and 64 KiB; every other cell ≤ 1.0."""
+    if nranks == 2:
+        if op == "barrier" or (op in ("allreduce", "bcast") and size == 8):
+            return 0.7
+        if op in ("allreduce", "bcast") and size == 1 << 20:
+            return 0.8
+    elif op == "barrier" or (op in ("allreduce", "bcast", "allgather") and size in (8, 64 << 10)):
+        return 0.8
+    return 1.0
+
+
+def coll_report(opts, res, impls, header_cols, md):
+    """One table per rank count: every collective and size, with the floor beside the barrier."""
+    counts = sorted({r["ranks"] for r in res.raw if r["bench"].startswith("coll:")}
+                    | {j[1] for (_, j) in res.failures if j[0] == "coll"})
+    for n in counts:
+        rows = []
+        for op in COLL_OPS:
+            key = result_key(f"coll:{op}", n)
+            sizes = sizes_for(res, key) or [0]
+            targets = {size: coll_target(op, size, n) for size in sizes}
+            label = (lambda size, op=op: op if op == "barrier" else f"{op} {human_size(size)}")
+            rows += comparison_rows(res, impls, key, ("coll", n, 0), sizes, True, targets, label, opts.spread)
+        over = f" ({n} ranks on {os.cpu_count()} CPUs: oversubscribed)" if n > (os.cpu_count() or 2) else ""
+        print_table(f"Collectives, {n} ranks{over}: µs per call, rooted at rank 0 (lower is better)",
+                    ["collective"] + header_cols, rows, md)
 
 
 def busy_report(opts, res, impls, ring_ranks, busy):

@@ -121,11 +121,25 @@ impl SysOp {
 macro_rules! lanes {
     ($input:expr, $inout:expr, $t:ty, |$a:ident, $b:ident| $e:expr) => {{
         const N: usize = std::mem::size_of::<$t>();
-        for (i, o) in $input.chunks_exact(N).zip($inout.chunks_exact_mut(N)) {
-            let $a = <$t>::from_ne_bytes(i.try_into().expect("N bytes"));
-            let $b = <$t>::from_ne_bytes((&*o).try_into().expect("N bytes"));
-            let r: $t = $e;
-            o.copy_from_slice(&r.to_ne_bytes());
+        // SAFETY: every bit pattern of the bytes is a valid value of the number type `$t`, and
+        // `align_to` hands out only its aligned middle part.
+        let (ip, im, is) = unsafe { $input.align_to::<$t>() };
+        // SAFETY: as above; any value written back is a valid `$t` and so valid bytes.
+        let (op, om, os) = unsafe { $inout.align_to_mut::<$t>() };
+        if ip.is_empty() && is.is_empty() && op.is_empty() && os.is_empty() {
+            // Aligned (user buffers and scratch vectors usually are): a plain loop the
+            // compiler vectorises.
+            for (x, y) in im.iter().zip(om.iter_mut()) {
+                let ($a, $b) = (*x, *y);
+                *y = $e;
+            }
+        } else {
+            for (i, o) in $input.chunks_exact(N).zip($inout.chunks_exact_mut(N)) {
+                let $a = <$t>::from_ne_bytes(i.try_into().expect("N bytes"));
+                let $b = <$t>::from_ne_bytes((&*o).try_into().expect("N bytes"));
+                let r: $t = $e;
+                o.copy_from_slice(&r.to_ne_bytes());
+            }
         }
     }};
 }
