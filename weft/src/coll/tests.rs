@@ -45,6 +45,8 @@ fn run_on(
     // Reversed and rotated by one: member and world ranks differ.
     let world_ranks: Vec<u32> = (0..n).map(|i| ((2 * n - i) % n) as u32).collect();
     let mut es: Vec<Engine<FakeFabric>> = world(n as u32, 4, 256, eager, single_copy);
+    // Scratch comes from a pool: make a step that reads it before writing it show.
+    es.iter_mut().for_each(|e| e.poison_scratch_pool());
     let mut hs = Vec::new();
     for (me, b) in bufs.iter_mut().enumerate() {
         let m = Members {

@@ -122,6 +122,8 @@ pub struct Engine<F: Fabric> {
     yield_gate: wait::YieldGate,
     /// Collective schedules in progress.
     schedules: Vec<schedule::Running>,
+    /// Scratch vectors of finished schedules, for the next ones.
+    scratch_pool: schedule::ScratchPool,
 }
 
 impl<F: Fabric> Engine<F> {
@@ -149,6 +151,7 @@ impl<F: Fabric> Engine<F> {
             bsend_overhead: 64,
             yield_gate,
             schedules: Vec::new(),
+            scratch_pool: Default::default(),
         }
     }
 

@@ -121,6 +121,9 @@ pub struct Schedule {
     steps: Vec<Step>,
     input: Option<RawBuf>,
     output: Option<RawBufMut>,
+    /// Lengths of the scratch vectors the steps name; the vectors themselves come from the
+    /// engine's pool when the schedule starts (`scratch`).
+    scratch_lens: Vec<usize>,
     scratch: Vec<Vec<u8>>,
     combine: Option<Combine>,
     /// Kept alive until the schedule ends (a staging copy whose view is `input`, say).
@@ -148,6 +151,7 @@ impl Schedule {
             steps: Vec::new(),
             input: None,
             output: None,
+            scratch_lens: Vec::new(),
             scratch: Vec::new(),
             combine: None,
             keep: Vec::new(),
@@ -177,10 +181,11 @@ impl Schedule {
         self.keep.push(v);
     }
 
-    /// A new zeroed scratch vector of `len` bytes; returns its area.
+    /// A scratch vector of `len` bytes; returns its area. Its contents are unspecified (it
+    /// may be reused from an earlier schedule): steps write it before they read it.
     pub fn scratch(&mut self, len: usize) -> Area {
-        let n = u16::try_from(self.scratch.len()).expect("at most 65536 scratch vectors");
-        self.scratch.push(vec![0; len]);
+        let n = u16::try_from(self.scratch_lens.len()).expect("at most 65536 scratch vectors");
+        self.scratch_lens.push(len);
         Area::Scratch(n)
     }
 
@@ -232,7 +237,7 @@ impl Schedule {
         match area {
             Area::Input => self.input.map_or(0, |b| b.len()),
             Area::Output => self.output.map_or(0, |b| b.len()),
-            Area::Scratch(n) => self.scratch.get(n as usize).map_or(0, Vec::len),
+            Area::Scratch(n) => self.scratch_lens.get(n as usize).copied().unwrap_or(0),
         }
     }
 
@@ -395,6 +400,11 @@ impl<F: Fabric> Engine<F> {
         if let Err(e) = sched.validate() {
             panic!("weft: invalid schedule for {}: {e}\n{sched:?}", sched.call);
         }
+        let mut sched = sched;
+        sched.scratch = std::mem::take(&mut sched.scratch_lens)
+            .iter()
+            .map(|&len| self.scratch_pool.take(len))
+            .collect();
         let h = self.core.start_local();
         self.schedules.push(Running::new(sched, h));
         // Start what can start now: the first sends go out before we return.
@@ -412,6 +422,9 @@ impl<F: Fabric> Engine<F> {
             if run.next == run.sched.steps.len() && run.pending.is_empty() {
                 let error = run.error.take();
                 self.core.complete_local(run.request, error);
+                for v in std::mem::take(&mut run.sched.scratch) {
+                    self.scratch_pool.give(v);
+                }
                 did = true;
                 // `swap_remove` moved the last one to `i`: look at it next.
             } else {
@@ -520,5 +533,69 @@ impl<F: Fabric> Engine<F> {
     /// Number of schedules running.
     pub fn running_schedules(&self) -> usize {
         self.schedules.len()
+    }
+
+    /// Fills the scratch pool with vectors of garbage, so that tests see a step that reads
+    /// scratch before writing it.
+    #[cfg(test)]
+    pub(crate) fn poison_scratch_pool(&mut self) {
+        for len in [16, 256, 4096, 65536] {
+            self.scratch_pool.give(vec![0xa5; len]);
+        }
+    }
+}
+
+/// Scratch vectors of finished schedules, kept for the next ones: a large collective then
+/// neither allocates nor touches fresh pages (zeroed by the kernel, faulted in one by one)
+/// every time. Bounded in count and bytes; the largest are kept.
+#[derive(Debug, Default)]
+pub(super) struct ScratchPool {
+    free: Vec<Vec<u8>>,
+}
+
+impl ScratchPool {
+    const MAX_VECTORS: usize = 16;
+    const MAX_BYTES: usize = 64 << 20;
+
+    /// A vector of `len` bytes (contents unspecified).
+    fn take(&mut self, len: usize) -> Vec<u8> {
+        // The smallest kept vector that is large enough.
+        let best = self
+            .free
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| v.capacity() >= len)
+            .min_by_key(|(_, v)| v.capacity())
+            .map(|(i, _)| i);
+        let mut v = match best {
+            Some(i) => self.free.swap_remove(i),
+            None => Vec::new(),
+        };
+        if v.len() >= len {
+            v.truncate(len);
+        } else {
+            v.resize(len, 0);
+        }
+        v
+    }
+
+    /// Keeps `v` for later, within the bounds.
+    fn give(&mut self, v: Vec<u8>) {
+        if v.capacity() == 0 || v.capacity() > Self::MAX_BYTES {
+            return;
+        }
+        self.free.push(v);
+        self.free.sort_by_key(|v| std::cmp::Reverse(v.capacity()));
+        let mut total = 0;
+        let keep = self
+            .free
+            .iter()
+            .take_while(|v| {
+                total += v.capacity();
+                total <= Self::MAX_BYTES
+            })
+            .count()
+            .min(Self::MAX_VECTORS);
+        self.free.truncate(keep);
     }
 }
