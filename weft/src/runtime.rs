@@ -164,13 +164,13 @@ pub fn finalize() {
         rt.boot.pmi.abort(101, &format!("rank {rank} panicked"));
     }
     rt.engine.drain();
-    let world = crate::comm::CommData {
-        pair: crate::comm::context::WORLD_PAIR,
-        group: std::rc::Rc::new(crate::comm::group::GroupData::new(
+    let world = crate::comm::CommData::new(
+        crate::comm::context::WORLD_PAIR,
+        std::rc::Rc::new(crate::comm::group::GroupData::new(
             (0..rt.boot.size).collect(),
         )),
-        rank: rt.boot.rank,
-    };
+        rt.boot.rank,
+    );
     if let Err(e) = crate::comm::barrier(&mut rt.engine, &world) {
         eprintln!("{e}");
     }

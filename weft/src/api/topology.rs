@@ -87,11 +87,7 @@ impl SimpleCommunicator {
         let (rank, size) = runtime::with_call("world", |rt| (rt.boot.rank, rt.boot.size));
         let group = Rc::new(GroupData::new((0..size).collect()));
         SimpleCommunicator {
-            data: Rc::new(CommData {
-                pair: WORLD_PAIR,
-                group,
-                rank,
-            }),
+            data: Rc::new(CommData::new(WORLD_PAIR, group, rank)),
             owned: false,
         }
     }
@@ -101,11 +97,7 @@ impl SimpleCommunicator {
         let rank = runtime::with_call("self_comm", |rt| rt.boot.rank);
         let group = Rc::new(GroupData::new(vec![rank]));
         SimpleCommunicator {
-            data: Rc::new(CommData {
-                pair: SELF_PAIR,
-                group,
-                rank: 0,
-            }),
+            data: Rc::new(CommData::new(SELF_PAIR, group, 0)),
             owned: false,
         }
     }

@@ -6,6 +6,7 @@
 pub mod context;
 pub mod group;
 pub mod node_memory;
+pub mod node_topology;
 pub mod sequence;
 
 use self::context::{coll_context, p2p_context, ContextMask};
@@ -33,9 +34,28 @@ pub struct CommData {
     pub group: Rc<GroupData>,
     /// This rank's position in `group`.
     pub rank: u32,
+    /// Where the members are, node by node (computed on first use).
+    topology: std::cell::OnceCell<node_topology::NodeTopology>,
 }
 
 impl CommData {
+    /// Member `rank` of a communicator over `group` with context pair `pair`.
+    pub fn new(pair: u32, group: Rc<GroupData>, rank: u32) -> Self {
+        CommData {
+            pair,
+            group,
+            rank,
+            topology: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// Where the members are, node by node, given the job's node map (`node_of[w]`: world
+    /// rank `w`'s node).
+    pub fn node_topology(&self, node_of: &[u32]) -> &node_topology::NodeTopology {
+        self.topology
+            .get_or_init(|| node_topology::NodeTopology::of(self.group.members(), self.rank, node_of))
+    }
+
     /// Context for user point-to-point traffic.
     #[inline]
     pub fn p2p_context(&self) -> u32 {
@@ -270,11 +290,7 @@ pub fn dup<F: Fabric>(
         comm.group.members(),
         comm.rank as usize,
     )?;
-    Ok(CommData {
-        pair,
-        group: comm.group.clone(),
-        rank: comm.rank,
-    })
+    Ok(CommData::new(pair, comm.group.clone(), comm.rank))
 }
 
 /// `MPI_Comm_split`: members with the same `color` form a communicator ordered by `key`,
@@ -317,11 +333,7 @@ pub fn split<F: Fabric>(
     let rank = group
         .rank_of(comm.world_rank(comm.rank))
         .expect("I am in my color's group") as u32;
-    Ok(Some(CommData {
-        pair,
-        group: Rc::new(group),
-        rank,
-    }))
+    Ok(Some(CommData::new(pair, Rc::new(group), rank)))
 }
 
 /// `MPI_Comm_create_group`: only members of `group` call it; collective over `group`.
@@ -350,11 +362,7 @@ pub fn create_from_group<F: Fabric>(
     }
     let t = TAG_CREATE_GROUP + 64 + (tag & 0x00ff_ffff) * 64;
     let pair = agree_pair(eng, mask, comm.coll_context(), t, group.members(), me)?;
-    Ok(Some(CommData {
-        pair,
-        group: Rc::new(group.clone()),
-        rank: me as u32,
-    }))
+    Ok(Some(CommData::new(pair, Rc::new(group.clone()), me as u32)))
 }
 
 #[cfg(test)]

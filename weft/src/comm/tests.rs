@@ -209,11 +209,7 @@ fn members_agree_on_the_lowest_pair_free_everywhere_at_every_count() {
 fn split_groups_by_color_and_key_with_one_pair_for_all() {
     for n in 1..=9 {
         let got = on_members(n, 0, move |eng, members, me| {
-            let parent = CommData {
-                pair: 0,
-                group: Rc::new(GroupData::new(members.to_vec())),
-                rank: me as u32,
-            };
+            let parent = CommData::new(0, Rc::new(GroupData::new(members.to_vec())), me as u32);
             let mut mask = busy_mask(0);
             // Every third member opts out; colors by parity; keys reversed.
             let color = (me % 3 != 1).then_some((me % 2) as i32);

@@ -225,8 +225,7 @@ pub(crate) fn blocking_shm(
 /// The area of `comm`, made now (collectively) if its members all share this node.
 fn new_area(rt: &mut runtime::Runtime, comm: &CommData) -> Result<Option<NodeArea>> {
     let members = comm.group.members();
-    let mine = rt.boot.node_of[rt.boot.rank as usize];
-    if members.iter().any(|&w| rt.boot.node_of[w as usize] != mine) {
+    if !comm.node_topology(&rt.boot.node_of).single_node() {
         return Ok(None);
     }
     let slot = rt.tunables.coll_shm_slot;
