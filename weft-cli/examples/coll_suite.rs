@@ -6,8 +6,9 @@
 //! roots and sizes, predefined and user operations, non-contiguous datatypes), `immediate`
 //! (many nonblocking collectives in flight at once on different communicators, overlapped
 //! with point-to-point traffic), `mismatch` (members disagree on a size: the job must end
-//! with an error naming the call), `die` (a member exits while the others wait in a
-//! collective: the job must end promptly).
+//! with an error naming the call), `wrongop` and `wrongroot` (under `WEFT_COLL_CHECK=1`,
+//! members that disagree on the operation or the root), `die` (a member exits while the
+//! others wait in a collective: the job must end promptly).
 
 use weft::collective::{SystemOperation, UserOperation};
 use weft::datatype::{Partition, PartitionMut, UserDatatype};
@@ -65,6 +66,26 @@ fn main() {
             // Member 1 sends 3 values where the others send 2.
             world.all_reduce_into(&mine[..], &mut r[..], SystemOperation::sum());
             world.all_gather_into(&mine[..], &mut out[..]);
+        }
+        "wrongop" => {
+            // Run with WEFT_COLL_CHECK=1: the last member reduces with another operation.
+            let op = if world.rank() == world.size() - 1 {
+                SystemOperation::max()
+            } else {
+                SystemOperation::sum()
+            };
+            let mut x = 0u64;
+            world.all_reduce_into(&1u64, &mut x, op);
+        }
+        "wrongroot" => {
+            // Run with WEFT_COLL_CHECK=1: the last member names another root.
+            let root = if world.rank() == world.size() - 1 {
+                1
+            } else {
+                0
+            };
+            let mut x = [0u64; 4];
+            world.process_at_rank(root).broadcast_into(&mut x[..]);
         }
         "die" => {
             world.barrier();

@@ -124,6 +124,28 @@ fn members_that_disagree_on_a_size_end_the_job_naming_the_call() {
 }
 
 #[test]
+fn the_checking_mode_names_members_that_disagree_and_passes_agreeing_ones() {
+    let check = ["-x", "WEFT_COLL_CHECK=1"];
+    for (case, want) in [
+        (
+            "wrongop",
+            "called all_reduce_into of 8 bytes a member with MPI_MAX",
+        ),
+        ("wrongroot", "called broadcast_into with root 1"),
+    ] {
+        let out = job(3, case, &check);
+        assert_ne!(out.code, Some(0), "{case}: {out:?}");
+        assert!(
+            out.stderr.contains("collective calls do not match") && out.stderr.contains(want),
+            "{case}: {out:?}"
+        );
+    }
+    // Every collective, in every form, agrees with itself: no false alarm.
+    passes(4, "all", &check);
+    passes(3, "immediate", &check);
+}
+
+#[test]
 fn a_member_that_dies_mid_collective_ends_the_job_naming_it() {
     let t = std::time::Instant::now();
     let out = job(4, "die", &[]);

@@ -107,6 +107,8 @@ tunables! {
         "Run the blocking collectives of communicators whose members share one node through a node-shared area (data written once, read in place); 0 sends messages instead";
     coll_shm_slot: usize = "WEFT_COLL_SHM_SLOT", "16k",
         "Bytes each member may write into the node-shared area per collective (the area takes members x (128 + 2 x this)); larger collectives send messages";
+    coll_check: bool = "WEFT_COLL_CHECK", "0",
+        "Before every collective, the members compare what they called (the collective, root, size per member, operation) and a mismatch ends the job with a message naming the members and the values, instead of wrong data or a hang (one more exchange per collective)";
     transports: Transports = "WEFT_TRANSPORTS", "shm,tcp",
         "Transports ranks may use besides self, from shm and tcp: same-node peers use shm when listed, every other pair tcp (tcp alone forces TCP between every pair)";
     connect: ConnectMode = "WEFT_CONNECT", "lazy",

@@ -22,6 +22,8 @@ use std::rc::Rc;
 const TAG_BARRIER: i32 = -16;
 const TAG_GATHER: i32 = -32;
 const TAG_AGREE: i32 = -33;
+/// Tag of the checking mode's exchange of collective calls (`WEFT_COLL_CHECK`).
+pub const TAG_CHECK: i32 = -48;
 /// Base of the tags `create_from_group` uses (the user's tag is folded in).
 const TAG_CREATE_GROUP: i32 = i32::MIN;
 
@@ -226,7 +228,7 @@ fn allreduce_and_among<F: Fabric>(
 
 /// Every member's `mine` (the same length everywhere), in member order, at every member:
 /// Bruck's algorithm, ⌈log2 n⌉ rounds, O(n · len) bytes per member.
-fn allgather_among<F: Fabric>(
+pub fn allgather_among<F: Fabric>(
     eng: &mut Engine<F>,
     ctx: u32,
     tag: i32,

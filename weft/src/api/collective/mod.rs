@@ -11,7 +11,7 @@
 pub mod operation;
 mod start;
 
-use self::start::{blocking_shm, start, Buffers, ShmOp, Started};
+use self::start::{blocking_shm, check_call, start, Buffers, Called, ShmOp, Started};
 use super::datatype::{Buffer, BufferMut, Layout, PartitionedBuffer, PartitionedBufferMut};
 use super::request::{Request, Scope, StaticScope};
 use super::topology::{AsCommunicator, Communicator, Process, Rank};
@@ -106,6 +106,15 @@ fn through_shm(
 // ----- the collectives on a whole communicator -------------------------------------------
 
 fn plan_barrier(c: &CommData, blocking: bool) -> Result<Started> {
+    check_call(
+        c,
+        Called {
+            call: "barrier",
+            root: None,
+            unit: Some(0),
+            op: None,
+        },
+    )?;
     let bufs = Buffers {
         input: None,
         output: None,
@@ -135,6 +144,15 @@ unsafe fn plan_all_gather(
         rl,
         n * sl,
         "one send buffer per member",
+    )?;
+    check_call(
+        c,
+        Called {
+            call: CALL,
+            root: None,
+            unit: Some(sl),
+            op: None,
+        },
     )?;
     let bufs = Buffers {
         input: Some(s),
@@ -175,6 +193,15 @@ unsafe fn plan_all_gather_varcount(
         "this member's count",
     )?;
     let rl = r.data_len();
+    check_call(
+        c,
+        Called {
+            call: CALL,
+            root: None,
+            unit: None,
+            op: None,
+        },
+    )?;
     let bufs = Buffers {
         input: Some(s),
         output: Some(r),
@@ -233,6 +260,16 @@ unsafe fn plan_all_to_all(
             )
         }
     };
+    let unit = send.is_none().then(|| sl / n.max(1));
+    check_call(
+        c,
+        Called {
+            call,
+            root: None,
+            unit,
+            op: None,
+        },
+    )?;
     let bufs = Buffers {
         input: Some(s),
         output: Some(r),
@@ -295,6 +332,20 @@ unsafe fn plan_reduction<O: Operation>(
             format!("{sl} bytes are not whole {}-byte elements", red.elem),
         ));
     }
+    let unit = if matches!(kind, Reduce::ScatterBlock) {
+        rl
+    } else {
+        sl
+    };
+    check_call(
+        c,
+        Called {
+            call,
+            root: None,
+            unit: Some(unit),
+            op: Some(red.name),
+        },
+    )?;
     let bufs = Buffers {
         input: Some(s),
         output: Some(r),
@@ -701,6 +752,15 @@ unsafe fn plan_broadcast(
     const CALL: &str = "broadcast_into";
     let (root, am_root) = root_of(c, CALL, root)?;
     let len = buf.data_len();
+    check_call(
+        c,
+        Called {
+            call: CALL,
+            root: Some(root),
+            unit: Some(len),
+            op: None,
+        },
+    )?;
     let bufs = Buffers {
         input: None,
         output: Some(buf),
@@ -738,6 +798,20 @@ unsafe fn plan_rooted(
     let n = c.size() as usize;
     let sl = send.map_or(0, |l| l.data_len());
     let rl = recv.map_or(0, |l| l.data_len());
+    let unit = match &how {
+        Rooted::Gather(None) => Some(sl),
+        Rooted::Scatter(None) => Some(rl),
+        _ => None,
+    };
+    check_call(
+        c,
+        Called {
+            call,
+            root: Some(root),
+            unit,
+            op: None,
+        },
+    )?;
     let bufs = Buffers {
         input: send,
         output: recv,
@@ -856,6 +930,15 @@ unsafe fn plan_reduce<O: Operation>(
     }
     let red = op.reduction(call, &send.map)?;
     let order = red.order;
+    check_call(
+        c,
+        Called {
+            call,
+            root: Some(root),
+            unit: Some(sl),
+            op: Some(red.name),
+        },
+    )?;
     let bufs = Buffers {
         input: Some(send),
         output: recv,

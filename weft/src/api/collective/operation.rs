@@ -32,6 +32,8 @@ pub struct Reduction {
     /// Bytes of one element of the packed data (algorithms cut vectors at these).
     pub(crate) elem: usize,
     pub(crate) order: Order,
+    /// What the operation is, for the checking mode's messages.
+    pub(crate) name: &'static str,
 }
 
 impl<T: Operation + ?Sized> Operation for &T {
@@ -146,6 +148,7 @@ impl Operation for SystemOperation {
             combine,
             elem,
             order: Order::Commutative,
+            name: self.name(),
         })
     }
 }
@@ -327,6 +330,7 @@ impl Operation for UserOperation<'_> {
             } else {
                 Order::RankOrder
             },
+            name: "a user operation",
         })
     }
 }
@@ -413,6 +417,7 @@ impl Operation for UnsafeUserOperation {
             } else {
                 Order::RankOrder
             },
+            name: "a C user operation",
         })
     }
 }

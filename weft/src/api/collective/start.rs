@@ -303,3 +303,126 @@ fn run_shm(
     }
     Ok(())
 }
+
+/// What a member called, as the checking mode (`WEFT_COLL_CHECK`) compares it.
+pub(crate) struct Called {
+    /// The call, without `immediate_` (a blocking and an immediate form may match).
+    pub call: &'static str,
+    pub root: Option<usize>,
+    /// Bytes that must be equal at every member (`None`: counts that may differ).
+    pub unit: Option<usize>,
+    pub op: Option<&'static str>,
+}
+
+/// The collective calls the checking mode can name (a descriptor carries an index).
+const CALLS: &[&str] = &[
+    "barrier",
+    "broadcast_into",
+    "reduce_into",
+    "all_reduce_into",
+    "reduce_scatter_block_into",
+    "scan_into",
+    "exclusive_scan_into",
+    "gather_into",
+    "gather_varcount_into",
+    "scatter_into",
+    "scatter_varcount_into",
+    "all_gather_into",
+    "all_gather_varcount_into",
+    "all_to_all_into",
+    "all_to_all_varcount_into",
+];
+const OPS: &[&str] = &[
+    "MPI_MAX",
+    "MPI_MIN",
+    "MPI_SUM",
+    "MPI_PROD",
+    "MPI_LAND",
+    "MPI_BAND",
+    "MPI_LOR",
+    "MPI_BOR",
+    "MPI_LXOR",
+    "MPI_BXOR",
+    "MPI_MINLOC",
+    "MPI_MAXLOC",
+    "MPI_REPLACE",
+    "MPI_NO_OP",
+    "a user operation",
+    "a C user operation",
+];
+
+impl Called {
+    /// The form every member compares: `_root` and `immediate_` dropped.
+    fn base(call: &str) -> &str {
+        let c = call.strip_prefix("immediate_").unwrap_or(call);
+        c.strip_suffix("_root")
+            .map_or(c, |b| if b.ends_with("_into") { b } else { c })
+    }
+    fn encode(&self) -> [u8; 24] {
+        let idx = |list: &[&str], s: &str| {
+            list.iter()
+                .position(|x| *x == s)
+                .map_or(u32::MAX, |i| i as u32)
+        };
+        let mut b = [0u8; 24];
+        b[0..4].copy_from_slice(&idx(CALLS, Self::base(self.call)).to_le_bytes());
+        b[4..8].copy_from_slice(&self.root.map_or(u32::MAX, |r| r as u32).to_le_bytes());
+        b[8..16].copy_from_slice(&self.unit.map_or(u64::MAX, |u| u as u64).to_le_bytes());
+        b[16..20].copy_from_slice(&self.op.map_or(u32::MAX, |o| idx(OPS, o)).to_le_bytes());
+        b
+    }
+    fn describe(b: &[u8]) -> String {
+        let word =
+            |r: std::ops::Range<usize>| u32::from_le_bytes(b[r].try_into().expect("4 bytes"));
+        let name = |list: &[&'static str], i: u32| list.get(i as usize).copied().unwrap_or("?");
+        let mut d = name(CALLS, word(0..4)).to_string();
+        if word(4..8) != u32::MAX {
+            d += &format!(" with root {}", word(4..8));
+        }
+        let unit = u64::from_le_bytes(b[8..16].try_into().expect("8 bytes"));
+        if unit != u64::MAX {
+            d += &format!(" of {unit} bytes a member");
+        }
+        if word(16..20) != u32::MAX {
+            d += &format!(" with {}", name(OPS, word(16..20)));
+        }
+        d
+    }
+}
+
+/// The checking mode: every member of `comm` sends what it called to every other (an
+/// allgather), and each compares; a difference is an error naming both members and what
+/// each called. Nothing when `WEFT_COLL_CHECK` is off.
+pub(crate) fn check_call(comm: &CommData, called: Called) -> Result<()> {
+    runtime::with_call(called.call, |rt| {
+        if !rt.tunables.coll_check {
+            return Ok(());
+        }
+        let mine = called.encode();
+        let members = comm.group.members();
+        let me = comm.rank as usize;
+        let all = crate::comm::allgather_among(
+            &mut rt.engine,
+            comm.coll_context(),
+            crate::comm::TAG_CHECK,
+            members,
+            me,
+            &mine,
+        )?;
+        for (j, theirs) in all.chunks_exact(mine.len()).enumerate() {
+            if theirs != mine {
+                return Err(Error::new(
+                    ErrorClass::Arg,
+                    called.call,
+                    format!(
+                        "collective calls do not match (WEFT_COLL_CHECK): member {j} called {} \
+                         where member {me} called {}",
+                        Called::describe(theirs),
+                        Called::describe(&mine)
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    })
+}
