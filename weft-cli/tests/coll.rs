@@ -101,9 +101,24 @@ fn the_node_shared_area_with_members_asleep_and_a_small_slot() {
 }
 
 #[test]
-fn members_on_two_nodes_in_blocks_and_round_robin() {
+fn members_on_several_nodes_in_blocks_and_round_robin() {
+    // Barrier, broadcast and allreduce go hierarchically (each node's area, then the node
+    // leaders by messages); the rest by messages.
     passes(4, "all", &["--process-mapping", "(vector,(0,2,2))"]);
     passes(5, "all", &["--process-mapping", "(vector,(0,2,1))"]);
+    passes(8, "all", &["--process-mapping", "(vector,(0,3,1))"]);
+    // Asleep at once, with a 10-minute safety net: a lost wake-up in either half stalls.
+    let asleep = [
+        "--process-mapping",
+        "(vector,(0,2,1))",
+        "-x",
+        "WEFT_SPIN_COUNT=0",
+        "-x",
+        "WEFT_YIELD_COUNT=0",
+        "-x",
+        "WEFT_SLEEP_TIMEOUT_MS=600000",
+    ];
+    passes(5, "all", &asleep);
 }
 
 #[test]

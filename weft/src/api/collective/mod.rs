@@ -356,6 +356,7 @@ unsafe fn plan_reduction<O: Operation>(
         Reduce::All => ShmOp::Reduce {
             root: None,
             combine: red.combine.clone(),
+            commutative: red.order == crate::coll::algorithm::Order::Commutative,
         },
         Reduce::ScatterBlock => ShmOp::ReduceScatterBlock {
             combine: red.combine.clone(),
@@ -947,6 +948,7 @@ unsafe fn plan_reduce<O: Operation>(
     let shm = || ShmOp::Reduce {
         root: Some(root),
         combine: red.combine.clone(),
+        commutative: red.order == crate::coll::algorithm::Order::Commutative,
     };
     if let Some(r) = through_shm(blocking, call, c, bufs, sl, shm) {
         return r;

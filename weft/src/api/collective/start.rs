@@ -6,7 +6,8 @@
 use crate::api::datatype::Layout;
 use crate::api::point_to_point::{group_of, Staged};
 use crate::api::request::{Request, Scope};
-use crate::coll::shm::NodeArea;
+use crate::coll::shm::{NodeArea, SizeMismatch};
+use crate::coll::{Area, Span};
 use crate::coll::{Members, Schedule};
 use crate::comm::node_memory::NodeSegment;
 use crate::comm::CommData;
@@ -174,6 +175,8 @@ pub(crate) enum ShmOp {
     Reduce {
         root: Option<usize>,
         combine: Combine,
+        /// Whether the operation commutes (the hierarchical form needs it).
+        commutative: bool,
     },
     Scan {
         combine: Combine,
@@ -192,10 +195,16 @@ pub(crate) enum ShmOp {
     },
 }
 
-/// Runs blocking collective `call` through the node-shared area of `comm` when its members
-/// all share this node and each writes at most a slot (`writes` bytes): `None` when that
-/// does not apply, and the collective must go by messages. Every member decides alike: the
-/// decision depends only on the communicator, the sizes and the tunables.
+/// Runs blocking collective `call` through the node-shared areas of `comm` when that applies,
+/// and returns `None` when the collective must go by messages instead:
+/// - members all on this node: every member writes at most a slot (`writes` bytes): the
+///   whole collective in the area;
+/// - members on several nodes: barrier, broadcast and allreduce with a commutative operation
+///   (within a slot) run hierarchically: each node's members through their node's area, the
+///   node leaders by messages among themselves (each node receives the inter-node data once).
+///
+/// Every member decides alike: the decision depends only on the communicator, the sizes and
+/// the tunables.
 pub(crate) fn blocking_shm(
     call: &'static str,
     comm: &CommData,
@@ -207,41 +216,103 @@ pub(crate) fn blocking_shm(
         if !rt.tunables.coll_shm || writes > rt.tunables.coll_shm_slot || comm.size() < 2 {
             return None;
         }
+        let topo = comm.node_topology(&rt.boot.node_of).clone();
+        let hierarchical = !topo.single_node();
+        if hierarchical && !op.has_hierarchy() {
+            return None;
+        }
         if !rt.node_areas.contains_key(&comm.pair) {
-            let area = match new_area(rt, comm) {
+            let area = match new_area(rt, comm, &topo) {
                 Ok(a) => a,
                 Err(e) => return Some(Err(e)),
             };
             rt.node_areas.insert(comm.pair, area);
         }
+        if !hierarchical {
+            let runtime::Runtime {
+                engine, node_areas, ..
+            } = rt;
+            let area = node_areas.get_mut(&comm.pair)?.as_mut()?;
+            return Some(with_bytes(call, bufs, |src, dst| {
+                run_shm(area, engine, op, src, dst)
+            }));
+        }
+        // The leaders' exchange uses a collective tag: every member takes it, leader or not,
+        // so that all keep counting alike.
+        let tag = rt.sequences.next_tag(comm.pair);
+        let leaders: Vec<u32> = topo.leaders.iter().map(|&r| comm.world_rank(r)).collect();
+        let root_node = match &op {
+            ShmOp::Bcast { root } => {
+                let node = rt.boot.node_of[comm.world_rank(*root as u32) as usize];
+                leaders
+                    .iter()
+                    .position(|&w| rt.boot.node_of[w as usize] == node)
+            }
+            _ => None,
+        };
         let runtime::Runtime {
-            engine, node_areas, ..
+            engine,
+            node_areas,
+            tunables,
+            ..
         } = rt;
-        let area = node_areas.get_mut(&comm.pair)?.as_mut()?;
-        Some(run_shm(call, area, engine, bufs, op))
+        let area = node_areas.get_mut(&comm.pair).and_then(|a| a.as_mut());
+        let h = Hierarchy {
+            comm,
+            topo: &topo,
+            leaders: &leaders,
+            tag,
+            tunables,
+            root_node,
+        };
+        Some(with_bytes(call, bufs, |src, dst| {
+            h.run(call, area, engine, op, src, dst)
+        }))
     })
 }
 
-/// The area of `comm`, made now (collectively) if its members all share this node.
-fn new_area(rt: &mut runtime::Runtime, comm: &CommData) -> Result<Option<NodeArea>> {
-    let members = comm.group.members();
-    if !comm.node_topology(&rt.boot.node_of).single_node() {
-        return Ok(None);
+impl ShmOp {
+    /// Whether the collective has a hierarchical form (members on several nodes).
+    fn has_hierarchy(&self) -> bool {
+        match self {
+            ShmOp::Barrier | ShmOp::Bcast { .. } => true,
+            ShmOp::Reduce {
+                root: None,
+                commutative,
+                ..
+            } => *commutative,
+            _ => false,
+        }
     }
-    let slot = rt.tunables.coll_shm_slot;
-    let len = NodeArea::size_for(members.len(), slot);
-    let tag = rt.sequences.next_tag(comm.pair);
-    let me = comm.rank as usize;
-    let seg = NodeSegment::allocate(&mut rt.engine, comm.coll_context(), tag, members, me, len)?;
-    Ok(Some(NodeArea::new(seg, members.to_vec(), me, slot)))
 }
 
-fn run_shm(
+/// The area of `comm` over its members on this node (made now, collectively among them), or
+/// `None` when this member is alone on its node. Every member of `comm` takes a collective
+/// tag for it, so that all keep counting alike.
+fn new_area(
+    rt: &mut runtime::Runtime,
+    comm: &CommData,
+    topo: &crate::comm::node_topology::NodeTopology,
+) -> Result<Option<NodeArea>> {
+    let tag = rt.sequences.next_tag(comm.pair);
+    if topo.local.len() < 2 {
+        return Ok(None);
+    }
+    let local: Vec<u32> = topo.local.iter().map(|&r| comm.world_rank(r)).collect();
+    let slot = rt.tunables.coll_shm_slot;
+    let len = NodeArea::size_for(local.len(), slot);
+    let me = topo.local_rank;
+    let ctx = comm.coll_context();
+    let seg = NodeSegment::allocate(&mut rt.engine, ctx, tag, &local, me, len)?;
+    Ok(Some(NodeArea::new(seg, local, me, slot)))
+}
+
+/// Runs `f` over the collective's data as bytes: the input (packed when its layout is not
+/// contiguous) and the output (in place, or staged and scattered into the buffer afterwards).
+fn with_bytes(
     call: &'static str,
-    area: &mut NodeArea,
-    engine: &mut crate::engine::Engine<crate::fabric::node::NodeFabric>,
     bufs: Buffers<'_>,
-    op: ShmOp,
+    f: impl FnOnce(&[u8], &mut [u8]) -> std::result::Result<(), SizeMismatch>,
 ) -> Result<()> {
     let packed;
     let src: &[u8] = match bufs.input {
@@ -271,22 +342,7 @@ fn run_shm(
         Some(s) => &mut s.tmp,
         None => direct,
     };
-    let result = match op {
-        ShmOp::Barrier => {
-            area.barrier(engine);
-            Ok(())
-        }
-        ShmOp::Bcast { root } => area.bcast(engine, root, dst),
-        ShmOp::Reduce { root, combine } => area.reduce(engine, root, src, dst, &combine),
-        ShmOp::Scan { combine, exclusive } => area.scan(engine, src, dst, &combine, exclusive),
-        ShmOp::Gather { root } => area.gather(engine, root, src, dst),
-        ShmOp::Scatter { root } => area.scatter(engine, root, src, dst),
-        ShmOp::Alltoall => area.alltoall(engine, src, dst),
-        ShmOp::ReduceScatterBlock { combine } => {
-            area.reduce_scatter_block(engine, src, dst, &combine)
-        }
-    };
-    result.map_err(|m| {
+    f(src, dst).map_err(|m| {
         Error::new(
             ErrorClass::Count,
             call,
@@ -302,6 +358,160 @@ fn run_shm(
         unsafe { s.land(call, s.tmp.len())? };
     }
     Ok(())
+}
+
+type NodeEngine = crate::engine::Engine<crate::fabric::node::NodeFabric>;
+
+/// A collective of a single-node communicator, in its area.
+fn run_shm(
+    area: &mut NodeArea,
+    engine: &mut NodeEngine,
+    op: ShmOp,
+    src: &[u8],
+    dst: &mut [u8],
+) -> std::result::Result<(), SizeMismatch> {
+    match op {
+        ShmOp::Barrier => {
+            area.barrier(engine);
+            Ok(())
+        }
+        ShmOp::Bcast { root } => area.bcast(engine, root, dst),
+        ShmOp::Reduce { root, combine, .. } => area.reduce(engine, root, src, dst, &combine),
+        ShmOp::Scan { combine, exclusive } => area.scan(engine, src, dst, &combine, exclusive),
+        ShmOp::Gather { root } => area.gather(engine, root, src, dst),
+        ShmOp::Scatter { root } => area.scatter(engine, root, src, dst),
+        ShmOp::Alltoall => area.alltoall(engine, src, dst),
+        ShmOp::ReduceScatterBlock { combine } => {
+            area.reduce_scatter_block(engine, src, dst, &combine)
+        }
+    }
+}
+
+/// A collective of a communicator on several nodes: within each node through its area,
+/// between nodes by messages among the node leaders (Sun MPI's network awareness).
+struct Hierarchy<'a> {
+    comm: &'a CommData,
+    topo: &'a crate::comm::node_topology::NodeTopology,
+    /// World ranks of the node leaders, in leader order.
+    leaders: &'a [u32],
+    /// The tag of the leaders' messages.
+    tag: i32,
+    tunables: &'a crate::tunables::Tunables,
+    /// For a broadcast: which leader's node holds the root.
+    root_node: Option<usize>,
+}
+
+impl Hierarchy<'_> {
+    fn run(
+        &self,
+        call: &'static str,
+        mut area: Option<&mut NodeArea>,
+        engine: &mut NodeEngine,
+        op: ShmOp,
+        src: &[u8],
+        dst: &mut [u8],
+    ) -> std::result::Result<(), SizeMismatch> {
+        let leader = self.topo.is_leader();
+        match op {
+            ShmOp::Barrier => {
+                if let Some(a) = area.as_deref_mut() {
+                    a.barrier(engine);
+                }
+                if leader {
+                    self.among_leaders(call, engine, None, dst, |s, m, _| {
+                        crate::coll::algorithm::barrier(s, m)
+                    });
+                }
+                if let Some(a) = area {
+                    a.barrier(engine);
+                }
+            }
+            ShmOp::Bcast { root } => {
+                let root_node = self.root_node.expect("a broadcast knows its root's node");
+                let on_root_node = root_node == self.topo.node_index;
+                if on_root_node {
+                    if let Some(a) = area.as_deref_mut() {
+                        let local_root = self
+                            .topo
+                            .local
+                            .iter()
+                            .position(|&r| r as usize == root)
+                            .expect("the root is on its node");
+                        a.bcast(engine, local_root, dst)?;
+                    }
+                }
+                if leader {
+                    let len = dst.len();
+                    self.among_leaders(call, engine, None, dst, |s, m, t| {
+                        crate::coll::algorithm::bcast(
+                            s,
+                            m,
+                            t,
+                            root_node,
+                            Span::new(Area::Output, 0, len),
+                        )
+                    });
+                }
+                if !on_root_node {
+                    if let Some(a) = area {
+                        a.bcast(engine, 0, dst)?;
+                    }
+                }
+            }
+            ShmOp::Reduce {
+                root: None,
+                combine,
+                ..
+            } => {
+                // Each node reduces to its leader, the leaders allreduce, each leader
+                // broadcasts to its node: every member gets the leaders' identical result.
+                match area.as_deref_mut() {
+                    Some(a) => a.reduce(engine, Some(0), src, dst, &combine)?,
+                    None => dst.copy_from_slice(src),
+                }
+                if leader {
+                    let len = dst.len();
+                    self.among_leaders(call, engine, Some(combine), dst, |s, m, _| {
+                        let all = Span::new(Area::Output, 0, len);
+                        crate::coll::reduce::recursive_doubling(s, m, all, all)
+                    });
+                }
+                if let Some(a) = area {
+                    a.bcast(engine, 0, dst)?;
+                }
+            }
+            _ => unreachable!("only collectives with a hierarchical form come here"),
+        }
+        Ok(())
+    }
+
+    /// Runs a schedule among the node leaders over `data` (in place), and waits for it.
+    fn among_leaders(
+        &self,
+        call: &'static str,
+        engine: &mut NodeEngine,
+        combine: Option<crate::engine::schedule::Combine>,
+        data: &mut [u8],
+        build: impl FnOnce(&mut Schedule, &Members, &crate::tunables::Tunables),
+    ) {
+        // SAFETY: `data` is borrowed for this call, which waits for the schedule to end.
+        let view = unsafe { RawBufMut::new(data) };
+        let mut s = Schedule::new(call, self.comm.coll_context(), self.tag).with_output(view);
+        if let Some(c) = combine {
+            s = s.with_combine(c);
+        }
+        let m = Members {
+            world: self.leaders,
+            me: self.topo.node_index,
+        };
+        build(&mut s, &m, self.tunables);
+        // SAFETY: the output view is `data`, borrowed until the wait below returns.
+        let h = unsafe { engine.start_schedule(s) };
+        if let Err(e) = engine.wait(h) {
+            // A leader's exchange failing ends the job like any collective error.
+            panic!("{e}");
+        }
+    }
 }
 
 /// What a member called, as the checking mode (`WEFT_COLL_CHECK`) compares it.
