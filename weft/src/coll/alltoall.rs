@@ -14,12 +14,7 @@ pub fn pairwise(
     dst: Span,
     recv: &[(usize, usize)],
 ) {
-    let n = m.n();
-    let me = m.me;
-    s.copy(
-        src.sub(send[me].0, send[me].1),
-        dst.sub(recv[me].0, recv[me].1),
-    );
+    let (n, me) = own_block(s, m, src, send, dst, recv);
     for i in 1..n {
         let to = (me + i) % n;
         let from = (me + n - i) % n;
@@ -39,12 +34,7 @@ pub fn scattered(
     dst: Span,
     recv: &[(usize, usize)],
 ) {
-    let n = m.n();
-    let me = m.me;
-    s.copy(
-        src.sub(send[me].0, send[me].1),
-        dst.sub(recv[me].0, recv[me].1),
-    );
+    let (n, me) = own_block(s, m, src, send, dst, recv);
     for i in 1..n {
         let from = (me + n - i) % n;
         s.recv(m.at(from), dst.sub(recv[from].0, recv[from].1));
@@ -53,4 +43,21 @@ pub fn scattered(
         let to = (me + i) % n;
         s.send(m.at(to), src.sub(send[to].0, send[to].1));
     }
+}
+
+/// Copies this member's block to itself; returns (member count, my position).
+fn own_block(
+    s: &mut Schedule,
+    m: &Members,
+    src: Span,
+    send: &[(usize, usize)],
+    dst: Span,
+    recv: &[(usize, usize)],
+) -> (usize, usize) {
+    let me = m.me;
+    s.copy(
+        src.sub(send[me].0, send[me].1),
+        dst.sub(recv[me].0, recv[me].1),
+    );
+    (m.n(), me)
 }

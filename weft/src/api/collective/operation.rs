@@ -244,6 +244,38 @@ impl Unpacked {
     }
 }
 
+/// A user operation's combine over packed data: the elements are unpacked into aligned memory
+/// in their own layout, `f(count, input, inout)` combines them there, and the result is packed
+/// back. `commute` gives the order the algorithms must keep.
+fn unpacked_reduction(
+    map: &TypeMap,
+    commute: bool,
+    name: &'static str,
+    f: impl Fn(usize, *mut u8, *mut u8) + 'static,
+) -> Reduction {
+    let map = map.clone();
+    let elem = map.size();
+    Reduction {
+        combine: Rc::new(move |input: &[u8], inout: &mut [u8]| {
+            let (mut a, count) = Unpacked::new(&map, input);
+            let (mut b, _) = Unpacked::new(&map, inout);
+            let pb = b.at();
+            f(count, a.at(), pb);
+            let mut out = Vec::with_capacity(inout.len());
+            // SAFETY: `count` elements of `map` at `pb`, in `b`'s allocation.
+            unsafe { map.pack(pb, count, &mut out) };
+            inout.copy_from_slice(&out);
+        }),
+        elem,
+        order: if commute {
+            Order::Commutative
+        } else {
+            Order::RankOrder
+        },
+        name,
+    }
+}
+
 type UserFn<'a> = dyn Fn(DynBuffer<'_>, DynBufferMut<'_>) + Sync + 'a;
 
 /// A reduction given by a Rust closure (rsmpi's `UserOperation`). It receives the data as
@@ -300,38 +332,26 @@ impl Operation for UserOperation<'_> {
         // returns, and an immediate call takes the operation as `O: 'a` for a request that
         // its scope settles before 'a ends.
         let f: Rc<UserFn<'static>> = unsafe { std::mem::transmute(f) };
-        let map = map.clone();
-        let elem = map.size();
-        Ok(Reduction {
-            combine: Rc::new(move |input: &[u8], inout: &mut [u8]| {
-                let (a, count) = Unpacked::new(&map, input);
-                let (mut b, _) = Unpacked::new(&map, inout);
-                let (pa, pb) = ((a.words.as_ptr() as *const u8).wrapping_add(a.base), b.at());
+        let map_for_fn = map.clone();
+        Ok(unpacked_reduction(
+            map,
+            self.commute,
+            "a user operation",
+            move |count, pa, pb| {
                 f(
                     DynBuffer {
                         ptr: pa,
                         count,
-                        map: &map,
+                        map: &map_for_fn,
                     },
                     DynBufferMut {
                         ptr: pb,
                         count,
-                        map: &map,
+                        map: &map_for_fn,
                     },
-                );
-                let mut out = Vec::with_capacity(inout.len());
-                // SAFETY: `count` elements of `map` at `pb`, in `b`'s allocation.
-                unsafe { map.pack(pb, count, &mut out) };
-                inout.copy_from_slice(&out);
-            }),
-            elem,
-            order: if self.commute {
-                Order::Commutative
-            } else {
-                Order::RankOrder
+                )
             },
-            name: "a user operation",
-        })
+        ))
     }
 }
 
@@ -385,19 +405,18 @@ impl Operation for UnsafeUserOperation {
     }
     fn reduction(&self, call: &'static str, map: &TypeMap) -> Result<Reduction> {
         let function = self.function;
-        let map = map.clone();
-        let elem = map.size();
-        Ok(Reduction {
-            combine: Rc::new(move |input: &[u8], inout: &mut [u8]| {
-                let (mut a, count) = Unpacked::new(&map, input);
-                let (mut b, _) = Unpacked::new(&map, inout);
+        let name = "a C user operation";
+        Ok(unpacked_reduction(
+            map,
+            self.commute,
+            name,
+            move |count, pa, pb| {
                 let Ok(mut len) = c_int::try_from(count) else {
                     panic!("{call}: {count} elements are more than a C user function takes");
                 };
                 let mut datatype: crate::api::ffi::MPI_Datatype = std::ptr::null_mut();
-                let (pa, pb) = (a.at(), b.at());
-                // SAFETY: the constructor's contract: the function combines `len` elements
-                // at `pa` (aligned scratch holding them in their layout) into those at `pb`.
+                // SAFETY: the constructor's contract: the function combines `len` elements at
+                // `pa` (aligned scratch holding them in their layout) into those at `pb`.
                 unsafe {
                     function(
                         pa as *mut c_void,
@@ -406,19 +425,8 @@ impl Operation for UnsafeUserOperation {
                         &mut datatype,
                     )
                 };
-                let mut out = Vec::with_capacity(inout.len());
-                // SAFETY: `count` elements of `map` at `pb`, in `b`'s allocation.
-                unsafe { map.pack(pb, count, &mut out) };
-                inout.copy_from_slice(&out);
-            }),
-            elem,
-            order: if self.commute {
-                Order::Commutative
-            } else {
-                Order::RankOrder
             },
-            name: "a C user operation",
-        })
+        ))
     }
 }
 
