@@ -63,7 +63,7 @@ impl<F: Fabric> Waiter for Engine<F> {
         Engine::wait_until(self, |_| ready());
     }
     fn wake(&mut self, world: u32) {
-        self.fabric.wake(world);
+        Engine::wake(self, world);
     }
 }
 

@@ -660,6 +660,13 @@ impl<F: Fabric> Engine<F> {
         Ok(h)
     }
 
+    /// Wakes world rank `peer` if it sleeps: a flag it may wait on in node-shared memory
+    /// changed (see [`Fabric::wake`]). Collectives use it without knowing the transports.
+    #[inline]
+    pub fn wake(&mut self, peer: u32) {
+        self.fabric.wake(peer);
+    }
+
     /// Number of requests not yet freed (for leak checks in tests and finalize).
     pub fn live_requests(&self) -> usize {
         self.core.live_requests()
