@@ -213,7 +213,10 @@ pub(crate) fn blocking_shm(
     op: ShmOp,
 ) -> Option<Result<()>> {
     runtime::with_call(call, |rt| {
-        if !rt.tunables.coll_shm || writes > rt.tunables.coll_shm_slot || comm.size() < 2 {
+        // The area is shared memory: not when the job keeps ranks off it (WEFT_TRANSPORTS
+        // without shm), where nothing would wake a member asleep in its sockets' poll.
+        let t = &rt.tunables;
+        if !t.coll_shm || !t.transports.shm || writes > t.coll_shm_slot || comm.size() < 2 {
             return None;
         }
         let topo = comm.node_topology(&rt.boot.node_of).clone();
