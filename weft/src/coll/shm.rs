@@ -4,22 +4,24 @@
 //!
 //! # The area
 //!
-//! Per member: a flag line (the `ready` counter and, beside it, a small inline payload for
-//! each of two buffers), a spare line (so the next member's flag line is not the adjacent-line
-//! prefetcher's pair), then two data buffers of `slot` bytes. Each member writes only its own
-//! lines and buffers; the others only read them. No line is written by two members.
+//! Per member: a progress line (its `ready` counter), `DEPTH` slot lines (each: the number of
+//! the collective whose data it holds, the data's size, and up to 48 bytes of data in the
+//! same line), then two large buffers of `slot` bytes. Each member writes only its own lines
+//! and buffers; the others only read them. No line is written by two members.
 //!
 //! # The protocol
 //!
 //! The members number their collectives on the area 1, 2, …, in the order MPI makes them
-//! call them. In collective k a member writes its data (if it has any) into its buffer
-//! `k % 2`, then stores `ready = k` (Release) and wakes the others (the same Dekker handshake
-//! as a packet's delivery, so a member asleep on its futex is never missed); readers wait for
-//! `ready ≥ k` (Acquire) of the members they need and read their buffer `k % 2`. Before
-//! writing buffer `k % 2` again, in collective k, a member waits until every member's
-//! `ready ≥ k − 1`: a member that has started collective k − 1 has finished k − 2, the last
-//! one that read that buffer. In steady state that wait is already satisfied, so a collective
-//! costs one store, one wake check per member and the reads.
+//! call them. In collective k a member that has data writes it into slot line `k % DEPTH`
+//! (or, when larger, into large buffer `k % 2` with its size in that slot line), stores the
+//! slot's number `k` (Release), then its progress `ready = k` (Release), and rings every other
+//! member's doorbell (the same Dekker handshake as a packet's delivery, so a member asleep on
+//! its futex is never missed); a member without data only stores `ready = k` and rings.
+//! Readers wait for the slots they need to say `k` (Acquire) and read in place. Before
+//! writing a slot line again a member waits until every member has `ready ≥ k − DEPTH + 1`
+//! (has finished k − DEPTH, the last collective that used the line), and before writing a
+//! large buffer again until `ready ≥ k − 1`: a root broadcasting small data runs up to
+//! `DEPTH − 1` collectives ahead of its slowest reader, and in steady state nobody waits.
 //!
 //! Results are computed the same way everywhere: a reduction folds the members' data in rank
 //! order (member 0's on the left), so every member gets bit-identical results and
@@ -31,10 +33,16 @@ use crate::engine::Engine;
 use crate::fabric::Fabric;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-/// Bytes of a member's header: the flag line and a spare line.
-const HEADER: usize = 128;
-/// Inline payload bytes per buffer, in the flag line (after the counter and the size).
-pub const INLINE: usize = 24;
+/// Small-data slots per member: a member may run this many collectives ahead of the slowest
+/// reader of its small data (a root broadcasting in a loop does not wait for every reader
+/// every time).
+const DEPTH: usize = 8;
+/// Bytes of a member's header: its progress line, then `DEPTH` slot lines, rounded up to a
+/// multiple of 128 (so that the next member's progress line is not the adjacent-line
+/// prefetcher's pair of one of these).
+const HEADER: usize = (64 + DEPTH * 64).div_ceil(128) * 128;
+/// Inline payload bytes per slot line (after its sequence number and size).
+pub const INLINE: usize = 48;
 
 /// Members called a collective with different sizes (seen by a member that reads another's
 /// data): `member` wrote `theirs` bytes where this one expected `mine`.
@@ -84,6 +92,9 @@ pub struct NodeArea {
     slot: usize,
     /// Collectives run on the area so far.
     seq: u64,
+    /// The lowest progress (`ready`) seen among the members lately: a writer checks the
+    /// lines again only when this is too low.
+    progress_seen: u64,
 }
 
 impl NodeArea {
@@ -103,6 +114,7 @@ impl NodeArea {
             me,
             slot: round_up(slot),
             seq: 0,
+            progress_seen: 0,
         }
     }
 
@@ -120,13 +132,23 @@ impl NodeArea {
         self.base.wrapping_add(j * (HEADER + 2 * self.slot))
     }
 
-    /// The size member j wrote for collective k (one word per buffer, like the data: a member
-    /// may publish collective k + 1 while others still check k).
+    /// Member j's slot line for collective k: its sequence number, the size of its data,
+    /// and the data itself when it fits.
+    fn slot_line(&self, j: usize, k: u64) -> *mut u8 {
+        self.header(j).wrapping_add(64 + (k % DEPTH as u64) as usize * 64)
+    }
+
+    /// The collective whose data member j's slot for k holds now.
+    fn slot_seq(&self, j: usize, k: u64) -> &AtomicU64 {
+        // SAFETY: a 64-aligned word inside member j's header in the mapping, which lives as
+        // long as `self`; accessed only atomically.
+        unsafe { &*(self.slot_line(j, k) as *const AtomicU64) }
+    }
+
+    /// The size of the data member j wrote for collective k.
     fn size(&self, j: usize, k: u64) -> &AtomicU32 {
-        let at = 8 + 4 * (k % 2) as usize;
-        // SAFETY: as in `ready`: a 4-aligned word of member j's flag line, accessed only
-        // atomically.
-        unsafe { &*(self.header(j).wrapping_add(at) as *const AtomicU32) }
+        // SAFETY: as in `slot_seq`: the 4-aligned word after it, accessed only atomically.
+        unsafe { &*(self.slot_line(j, k).wrapping_add(8) as *const AtomicU32) }
     }
 
     fn ready(&self, j: usize) -> &AtomicU64 {
@@ -136,11 +158,12 @@ impl NodeArea {
         unsafe { &*(self.header(j) as *const AtomicU64) }
     }
 
-    /// Member j's buffer for collective k: inline bytes when `len` fits in the flag line.
+    /// Member j's buffer for collective k: in its slot line when `len` fits there, else its
+    /// large buffer `k % 2`.
     fn buf(&self, j: usize, k: u64, len: usize) -> *mut u8 {
         let parity = (k % 2) as usize;
         if len <= INLINE {
-            self.header(j).wrapping_add(16 + parity * INLINE)
+            self.slot_line(j, k).wrapping_add(16)
         } else {
             debug_assert!(len <= self.slot);
             self.header(j)
@@ -148,24 +171,39 @@ impl NodeArea {
         }
     }
 
-    /// Member j's data of collective k, once its `ready ≥ k` was seen.
+    /// Member j's data of collective k, once its slot's sequence number `≥ k` was seen.
     fn read(&self, j: usize, k: u64, len: usize) -> &[u8] {
         if len == 0 {
             return &[];
         }
-        // SAFETY: `len` bytes of member j's buffer `k % 2` lie in the mapping; j wrote them
-        // before its Release store of `ready = k`, which the caller saw with an Acquire load,
-        // and j writes that buffer again only after this member has started collective k + 1
-        // (the protocol in the module comment), so nothing writes it while the slice lives.
+        // SAFETY: `len` bytes of member j's buffer for k lie in the mapping; j wrote them
+        // before its Release store of the slot's sequence number `k`, which the caller saw
+        // with an Acquire load, and j writes that buffer again only after this member has
+        // started a later collective (the protocol in the module comment), so nothing writes
+        // it while the slice lives.
         unsafe { std::slice::from_raw_parts(self.buf(j, k, len), len) }
     }
 
-    /// Starts collective k; a member that writes data waits until its buffer `k % 2` is free.
-    fn begin(&mut self, w: &mut impl Waiter, writes: bool) -> u64 {
+    /// Starts collective k. A member that writes `len` bytes first waits until the buffer
+    /// it will write is free: every member has started the collective after the one that
+    /// last used it (slot line `k % DEPTH`: k − DEPTH; large buffer `k % 2`: k − 2).
+    fn begin(&mut self, w: &mut impl Waiter, writes: Option<usize>) -> u64 {
         self.seq += 1;
         let k = self.seq;
-        if writes && k > 2 {
-            self.wait_all(w, k - 1, 0..self.n());
+        let Some(len) = writes else {
+            return k;
+        };
+        let back = if len <= INLINE { DEPTH as u64 - 1 } else { 1 };
+        if k > back + 1 {
+            let need = k - back;
+            if self.progress_seen < need {
+                self.wait_all(w, need, 0..self.n());
+                // Acquire: pairs with the Release stores of `ready` in `publish`.
+                self.progress_seen = (0..self.n())
+                    .map(|j| self.ready(j).load(Ordering::Acquire))
+                    .min()
+                    .unwrap_or(k);
+            }
         }
         k
     }
@@ -180,15 +218,16 @@ impl NodeArea {
         unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.buf(self.me, k, data.len()), data.len()) };
     }
 
-    /// Publishes `ready = k`, with the size of the data this member wrote (`None`: it wrote
-    /// none, and leaves its size word alone: only a writer's buffer is protected by `begin`),
-    /// and wakes the others.
+    /// Publishes that this member has started collective k (`ready = k`) and, when it wrote
+    /// data (`size`), that its slot for k holds it; then wakes the others.
     fn publish(&self, w: &mut impl Waiter, k: u64, size: Option<usize>) {
         if let Some(size) = size {
             self.size(self.me, k).store(size as u32, Ordering::Relaxed);
+            // Release: pairs with the Acquire loads in `wait_data`, so readers see the data
+            // and the size written before it.
+            self.slot_seq(self.me, k).store(k, Ordering::Release);
         }
-        // Release: pairs with the Acquire loads in `wait_all`, so readers see the data and
-        // the size written before it.
+        // Release: pairs with the Acquire loads in `wait_all` and `begin`.
         self.ready(self.me).store(k, Ordering::Release);
         for (j, &world) in self.world.iter().enumerate() {
             if j != self.me {
@@ -206,7 +245,19 @@ impl NodeArea {
         }
     }
 
-    /// Checks that the members `who` (whose `ready ≥ k` was seen) wrote `want` bytes.
+    /// Waits until every member in `who` has published its data of collective k.
+    fn wait_data(&self, w: &mut impl Waiter, k: u64, who: std::ops::Range<usize>) {
+        // Acquire: pairs with the Release store of the slot's sequence number in `publish`.
+        let all = |a: &NodeArea| {
+            who.clone()
+                .all(|j| a.slot_seq(j, k).load(Ordering::Acquire) >= k)
+        };
+        if !all(self) {
+            w.wait_until(&mut || all(self));
+        }
+    }
+
+    /// Checks that the members `who` (whose data of k was seen) wrote `want` bytes.
     fn check(&self, k: u64, who: std::ops::Range<usize>, want: usize) -> Result<(), SizeMismatch> {
         for j in who {
             let theirs = self.size(j, k).load(Ordering::Relaxed) as usize;
@@ -223,7 +274,7 @@ impl NodeArea {
 
     /// Barrier.
     pub fn barrier(&mut self, w: &mut impl Waiter) {
-        let k = self.begin(w, false);
+        let k = self.begin(w, None);
         self.publish(w, k, None);
         self.wait_all(w, k, 0..self.n());
     }
@@ -235,13 +286,13 @@ impl NodeArea {
         root: usize,
         data: &mut [u8],
     ) -> Result<(), SizeMismatch> {
-        let k = self.begin(w, self.me == root);
+        let k = self.begin(w, (self.me == root).then_some(data.len()));
         if self.me == root {
             self.write(k, data);
             self.publish(w, k, Some(data.len()));
         } else {
             self.publish(w, k, None);
-            self.wait_all(w, k, root..root + 1);
+            self.wait_data(w, k, root..root + 1);
             self.check(k, root..root + 1, data.len())?;
             data.copy_from_slice(self.read(root, k, data.len()));
         }
@@ -258,11 +309,11 @@ impl NodeArea {
         dst: &mut [u8],
         combine: &Combine,
     ) -> Result<(), SizeMismatch> {
-        let k = self.begin(w, true);
+        let k = self.begin(w, Some(src.len()));
         self.write(k, src);
         self.publish(w, k, Some(src.len()));
         if root.is_none_or(|r| r == self.me) {
-            self.wait_all(w, k, 0..self.n());
+            self.wait_data(w, k, 0..self.n());
             self.check(k, 0..self.n(), src.len())?;
             self.fold(k, 0..self.n(), dst, combine);
         }
@@ -292,11 +343,11 @@ impl NodeArea {
         combine: &Combine,
         exclusive: bool,
     ) -> Result<(), SizeMismatch> {
-        let k = self.begin(w, true);
+        let k = self.begin(w, Some(src.len()));
         self.write(k, src);
         self.publish(w, k, Some(src.len()));
         let upto = if exclusive { self.me } else { self.me + 1 };
-        self.wait_all(w, k, 0..upto);
+        self.wait_data(w, k, 0..upto);
         self.check(k, 0..upto, src.len())?;
         self.fold(k, 0..upto, dst, combine);
         Ok(())
@@ -311,12 +362,12 @@ impl NodeArea {
         src: &[u8],
         dst: &mut [u8],
     ) -> Result<(), SizeMismatch> {
-        let k = self.begin(w, true);
+        let k = self.begin(w, Some(src.len()));
         self.write(k, src);
         self.publish(w, k, Some(src.len()));
         if root.is_none_or(|r| r == self.me) {
             let len = src.len();
-            self.wait_all(w, k, 0..self.n());
+            self.wait_data(w, k, 0..self.n());
             self.check(k, 0..self.n(), len)?;
             for (j, out) in dst.chunks_exact_mut(len.max(1)).take(self.n()).enumerate() {
                 if len > 0 {
@@ -336,7 +387,7 @@ impl NodeArea {
         src: &[u8],
         dst: &mut [u8],
     ) -> Result<(), SizeMismatch> {
-        let k = self.begin(w, self.me == root);
+        let k = self.begin(w, (self.me == root).then_some(src.len()));
         let len = dst.len();
         if self.me == root {
             self.write(k, src);
@@ -344,7 +395,7 @@ impl NodeArea {
             dst.copy_from_slice(&src[root * len..(root + 1) * len]);
         } else {
             self.publish(w, k, None);
-            self.wait_all(w, k, root..root + 1);
+            self.wait_data(w, k, root..root + 1);
             self.check(k, root..root + 1, len * self.n())?;
             let all = self.read(root, k, len * self.n());
             dst.copy_from_slice(&all[self.me * len..(self.me + 1) * len]);
@@ -360,12 +411,12 @@ impl NodeArea {
         src: &[u8],
         dst: &mut [u8],
     ) -> Result<(), SizeMismatch> {
-        let k = self.begin(w, true);
+        let k = self.begin(w, Some(src.len()));
         self.write(k, src);
         self.publish(w, k, Some(src.len()));
         let n = self.n();
         let len = src.len() / n;
-        self.wait_all(w, k, 0..n);
+        self.wait_data(w, k, 0..n);
         self.check(k, 0..n, src.len())?;
         for j in 0..n {
             let theirs = self.read(j, k, len * n);
@@ -383,12 +434,12 @@ impl NodeArea {
         dst: &mut [u8],
         combine: &Combine,
     ) -> Result<(), SizeMismatch> {
-        let k = self.begin(w, true);
+        let k = self.begin(w, Some(src.len()));
         self.write(k, src);
         self.publish(w, k, Some(src.len()));
         let n = self.n();
         let len = dst.len();
-        self.wait_all(w, k, 0..n);
+        self.wait_data(w, k, 0..n);
         self.check(k, 0..n, src.len())?;
         let block = |j: usize| &self.read(j, k, len * n)[self.me * len..(self.me + 1) * len];
         dst.copy_from_slice(block(n - 1));
@@ -437,6 +488,7 @@ mod tests {
             me,
             slot: round_up(slot),
             seq: 0,
+            progress_seen: 0,
         }
     }
 
