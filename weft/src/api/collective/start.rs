@@ -219,13 +219,14 @@ pub(crate) fn blocking_shm(
         if !t.coll_shm || !t.transports.shm || writes > t.coll_shm_slot || comm.size() < 2 {
             return None;
         }
-        let topo = comm.node_topology(&rt.boot.node_of).clone();
+        // Borrowed from the communicator (cached there): no copy on this fast path.
+        let topo = comm.node_topology(&rt.boot.node_of);
         let hierarchical = !topo.single_node();
         if hierarchical && !op.has_hierarchy() {
             return None;
         }
         if !rt.node_areas.contains_key(&comm.pair) {
-            let area = match new_area(rt, comm, &topo) {
+            let area = match new_area(rt, comm, topo) {
                 Ok(a) => a,
                 Err(e) => return Some(Err(e)),
             };
@@ -262,7 +263,7 @@ pub(crate) fn blocking_shm(
         let area = node_areas.get_mut(&comm.pair).and_then(|a| a.as_mut());
         let h = Hierarchy {
             comm,
-            topo: &topo,
+            topo,
             leaders: &leaders,
             tag,
             tunables,
