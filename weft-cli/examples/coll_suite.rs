@@ -6,9 +6,12 @@
 //! roots and sizes, predefined and user operations, non-contiguous datatypes), `immediate`
 //! (many nonblocking collectives in flight at once on different communicators, overlapped
 //! with point-to-point traffic), `mismatch` (members disagree on a size: the job must end
-//! with an error naming the call), `wrongop` and `wrongroot` (under `WEFT_COLL_CHECK=1`,
+//! with an error naming the call), `wmismatch` (the same for an all-to-all-w part), `wrongop` and `wrongroot` (under `WEFT_COLL_CHECK=1`,
 //! members that disagree on the operation or the root), `die` (a member exits while the
 //! others wait in a collective: the job must end promptly).
+
+#[path = "coll_suite_parts/alltoallw.rs"]
+mod alltoallw;
 
 use weft::collective::{SystemOperation, UserOperation};
 use weft::datatype::{Partition, PartitionMut, UserDatatype};
@@ -67,6 +70,7 @@ fn main() {
             world.all_reduce_into(&mine[..], &mut r[..], SystemOperation::sum());
             world.all_gather_into(&mine[..], &mut out[..]);
         }
+        "wmismatch" => alltoallw::mismatch(&world),
         "wrongop" => {
             // Run with WEFT_COLL_CHECK=1: the last member reduces with another operation.
             let op = if world.rank() == world.size() - 1 {
@@ -241,6 +245,7 @@ fn every_collective(c: &SimpleCommunicator) {
     }
     varcounts(c);
     datatypes(c);
+    alltoallw::all_to_all_w(c);
 }
 
 /// The collectives with a count per member: member r contributes r % 4 values.

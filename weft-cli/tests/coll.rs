@@ -139,6 +139,20 @@ fn members_that_disagree_on_a_size_end_the_job_naming_the_call() {
 }
 
 #[test]
+fn an_all_to_all_w_part_of_the_wrong_size_ends_the_job_naming_both_members() {
+    let out = job(3, "wmismatch", &[]);
+    assert_ne!(out.code, Some(0), "{out:?}");
+    assert!(
+        out.stderr.contains("all_to_all_w_into")
+            && out
+                .stderr
+                .contains("member 1 sent member 2 more than the 8 bytes")
+            && out.stderr.contains("message of 16 bytes"),
+        "{out:?}"
+    );
+}
+
+#[test]
 fn the_checking_mode_names_members_that_disagree_and_passes_agreeing_ones() {
     let check = ["-x", "WEFT_COLL_CHECK=1"];
     for (case, want) in [

@@ -635,3 +635,83 @@ fn a_size_mismatch_is_an_error_not_a_hang() {
     assert!(text.contains("broadcast") && text.contains("8-byte") && text.contains("16"), "{text}");
 }
 
+
+#[test]
+fn an_all_to_all_part_size_mismatch_names_both_members_and_sizes() {
+    // All-to-all-w on 3 members: member 1 sends 12 bytes to member 2, which expects 8 from
+    // it (a larger message), and member 0 sends 4 bytes to member 1, which expects 6 from it
+    // (a shorter one). World ranks differ from member ranks.
+    let world_ranks: Vec<u32> = vec![2, 0, 1];
+    let n = 3;
+    let mut es = world(n as u32, 4, 256, 64, true);
+    let send = |i: usize, j: usize| match (i, j) {
+        (1, 2) => 12,
+        (0, 1) => 4,
+        _ => 8,
+    };
+    let recv = |i: usize, j: usize| match (i, j) {
+        (0, 1) => 6,
+        _ => 8,
+    };
+    let blocks = |lens: Vec<usize>| {
+        let mut off = 0;
+        lens.into_iter()
+            .map(|l| {
+                off += l;
+                (off - l, l)
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut bufs: Vec<Bufs> = (0..n)
+        .map(|me| Bufs {
+            input: vec![1; (0..n).map(|j| send(me, j)).sum()],
+            output: vec![0; (0..n).map(|i| recv(i, me)).sum()],
+        })
+        .collect();
+    let mut hs = Vec::new();
+    for (me, b) in bufs.iter_mut().enumerate() {
+        let (il, ol) = (b.input.len(), b.output.len());
+        // SAFETY: the buffers outlive the run below.
+        let (i, o) = unsafe { (RawBuf::new(&b.input), RawBufMut::new(&mut b.output)) };
+        let mut s = Schedule::new("all_to_all_w_into", 1, -(1 << 16))
+            .with_input(i)
+            .with_output(o);
+        s.name_members(&world_ranks, me);
+        let m = Members {
+            world: &world_ranks,
+            me,
+        };
+        algorithm::alltoall(
+            &mut s,
+            &m,
+            &Tunables::defaults(),
+            span(Area::Input, il),
+            &blocks((0..n).map(|j| send(me, j)).collect()),
+            span(Area::Output, ol),
+            &blocks((0..n).map(|i| recv(i, me)).collect()),
+        );
+        let w = world_ranks[me] as usize;
+        // SAFETY: as above.
+        hs.push((w, unsafe { es[w].start_schedule(s) }));
+    }
+    run_until_done(&mut es, &hs, 10_000);
+    let mut err = |me: usize| {
+        let (w, h) = hs[me];
+        es[w].wait(h).expect_err("a part of the wrong size").to_string()
+    };
+    let at2 = err(2);
+    assert!(
+        at2.contains("all_to_all_w_into")
+            && at2.contains("member 1 sent member 2")
+            && at2.contains("12 bytes")
+            && at2.contains("8 bytes"),
+        "{at2}"
+    );
+    let at1 = err(1);
+    assert!(
+        at1.contains("all_to_all_w_into")
+            && at1.contains("member 0 sent a 4-byte message where member 1 expects 6 bytes"),
+        "{at1}"
+    );
+    es[hs[0].0].wait(hs[0].1).expect("member 0 got what it expected");
+}

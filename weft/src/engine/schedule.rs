@@ -128,6 +128,9 @@ pub struct Schedule {
     combine: Option<Combine>,
     /// Kept alive until the schedule ends (a staging copy whose view is `input`, say).
     keep: Vec<Vec<u8>>,
+    /// The members' world ranks and this rank's position, when the collective's size errors
+    /// should name members rather than world ranks (`name_members`).
+    members: Option<(Box<[u32]>, usize)>,
 }
 
 impl fmt::Debug for Schedule {
@@ -155,6 +158,26 @@ impl Schedule {
             scratch: Vec::new(),
             combine: None,
             keep: Vec::new(),
+            members: None,
+        }
+    }
+
+    /// Makes a size error name the sender and this rank by their position in `world` (the
+    /// communicator's members) instead of by world rank: for collectives whose parts have a
+    /// size per pair, where "member 2 sent 8 bytes to member 0, which expects 16" says which
+    /// call's arguments disagree.
+    pub fn name_members(&mut self, world: &[u32], me: usize) {
+        self.members = Some((world.into(), me));
+    }
+
+    /// How an error names the sender `source` (a world rank) and this rank.
+    fn sender_and_me(&self, source: u32) -> (String, String) {
+        match &self.members {
+            Some((world, me)) => match world.iter().position(|&w| w == source) {
+                Some(j) => (format!("member {j}"), format!("member {me}")),
+                None => (format!("rank {source}"), format!("member {me}")),
+            },
+            None => (format!("rank {source}"), "this rank".to_string()),
         }
     }
 
@@ -503,26 +526,36 @@ impl<F: Fabric> Engine<F> {
             if let Some(e) = req.error {
                 // A receive's own error names "receive": say which collective, and why.
                 let e = if e.class == crate::error::ErrorClass::Truncate {
-                    Error::new(
-                        e.class,
-                        run.sched.call,
-                        format!(
+                    let detail = match &run.sched.members {
+                        Some(_) => {
+                            let (from, me) = run.sched.sender_and_me(req.status.source);
+                            format!(
+                                "{from} sent {me} more than the {} bytes {me} expects from it \
+                                 ({}); the members called {} with different sizes",
+                                expect.unwrap_or(0),
+                                e.detail,
+                                run.sched.call
+                            )
+                        }
+                        None => format!(
                             "{}; the ranks called {} with different sizes",
                             e.detail, run.sched.call
                         ),
-                    )
+                    };
+                    Error::new(e.class, run.sched.call, detail)
                 } else {
                     e
                 };
                 run.error.get_or_insert(e);
             } else if let Some(want) = expect.filter(|&w| w != req.status.len) {
+                let (from, me) = run.sched.sender_and_me(req.status.source);
                 run.error.get_or_insert(Error::new(
                     crate::error::ErrorClass::Truncate,
                     run.sched.call,
                     format!(
-                        "a {}-byte message from rank {} where {want} bytes were expected: the \
-                         ranks called {} with different sizes",
-                        req.status.len, req.status.source, run.sched.call
+                        "{from} sent a {}-byte message where {me} expects {want} bytes from it: \
+                         the members called {} with different sizes",
+                        req.status.len, run.sched.call
                     ),
                 ));
             }

@@ -8,6 +8,7 @@
 //! the point-to-point calls do. Sizes are checked where one member can see them; a member
 //! whose size disagrees with the others' gets an error from the collective itself.
 
+mod alltoallw;
 pub mod operation;
 mod rooted;
 mod start;
@@ -20,6 +21,7 @@ use crate::coll::algorithm;
 use crate::coll::{Area, Span};
 use crate::comm::CommData;
 use crate::error::{fatal, Error, ErrorClass, Result};
+pub use alltoallw::{Part, PartMut};
 pub use operation::{
     reduce_local_into, DynBuffer, DynBufferMut, Operation, SystemOperation, UnsafeUserFunction,
     UnsafeUserOperation, UserOperation,
@@ -479,6 +481,23 @@ pub trait CommunicatorCollectives: Communicator {
         fatal(started.and_then(|x| x.wait("all_to_all_varcount_into")))
     }
 
+    /// `sendparts[j]` goes to member j, into its `recvparts[i]` for sender i: a datatype
+    /// and count per part, one part per member each way (`MPI_Alltoallw`; not in rsmpi).
+    /// A part's data must be as many bytes as its partner's part (an error naming both
+    /// members and sizes otherwise); zero-size parts send nothing.
+    #[track_caller]
+    fn all_to_all_w_into(&self, sendparts: &[Part<'_>], recvparts: &mut [PartMut<'_>]) {
+        const CALL: &str = "all_to_all_w_into";
+        // SAFETY: the receive parts are borrowed for this blocking call, which lands them.
+        let planned =
+            unsafe { alltoallw::plan_all_to_all_w(self.comm_data(), CALL, sendparts, recvparts) };
+        fatal(planned.and_then(|(started, landing)| {
+            started.wait(CALL)?;
+            // SAFETY: as above.
+            unsafe { landing.land(CALL) }
+        }))
+    }
+
     /// The reduction of every member's `sendbuf` by `op`, into every member's `recvbuf`.
     #[track_caller]
     fn all_reduce_into<S: ?Sized + Buffer, R: ?Sized + BufferMut, O: Operation>(
@@ -644,6 +663,28 @@ pub trait CommunicatorCollectives: Communicator {
             )
         });
         started.into_request("immediate_all_to_all_varcount_into", c, recvbuf, scope)
+    }
+
+    /// Starts [`all_to_all_w_into`](Self::all_to_all_w_into). The send parts are copied
+    /// when it starts (they are free again on return); the receive parts are borrowed until
+    /// the request completes.
+    #[track_caller]
+    fn immediate_all_to_all_w_into<'a, 'b: 'a, Sc: Scope<'a>>(
+        &self,
+        scope: Sc,
+        sendparts: &[Part<'_>],
+        recvparts: &'a mut [PartMut<'b>],
+    ) -> Request<'a, [PartMut<'b>], Sc> {
+        const CALL: &str = "immediate_all_to_all_w_into";
+        let c = self.comm_data();
+        // SAFETY: the receive parts are borrowed for 'a, which the request (settled by its
+        // scope) does not outlive; its finish lands them.
+        let (started, landing) =
+            fatal(unsafe { alltoallw::plan_all_to_all_w(c, CALL, sendparts, recvparts) });
+        started
+            .into_request(CALL, c, &*recvparts, scope)
+            // SAFETY: the finish runs at completion, while the parts are still borrowed.
+            .with_finish(Box::new(move |_| unsafe { landing.land(CALL) }))
     }
 
     /// Starts [`all_reduce_into`](Self::all_reduce_into).

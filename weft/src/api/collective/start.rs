@@ -545,6 +545,7 @@ const CALLS: &[&str] = &[
     "all_gather_varcount_into",
     "all_to_all_into",
     "all_to_all_varcount_into",
+    "all_to_all_w_into",
 ];
 const OPS: &[&str] = &[
     "MPI_MAX",
