@@ -2,7 +2,7 @@
 //! `coll_suite CASE`: every member computes every other member's contribution itself, so
 //! each result is checked against a sequential reference; a mismatch panics (failing the job).
 //!
-//! Cases: `all` (every collective on the world and on communicators from odd splits, several
+//! Cases: `subset` (every collective once at two sizes, for 16 members), `all` (every collective on the world and on communicators from odd splits, several
 //! roots and sizes, predefined and user operations, non-contiguous datatypes), `immediate`
 //! (many nonblocking collectives in flight at once on different communicators, overlapped
 //! with point-to-point traffic), `mismatch` (members disagree on a size: the job must end
@@ -62,6 +62,20 @@ fn main() {
             }
         }
         "immediate" => immediate(&world),
+        // A representative subset for large member counts: every collective once, small and
+        // one larger size, on the world and on a split with an odd placement.
+        "subset" => {
+            every_collective_at(&world, &[1, 20_000]);
+            let odd = world.split_by_color(if world.rank() % 3 == 1 {
+                Color::undefined()
+            } else {
+                Color::with_value(world.rank() % 2)
+            });
+            if let Some(c) = odd {
+                every_collective_at(&c, &[3]);
+            }
+            immediate_rounds(&world, 3);
+        }
         "mismatch" => {
             let mut out = vec![0u64; world.size() as usize * 2];
             let mine = vec![1u64; if world.rank() == 1 { 3 } else { 2 }];
@@ -109,10 +123,16 @@ fn main() {
 }
 
 fn every_collective(c: &SimpleCommunicator) {
+    every_collective_at(c, SIZES)
+}
+
+/// Every collective at each of `sizes` (elements a member), then the count-per-member
+/// forms, the datatypes and all-to-all-w.
+fn every_collective_at(c: &SimpleCommunicator, sizes: &[usize]) {
     let (me, n) = (c.rank(), c.size());
     let nu = n as usize;
     c.barrier();
-    for &len in SIZES {
+    for &len in sizes {
         for root in [0, n / 2, n - 1] {
             // Broadcast.
             let want = values(root, len, 1);
@@ -398,12 +418,16 @@ fn datatypes(c: &SimpleCommunicator) {
 /// Many nonblocking collectives at once on three communicators, with point-to-point traffic
 /// in between.
 fn immediate(world: &SimpleCommunicator) {
+    immediate_rounds(world, 20)
+}
+
+fn immediate_rounds(world: &SimpleCommunicator, rounds: u64) {
     let (me, n) = (world.rank(), world.size());
     let dup = world.duplicate();
     let rev = world
         .split_by_color_with_key(Color::with_value(0), -me)
         .expect("in the split");
-    for round in 0..20u64 {
+    for round in 0..rounds {
         let len = [1usize, 100, 5000][round as usize % 3];
         let a = values(me, len, round);
         let mut sum = vec![0u64; len];
