@@ -2,7 +2,7 @@
 //! `coll_suite CASE`: every member computes every other member's contribution itself, so
 //! each result is checked against a sequential reference; a mismatch panics (failing the job).
 //!
-//! Cases: `subset` (every collective once at two sizes, for 16 members), `all` (every collective on the world and on communicators from odd splits, several
+//! Cases: `large` (MiB vectors), `subset` (every collective once at two sizes, for 16 members), `all` (every collective on the world and on communicators from odd splits, several
 //! roots and sizes, predefined and user operations, non-contiguous datatypes), `immediate`
 //! (many nonblocking collectives in flight at once on different communicators, overlapped
 //! with point-to-point traffic), `mismatch` (members disagree on a size: the job must end
@@ -12,6 +12,8 @@
 
 #[path = "coll_suite_parts/alltoallw.rs"]
 mod alltoallw;
+#[path = "coll_suite_parts/coverage.rs"]
+mod coverage;
 
 use weft::collective::{SystemOperation, UserOperation};
 use weft::datatype::{Partition, PartitionMut, UserDatatype};
@@ -62,6 +64,7 @@ fn main() {
             }
         }
         "immediate" => immediate(&world),
+        "large" => coverage::large(&world),
         // A representative subset for large member counts: every collective once, small and
         // one larger size, on the world and on a split with an odd placement.
         "subset" => {
@@ -266,6 +269,7 @@ fn every_collective_at(c: &SimpleCommunicator, sizes: &[usize]) {
     varcounts(c);
     datatypes(c);
     alltoallw::all_to_all_w(c);
+    coverage::coverage(c);
 }
 
 /// The collectives with a count per member: member r contributes r % 4 values.

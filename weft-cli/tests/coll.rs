@@ -64,6 +64,14 @@ fn sixteen_members_oversubscribed_with_the_default_wait_policy() {
 }
 
 #[test]
+fn vectors_of_several_mib() {
+    for n in [3, 4] {
+        passes(n, "large", &[]);
+    }
+    passes(3, "large", &["-x", "WEFT_COLL_SHM=0"]);
+}
+
+#[test]
 fn every_algorithm_forced() {
     // By messages (the node-shared area off), so the algorithms run at every size.
     for (var, names) in weft::tunables::COLL_ALGORITHMS {

@@ -80,6 +80,16 @@ impl std::fmt::Debug for PartMut<'_> {
     }
 }
 
+/// The parts of an in-place all-to-all-w seen as send parts (read when the call starts).
+pub(super) fn parts_of<'b>(parts: &[PartMut<'b>]) -> Vec<Part<'b>> {
+    parts
+        .iter()
+        .map(|p| Part {
+            layout: p.layout.clone(),
+        })
+        .collect()
+}
+
 /// The receive parts' staging: one contiguous vector the schedule writes, and where each
 /// part's bytes go when the collective completes.
 pub(super) struct Landing {

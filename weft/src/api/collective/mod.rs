@@ -9,6 +9,7 @@
 //! whose size disagrees with the others' gets an error from the collective itself.
 
 mod alltoallw;
+mod in_place;
 pub mod operation;
 mod rooted;
 mod start;
@@ -22,6 +23,7 @@ use crate::coll::{Area, Span};
 use crate::comm::CommData;
 use crate::error::{fatal, Error, ErrorClass, Result};
 pub use alltoallw::{Part, PartMut};
+pub use in_place::{InPlaceCollectives, InPlaceRoot};
 pub use operation::{
     reduce_local_into, DynBuffer, DynBufferMut, Operation, SystemOperation, UnsafeUserFunction,
     UnsafeUserOperation, UserOperation,
@@ -781,5 +783,5 @@ impl<C: Communicator + ?Sized> CommunicatorCollectives for C {}
 
 /// Traits to glob-import.
 pub mod traits {
-    pub use super::{CommunicatorCollectives, Operation, Root};
+    pub use super::{CommunicatorCollectives, InPlaceCollectives, InPlaceRoot, Operation, Root};
 }

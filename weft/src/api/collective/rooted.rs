@@ -61,14 +61,14 @@ unsafe fn plan_broadcast(
 }
 
 /// Which way a rooted gather or scatter goes, with its per-member parts when it has counts.
-enum Rooted {
+pub(super) enum Rooted {
     Gather(Option<Vec<(usize, usize)>>),
     Scatter(Option<Vec<(usize, usize)>>),
 }
 
 /// # Safety
 /// The layouts are of buffers borrowed until the collective completes.
-unsafe fn plan_rooted(
+pub(super) unsafe fn plan_rooted(
     c: &CommData,
     call: &'static str,
     root: Rank,
@@ -191,7 +191,7 @@ unsafe fn plan_rooted(
 
 /// # Safety
 /// As for [`plan_rooted`]; the operation lives until the collective completes.
-unsafe fn plan_reduce<O: Operation>(
+pub(super) unsafe fn plan_reduce<O: Operation>(
     c: &CommData,
     call: &'static str,
     root: Rank,

@@ -37,6 +37,33 @@ pub(crate) struct Buffers<'l> {
     pub prefill: bool,
 }
 
+impl Buffers<'_> {
+    /// Whether the input lies in the output (an in-place form: the input is a view of the
+    /// output buffer, or of one member's block of it). Then the input is copied when the
+    /// collective starts, so no algorithm reads what it has already overwritten.
+    pub(super) fn in_place(&self) -> bool {
+        match (self.input, self.output) {
+            (Some(i), Some(o)) => {
+                matches!((reach(i), reach(o)), (Some(a), Some(b)) if a.0 < b.1 && b.0 < a.1)
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The addresses `[first, end)` a layout's data lies within (`None`: no data).
+fn reach(l: &Layout<'_>) -> Option<(usize, usize)> {
+    if l.data_len() == 0 {
+        return None;
+    }
+    let blocks = l.map.blocks();
+    let lo = blocks.iter().map(|b| b.0).min().unwrap_or(0);
+    let hi = blocks.iter().map(|b| b.0 + b.1 as isize).max().unwrap_or(0);
+    let base = l.ptr as usize as isize;
+    let last = ((l.count - 1) * l.map.extent()) as isize;
+    Some(((base + lo) as usize, (base + last + hi) as usize))
+}
+
 /// Starts collective `call` on `comm`: `build` adds the steps for the member counts and
 /// sizes it knows, over the schedule's input (bytes of the packed input) and output.
 ///
@@ -51,19 +78,22 @@ pub(crate) unsafe fn start(
     build: impl FnOnce(&mut Schedule, &Members, &Tunables),
 ) -> Result<Started> {
     let mut packed = None;
-    let input = bufs.input.map(|l| match l.contiguous_bytes() {
-        // SAFETY: the input layout's bytes stay borrowed until completion (the caller's
-        // promise).
-        Some(bytes) => unsafe { RawBuf::new(bytes) },
-        _ => {
-            let v = l.pack();
-            // SAFETY: the packed copy moves into the schedule (`keep` below), which lives
-            // until the collective completes; moving a Vec does not move its heap block.
-            let view = unsafe { RawBuf::new(&v) };
-            packed = Some(v);
-            view
-        }
-    });
+    let in_place = bufs.in_place();
+    let input = bufs
+        .input
+        .map(|l| match l.contiguous_bytes().filter(|_| !in_place) {
+            // SAFETY: the input layout's bytes stay borrowed until completion (the caller's
+            // promise).
+            Some(bytes) => unsafe { RawBuf::new(bytes) },
+            _ => {
+                let v = l.pack();
+                // SAFETY: the packed copy moves into the schedule (`keep` below), which lives
+                // until the collective completes; moving a Vec does not move its heap block.
+                let view = unsafe { RawBuf::new(&v) };
+                packed = Some(v);
+                view
+            }
+        });
     let mut staged = None;
     let output = bufs.output.map(|l| {
         if l.map.is_contiguous() && !l.map.is_restricted() {
@@ -319,9 +349,10 @@ fn with_bytes(
     f: impl FnOnce(&[u8], &mut [u8]) -> std::result::Result<(), SizeMismatch>,
 ) -> Result<()> {
     let packed;
+    let in_place = bufs.in_place();
     let src: &[u8] = match bufs.input {
         None => &[],
-        Some(l) => match l.contiguous_bytes() {
+        Some(l) => match l.contiguous_bytes().filter(|_| !in_place) {
             Some(b) => b,
             None => {
                 packed = l.pack();
