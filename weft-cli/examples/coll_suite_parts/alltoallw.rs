@@ -158,6 +158,27 @@ pub fn all_to_all_w(c: &SimpleCommunicator) {
     }
 }
 
+/// All-to-all-w in place: part j goes to member j and is replaced by member j's part for
+/// this member (a pair's parts the same size both ways; zero for some pairs).
+pub fn in_place(c: &SimpleCommunicator) {
+    let (me, n) = (c.rank(), c.size());
+    let size = |i: i32, j: i32| ((i + j) % 4) as usize;
+    let mut longs: Vec<Vec<u64>> = (0..n)
+        .map(|j| (0..size(me, j)).map(|k| value(me, j, k)).collect())
+        .collect();
+    {
+        let mut parts: Vec<PartMut<'_>> =
+            longs.iter_mut().map(|b| PartMut::new(&mut b[..])).collect();
+        c.all_to_all_w_in_place(&mut parts);
+    }
+    for (j, b) in longs.iter().enumerate() {
+        let want: Vec<u64> = (0..size(me, j as i32))
+            .map(|k| value(j as i32, me, k))
+            .collect();
+        assert_eq!(*b, want, "alltoallw in place from {j}");
+    }
+}
+
 /// Member 1 sends member 2 one value more than member 2 expects (run on 3 members): the
 /// job must end with an error naming the call, both members and both sizes.
 pub fn mismatch(c: &SimpleCommunicator) {

@@ -73,6 +73,7 @@ fn fold_affine(lo: i32, hi: i32, len: usize, salt: u64) -> Vec<[u64; 2]> {
 /// Everything in this file, on communicator `c`.
 pub fn coverage(c: &SimpleCommunicator) {
     in_place(c);
+    local_and_zero_size(c);
     every_operation_on_every_type(c);
     derived_types_in_every_collective(c);
     non_commutative_at_every_root(c);
@@ -217,6 +218,27 @@ fn in_place(c: &SimpleCommunicator) {
             }
         }
     }
+    in_place_varcount(c);
+    // Reduce-scatter-block in place: the first block gets the result, the rest stays.
+    let k = 3;
+    let mut b = values(me, k * nu, 32);
+    c.reduce_scatter_block_in_place(&mut b[..], SystemOperation::sum());
+    let mut want = vec![0u64; k];
+    for q in 0..n {
+        let m = me as usize;
+        for (w, x) in want
+            .iter_mut()
+            .zip(&values(q, k * nu, 32)[m * k..(m + 1) * k])
+        {
+            *w = w.wrapping_add(*x);
+        }
+    }
+    assert_eq!(b[..k], want[..], "reduce_scatter_block in place");
+    assert_eq!(
+        b[k..],
+        values(me, k * nu, 32)[k..],
+        "reduce_scatter_block in place: the rest"
+    );
     // A vector type in place: every other u64 of 2·(n + 1) elements, the gaps untouched.
     let k = nu + 1;
     let every_other = UserDatatype::vector(k as Count, 1, 2, &u64::equivalent_datatype());
@@ -269,6 +291,133 @@ fn in_place(c: &SimpleCommunicator) {
             "immediate alltoall in place"
         );
     }
+}
+
+/// The count-per-member forms in place, member q's part holding q % 3 elements (none for
+/// some) with a gap after each part that must stay untouched.
+fn in_place_varcount(c: &SimpleCommunicator) {
+    let (me, n) = (c.rank(), c.size());
+    let m = me as usize;
+    let counts: Vec<Count> = (0..n).map(|q| q % 3).collect();
+    let displs: Vec<Count> = counts
+        .iter()
+        .scan(0, |a, &x| {
+            let d = *a;
+            *a += x + 1;
+            Some(d)
+        })
+        .collect();
+    let total = (displs[n as usize - 1] + counts[n as usize - 1] + 1) as usize;
+    let fill = |b: &mut [u64], q: i32, salt: u64| {
+        let d = displs[q as usize] as usize;
+        b[d..d + counts[q as usize] as usize].copy_from_slice(&values(
+            q,
+            counts[q as usize] as usize,
+            salt,
+        ));
+    };
+    let mut whole = vec![u64::MAX; total];
+    for q in 0..n {
+        fill(&mut whole[..], q, 33);
+    }
+    // Allgatherv.
+    let mut b = vec![u64::MAX; total];
+    fill(&mut b[..], me, 33);
+    c.all_gather_varcount_in_place(&mut PartitionMut::new(&mut b[..], &counts[..], &displs[..]));
+    assert_eq!(b, whole, "allgatherv in place");
+    // Gatherv and scatterv at a root that is not 0.
+    let root = n - 1;
+    let rp = c.process_at_rank(root);
+    let mine = values(me, counts[m] as usize, 33);
+    if me == root {
+        let mut g = vec![u64::MAX; total];
+        fill(&mut g[..], me, 33);
+        rp.gather_varcount_into_root_in_place(&mut PartitionMut::new(
+            &mut g[..],
+            &counts[..],
+            &displs[..],
+        ));
+        assert_eq!(g, whole, "gatherv in place");
+        let mut s = whole.clone();
+        rp.scatter_varcount_into_root_in_place(&mut PartitionMut::new(
+            &mut s[..],
+            &counts[..],
+            &displs[..],
+        ));
+        assert_eq!(s, whole, "scatterv in place leaves the root's buffer");
+    } else {
+        rp.gather_varcount_into(&mine[..]);
+        let mut s = vec![0u64; counts[m] as usize];
+        rp.scatter_varcount_into(&mut s[..]);
+        assert_eq!(s, mine, "scatterv (root in place)");
+    }
+    // Alltoallv in place: (i + j) % 3 elements between members i and j, both ways.
+    let cnt = |i: i32, j: i32| (i + j) % 3;
+    let pc: Vec<Count> = (0..n).map(|j| cnt(me, j)).collect();
+    let pd: Vec<Count> = pc
+        .iter()
+        .scan(0, |a, &x| {
+            let d = *a;
+            *a += x + 1;
+            Some(d)
+        })
+        .collect();
+    let len = (pd[n as usize - 1] + pc[n as usize - 1] + 1) as usize;
+    let mut a = vec![u64::MAX; len];
+    for j in 0..n {
+        let d = pd[j as usize] as usize;
+        for k in 0..cnt(me, j) as usize {
+            a[d + k] = (me * 100 + j) as u64 * 1000 + k as u64;
+        }
+    }
+    c.all_to_all_varcount_in_place(&mut PartitionMut::new(&mut a[..], &pc[..], &pd[..]));
+    for j in 0..n {
+        let d = pd[j as usize] as usize;
+        for k in 0..cnt(me, j) as usize {
+            assert_eq!(
+                a[d + k],
+                (j * 100 + me) as u64 * 1000 + k as u64,
+                "alltoallv in place from {j}"
+            );
+        }
+        assert_eq!(
+            a[d + cnt(me, j) as usize],
+            u64::MAX,
+            "alltoallv in place wrote a gap"
+        );
+    }
+}
+
+/// `reduce_local_into` with a non-commutative operation (`inout = in ∘ inout`), the
+/// commutativity flag, and a broadcast of elements of a zero-size type.
+fn local_and_zero_size(c: &SimpleCommunicator) {
+    let me = c.rank();
+    let x = affine(me, 6, 34);
+    let mut y = affine(me + 1, 6, 34);
+    weft::collective::reduce_local_into(&x[..], &mut y[..], &compose());
+    assert_eq!(
+        y,
+        fold_affine(me, me + 2, 6, 34),
+        "reduce_local: in ∘ inout"
+    );
+    let mut s = values(me, 6, 35);
+    weft::collective::reduce_local_into(
+        &values(me + 1, 6, 35)[..],
+        &mut s[..],
+        SystemOperation::bitwise_xor(),
+    );
+    let want: Vec<u64> = values(me, 6, 35)
+        .iter()
+        .zip(values(me + 1, 6, 35))
+        .map(|(a, b)| a ^ b)
+        .collect();
+    assert_eq!(s, want, "reduce_local with a predefined operation");
+    assert!(!compose().is_commutative() && SystemOperation::sum().is_commutative());
+    // Five elements of a type with no data: nothing moves, nothing fails.
+    let mut z = vec![[0u64; 0]; 5];
+    c.process_at_rank(c.size() - 1).broadcast_into(&mut z[..]);
+    let mut g = vec![[0u64; 0]; 5 * c.size() as usize];
+    c.all_gather_into(&z[..], &mut g[..]);
 }
 
 /// Allreduce and reduce (to the last member) of every predefined operation on every type

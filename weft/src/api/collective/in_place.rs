@@ -8,8 +8,10 @@
 use super::alltoallw::{self, PartMut};
 use super::rooted::{plan_reduce, plan_rooted, Rooted};
 use super::start::Started;
-use super::{count_error, plan_all_gather, plan_all_to_all, plan_reduction, Reduce};
+use super::{count_error, counts_displs, parts, plan_all_gather, plan_all_gather_varcount};
+use super::{plan_all_to_all, plan_reduction, PartitionedBufferMut, Reduce};
 use super::{BufferMut, CommData, Communicator, Layout, Operation, Request, Root, Scope};
+use crate::api::datatype::Count;
 use crate::error::{fatal, Result};
 
 /// Elements `first..first + count` of `l` (one member's block).
@@ -39,6 +41,19 @@ fn own_block<'a>(
     }
     let k = l.count / n;
     Ok(block(l, me * k, k))
+}
+
+/// Part `j` of a partitioned buffer of layout `l` (its counts and displacements checked for
+/// every member), and the byte (offset, length) of every part.
+fn part<'a>(
+    call: &'static str,
+    c: &CommData,
+    l: &Layout<'a>,
+    (counts, displs): &(Vec<Count>, Vec<Count>),
+    j: usize,
+) -> Result<(Layout<'a>, Vec<(usize, usize)>)> {
+    let blocks = parts(call, "buffer", c.size() as usize, l, counts, displs)?;
+    Ok((block(l, displs[j] as usize, counts[j] as usize), blocks))
 }
 
 /// # Safety
@@ -107,6 +122,54 @@ pub trait InPlaceCollectives: Communicator {
         let started =
             unsafe { plan_all_to_all(self.comm_data(), &r.clone(), None, &r, None, true) };
         fatal(started.and_then(|x| x.wait("all_to_all_in_place")))
+    }
+
+    /// [`all_gather_varcount_into`](super::CommunicatorCollectives::all_gather_varcount_into)
+    /// with this member's contribution already in its part of `buf`.
+    #[track_caller]
+    fn all_gather_varcount_in_place<B: ?Sized + PartitionedBufferMut>(&self, buf: &mut B) {
+        const CALL: &str = "all_gather_varcount_into";
+        let c = self.comm_data();
+        let cd = counts_displs(&*buf);
+        let r = buf.layout_mut();
+        let started = part(CALL, c, &r, &cd, c.rank as usize).and_then(|(s, _)| {
+            // SAFETY: the buffer is borrowed for this blocking call; the input is its part.
+            unsafe { plan_all_gather_varcount(c, &s, cd, &r) }
+        });
+        fatal(started.and_then(|x| x.wait("all_gather_varcount_in_place")))
+    }
+
+    /// [`all_to_all_varcount_into`](super::CommunicatorCollectives::all_to_all_varcount_into)
+    /// in place: part j of `buf` goes to member j and is replaced by member j's part for this
+    /// member (a pair's counts the same both ways).
+    #[track_caller]
+    fn all_to_all_varcount_in_place<B: ?Sized + PartitionedBufferMut>(&self, buf: &mut B) {
+        let (counts, displs) = counts_displs(&*buf);
+        let r = buf.layout_mut();
+        let cd = Some((&counts[..], &displs[..]));
+        // SAFETY: the buffer is borrowed for this blocking call.
+        let started = unsafe { plan_all_to_all(self.comm_data(), &r.clone(), cd, &r, cd, true) };
+        fatal(started.and_then(|x| x.wait("all_to_all_varcount_in_place")))
+    }
+
+    /// [`reduce_scatter_block_into`](super::CommunicatorCollectives::reduce_scatter_block_into)
+    /// in place: `buf` holds a block per member, and its first block gets this member's
+    /// result (the rest is left as it was).
+    #[track_caller]
+    fn reduce_scatter_block_in_place<B: ?Sized + BufferMut, O: Operation>(
+        &self,
+        buf: &mut B,
+        op: O,
+    ) {
+        const CALL: &str = "reduce_scatter_block_into";
+        let c = self.comm_data();
+        let s = buf.layout_mut();
+        let started = own_block(CALL, c, &s, 0).and_then(|r| {
+            // SAFETY: the buffer and the operation are borrowed for this blocking call; the
+            // output is its first block.
+            unsafe { plan_reduction(c, Reduce::ScatterBlock, &s, &r, &op, true) }
+        });
+        fatal(started.and_then(|x| x.wait("reduce_scatter_block_in_place")))
     }
 
     /// [`all_to_all_w_into`](super::CommunicatorCollectives::all_to_all_w_into) in place:
@@ -209,20 +272,22 @@ pub trait InPlaceRoot: Root {
         let r = buf.layout_mut();
         let c = self.comm_data();
         let root = self.root_rank();
-        let started = own_block("gather_into_root", c, &r, root as usize).and_then(|s| {
-            // SAFETY: the buffer is borrowed for this blocking call; the input is its block.
-            unsafe {
-                plan_rooted(
-                    c,
-                    "gather_into_root",
-                    root,
-                    Rooted::Gather(None),
-                    Some(&s),
-                    Some(&r),
-                    true,
-                )
-            }
-        });
+        let started = super::rooted::root_index(c, "gather_into_root", root)
+            .and_then(|j| own_block("gather_into_root", c, &r, j))
+            .and_then(|s| {
+                // SAFETY: the buffer is borrowed for this blocking call; the input is its block.
+                unsafe {
+                    plan_rooted(
+                        c,
+                        "gather_into_root",
+                        root,
+                        Rooted::Gather(None),
+                        Some(&s),
+                        Some(&r),
+                        true,
+                    )
+                }
+            });
         fatal(started.and_then(|x| x.wait("gather_into_root_in_place")))
     }
 
@@ -234,22 +299,84 @@ pub trait InPlaceRoot: Root {
         let s = sendbuf.layout_mut();
         let c = self.comm_data();
         let root = self.root_rank();
-        let started = own_block("scatter_into_root", c, &s, root as usize).and_then(|r| {
-            // SAFETY: the buffer is borrowed mutably for this blocking call; the root's
-            // block is the output, which gets back its own bytes (copied at the start).
-            unsafe {
-                plan_rooted(
-                    c,
-                    "scatter_into_root",
-                    root,
-                    Rooted::Scatter(None),
-                    Some(&s),
-                    Some(&r),
-                    true,
-                )
-            }
-        });
+        let started = super::rooted::root_index(c, "scatter_into_root", root)
+            .and_then(|j| own_block("scatter_into_root", c, &s, j))
+            .and_then(|r| {
+                // SAFETY: the buffer is borrowed mutably for this blocking call; the root's
+                // block is the output, which gets back its own bytes (copied at the start).
+                unsafe {
+                    plan_rooted(
+                        c,
+                        "scatter_into_root",
+                        root,
+                        Rooted::Scatter(None),
+                        Some(&s),
+                        Some(&r),
+                        true,
+                    )
+                }
+            });
         fatal(started.and_then(|x| x.wait("scatter_into_root_in_place")))
+    }
+
+    /// [`gather_varcount_into_root`](Root::gather_varcount_into_root) with the root's
+    /// contribution already in its part of `buf`.
+    #[track_caller]
+    fn gather_varcount_into_root_in_place<B: ?Sized + PartitionedBufferMut>(&self, buf: &mut B) {
+        const CALL: &str = "gather_varcount_into_root";
+        let c = self.comm_data();
+        let root = self.root_rank();
+        let cd = counts_displs(&*buf);
+        let r = buf.layout_mut();
+        let started = super::rooted::root_index(c, CALL, root)
+            .and_then(|j| part(CALL, c, &r, &cd, j))
+            .and_then(|(s, blocks)| {
+                // SAFETY: the buffer is borrowed for this blocking call; the input is its part.
+                unsafe {
+                    plan_rooted(
+                        c,
+                        CALL,
+                        root,
+                        Rooted::Gather(Some(blocks)),
+                        Some(&s),
+                        Some(&r),
+                        true,
+                    )
+                }
+            });
+        fatal(started.and_then(|x| x.wait("gather_varcount_into_root_in_place")))
+    }
+
+    /// [`scatter_varcount_into_root`](Root::scatter_varcount_into_root) where the root keeps
+    /// its own part where it is in `sendbuf`.
+    #[track_caller]
+    fn scatter_varcount_into_root_in_place<B: ?Sized + PartitionedBufferMut>(
+        &self,
+        sendbuf: &mut B,
+    ) {
+        const CALL: &str = "scatter_varcount_into_root";
+        let c = self.comm_data();
+        let root = self.root_rank();
+        let cd = counts_displs(&*sendbuf);
+        let s = sendbuf.layout_mut();
+        let started = super::rooted::root_index(c, CALL, root)
+            .and_then(|j| part(CALL, c, &s, &cd, j))
+            .and_then(|(r, blocks)| {
+                // SAFETY: the buffer is borrowed mutably for this blocking call; the root's
+                // part is the output, which gets back its own bytes (copied at the start).
+                unsafe {
+                    plan_rooted(
+                        c,
+                        CALL,
+                        root,
+                        Rooted::Scatter(Some(blocks)),
+                        Some(&s),
+                        Some(&r),
+                        true,
+                    )
+                }
+            });
+        fatal(started.and_then(|x| x.wait("scatter_varcount_into_root_in_place")))
     }
 }
 

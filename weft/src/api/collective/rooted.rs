@@ -24,6 +24,11 @@ fn root_of(c: &CommData, call: &'static str, root: Rank) -> Result<(usize, bool)
     Ok((root as usize, root as u32 == c.rank))
 }
 
+/// The root's position, checked.
+pub(super) fn root_index(c: &CommData, call: &'static str, root: Rank) -> Result<usize> {
+    root_of(c, call, root).map(|r| r.0)
+}
+
 /// # Safety
 /// `buf` is the layout of a buffer borrowed until the collective completes.
 unsafe fn plan_broadcast(
