@@ -156,6 +156,7 @@ pub fn all_to_all_w(c: &SimpleCommunicator) {
             "alltoallw into a vector type from {i}"
         );
     }
+    in_place(c);
 }
 
 /// All-to-all-w in place: part j goes to member j and is replaced by member j's part for

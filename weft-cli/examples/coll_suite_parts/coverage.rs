@@ -77,7 +77,70 @@ pub fn coverage(c: &SimpleCommunicator) {
     every_operation_on_every_type(c);
     derived_types_in_every_collective(c);
     non_commutative_at_every_root(c);
+    reduce_scatter_varcount(c);
     every_immediate_form_at_once(c);
+}
+
+/// Reduce-scatter with a count per member (q % 3 + q / 3 elements for member q, none for
+/// member 0): commutative, non-commutative, immediate and in place.
+fn reduce_scatter_varcount(c: &SimpleCommunicator) {
+    let (me, n) = (c.rank(), c.size());
+    let m = me as usize;
+    let counts: Vec<Count> = (0..n).map(|q| q % 3 + q / 3).collect();
+    let displs: Vec<Count> = counts
+        .iter()
+        .scan(0, |a, &x| {
+            let d = *a;
+            *a += x;
+            Some(d)
+        })
+        .collect();
+    let total = counts.iter().sum::<Count>() as usize;
+    let (d, k) = (displs[m] as usize, counts[m] as usize);
+    let mut want = vec![0u64; total];
+    for q in 0..n {
+        for (w, x) in want.iter_mut().zip(values(q, total, 36)) {
+            *w = w.wrapping_add(x);
+        }
+    }
+    let send = values(me, total, 36);
+    let mut r = vec![0u64; k];
+    c.reduce_scatter_varcount_into(
+        &Partition::new(&send[..], &counts[..], &displs[..]),
+        &mut r[..],
+        SystemOperation::sum(),
+    );
+    assert_eq!(r[..], want[d..d + k], "reduce_scatter (counts) sum");
+    let pairs = affine(me, total, 37);
+    let mut rp = vec![[0u64; 2]; k];
+    c.reduce_scatter_varcount_into(
+        &Partition::new(&pairs[..], &counts[..], &displs[..]),
+        &mut rp[..],
+        compose(),
+    );
+    assert_eq!(
+        rp[..],
+        fold_affine(0, n, total, 37)[d..d + k],
+        "reduce_scatter (counts) non-commutative"
+    );
+    let mut ri = vec![0u64; k];
+    let p = Partition::new(&send[..], &counts[..], &displs[..]);
+    weft::request::scope(|scope| {
+        c.immediate_reduce_scatter_varcount_into(scope, &p, &mut ri[..], SystemOperation::sum())
+            .wait();
+    });
+    assert_eq!(ri[..], want[d..d + k], "immediate reduce_scatter (counts)");
+    let mut b = send.clone();
+    c.reduce_scatter_varcount_in_place(
+        &mut PartitionMut::new(&mut b[..], &counts[..], &displs[..]),
+        SystemOperation::sum(),
+    );
+    assert_eq!(b[..k], want[d..d + k], "reduce_scatter (counts) in place");
+    assert_eq!(
+        b[k..],
+        send[k..],
+        "reduce_scatter (counts) in place: the rest"
+    );
 }
 
 /// Large vectors (MiB per member), for the `large` case.
@@ -144,21 +207,21 @@ fn in_place(c: &SimpleCommunicator) {
         c.all_reduce_in_place(&mut b[..], SystemOperation::sum());
         assert_eq!(b, sum_of(20), "allreduce in place len={len}");
         let mut p = affine(me, len, 21);
-        c.all_reduce_in_place(&mut p[..], &compose());
+        c.all_reduce_in_place(&mut p[..], compose());
         assert_eq!(
             p,
             fold_affine(0, n, len, 21),
             "non-commutative allreduce in place len={len}"
         );
         let mut p = affine(me, len, 22);
-        c.scan_in_place(&mut p[..], &compose());
+        c.scan_in_place(&mut p[..], compose());
         assert_eq!(
             p,
             fold_affine(0, me + 1, len, 22),
             "scan in place len={len}"
         );
         let mut p = affine(me, len, 23);
-        c.exclusive_scan_in_place(&mut p[..], &compose());
+        c.exclusive_scan_in_place(&mut p[..], compose());
         if me == 0 {
             assert_eq!(
                 p,
@@ -394,7 +457,7 @@ fn local_and_zero_size(c: &SimpleCommunicator) {
     let me = c.rank();
     let x = affine(me, 6, 34);
     let mut y = affine(me + 1, 6, 34);
-    weft::collective::reduce_local_into(&x[..], &mut y[..], &compose());
+    weft::collective::reduce_local_into(&x[..], &mut y[..], compose());
     assert_eq!(
         y,
         fold_affine(me, me + 2, 6, 34),
@@ -414,7 +477,7 @@ fn local_and_zero_size(c: &SimpleCommunicator) {
     assert_eq!(s, want, "reduce_local with a predefined operation");
     assert!(!compose().is_commutative() && SystemOperation::sum().is_commutative());
     // Five elements of a type with no data: nothing moves, nothing fails.
-    let mut z = vec![[0u64; 0]; 5];
+    let mut z = [[0u64; 0]; 5];
     c.process_at_rank(c.size() - 1).broadcast_into(&mut z[..]);
     let mut g = vec![[0u64; 0]; 5 * c.size() as usize];
     c.all_gather_into(&z[..], &mut g[..]);
@@ -483,7 +546,7 @@ fn every_operation_on_every_type(c: &SimpleCommunicator) {
         )*};
     }
     floats!(f32, f64);
-    let b: fn(i32, usize) -> bool = |r, k| (r as usize + k) % 3 != 0;
+    let b: fn(i32, usize) -> bool = |r, k| !(r as usize + k).is_multiple_of(3);
     check!(bool, SystemOperation::logical_and(), "land", b, |a, b| a
         && b);
     check!(bool, SystemOperation::logical_or(), "lor", b, |a, b| a || b);
@@ -658,19 +721,19 @@ fn non_commutative_at_every_root(c: &SimpleCommunicator) {
         let rp = c.process_at_rank(root);
         if me == root {
             let mut r = vec![[0u64; 2]; len];
-            rp.reduce_into_root(&mine[..], &mut r[..], &compose());
+            rp.reduce_into_root(&mine[..], &mut r[..], compose());
             assert_eq!(
                 r,
                 fold_affine(0, n, len, 40 + root as u64),
                 "non-commutative reduce root={root}"
             );
         } else {
-            rp.reduce_into(&mine[..], &compose());
+            rp.reduce_into(&mine[..], compose());
         }
     }
     let block = affine(me, len * nu, 50);
     let mut mine = vec![[0u64; 2]; len];
-    c.reduce_scatter_block_into(&block[..], &mut mine[..], &compose());
+    c.reduce_scatter_block_into(&block[..], &mut mine[..], compose());
     let whole = fold_affine(0, n, len * nu, 50);
     let m = me as usize;
     assert_eq!(
@@ -764,7 +827,6 @@ fn every_immediate_form_at_once(c: &SimpleCommunicator) {
             r.wait();
         }
     });
-    drop(pv);
     let fold = |upto: i32, salt| {
         let mut w = vec![0u64; len];
         for q in 0..upto {

@@ -30,7 +30,7 @@ fn own_block<'a>(
     me: usize,
 ) -> Result<Layout<'a>> {
     let n = c.size() as usize;
-    if l.count % n != 0 {
+    if !l.count.is_multiple_of(n) {
         return Err(count_error(
             call,
             format!(
@@ -170,6 +170,45 @@ pub trait InPlaceCollectives: Communicator {
             unsafe { plan_reduction(c, Reduce::ScatterBlock, &s, &r, &op, true) }
         });
         fatal(started.and_then(|x| x.wait("reduce_scatter_block_in_place")))
+    }
+
+    /// [`reduce_scatter_varcount_into`](super::CommunicatorCollectives::reduce_scatter_varcount_into)
+    /// in place: `buf`'s parts are the input, and its first `counts[rank]` elements get this
+    /// member's result (the rest is left as it was).
+    #[track_caller]
+    fn reduce_scatter_varcount_in_place<B: ?Sized + PartitionedBufferMut, O: Operation>(
+        &self,
+        buf: &mut B,
+        op: O,
+    ) {
+        const CALL: &str = "reduce_scatter_varcount_into";
+        let c = self.comm_data();
+        let (counts, displs) = counts_displs(&*buf);
+        let s = buf.layout_mut();
+        let mine = counts.get(c.rank as usize).copied().unwrap_or(0).max(0) as usize;
+        let started = if mine > s.count {
+            Err(count_error(
+                CALL,
+                format!(
+                    "this member's count {mine} is more than the buffer's {} elements",
+                    s.count
+                ),
+            ))
+        } else {
+            let r = block(&s, 0, mine);
+            // SAFETY: the buffer and the operation are borrowed for this blocking call; the
+            // output is its first elements.
+            unsafe {
+                super::reduce_scatter::plan_reduce_scatter_varcount(
+                    c,
+                    &s,
+                    (&counts, &displs),
+                    &r,
+                    &op,
+                )
+            }
+        };
+        fatal(started.and_then(|x| x.wait("reduce_scatter_varcount_in_place")))
     }
 
     /// [`all_to_all_w_into`](super::CommunicatorCollectives::all_to_all_w_into) in place:

@@ -11,6 +11,7 @@
 mod alltoallw;
 mod in_place;
 pub mod operation;
+mod reduce_scatter;
 mod rooted;
 mod start;
 
@@ -533,6 +534,30 @@ pub trait CommunicatorCollectives: Communicator {
         )
     }
 
+    /// Part j of every member's `sendbuf`, reduced by `op` over all members, into member j's
+    /// `recvbuf` (`MPI_Reduce_scatter`, a count per member; not in rsmpi). Every member gives
+    /// the same counts.
+    #[track_caller]
+    fn reduce_scatter_varcount_into<
+        S: ?Sized + PartitionedBuffer,
+        R: ?Sized + BufferMut,
+        O: Operation,
+    >(
+        &self,
+        sendbuf: &S,
+        recvbuf: &mut R,
+        op: O,
+    ) {
+        let s = sendbuf.layout();
+        let cd = (sendbuf.counts(), sendbuf.displs());
+        let r = recvbuf.layout_mut();
+        // SAFETY: both buffers and the operation are borrowed for this blocking call.
+        let started = unsafe {
+            reduce_scatter::plan_reduce_scatter_varcount(self.comm_data(), &s, cd, &r, &op)
+        };
+        fatal(started.and_then(|x| x.wait("reduce_scatter_varcount_into")))
+    }
+
     /// Member i gets the reduction of members 0..=i's `sendbuf`.
     #[track_caller]
     fn scan_into<S: ?Sized + Buffer, R: ?Sized + BufferMut, O: Operation>(
@@ -731,6 +756,31 @@ pub trait CommunicatorCollectives: Communicator {
         // SAFETY: as in `immediate_all_reduce_into`.
         let started = fatal(unsafe { plan_reduction(c, Reduce::ScatterBlock, &s, &r, &op, false) });
         started.into_request("immediate_reduce_scatter_block_into", c, recvbuf, scope)
+    }
+
+    /// Starts [`reduce_scatter_varcount_into`](Self::reduce_scatter_varcount_into).
+    #[track_caller]
+    fn immediate_reduce_scatter_varcount_into<
+        'a,
+        S: ?Sized + 'a + PartitionedBuffer,
+        R: ?Sized + 'a + BufferMut,
+        O: 'a + Operation,
+        Sc: Scope<'a>,
+    >(
+        &self,
+        scope: Sc,
+        sendbuf: &'a S,
+        recvbuf: &'a mut R,
+        op: O,
+    ) -> Request<'a, R, Sc> {
+        let c = self.comm_data();
+        let s = sendbuf.layout();
+        let cd = (sendbuf.counts(), sendbuf.displs());
+        let r = recvbuf.layout_mut();
+        // SAFETY: as in `immediate_all_reduce_into`.
+        let started =
+            fatal(unsafe { reduce_scatter::plan_reduce_scatter_varcount(c, &s, cd, &r, &op) });
+        started.into_request("immediate_reduce_scatter_varcount_into", c, recvbuf, scope)
     }
 
     /// Starts [`scan_into`](Self::scan_into).

@@ -577,6 +577,7 @@ const CALLS: &[&str] = &[
     "all_to_all_into",
     "all_to_all_varcount_into",
     "all_to_all_w_into",
+    "reduce_scatter_varcount_into",
 ];
 const OPS: &[&str] = &[
     "MPI_MAX",
