@@ -70,6 +70,7 @@ fn the_api_on_a_singleton() {
     receive_vec_of_a_message_that_is_not_whole_elements(&me, &mut fails);
     a_receive_pending_in_a_panicking_scope_is_cancelled(&me, &mut fails);
     panics_point_at_the_callers_line(&me, &mut fails);
+    extension_collectives_on_one_member(&world, &mut fails);
 
     drop(universe);
     expect_panic(
@@ -342,4 +343,99 @@ fn panics_point_at_the_callers_line(me: &Process<'_>, fails: &mut Vec<String>) {
     at("immediate_send_with_tag, bad tag", line!(), &|| {
         weft::request::scope(|s| me.immediate_send_with_tag(s, &1u8, -3).wait());
     });
+}
+
+/// All-to-all-w, reduce-scatter with counts and the in-place forms on one member: their
+/// results, and their bad-input errors naming the call and the values.
+fn extension_collectives_on_one_member(
+    world: &weft::topology::SimpleCommunicator,
+    fails: &mut Vec<String>,
+) {
+    use weft::collective::{Part, PartMut, SystemOperation};
+    use weft::datatype::{Partition, PartitionMut};
+    let pair = (3u8, 7u64);
+    let mut got = (0u8, 0u64);
+    world.all_to_all_w_into(&[Part::new(&pair)], &mut [PartMut::new(&mut got)]);
+    check(
+        fails,
+        got == pair,
+        format!("alltoallw to itself gave {got:?}"),
+    );
+    expect_panic(
+        fails,
+        "alltoallw with two send parts",
+        &[
+            "all_to_all_w_into",
+            "2 send parts and 1 receive parts for 1 members",
+        ],
+        || {
+            world.all_to_all_w_into(
+                &[Part::new(&pair), Part::new(&pair)],
+                &mut [PartMut::new(&mut got)],
+            )
+        },
+    );
+    expect_panic(
+        fails,
+        "alltoallw with parts of different sizes",
+        &[
+            "all_to_all_w_into",
+            "member 0 sends itself 8 bytes where its receive part for itself holds 9 bytes",
+        ],
+        || world.all_to_all_w_into(&[Part::new(&5u64)], &mut [PartMut::new(&mut got)]),
+    );
+    let mut b = [1u32, 2, 3];
+    world.all_reduce_in_place(&mut b[..], SystemOperation::sum());
+    check(
+        fails,
+        b == [1, 2, 3],
+        format!("allreduce in place on one member gave {b:?}"),
+    );
+    let mut r = [0u32; 2];
+    world.reduce_scatter_varcount_into(
+        &Partition::new(&b[..], vec![2], vec![1]),
+        &mut r[..],
+        SystemOperation::max(),
+    );
+    check(
+        fails,
+        r == [2, 3],
+        format!("reduce_scatter with counts gave {r:?}"),
+    );
+    expect_panic(
+        fails,
+        "reduce_scatter with a part outside the buffer",
+        &["reduce_scatter_varcount_into", "part 0", "3 elements at 1"],
+        || {
+            world.reduce_scatter_varcount_into(
+                &Partition::new(&b[..], vec![3], vec![1]),
+                &mut r[..],
+                SystemOperation::max(),
+            )
+        },
+    );
+    let mut v = [4u32, 9, 9];
+    let mut a = [1u16, 2];
+    expect_panic(
+        fails,
+        "alltoallv with its own parts of different sizes",
+        &[
+            "all_to_all_varcount_into",
+            "member 0 sends itself 4 bytes",
+            "holds 2 bytes",
+        ],
+        || {
+            let s = Partition::new(&b[..], vec![1], vec![0]);
+            world.all_to_all_varcount_into(&s, &mut PartitionMut::new(&mut a[..], vec![1], vec![0]))
+        },
+    );
+    world.reduce_scatter_varcount_in_place(
+        &mut PartitionMut::new(&mut v[..], vec![1], vec![0]),
+        SystemOperation::sum(),
+    );
+    check(
+        fails,
+        v == [4, 9, 9],
+        format!("reduce_scatter in place gave {v:?}"),
+    );
 }

@@ -159,6 +159,12 @@ pub(super) unsafe fn plan_all_to_all_w(
     )?;
     let sb = consecutive(send.iter().map(Part::data_len));
     let rb = consecutive(recv.iter().map(PartMut::data_len));
+    super::check_own_part(
+        call,
+        c.rank as usize,
+        sb[c.rank as usize].1,
+        rb[c.rank as usize].1,
+    )?;
     let (sl, rl) = (
         sb.last().map_or(0, |b| b.0 + b.1),
         rb.last().map_or(0, |b| b.0 + b.1),

@@ -216,16 +216,18 @@ pub trait InPlaceCollectives: Communicator {
     /// pair's parts must be the same size both ways).
     #[track_caller]
     fn all_to_all_w_in_place(&self, parts: &mut [PartMut<'_>]) {
-        const CALL: &str = "all_to_all_w_in_place";
+        // The ordinary call's name: the checking mode compares it with the other members'.
+        const CALL: &str = "all_to_all_w_into";
         let sends = alltoallw::parts_of(parts);
         // SAFETY: the parts are borrowed for this blocking call, which lands them; the sends
         // are packed when it starts, before anything is written.
         let planned =
             unsafe { alltoallw::plan_all_to_all_w(self.comm_data(), CALL, &sends, parts) };
+        let done = "all_to_all_w_in_place";
         fatal(planned.and_then(|(started, landing)| {
-            started.wait(CALL)?;
+            started.wait(done)?;
             // SAFETY: as above.
-            unsafe { landing.land(CALL) }
+            unsafe { landing.land(done) }
         }))
     }
 

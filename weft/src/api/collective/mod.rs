@@ -94,6 +94,21 @@ fn parts(
         .collect()
 }
 
+/// Checks that what member `me` sends itself fits what it receives from itself (a
+/// member's own part never travels, so no receive would catch the difference).
+fn check_own_part(call: &'static str, me: usize, sent: usize, expected: usize) -> Result<()> {
+    if sent != expected {
+        return Err(count_error(
+            call,
+            format!(
+                "member {me} sends itself {sent} bytes where its receive part for itself holds \
+                 {expected} bytes"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Checks that `got` bytes are what `want` bytes should be.
 fn check_len(call: &'static str, what: &str, got: usize, want: usize, why: &str) -> Result<()> {
     if got != want {
@@ -278,6 +293,12 @@ unsafe fn plan_all_to_all(
             )
         }
     };
+    check_own_part(
+        call,
+        c.rank as usize,
+        sb[c.rank as usize].1,
+        rb[c.rank as usize].1,
+    )?;
     let unit = send.is_none().then(|| sl / n.max(1));
     check_call(
         c,
