@@ -14,6 +14,8 @@
 mod alltoallw;
 #[path = "coll_suite_parts/coverage.rs"]
 mod coverage;
+#[path = "coll_suite_parts/in_place.rs"]
+mod in_place;
 
 use weft::collective::{SystemOperation, UserOperation};
 use weft::datatype::{Partition, PartitionMut, UserDatatype};

@@ -9,6 +9,7 @@
 //! whose size disagrees with the others' gets an error from the collective itself.
 
 mod alltoallw;
+mod checks;
 mod in_place;
 pub mod operation;
 mod reduce_scatter;
@@ -22,7 +23,7 @@ use super::topology::{Communicator, Process, Rank};
 use crate::coll::algorithm;
 use crate::coll::{Area, Span};
 use crate::comm::CommData;
-use crate::error::{fatal, Error, ErrorClass, Result};
+use crate::error::{fatal, Result};
 pub use alltoallw::{Part, PartMut};
 pub use in_place::{InPlaceCollectives, InPlaceRoot};
 pub use operation::{
@@ -31,93 +32,13 @@ pub use operation::{
 };
 pub use rooted::Root;
 
+use checks::{check_len, check_own_part, count_error, counts_displs, parts};
+
 fn input(len: usize) -> Span {
     Span::new(Area::Input, 0, len)
 }
 fn output(len: usize) -> Span {
     Span::new(Area::Output, 0, len)
-}
-
-/// A partitioned buffer's counts and displacements, copied (before the buffer is borrowed
-/// mutably for its layout).
-pub(super) fn counts_displs<P: ?Sized + crate::api::datatype::Partitioned>(
-    p: &P,
-) -> (
-    Vec<crate::api::datatype::Count>,
-    Vec<crate::api::datatype::Count>,
-) {
-    (p.counts().to_vec(), p.displs().to_vec())
-}
-
-fn count_error(call: &'static str, detail: String) -> Error {
-    Error::new(ErrorClass::Count, call, detail)
-}
-
-/// `(byte offset, byte length)` of each member's part of a partitioned buffer whose layout
-/// is `l`, checked against the member count and the buffer.
-fn parts(
-    call: &'static str,
-    what: &str,
-    n: usize,
-    l: &Layout<'_>,
-    counts: &[crate::api::datatype::Count],
-    displs: &[crate::api::datatype::Count],
-) -> Result<Vec<(usize, usize)>> {
-    if counts.len() != n || displs.len() != n {
-        return Err(count_error(
-            call,
-            format!(
-                "the {what} has {} counts and {} displacements for {n} members",
-                counts.len(),
-                displs.len()
-            ),
-        ));
-    }
-    let size = l.map.size();
-    counts
-        .iter()
-        .zip(displs)
-        .enumerate()
-        .map(|(j, (&c, &d))| {
-            if c < 0 || d < 0 || (c as usize + d as usize) > l.count {
-                return Err(count_error(
-                    call,
-                    format!(
-                        "part {j} of the {what} ({c} elements at {d}) is not inside its {} \
-                         elements",
-                        l.count
-                    ),
-                ));
-            }
-            Ok((d as usize * size, c as usize * size))
-        })
-        .collect()
-}
-
-/// Checks that what member `me` sends itself fits what it receives from itself (a
-/// member's own part never travels, so no receive would catch the difference).
-fn check_own_part(call: &'static str, me: usize, sent: usize, expected: usize) -> Result<()> {
-    if sent != expected {
-        return Err(count_error(
-            call,
-            format!(
-                "member {me} sends itself {sent} bytes where its receive part for itself holds \
-                 {expected} bytes"
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// Checks that `got` bytes are what `want` bytes should be.
-fn check_len(call: &'static str, what: &str, got: usize, want: usize, why: &str) -> Result<()> {
-    if got != want {
-        return Err(count_error(
-            call,
-            format!("the {what} has {got} bytes of data where {want} are needed ({why})"),
-        ));
-    }
-    Ok(())
 }
 
 /// Runs a blocking collective through the node-shared area when it applies (see
