@@ -3,7 +3,7 @@
 //! and the immediate in-place forms.
 
 use crate::coverage::{affine, compose, fold_affine, values};
-use weft::collective::SystemOperation;
+use weft::collective::{PartMut, SystemOperation};
 use weft::datatype::{MutView, PartitionMut, UserDatatype};
 use weft::topology::SimpleCommunicator;
 use weft::traits::*;
@@ -173,6 +173,168 @@ pub fn in_place(c: &SimpleCommunicator) {
             a[q * len..(q + 1) * len],
             values(q as i32, len * nu, 31)[m * len..(m + 1) * len],
             "immediate alltoall in place"
+        );
+    }
+    immediate_in_place(c);
+}
+
+/// The other immediate in-place forms, all in flight at once (the root's rooted ones
+/// beside the other members' ordinary immediate forms), completed out of order.
+fn immediate_in_place(c: &SimpleCommunicator) {
+    let (me, n) = (c.rank(), c.size());
+    let (m, nu) = (me as usize, n as usize);
+    let len = 6;
+    let sum = |salt, range: std::ops::Range<usize>| {
+        let mut w = vec![0u64; range.len()];
+        for q in 0..n {
+            for (x, y) in w.iter_mut().zip(&values(q, nu * len, salt)[range.clone()]) {
+                *x = x.wrapping_add(*y);
+            }
+        }
+        w
+    };
+    let mut scan = affine(me, len, 80);
+    let mut exscan = affine(me, len, 81);
+    let mut rsb = values(me, nu * len, 82);
+    // Parts of member q: q % 2 + 1 elements, back to back.
+    let counts: Vec<Count> = (0..n).map(|q| q % 2 + 1).collect();
+    let displs: Vec<Count> = counts
+        .iter()
+        .scan(0, |a, &x| {
+            let d = *a;
+            *a += x;
+            Some(d)
+        })
+        .collect();
+    let total = counts.iter().sum::<Count>() as usize;
+    let (d, k) = (displs[m] as usize, counts[m] as usize);
+    let mut rsv = values(me, total, 83);
+    let mut agv = vec![u64::MAX; total];
+    agv[d..d + k].copy_from_slice(&values(me, k, 84));
+    let mut w_in: Vec<Vec<u64>> = (0..n).map(|j| vec![(me * 100 + j) as u64; 2]).collect();
+    let root = n / 2;
+    let rp = c.process_at_rank(root);
+    let mut red = values(me, len, 85);
+    let mut gat = vec![u64::MAX; nu * len];
+    gat[m * len..(m + 1) * len].copy_from_slice(&values(me, len, 86));
+    let mut sca = if me == root {
+        (0..n).flat_map(|q| values(q, len, 87)).collect()
+    } else {
+        vec![0u64; len]
+    };
+    {
+        let mut w_parts: Vec<PartMut<'_>> =
+            w_in.iter_mut().map(|b| PartMut::new(&mut b[..])).collect();
+        let mut rsv_p = PartitionMut::new(&mut rsv[..], &counts[..], &displs[..]);
+        let mut agv_p = PartitionMut::new(&mut agv[..], &counts[..], &displs[..]);
+        weft::request::scope(|scope| {
+            let mut rs = Vec::new();
+            let r1 = c.immediate_scan_in_place(scope, &mut scan[..], compose());
+            let r2 = c.immediate_exclusive_scan_in_place(scope, &mut exscan[..], compose());
+            let r3 = c.immediate_reduce_scatter_block_in_place(
+                scope,
+                &mut rsb[..],
+                SystemOperation::sum(),
+            );
+            let r4 = c.immediate_reduce_scatter_varcount_in_place(
+                scope,
+                &mut rsv_p,
+                SystemOperation::sum(),
+            );
+            let r5 = c.immediate_all_gather_varcount_in_place(scope, &mut agv_p);
+            let r6 = c.immediate_all_to_all_w_in_place(scope, &mut w_parts);
+            if me == root {
+                rs.push(rp.immediate_reduce_into_root_in_place(
+                    scope,
+                    &mut red[..],
+                    SystemOperation::sum(),
+                ));
+                rs.push(rp.immediate_gather_into_root_in_place(scope, &mut gat[..]));
+                rs.push(rp.immediate_scatter_into_root_in_place(scope, &mut sca[..]));
+            } else {
+                // The others' ordinary forms, each completed before the next starts.
+                rp.immediate_reduce_into(scope, &red[..], SystemOperation::sum())
+                    .wait();
+                rp.immediate_gather_into(scope, &gat[m * len..(m + 1) * len])
+                    .wait();
+                rp.immediate_scatter_into(scope, &mut sca[..]).wait();
+            }
+            for r in rs {
+                r.wait();
+            }
+            r6.wait();
+            r4.wait();
+            r5.wait();
+            r3.wait();
+            r1.wait();
+            r2.wait();
+        });
+    }
+    assert_eq!(
+        scan,
+        fold_affine(0, me + 1, len, 80),
+        "immediate scan in place"
+    );
+    if me > 0 {
+        assert_eq!(
+            exscan,
+            fold_affine(0, me, len, 81),
+            "immediate exscan in place"
+        );
+    } else {
+        assert_eq!(
+            exscan,
+            affine(0, len, 81),
+            "immediate exscan in place at member 0"
+        );
+    }
+    assert_eq!(
+        rsb[..len],
+        sum(82, m * len..(m + 1) * len)[..],
+        "immediate reduce_scatter_block in place"
+    );
+    let mut want = vec![0u64; k];
+    for q in 0..n {
+        for (x, y) in want.iter_mut().zip(&values(q, total, 83)[d..d + k]) {
+            *x = x.wrapping_add(*y);
+        }
+    }
+    assert_eq!(
+        rsv[..k],
+        want[..],
+        "immediate reduce_scatter (counts) in place"
+    );
+    let all_v: Vec<u64> = (0..n)
+        .flat_map(|q| values(q, counts[q as usize] as usize, 84))
+        .collect();
+    assert_eq!(agv, all_v, "immediate allgatherv in place");
+    for (j, b) in w_in.iter().enumerate() {
+        assert_eq!(
+            *b,
+            vec![(j as i32 * 100 + me) as u64; 2],
+            "immediate alltoallw in place from {j}"
+        );
+    }
+    if me == root {
+        let mut want = vec![0u64; len];
+        for q in 0..n {
+            for (x, y) in want.iter_mut().zip(values(q, len, 85)) {
+                *x = x.wrapping_add(y);
+            }
+        }
+        assert_eq!(red, want, "immediate reduce in place at the root");
+        let all: Vec<u64> = (0..n).flat_map(|q| values(q, len, 86)).collect();
+        assert_eq!(gat, all, "immediate gather in place at the root");
+        let all: Vec<u64> = (0..n).flat_map(|q| values(q, len, 87)).collect();
+        assert_eq!(
+            sca, all,
+            "immediate scatter in place leaves the root's buffer"
+        );
+    } else {
+        assert_eq!(
+            sca,
+            values(me, len, 87),
+            "immediate scatter (root in place)"
         );
     }
 }

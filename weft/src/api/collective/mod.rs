@@ -11,6 +11,7 @@
 mod alltoallw;
 mod checks;
 mod in_place;
+mod in_place_plans;
 pub mod operation;
 mod reduce_scatter;
 mod rooted;
