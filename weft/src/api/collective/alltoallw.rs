@@ -99,6 +99,28 @@ pub(super) struct Landing {
 }
 
 impl Landing {
+    /// A zeroed staging vector for the receive parts one after another, and each one's
+    /// (offset, length) in it.
+    fn for_parts(recv: &[PartMut<'_>]) -> (Self, Vec<(usize, usize)>) {
+        let blocks = consecutive(recv.iter().map(PartMut::data_len));
+        let landing = Landing {
+            tmp: vec![0u8; blocks.last().map_or(0, |b| b.0 + b.1)],
+            parts: recv
+                .iter()
+                .zip(&blocks)
+                .map(|(p, b)| {
+                    (
+                        b.0,
+                        p.layout.ptr as *mut u8,
+                        p.layout.count,
+                        p.layout.map.clone(),
+                    )
+                })
+                .collect(),
+        };
+        (landing, blocks)
+    }
+
     /// Checks each part's bytes (bools, chars) and scatters them into its buffer.
     ///
     /// # Safety
@@ -124,6 +146,18 @@ fn consecutive(lens: impl Iterator<Item = usize>) -> Vec<(usize, usize)> {
         b
     })
     .collect()
+}
+
+/// The send parts packed one after another, and each one's (offset, length) in bytes.
+fn pack_sends(send: &[Part<'_>]) -> (Vec<u8>, Vec<(usize, usize)>) {
+    let blocks = consecutive(send.iter().map(Part::data_len));
+    let mut packed = Vec::with_capacity(blocks.last().map_or(0, |b| b.0 + b.1));
+    for p in send {
+        // SAFETY: a Part's layout: `count` readable elements of its map, borrowed for as long
+        // as the part (the parts are packed here, while borrowed).
+        unsafe { p.layout.map.pack(p.layout.ptr, p.layout.count, &mut packed) };
+    }
+    (packed, blocks)
 }
 
 /// Starts an all-to-all-w: `send[j]` to member j, member i's part into `recv[i]`.
@@ -157,39 +191,15 @@ pub(super) unsafe fn plan_all_to_all_w(
             op: None,
         },
     )?;
-    let sb = consecutive(send.iter().map(Part::data_len));
-    let rb = consecutive(recv.iter().map(PartMut::data_len));
+    let (packed, sb) = pack_sends(send);
+    let (mut landing, rb) = Landing::for_parts(recv);
     super::check_own_part(
         call,
         c.rank as usize,
         sb[c.rank as usize].1,
         rb[c.rank as usize].1,
     )?;
-    let (sl, rl) = (
-        sb.last().map_or(0, |b| b.0 + b.1),
-        rb.last().map_or(0, |b| b.0 + b.1),
-    );
-    let mut packed = Vec::with_capacity(sl);
-    for p in send {
-        // SAFETY: a Part's layout: `count` readable elements of its map, borrowed for this
-        // call (the parts are packed here, before the call returns).
-        unsafe { p.layout.map.pack(p.layout.ptr, p.layout.count, &mut packed) };
-    }
-    let mut landing = Landing {
-        tmp: vec![0u8; rl],
-        parts: recv
-            .iter()
-            .zip(&rb)
-            .map(|(p, b)| {
-                (
-                    b.0,
-                    p.layout.ptr as *mut u8,
-                    p.layout.count,
-                    p.layout.map.clone(),
-                )
-            })
-            .collect(),
-    };
+    let (sl, rl) = (packed.len(), landing.tmp.len());
     let u8_type = u8::equivalent_datatype();
     let bytes = u8_type.type_map();
     // SAFETY: `packed` is moved into the schedule below (moving a Vec keeps its heap block),
@@ -220,7 +230,11 @@ pub(super) unsafe fn plan_all_to_all_w(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::datatype::{UserDatatype, View};
+    use crate::api::datatype::{MutView, UserDatatype, View};
+    use crate::coll::{Area, Members, Schedule, Span};
+    use crate::engine::buffer::{RawBuf, RawBufMut};
+    use crate::engine::testing::{run_until_done, world};
+    use crate::tunables::{Algorithm, Tunables};
 
     #[test]
     fn parts_pack_and_land_by_their_own_datatypes() {
@@ -237,51 +251,183 @@ mod tests {
             Part::new(&raw[..]),
             Part::new(&[0u64; 0][..]),
         ];
-        let lens: Vec<usize> = sends.iter().map(Part::data_len).collect();
-        assert_eq!(lens, [12, 5, 2, 0]);
-        let mut packed = Vec::new();
-        for p in &sends {
-            // SAFETY: as in `plan_all_to_all_w`.
-            unsafe { p.layout.map.pack(p.layout.ptr, p.layout.count, &mut packed) };
-        }
+        let (packed, blocks) = pack_sends(&sends);
+        assert_eq!(blocks, [(0, 12), (12, 5), (17, 2), (19, 0)]);
         let mut dst = [0xffu32; 5];
         let mut got_pair = (0u8, 0u32);
         let mut got_raw = [0u8; 2];
         {
             // SAFETY: as above.
-            let mut mv = unsafe {
-                crate::api::datatype::MutView::with_count_and_datatype(
-                    &mut dst[..],
-                    1,
-                    &every_other,
-                )
-            };
+            let mut mv = unsafe { MutView::with_count_and_datatype(&mut dst[..], 1, &every_other) };
             let recvs = [
                 PartMut::new(&mut mv),
                 PartMut::new(&mut got_pair),
                 PartMut::new(&mut got_raw[..]),
             ];
-            let rb = consecutive(recvs.iter().map(PartMut::data_len));
-            let landing = Landing {
-                tmp: packed[..19].to_vec(),
-                parts: recvs
-                    .iter()
-                    .zip(&rb)
-                    .map(|(p, b)| {
-                        (
-                            b.0,
-                            p.layout.ptr as *mut u8,
-                            p.layout.count,
-                            p.layout.map.clone(),
-                        )
-                    })
-                    .collect(),
-            };
+            let (mut landing, _) = Landing::for_parts(&recvs);
+            landing.tmp.copy_from_slice(&packed);
             // SAFETY: the receive parts are borrowed in this block.
             unsafe { landing.land("test").unwrap() };
         }
         assert_eq!(dst, [1, 0xff, 2, 0xff, 3], "gaps untouched");
         assert_eq!(got_pair, pair);
         assert_eq!(got_raw, raw);
+    }
+
+    /// What member `i` sends member `j`, as the sender holds it.
+    enum Sent {
+        Longs(Vec<u64>),
+        /// Element k's two values at 4k and 4k + 3 (read through a vector type).
+        Strided(Vec<u32>),
+        Pairs(Vec<(u8, u64)>),
+    }
+
+    fn count(i: usize, j: usize) -> usize {
+        (2 * i + j) % 4
+    }
+
+    fn value(i: usize, j: usize, k: usize) -> u64 {
+        (i * 10_000 + j * 100 + k + 1) as u64
+    }
+
+    fn sent(i: usize, j: usize) -> Sent {
+        let c = count(i, j);
+        match (i + j) % 3 {
+            0 => Sent::Longs((0..c).map(|k| value(i, j, k)).collect()),
+            1 => {
+                let mut b = vec![u32::MAX; 4 * c];
+                for k in 0..c {
+                    b[4 * k] = value(i, j, k) as u32;
+                    b[4 * k + 3] = !(value(i, j, k) as u32);
+                }
+                Sent::Strided(b)
+            }
+            _ => Sent::Pairs((0..c).map(|k| (k as u8, value(i, j, k))).collect()),
+        }
+    }
+
+    /// Member `j`'s receive part for member `i`, and what it must hold afterwards (the
+    /// strided sends land as contiguous u32s).
+    fn expected(i: usize, j: usize) -> Sent {
+        match sent(i, j) {
+            Sent::Strided(b) => Sent::Strided(b.chunks(4).flat_map(|e| [e[0], e[3]]).collect()),
+            other => other,
+        }
+    }
+
+    fn zeroed(e: &Sent) -> Sent {
+        match e {
+            Sent::Longs(v) => Sent::Longs(vec![0; v.len()]),
+            Sent::Strided(v) => Sent::Strided(vec![0; v.len()]),
+            Sent::Pairs(v) => Sent::Pairs(vec![(0, 0); v.len()]),
+        }
+    }
+
+    fn same(a: &Sent, b: &Sent) -> bool {
+        match (a, b) {
+            (Sent::Longs(x), Sent::Longs(y)) => x == y,
+            (Sent::Strided(x), Sent::Strided(y)) => x == y,
+            (Sent::Pairs(x), Sent::Pairs(y)) => x == y,
+            _ => false,
+        }
+    }
+
+    #[test]
+    fn all_to_all_w_on_simulated_ranks_matches_a_sequential_reference() {
+        // Two u32s 12 bytes apart, extent 16: element k of a strided send.
+        let strided = UserDatatype::vector(2, 1, 3, &u32::equivalent_datatype());
+        for name in ["pairwise", "scattered"] {
+            let mut t = Tunables::defaults();
+            t.coll_alltoall = Algorithm(Some(name));
+            for n in [1usize, 2, 3, 5, 7] {
+                let sends: Vec<Vec<Sent>> = (0..n)
+                    .map(|i| (0..n).map(|j| sent(i, j)).collect())
+                    .collect();
+                let mut recvs: Vec<Vec<Sent>> = (0..n)
+                    .map(|j| (0..n).map(|i| zeroed(&expected(i, j))).collect())
+                    .collect();
+                // Members are world ranks in reverse order.
+                let world_ranks: Vec<u32> = (0..n as u32).rev().collect();
+                let mut es = world(n as u32, 4, 256, 64, true);
+                let mut staged = Vec::new();
+                for (me, (mine, into)) in sends.iter().zip(recvs.iter_mut()).enumerate() {
+                    let views: Vec<Option<View<'_, '_, UserDatatype, [u32]>>> = mine
+                        .iter()
+                        .map(|s| match s {
+                            // SAFETY: `len / 4` elements of the vector type (4 u32s apart) fit.
+                            Sent::Strided(b) => Some(unsafe {
+                                View::with_count_and_datatype(
+                                    &b[..],
+                                    (b.len() / 4) as i32,
+                                    &strided,
+                                )
+                            }),
+                            _ => None,
+                        })
+                        .collect();
+                    let parts: Vec<Part<'_>> = mine
+                        .iter()
+                        .zip(&views)
+                        .map(|(s, v)| match (s, v) {
+                            (_, Some(v)) => Part::new(v),
+                            (Sent::Longs(b), _) => Part::new(&b[..]),
+                            (Sent::Pairs(b), _) => Part::new(&b[..]),
+                            (Sent::Strided(_), None) => unreachable!(),
+                        })
+                        .collect();
+                    let recv_parts: Vec<PartMut<'_>> = into
+                        .iter_mut()
+                        .map(|r| match r {
+                            Sent::Longs(b) => PartMut::new(&mut b[..]),
+                            Sent::Strided(b) => PartMut::new(&mut b[..]),
+                            Sent::Pairs(b) => PartMut::new(&mut b[..]),
+                        })
+                        .collect();
+                    let (packed, sb) = pack_sends(&parts);
+                    let (landing, rb) = Landing::for_parts(&recv_parts);
+                    staged.push((me, packed, sb, landing, rb));
+                }
+                let mut hs = Vec::new();
+                for (me, packed, sb, landing, rb) in staged.iter_mut() {
+                    let (sl, rl) = (packed.len(), landing.tmp.len());
+                    // SAFETY: `packed` and the landing's vector live in `staged` until after
+                    // the run below, untouched until every schedule has completed.
+                    let (i, o) = unsafe { (RawBuf::new(packed), RawBufMut::new(&mut landing.tmp)) };
+                    let mut s = Schedule::new("all_to_all_w_into", 1, -(1 << 16))
+                        .with_input(i)
+                        .with_output(o);
+                    let m = Members {
+                        world: &world_ranks,
+                        me: *me,
+                    };
+                    crate::coll::algorithm::alltoall(
+                        &mut s,
+                        &m,
+                        &t,
+                        Span::new(Area::Input, 0, sl),
+                        sb,
+                        Span::new(Area::Output, 0, rl),
+                        rb,
+                    );
+                    let w = world_ranks[*me] as usize;
+                    // SAFETY: as above.
+                    hs.push((w, unsafe { es[w].start_schedule(s) }));
+                }
+                run_until_done(&mut es, &hs, 200_000);
+                for &(w, h) in &hs {
+                    es[w].wait(h).expect("the schedule succeeds");
+                }
+                for (_, _, _, landing, _) in &staged {
+                    // SAFETY: the receive parts' buffers (`recvs`) are untouched until now.
+                    unsafe { landing.land("test").unwrap() };
+                }
+                drop(staged);
+                for (j, row) in recvs.iter().enumerate() {
+                    for (i, got) in row.iter().enumerate() {
+                        assert!(same(got, &expected(i, j)), "{name} n={n}: {i} -> {j}");
+                    }
+                }
+            }
+        }
     }
 }
