@@ -229,7 +229,7 @@ fn every_operation_on_every_type(c: &SimpleCommunicator) {
         ($t:ty, $op:expr, $name:expr, $val:expr, $fold:expr) => {{
             let val: fn(i32, usize) -> $t = $val;
             let fold: fn($t, $t) -> $t = $fold;
-            let len = 5;
+            let len = 100;
             let mine: Vec<$t> = (0..len).map(|k| val(me, k)).collect();
             let want: Vec<$t> = (0..len)
                 .map(|k| (1..n).fold(val(0, k), |acc, q| fold(acc, val(q, k))))
