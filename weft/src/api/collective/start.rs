@@ -106,6 +106,7 @@ pub(crate) unsafe fn start(
         let members = Members {
             world: comm.group.members(),
             me: comm.rank as usize,
+            nodes: comm.node_topology(&rt.boot.node_of).leaders.len(),
         };
         build(&mut s, &members, &rt.tunables);
         // SAFETY: the input and output views are the caller's buffers (borrowed until
@@ -507,6 +508,8 @@ impl Hierarchy<'_> {
         let m = Members {
             world: self.leaders,
             me: self.topo.node_index,
+            // One leader per node.
+            nodes: self.leaders.len(),
         };
         build(&mut s, &m, self.tunables);
         // SAFETY: the output view is `data`, borrowed until the wait below returns.
