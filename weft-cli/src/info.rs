@@ -176,11 +176,17 @@ pub fn report(
             .unwrap_or_default();
         let _ = writeln!(out, "  {name:w0$}  {default:w1$}  {help}{cur}");
     }
-    let _ = writeln!(out);
-    info_model::constants(&mut out, &t);
-    if let Err(e) = info_model::answer(&mut out, &t, query) {
+    let mut model = String::new();
+    info_model::constants(&mut model, &t);
+    if let Err(e) = info_model::answer(&mut model, &t, query) {
         errors.push(e);
     }
+    // A question to the model gets its section alone.
+    if query.coll.is_some() {
+        return (model, errors);
+    }
+    let _ = writeln!(out);
+    out.push_str(&model);
     (out, errors)
 }
 

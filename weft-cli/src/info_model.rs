@@ -130,13 +130,16 @@ pub fn answer(out: &mut String, t: &Tunables, q: &Query) -> Result<(), String> {
     let _ = writeln!(out);
     let _ = writeln!(
         out,
-        "{} of {bytes} bytes on {} members, {} nodes ({path} constants; {}-byte elements, {:?} \
-         operation, root {}):",
+        "{} of {bytes} bytes on {} members, {} nodes ({path} constants; {}-byte elements, a \
+         {} operation, root {}):",
         c.name(),
         q.members,
         q.nodes,
         q.elem,
-        q.op,
+        match q.op {
+            OpKind::Commutative => "commutative",
+            OpKind::Noncommutative => "non-commutative",
+        },
         q.root
     );
     let pick = model.pick(c, &shape);
@@ -146,12 +149,8 @@ pub fn answer(out: &mut String, t: &Tunables, q: &Query) -> Result<(), String> {
             None if e.algorithm == pick => "<- cheapest".into(),
             None => String::new(),
         };
-        let _ = writeln!(
-            out,
-            "  {:20} {:>12}  {note}",
-            e.algorithm,
-            time(e.cost_ns)
-        );
+        let line = format!("  {:20} {:>12}  {note}", e.algorithm, time(e.cost_ns));
+        let _ = writeln!(out, "{}", line.trim_end());
     }
     let forced = t
         .current()
