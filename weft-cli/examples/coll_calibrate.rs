@@ -116,16 +116,27 @@ fn main() {
         ("TCP", tunables.tcp_eager_limit as f64)
     };
     // The smallest messages are all latency (the least of them: noise only adds).
-    let alpha = one_way[..2].iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
+    let alpha = one_way[..2]
+        .iter()
+        .map(|p| p.1)
+        .fold(f64::INFINITY, f64::min);
     // Eager messages from 2 KiB: relative-error least squares of (t − alpha) ≈ beta·m.
     let (mut num, mut den) = (0.0, 0.0);
     for &(m, t) in one_way.iter().filter(|(m, _)| *m >= 2048.0 && *m <= eager) {
         num += m * (t - alpha) / (t * t);
         den += m * m / (t * t);
     }
-    let beta_ps = if den > 0.0 { (num / den * 1000.0).max(0.0) } else { 0.0 };
+    let beta_ps = if den > 0.0 {
+        (num / den * 1000.0).max(0.0)
+    } else {
+        0.0
+    };
     // Rendezvous messages: a line t ≈ a + b·m fitted in relative error (weights 1/t²).
-    let big: Vec<(f64, f64)> = one_way.iter().copied().filter(|(m, _)| *m > eager).collect();
+    let big: Vec<(f64, f64)> = one_way
+        .iter()
+        .copied()
+        .filter(|(m, _)| *m > eager)
+        .collect();
     let (rdv_alpha, rdv_beta_ps) = weighted_line(&big, alpha);
 
     // Local work over 1 MiB vectors, in ps per byte.
@@ -154,7 +165,10 @@ fn main() {
     for (m, t) in &one_way {
         println!("  {:>8} bytes  {:>12.0} ns", m, t);
     }
-    println!("# set these (path: WEFT_TRANSPORTS={}):", tunables.transports);
+    println!(
+        "# set these (path: WEFT_TRANSPORTS={}):",
+        tunables.transports
+    );
     println!("WEFT_COLL_MODEL_{path}={alpha:.0},{beta_ps:.0},{rdv_alpha:.0},{rdv_beta_ps:.0}");
     println!("WEFT_COLL_MODEL_LOCAL={gamma_ps:.0},{copy_ps:.0}");
 }

@@ -99,10 +99,7 @@ fn tcp(t: &Tunables) -> String {
 
 /// Builds the report (with the cost model's answer to `query`), and the errors: invalid
 /// `WEFT_*` values, or a bad query.
-pub fn report(
-    lookup: &dyn Fn(&str) -> Option<String>,
-    query: &Query,
-) -> (String, Vec<String>) {
+pub fn report(lookup: &dyn Fn(&str) -> Option<String>, query: &Query) -> (String, Vec<String>) {
     let mut out = String::new();
     let mut errors = Vec::new();
     let _ = writeln!(out, "weft {}", env!("CARGO_PKG_VERSION"));

@@ -379,7 +379,12 @@ pub struct LocalCost {
 
 /// `count` comma-separated non-negative finite numbers, for each count in `counts`.
 fn numbers(env: &'static str, text: &str, counts: &[usize], want: &str) -> Result<Vec<f64>> {
-    let num = |s: &str| s.trim().parse::<f64>().ok().filter(|x| x.is_finite() && *x >= 0.0);
+    let num = |s: &str| {
+        s.trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|x| x.is_finite() && *x >= 0.0)
+    };
     let v: Option<Vec<f64>> = text.split(',').map(num).collect();
     match v {
         Some(v) if counts.contains(&v.len()) => Ok(v),
@@ -402,7 +407,11 @@ impl Parse for LinkCost {
         let want = "alpha_ns,beta_ps_per_byte[,rendezvous_alpha_ns,rendezvous_beta_ps_per_byte] \
                     (two or four non-negative numbers, e.g. 2500,1500,9000,170)";
         let v = numbers(env, text, &[2, 4], want)?;
-        let (ra, rb) = if v.len() == 4 { (v[2], v[3]) } else { (v[0], v[1]) };
+        let (ra, rb) = if v.len() == 4 {
+            (v[2], v[3])
+        } else {
+            (v[0], v[1])
+        };
         Ok(LinkCost {
             alpha_ns: v[0],
             beta_ps_per_byte: v[1],

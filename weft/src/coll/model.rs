@@ -1,4 +1,4 @@
-//! The collectives' cost model: which algorithm [`super::algorithm`] runs when no
+//! The collectives' cost model: which algorithm `coll::algorithm` runs when no
 //! `WEFT_COLL_*` tunable forces one. Each algorithm's time is predicted from a few constants
 //! measured on this machine, and the cheapest algorithm that may run is chosen.
 //!
