@@ -130,11 +130,12 @@ pub fn answer(out: &mut String, t: &Tunables, q: &Query) -> Result<(), String> {
     let _ = writeln!(out);
     let _ = writeln!(
         out,
-        "{} of {bytes} bytes on {} members, {} nodes ({path} constants; {}-byte elements, a \
+        "{} of {bytes} bytes on {} members, {} node{} ({path} constants; {}-byte elements, a \
          {} operation, root {}):",
         c.name(),
         q.members,
         q.nodes,
+        if q.nodes == 1 { "" } else { "s" },
         q.elem,
         match q.op {
             OpKind::Commutative => "commutative",

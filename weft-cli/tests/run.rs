@@ -957,8 +957,7 @@ fn info_shows_the_cost_model_and_what_it_picks() {
         ] {
             c.env_remove(var);
         }
-        c.arg("info")
-            .args(args);
+        c.arg("info").args(args);
         for (k, v) in env {
             c.env(k, v);
         }
