@@ -5,8 +5,8 @@
 //! **The model.** Hockney's: one message of `m` bytes costs `alpha + beta·m`, with one pair
 //! of constants for messages sent eagerly (up to the path's eager limit, `WEFT_EAGER_LIMIT` on
 //! shared memory, `WEFT_TCP_EAGER_LIMIT` over TCP) and one for rendezvous messages, since the
-//! two protocols copy differently; reducing costs `gamma` per byte and a local copy `copy` per
-//! byte. An algorithm's cost is the sum of the message and local costs on its critical path,
+//! two protocols copy differently (a rendezvous message never costs less than the largest
+//! eager one); reducing costs `gamma` per byte and a local copy `copy` per byte. An algorithm's cost is the sum of the message and local costs on its critical path,
 //! its rounds taken one after the other (formulas with each function below, and in
 //! docs/collectives.md). The constants are tunables (`WEFT_COLL_MODEL_SHM`,
 //! `WEFT_COLL_MODEL_TCP`, `WEFT_COLL_MODEL_LOCAL`), measured by the `coll_calibrate` example.
@@ -33,7 +33,10 @@
 //! reduce-scatter-block's block, an all-to-all's block. A `v` form's counts differ from member
 //! to member, so nothing size-dependent is agreed: its size is `None`, and the model picks by
 //! the member count alone (the all-to-all-v runs pairwise). Never feed the model a size only
-//! this member knows (such as the largest of its own blocks).
+//! this member knows (such as the largest of its own blocks). The test
+//! `every_member_of_a_communicator_picks_the_same_algorithm` (`coll/model_tests.rs`) asks
+//! every member of simulated communicators through `coll::algorithm`, each with its own
+//! buffers, and requires one answer.
 
 use super::pof2_floor;
 use crate::tunables::{LinkCost, LocalCost, Tunables};
