@@ -52,6 +52,7 @@ fn run_on(
         let m = Members {
             world: &world_ranks,
             me,
+            nodes: 1,
         };
         // SAFETY: the buffers live in `bufs` until after `run_until_done` below, and are not
         // touched until every schedule has completed.
@@ -167,6 +168,7 @@ fn barrier_waits_for_the_last_member() {
             &Members {
                 world: &world_ranks,
                 me,
+                nodes: 1,
             },
         );
         // SAFETY: no buffers.
@@ -186,6 +188,7 @@ fn barrier_waits_for_the_last_member() {
         &Members {
             world: &world_ranks,
             me: 2,
+            nodes: 1,
         },
     );
     // SAFETY: no buffers.
@@ -509,6 +512,7 @@ fn alltoall_with_uneven_blocks_every_algorithm() {
                     &sends[me],
                     span(Area::Output, total(&recvs[me])),
                     &recvs[me],
+                    None,
                 )
             });
             for j in 0..n {
@@ -620,6 +624,7 @@ fn a_size_mismatch_is_an_error_not_a_hang() {
             &Members {
                 world: &world_ranks,
                 me,
+                nodes: 1,
             },
             &Tunables::defaults(),
             0,

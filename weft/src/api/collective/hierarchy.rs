@@ -449,7 +449,17 @@ impl Hierarchy<'_> {
         if let Some(c) = x.combine {
             s = s.with_combine(c);
         }
-        let m = Members { world: members, me };
+        // Leaders are one per node; a leader and a root of its node share one.
+        let nodes = if members == self.leaders {
+            members.len()
+        } else {
+            1
+        };
+        let m = Members {
+            world: members,
+            me,
+            nodes,
+        };
         build(&mut s, &m, self.tunables);
         // SAFETY: the views are of `x`'s buffers, borrowed until the wait below returns.
         let h = unsafe { engine.start_schedule(s) };

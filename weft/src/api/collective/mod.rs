@@ -297,7 +297,7 @@ unsafe fn plan_all_to_all(
     // SAFETY: the caller's promise.
     unsafe {
         start(call, c, bufs, None, |sc, m, t| {
-            algorithm::alltoall(sc, m, t, input(sl), &sb, output(rl), &rb)
+            algorithm::alltoall(sc, m, t, input(sl), &sb, output(rl), &rb, unit)
         })
     }
 }

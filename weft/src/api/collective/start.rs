@@ -106,6 +106,7 @@ pub(crate) unsafe fn start(
         let members = Members {
             world: comm.group.members(),
             me: comm.rank as usize,
+            nodes: comm.node_topology(&rt.boot.node_of).leaders.len(),
         };
         build(&mut s, &members, &rt.tunables);
         // SAFETY: the input and output views are the caller's buffers (borrowed until
