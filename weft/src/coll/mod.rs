@@ -14,6 +14,7 @@ pub mod alltoall;
 pub mod barrier;
 pub mod bcast;
 pub mod gather;
+pub mod neighbor;
 pub mod op;
 pub mod reduce;
 pub mod scan;
