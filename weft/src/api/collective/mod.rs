@@ -8,6 +8,7 @@
 //! the point-to-point calls do. Sizes are checked where one member can see them; a member
 //! whose size disagrees with the others' gets an error from the collective itself.
 
+mod neighbor;
 pub mod operation;
 mod rooted;
 mod start;
@@ -20,6 +21,7 @@ use crate::coll::algorithm;
 use crate::coll::{Area, Span};
 use crate::comm::CommData;
 use crate::error::{fatal, Error, ErrorClass, Result};
+pub use neighbor::NeighborCollectives;
 pub use operation::{
     reduce_local_into, DynBuffer, DynBufferMut, Operation, SystemOperation, UnsafeUserFunction,
     UnsafeUserOperation, UserOperation,
@@ -740,5 +742,5 @@ impl<C: Communicator + ?Sized> CommunicatorCollectives for C {}
 
 /// Traits to glob-import.
 pub mod traits {
-    pub use super::{CommunicatorCollectives, Operation, Root};
+    pub use super::{CommunicatorCollectives, NeighborCollectives, Operation, Root};
 }

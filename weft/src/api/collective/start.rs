@@ -545,6 +545,10 @@ const CALLS: &[&str] = &[
     "all_gather_varcount_into",
     "all_to_all_into",
     "all_to_all_varcount_into",
+    "neighbor_all_gather_into",
+    "neighbor_all_gather_varcount_into",
+    "neighbor_all_to_all_into",
+    "neighbor_all_to_all_varcount_into",
 ];
 const OPS: &[&str] = &[
     "MPI_MAX",

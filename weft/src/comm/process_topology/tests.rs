@@ -41,7 +41,7 @@ fn all_factorisations(n: u32, k: usize, max: u32) -> Vec<Vec<u32>> {
         return if n == 1 { vec![vec![]] } else { vec![] };
     }
     let mut out = Vec::new();
-    for d in (1..=max.min(n)).filter(|d| n % d == 0) {
+    for d in (1..=max.min(n)).filter(|d| n.is_multiple_of(*d)) {
         for mut rest in all_factorisations(n / d, k - 1, d) {
             rest.insert(0, d);
             out.push(rest);
