@@ -2,7 +2,7 @@
 //! member computes itself from the topology's arguments (row-major grid coordinates worked
 //! out here, the edge lists of the graphs).
 
-use weft::datatype::{Partition, PartitionMut};
+use weft::datatype::{MutView, Partition, PartitionMut, UserDatatype, View};
 use weft::topology::{
     dims_create, CartesianCommunicator, IntoTopology, SimpleCommunicator, Topology,
 };
@@ -39,6 +39,9 @@ fn origin(hoods: &[Hood], cartesian: bool, me: usize, k: usize) -> Option<(usize
     Some((from, send))
 }
 
+/// What receive buffers hold where nothing may be written.
+const SENTINEL: u64 = u64::MAX;
+
 /// The value of element `i` of member `from`'s send block `k`.
 fn val(from: usize, k: usize, i: usize) -> u64 {
     (from * 1_000_000 + k * 1000 + i) as u64
@@ -49,7 +52,6 @@ fn val(from: usize, k: usize, i: usize) -> u64 {
 fn neighbourhood_collectives<C: Communicator>(c: &C, hoods: &[Hood], cartesian: bool) {
     let me = c.rank() as usize;
     let (ins, outs) = (hoods[me].sources.len(), hoods[me].destinations.len());
-    const SENTINEL: u64 = u64::MAX;
     for len in [0usize, 1, 5, 2000] {
         // Allgather: my block is (me, 0).
         let mine: Vec<u64> = (0..len).map(|i| val(me, 0, i)).collect();
@@ -129,6 +131,8 @@ fn neighbourhood_collectives<C: Communicator>(c: &C, hoods: &[Hood], cartesian: 
     }
     assert_eq!(got, want, "immediate_neighbor_all_to_all_varcount_into");
 
+    all_to_all_w(c, hoods, cartesian);
+
     // Allgather with a count per source: member f sends f % 3 values.
     let mine: Vec<u64> = (0..me % 3).map(|i| val(me, 0, i)).collect();
     let rc: Vec<Count> = (0..ins)
@@ -159,6 +163,110 @@ fn neighbourhood_collectives<C: Communicator>(c: &C, hoods: &[Hood], cartesian: 
         });
     }
     assert_eq!(got, want, "immediate_neighbor_all_gather_varcount_into");
+}
+
+/// The all-to-all-w form: member f's block k holds (f + k) % 3 + 1 values (or none toward
+/// every third neighbour); odd blocks are sent from and received into every other element
+/// of a buffer (a vector datatype), even ones are plain slices.
+fn all_to_all_w<C: Communicator>(c: &C, hoods: &[Hood], cartesian: bool) {
+    let me = c.rank() as usize;
+    let (ins, outs) = (hoods[me].sources.len(), hoods[me].destinations.len());
+    let count = |f: usize, k: usize| if (f + k) % 3 == 2 { 0 } else { (f + k) % 3 + 1 };
+    let strided = |n: usize| UserDatatype::vector(n as Count, 1, 2, &u64::equivalent_datatype());
+    // Send side: block k's values at every other place of a buffer when k is odd.
+    let plain: Vec<Vec<u64>> = (0..outs)
+        .map(|k| (0..count(me, k)).map(|i| val(me, k, i)).collect())
+        .collect();
+    let spread: Vec<Vec<u64>> = plain
+        .iter()
+        .map(|v| v.iter().flat_map(|&x| [x, 7]).collect())
+        .collect();
+    let types: Vec<UserDatatype> = plain.iter().map(|v| strided(v.len())).collect();
+    let views: Vec<View<'_, '_, UserDatatype, [u64]>> = (0..outs)
+        .map(|k| {
+            // SAFETY: one vector element of n values spans 2n − 1 u64s, inside the 2n.
+            unsafe {
+                View::with_count_and_datatype(
+                    &spread[k][..],
+                    (count(me, k) > 0) as Count,
+                    &types[k],
+                )
+            }
+        })
+        .collect();
+    let send: Vec<&dyn Buffer> = (0..outs)
+        .map(|k| {
+            if k % 2 == 1 {
+                &views[k] as &dyn Buffer
+            } else {
+                &plain[k] as &dyn Buffer
+            }
+        })
+        .collect();
+    // Receive side: what should arrive in block k, as (values, strided?).
+    let want: Vec<Vec<u64>> = (0..ins)
+        .map(|k| match origin(hoods, cartesian, me, k) {
+            Some((f, sk)) => (0..count(f, sk)).map(|i| val(f, sk, i)).collect(),
+            None => Vec::new(),
+        })
+        .collect();
+    let rtypes: Vec<UserDatatype> = want.iter().map(|v| strided(v.len())).collect();
+    for immediate in [false, true] {
+        let mut flat: Vec<Vec<u64>> = want.iter().map(|v| vec![SENTINEL; v.len()]).collect();
+        let mut gappy: Vec<Vec<u64>> = want.iter().map(|v| vec![SENTINEL; 2 * v.len()]).collect();
+        {
+            // Odd blocks into every other element (a vector datatype), even ones plain.
+            let mut views: Vec<Option<MutView<'_, '_, UserDatatype, [u64]>>> = gappy
+                .iter_mut()
+                .enumerate()
+                .map(|(k, g)| {
+                    let n = !want[k].is_empty() as Count;
+                    // SAFETY: as on the send side.
+                    (k % 2 == 1).then(|| unsafe {
+                        MutView::with_count_and_datatype(&mut g[..], n, &rtypes[k])
+                    })
+                })
+                .collect();
+            let mut recv: Vec<&mut dyn BufferMut> = flat
+                .iter_mut()
+                .zip(views.iter_mut())
+                .map(|(f, v)| match v {
+                    Some(v) => v as &mut dyn BufferMut,
+                    None => f as &mut dyn BufferMut,
+                })
+                .collect();
+            if immediate {
+                weft::request::scope(|scope| {
+                    c.immediate_neighbor_all_to_all_w_into(scope, &send, &mut recv[..])
+                        .wait();
+                });
+            } else {
+                c.neighbor_all_to_all_w_into(&send, &mut recv[..]);
+            }
+        }
+        for k in 0..ins {
+            let got: Vec<u64> = if k % 2 == 1 {
+                gappy[k].iter().step_by(2).copied().collect()
+            } else {
+                flat[k].clone()
+            };
+            let w = if origin(hoods, cartesian, me, k).is_some() {
+                want[k].clone()
+            } else {
+                vec![SENTINEL; want[k].len()]
+            };
+            assert_eq!(
+                got, w,
+                "neighbor_all_to_all_w_into block {k} (immediate: {immediate})"
+            );
+            if k % 2 == 1 {
+                assert!(
+                    gappy[k].iter().skip(1).step_by(2).all(|&x| x == SENTINEL),
+                    "all_to_all_w wrote between the strided elements"
+                );
+            }
+        }
+    }
 }
 
 /// Displacements of consecutive parts of `counts` with `gap` elements after each.

@@ -15,9 +15,11 @@ use super::{check_len, count_error, counts_displs, input, output, parts};
 use crate::api::datatype::{
     Buffer, BufferMut, Count, Layout, PartitionedBuffer, PartitionedBufferMut,
 };
+use crate::api::point_to_point::Staged;
 use crate::api::request::{Request, Scope};
 use crate::api::topology::Communicator;
 use crate::coll::neighbor;
+use crate::coll::{Area, Span};
 use crate::comm::process_topology::{Neighbors, ProcessTopology};
 use crate::comm::CommData;
 use crate::error::{fatal, Error, ErrorClass, Result};
@@ -161,6 +163,104 @@ unsafe fn plan_all_to_all(
             neighbor::alltoall(sc, m, &nb, input(sl), &sb, output(rl), &rb)
         })
     }
+}
+
+/// A neighbour all-to-all-w in flight: the bytes the schedule sends from and receives into
+/// (the packed send blocks, then the receive blocks), and where each received block goes.
+struct StagedW {
+    started: Started,
+    /// Owned here until the collective completes: the schedule's output view points into it.
+    bytes: Vec<u8>,
+    /// Per receive block with a source: its place in `bytes` and its buffer's staging.
+    landings: Vec<(usize, Staged)>,
+}
+
+impl StagedW {
+    /// Scatters each received block into its buffer.
+    ///
+    /// # Safety
+    /// The collective has completed, and the receive buffers are still borrowed mutably.
+    unsafe fn land(mut self, call: &'static str) -> Result<()> {
+        for (off, st) in &mut self.landings {
+            let len = st.tmp.len();
+            st.tmp.copy_from_slice(&self.bytes[*off..*off + len]);
+            // SAFETY: the caller's promise.
+            unsafe { st.land(call, len)? };
+        }
+        Ok(())
+    }
+}
+
+/// Plans a neighbour all-to-all-w: send block k is `send[k]` (any layout), receive block k
+/// lands in `recv[k]`.
+///
+/// # Safety
+/// The receive buffers stay borrowed mutably until the returned collective has completed and
+/// been landed (the send blocks are packed here, so they are free at return).
+unsafe fn plan_all_to_all_w(
+    c: &CommData,
+    call: &'static str,
+    send: &[&dyn Buffer],
+    recv: &mut [&mut dyn BufferMut],
+) -> Result<StagedW> {
+    let nb = neighbors_of(call, c)?;
+    if send.len() != nb.destinations.len() || recv.len() != nb.sources.len() {
+        return Err(count_error(
+            call,
+            format!(
+                "{} send and {} receive buffers for {} destinations and {} sources: one buffer \
+                 per neighbour",
+                send.len(),
+                recv.len(),
+                nb.destinations.len(),
+                nb.sources.len()
+            ),
+        ));
+    }
+    let mut bytes = Vec::new();
+    let mut sb = Vec::with_capacity(send.len());
+    for b in send {
+        let l = b.layout();
+        let at = bytes.len();
+        match l.contiguous_bytes() {
+            Some(x) => bytes.extend_from_slice(x),
+            None => bytes.extend_from_slice(&l.pack()),
+        }
+        sb.push((at, bytes.len() - at));
+    }
+    let sl = bytes.len();
+    let mut rb = Vec::with_capacity(recv.len());
+    let mut landings = Vec::new();
+    for (k, b) in recv.iter_mut().enumerate() {
+        let l = b.layout_mut();
+        let (at, len) = (bytes.len() - sl, l.data_len());
+        rb.push((at, len));
+        if nb.sources[k].is_some() {
+            landings.push((bytes.len(), Staged::with_zeros(&l)));
+        }
+        bytes.resize(bytes.len() + len, 0);
+    }
+    let rl = bytes.len() - sl;
+    register(c, call)?;
+    let whole = (&mut bytes[..]).layout_mut();
+    let bufs = Buffers {
+        input: None,
+        output: Some(&whole),
+        prefill: true,
+    };
+    let (from, into) = (output(sl), Span::new(Area::Output, sl, rl));
+    // SAFETY: `bytes` is moved into the returned value, which the caller keeps until the
+    // collective completes; moving a Vec does not move its heap block.
+    let started = unsafe {
+        start(call, c, bufs, None, |sc, m, _| {
+            neighbor::alltoall(sc, m, &nb, from, &sb, into, &rb)
+        })
+    }?;
+    Ok(StagedW {
+        started,
+        bytes,
+        landings,
+    })
 }
 
 /// Neighbourhood collectives on a communicator with a process topology. Calls panic on error
@@ -329,6 +429,68 @@ pub trait NeighborCollectives: Communicator {
         // SAFETY: as in `immediate_neighbor_all_gather_into`.
         let started = fatal(unsafe { plan_all_to_all(c, CALL, &s, &r, Some(v)) });
         started.into_request(CALL, c, recvbuf, scope)
+    }
+
+    /// Block k of the send side is `sendbufs[k]`, for destination k; source k's block lands
+    /// in `recvbufs[k]`: each block with its own datatype and count, as long as each pair's
+    /// type signatures match (MPI_Neighbor_alltoallw, with a buffer per block in place of
+    /// byte displacements into one buffer).
+    #[track_caller]
+    fn neighbor_all_to_all_w_into(
+        &self,
+        sendbufs: &[&dyn Buffer],
+        recvbufs: &mut [&mut dyn BufferMut],
+    ) {
+        const CALL: &str = "neighbor_all_to_all_w_into";
+        // SAFETY: the receive buffers are borrowed for this blocking call, past the landing.
+        fatal(
+            unsafe { plan_all_to_all_w(self.comm_data(), CALL, sendbufs, recvbufs) }.and_then(
+                |w| {
+                    w.started.wait(CALL)?;
+                    // SAFETY: completed; the receive buffers are still borrowed.
+                    unsafe {
+                        StagedW {
+                            started: Started::done(),
+                            ..w
+                        }
+                        .land(CALL)
+                    }
+                },
+            ),
+        )
+    }
+
+    /// Starts [`neighbor_all_to_all_w_into`](Self::neighbor_all_to_all_w_into); the
+    /// received blocks land in their buffers when the request completes.
+    #[track_caller]
+    fn immediate_neighbor_all_to_all_w_into<'a, Sc: Scope<'a>>(
+        &self,
+        scope: Sc,
+        sendbufs: &[&dyn Buffer],
+        recvbufs: &'a mut [&'a mut dyn BufferMut],
+    ) -> Request<'a, [&'a mut dyn BufferMut], Sc> {
+        const CALL: &str = "immediate_neighbor_all_to_all_w_into";
+        let c = self.comm_data();
+        // SAFETY: the receive buffers are borrowed for 'a, which the request (settled by its
+        // scope, and by its drop before the landing closure goes) does not outlive.
+        let w = fatal(unsafe { plan_all_to_all_w(c, CALL, sendbufs, recvbufs) });
+        let StagedW {
+            started,
+            bytes,
+            landings,
+        } = w;
+        let rest = StagedW {
+            started: Started::done(),
+            bytes,
+            landings,
+        };
+        started
+            .into_request(CALL, c, &*recvbufs, scope)
+            .with_finish(Box::new(move |_| {
+                // SAFETY: the finish runs when the request completes, while the receive
+                // buffers are still borrowed for 'a.
+                unsafe { rest.land(CALL) }
+            }))
     }
 }
 

@@ -549,6 +549,7 @@ const CALLS: &[&str] = &[
     "neighbor_all_gather_varcount_into",
     "neighbor_all_to_all_into",
     "neighbor_all_to_all_varcount_into",
+    "neighbor_all_to_all_w_into",
 ];
 const OPS: &[&str] = &[
     "MPI_MAX",
