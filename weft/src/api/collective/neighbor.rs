@@ -242,7 +242,7 @@ unsafe fn plan_all_to_all_w(
     }
     let rl = bytes.len() - sl;
     register(c, call)?;
-    let whole = (&mut bytes[..]).layout_mut();
+    let whole = bytes[..].layout_mut();
     let bufs = Buffers {
         input: None,
         output: Some(&whole),
