@@ -11,7 +11,8 @@
 //! others wait in a collective: the job must end promptly), `topology` (Cartesian, graph and
 //! distributed-graph communicators and the neighbourhood collectives on them, in
 //! `coll_suite/topology.rs`), `notopology` (a neighbourhood collective on a communicator
-//! without a topology: the job must end with an error naming the call).
+//! without a topology, `asymmetric` one on a graph that is not symmetric: the job must end
+//! with an error naming the call).
 
 #[path = "coll_suite/topology.rs"]
 mod topology;
@@ -66,6 +67,7 @@ fn main() {
         }
         "immediate" => immediate(&world),
         "topology" => topology::run(&world),
+        "asymmetric" => topology::asymmetric(&world),
         "notopology" => {
             let mut out = [0u64; 4];
             world.neighbor_all_gather_into(&1u64, &mut out[..]);

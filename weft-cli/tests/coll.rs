@@ -182,12 +182,19 @@ fn process_topologies_and_neighbourhood_collectives_at_every_member_count() {
 }
 
 #[test]
-fn a_neighbourhood_collective_without_a_topology_ends_the_job_naming_the_call() {
-    let out = job(3, "notopology", &[]);
-    assert_ne!(out.code, Some(0), "{out:?}");
-    assert!(
-        out.stderr.contains("neighbor_all_gather_into")
-            && out.stderr.contains("no process topology"),
-        "{out:?}"
-    );
+fn a_neighbourhood_collective_without_a_usable_topology_ends_the_job_naming_the_call() {
+    for (case, want) in [
+        ("notopology", "no process topology"),
+        (
+            "asymmetric",
+            "the graph is not symmetric (node 0 lists node 1 1 time(s) but node 1 lists node 0 0",
+        ),
+    ] {
+        let out = job(3, case, &[]);
+        assert_ne!(out.code, Some(0), "{case}: {out:?}");
+        assert!(
+            out.stderr.contains("neighbor_all_gather_into") && out.stderr.contains(want),
+            "{case}: {out:?}"
+        );
+    }
 }

@@ -446,6 +446,7 @@ fn graphs(world: &SimpleCommunicator) {
         .zip(&adj)
         .map(|(d, v)| d + v.len() as Count)
         .collect::<Vec<_>>();
+    assert_eq!(world.graph_map(&index, &adj.concat()), Some(me as Rank));
     let g = world
         .create_graph_communicator(&index, &adj.concat(), false)
         .expect("every member is a node");
@@ -542,6 +543,19 @@ fn graphs(world: &SimpleCommunicator) {
     assert_eq!(nb.destinations, expect(&hoods[me].destinations));
     assert_eq!(nb.source_weights, None);
     neighbourhood_collectives(&d2, &hoods, false);
+}
+
+/// The `asymmetric` case: a graph where member 0 lists member 1 but not the reverse; its
+/// neighbourhood collectives must fail naming the call and the missing edge.
+pub fn asymmetric(world: &SimpleCommunicator) {
+    let n = world.size();
+    // Node 0's neighbour is 1; the others have none.
+    let index: Vec<Count> = (0..n).map(|_| 1).collect();
+    let g = world
+        .create_graph_communicator(&index, &[1], false)
+        .expect("every member is a node");
+    let mut out = [0u64; 1];
+    g.neighbor_all_gather_into(&1u64, &mut out[..g.neighbors_count(g.rank()) as usize]);
 }
 
 /// The `topology` case.

@@ -410,6 +410,12 @@ pub trait Communicator: AsCommunicator {
     ) -> Option<GraphCommunicator> {
         fatal(graph::create_graph(self.comm_data(), index, edges))
     }
+    /// MPI_Graph_map (a Weft extension): this rank's rank in the graph
+    /// `create_graph_communicator` would make, or `None` outside it. Not collective.
+    #[track_caller]
+    fn graph_map(&self, index: &[Count], edges: &[Rank]) -> Option<Rank> {
+        fatal(graph::map(self.comm_data(), index, edges))
+    }
     /// MPI_Dist_graph_create_adjacent (a Weft extension): this rank's in-edges from
     /// `sources` and out-edges to `destinations`, with weights or none (MPI_UNWEIGHTED; all
     /// ranks alike). Every rank must list each edge at both of its ends. Collective.

@@ -62,6 +62,12 @@ pub(super) fn create_graph(
     Ok(made.map(|d| GraphCommunicator(attach(d, ProcessTopology::Graph(graph)))))
 }
 
+/// MPI_Graph_map: this rank's rank in the graph, if it is a node.
+pub(super) fn map(parent: &CommData, index: &[Count], edges: &[Rank]) -> Result<Option<Rank>> {
+    let graph = Graph::new("graph_map", index, edges, parent.size())?;
+    Ok(((parent.rank as usize) < graph.nnodes()).then_some(parent.rank as Rank))
+}
+
 /// MPI_Dist_graph_create_adjacent on `parent`.
 pub(super) fn create_adjacent(
     parent: &CommData,
