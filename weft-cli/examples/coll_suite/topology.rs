@@ -519,7 +519,9 @@ fn graphs(world: &SimpleCommunicator) {
         degrees.push(1);
         targets.push(edges[i].1 as Rank);
     }
-    let d2 = world.create_distributed_graph_communicator(&srcs, &degrees, &targets, None, false);
+    let ws: Vec<Count> = mine.iter().map(|&i| weight(i)).collect();
+    let d2 =
+        world.create_distributed_graph_communicator(&srcs, &degrees, &targets, Some(&ws), false);
     let order: Vec<usize> = (0..n)
         .flat_map(|namer| (0..edges.len()).filter(move |i| i % n == namer))
         .collect();
@@ -541,7 +543,27 @@ fn graphs(world: &SimpleCommunicator) {
     let expect = |v: &[Option<Rank>]| v.iter().map(|r| r.unwrap()).collect::<Vec<_>>();
     assert_eq!(nb.sources, expect(&hoods[me].sources));
     assert_eq!(nb.destinations, expect(&hoods[me].destinations));
-    assert_eq!(nb.source_weights, None);
+    let weights_of = |v: Vec<usize>| Some(v.into_iter().map(weight).collect::<Vec<_>>());
+    assert_eq!(
+        nb.source_weights,
+        weights_of(
+            order
+                .iter()
+                .copied()
+                .filter(|&i| edges[i].1 == me)
+                .collect()
+        )
+    );
+    assert_eq!(
+        nb.destination_weights,
+        weights_of(
+            order
+                .iter()
+                .copied()
+                .filter(|&i| edges[i].0 == me)
+                .collect()
+        )
+    );
     neighbourhood_collectives(&d2, &hoods, false);
 }
 

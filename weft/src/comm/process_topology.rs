@@ -350,6 +350,8 @@ pub struct Graph {
     pub index: Vec<i32>,
     /// The neighbours of every node, node after node.
     pub edges: Vec<u32>,
+    /// Where the graph is not symmetric, found once at creation (see [`Graph::asymmetry`]).
+    asymmetry: Option<String>,
 }
 
 impl Graph {
@@ -383,10 +385,13 @@ impl Graph {
                 "edges[{i}] is {e}, not a node of a graph of {nnodes} nodes"
             ));
         }
-        Ok(Graph {
+        let mut g = Graph {
             index: index.to_vec(),
             edges: edges.iter().map(|&e| e as u32).collect(),
-        })
+            asymmetry: None,
+        };
+        g.asymmetry = g.find_asymmetry();
+        Ok(g)
     }
 
     /// Number of nodes.
@@ -403,20 +408,29 @@ impl Graph {
 
     /// Where the graph is not symmetric (with multiplicity): the neighbourhood collectives on
     /// a graph send to and receive from the same list, so each edge needs its reverse.
-    pub fn asymmetry(&self) -> Option<String> {
-        for a in 0..self.nnodes() as u32 {
-            for &b in self.neighbors(a) {
-                let ab = self.neighbors(a).iter().filter(|&&x| x == b).count();
-                let ba = self.neighbors(b).iter().filter(|&&x| x == a).count();
-                if ab != ba {
-                    return Some(format!(
-                        "node {a} lists node {b} {ab} time(s) but node {b} lists node {a} {ba} \
-                         time(s)"
-                    ));
-                }
-            }
-        }
-        None
+    pub fn asymmetry(&self) -> Option<&str> {
+        self.asymmetry.as_deref()
+    }
+
+    /// Compares the sorted edges with the sorted reversed edges: O(E log E).
+    fn find_asymmetry(&self) -> Option<String> {
+        let mut listed: Vec<(u32, u32)> = (0..self.nnodes() as u32)
+            .flat_map(|a| self.neighbors(a).iter().map(move |&b| (a, b)))
+            .collect();
+        let mut reversed: Vec<(u32, u32)> = listed.iter().map(|&(a, b)| (b, a)).collect();
+        listed.sort_unstable();
+        reversed.sort_unstable();
+        let i = listed.iter().zip(&reversed).position(|(x, y)| x != y)?;
+        // The smaller of the two is listed a different number of times each way.
+        let (a, b) = listed[i].min(reversed[i]);
+        let count = |v: &[(u32, u32)]| {
+            v.partition_point(|&x| x <= (a, b)) - v.partition_point(|&x| x < (a, b))
+        };
+        Some(format!(
+            "node {a} lists node {b} {} time(s) but node {b} lists node {a} {} time(s)",
+            count(&listed),
+            count(&reversed)
+        ))
     }
 }
 

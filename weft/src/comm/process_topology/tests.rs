@@ -160,7 +160,18 @@ fn graphs_check_their_arguments_and_list_neighbours() {
     assert_eq!(g.neighbors(3), [3]);
     assert_eq!(g.asymmetry(), None);
     let one_way = Graph::new("g", &[1, 1], &[1], 2).unwrap();
-    assert!(one_way.asymmetry().unwrap().contains("node 0 lists node 1 1 time(s)"));
+    assert_eq!(
+        one_way.asymmetry(),
+        Some("node 0 lists node 1 1 time(s) but node 1 lists node 0 0 time(s)")
+    );
+    // A doubled edge listed once the other way.
+    let doubled = Graph::new("g", &[2, 3, 3], &[1, 1, 0], 3).unwrap();
+    assert_eq!(
+        doubled.asymmetry(),
+        Some("node 0 lists node 1 2 time(s) but node 1 lists node 0 1 time(s)")
+    );
+    let balanced = Graph::new("g", &[2, 4, 4], &[1, 1, 0, 0], 3).unwrap();
+    assert_eq!(balanced.asymmetry(), None);
     let e = Graph::new("g", &[1, 1, 1], &[1], 2).unwrap_err();
     assert!(e.detail.contains("3 nodes"), "{e}");
     let e = Graph::new("g", &[2, 1], &[1, 0], 2).unwrap_err();
