@@ -102,8 +102,11 @@ fn the_node_shared_area_with_members_asleep_and_a_small_slot() {
 
 #[test]
 fn members_on_several_nodes_in_blocks_and_round_robin() {
-    // Barrier, broadcast and allreduce go hierarchically (each node's area, then the node
-    // leaders by messages); the rest by messages.
+    // Within a slot, barrier, broadcast, reduce and allreduce (commutative), gather, scatter
+    // and allgather go hierarchically (each node's area, the node leaders by messages, a root
+    // that does not lead its node by one message to or from its leader); the rest, and
+    // larger data, by messages. Roots 0, n/2 and n-1 on world, a reversed and split
+    // communicators: roots that lead their node and roots that do not.
     passes(4, "all", &["--process-mapping", "(vector,(0,2,2))"]);
     passes(5, "all", &["--process-mapping", "(vector,(0,2,1))"]);
     passes(8, "all", &["--process-mapping", "(vector,(0,3,1))"]);

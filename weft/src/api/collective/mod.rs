@@ -8,6 +8,7 @@
 //! the point-to-point calls do. Sizes are checked where one member can see them; a member
 //! whose size disagrees with the others' gets an error from the collective itself.
 
+mod hierarchy;
 mod neighbor;
 pub mod operation;
 mod rooted;
