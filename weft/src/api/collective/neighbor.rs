@@ -1,6 +1,8 @@
-//! Neighbourhood collectives (MPI_Neighbor_allgather(v), MPI_Neighbor_alltoall(v)) and their
-//! immediate forms, on any communicator with a process topology: a Cartesian grid, a graph
-//! or a distributed graph. A Weft extension in rsmpi's style (rsmpi has none).
+//! Neighbourhood collectives (MPI_Neighbor_allgather(v), MPI_Neighbor_alltoall(v,w)) and
+//! their immediate forms, on any communicator with a process topology: a Cartesian grid, a
+//! graph or a distributed graph. A Weft extension in rsmpi's style (rsmpi has none). Every
+//! member of the communicator calls them, in the same order as its other collectives (their
+//! messages carry the communicator's collective sequence numbers).
 //!
 //! Neighbour order is MPI's. Cartesian: for each dimension, the neighbour at −1, then the one
 //! at +1 (a missing neighbour at a non-periodic edge takes part as an empty exchange: nothing
