@@ -8,7 +8,14 @@
 //! with point-to-point traffic), `mismatch` (members disagree on a size: the job must end
 //! with an error naming the call), `wrongop` and `wrongroot` (under `WEFT_COLL_CHECK=1`,
 //! members that disagree on the operation or the root), `die` (a member exits while the
-//! others wait in a collective: the job must end promptly).
+//! others wait in a collective: the job must end promptly), `topology` (Cartesian, graph and
+//! distributed-graph communicators and the neighbourhood collectives on them, in
+//! `coll_suite/topology.rs`), `notopology` (a neighbourhood collective on a communicator
+//! without a topology, `asymmetric` one on a graph that is not symmetric: the job must end
+//! with an error naming the call).
+
+#[path = "coll_suite/topology.rs"]
+mod topology;
 
 use weft::collective::{SystemOperation, UserOperation};
 use weft::datatype::{Partition, PartitionMut, UserDatatype};
@@ -59,6 +66,12 @@ fn main() {
             }
         }
         "immediate" => immediate(&world),
+        "topology" => topology::run(&world),
+        "asymmetric" => topology::asymmetric(&world),
+        "notopology" => {
+            let mut out = [0u64; 4];
+            world.neighbor_all_gather_into(&1u64, &mut out[..]);
+        }
         "mismatch" => {
             let mut out = vec![0u64; world.size() as usize * 2];
             let mine = vec![1u64; if world.rank() == 1 { 3 } else { 2 }];

@@ -173,3 +173,31 @@ fn a_member_that_dies_mid_collective_ends_the_job_naming_it() {
     // Promptly: well inside the watchdog (not a timing assertion on speed, a hang check).
     assert!(t.elapsed() < WATCHDOG / 2, "took {:?}", t.elapsed());
 }
+
+#[test]
+fn process_topologies_and_neighbourhood_collectives_at_every_member_count() {
+    for n in 1..=8 {
+        passes(n, "topology", &[]);
+    }
+    // Under the checking mode, and with every member on a node of its own (no shared area).
+    passes(5, "topology", &["-x", "WEFT_COLL_CHECK=1"]);
+    passes(4, "topology", &["--process-mapping", "(vector,(0,4,1))"]);
+}
+
+#[test]
+fn a_neighbourhood_collective_without_a_usable_topology_ends_the_job_naming_the_call() {
+    for (case, want) in [
+        ("notopology", "no process topology"),
+        (
+            "asymmetric",
+            "the graph is not symmetric (node 0 lists node 1 1 time(s) but node 1 lists node 0 0",
+        ),
+    ] {
+        let out = job(3, case, &[]);
+        assert_ne!(out.code, Some(0), "{case}: {out:?}");
+        assert!(
+            out.stderr.contains("neighbor_all_gather_into") && out.stderr.contains(want),
+            "{case}: {out:?}"
+        );
+    }
+}

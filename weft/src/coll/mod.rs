@@ -15,6 +15,7 @@ pub mod barrier;
 pub mod bcast;
 pub mod gather;
 pub mod model;
+pub mod neighbor;
 pub mod op;
 pub mod reduce;
 pub mod scan;

@@ -13,15 +13,15 @@ use crate::tunables::{Algorithm, Tunables};
 use std::rc::Rc;
 
 /// One rank's buffers.
-struct Bufs {
-    input: Vec<u8>,
-    output: Vec<u8>,
+pub(super) struct Bufs {
+    pub(super) input: Vec<u8>,
+    pub(super) output: Vec<u8>,
 }
 
 /// Runs one collective on `n` simulated ranks: `build(schedule, members, rank)` adds each
 /// rank's steps. Members are world ranks in a shuffled order, so member and world ranks
 /// differ. Returns each member's output (indexed by member rank).
-fn run(
+pub(super) fn run(
     n: usize,
     bufs: Vec<Bufs>,
     combine: Option<Combine>,
@@ -78,7 +78,7 @@ fn run_on(
     bufs.into_iter().map(|b| b.output).collect()
 }
 
-fn data(rank: usize, len: usize, salt: u8) -> Vec<u8> {
+pub(super) fn data(rank: usize, len: usize, salt: u8) -> Vec<u8> {
     (0..len)
         .map(|i| (i as u8).wrapping_mul(7) ^ (rank as u8).wrapping_mul(41) ^ salt)
         .collect()

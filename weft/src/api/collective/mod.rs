@@ -9,6 +9,7 @@
 //! whose size disagrees with the others' gets an error from the collective itself.
 
 mod hierarchy;
+mod neighbor;
 pub mod operation;
 mod rooted;
 mod start;
@@ -21,6 +22,7 @@ use crate::coll::algorithm;
 use crate::coll::{Area, Span};
 use crate::comm::CommData;
 use crate::error::{fatal, Error, ErrorClass, Result};
+pub use neighbor::NeighborCollectives;
 pub use operation::{
     reduce_local_into, DynBuffer, DynBufferMut, Operation, SystemOperation, UnsafeUserFunction,
     UnsafeUserOperation, UserOperation,
@@ -741,5 +743,5 @@ impl<C: Communicator + ?Sized> CommunicatorCollectives for C {}
 
 /// Traits to glob-import.
 pub mod traits {
-    pub use super::{CommunicatorCollectives, Operation, Root};
+    pub use super::{CommunicatorCollectives, NeighborCollectives, Operation, Root};
 }

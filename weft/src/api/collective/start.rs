@@ -393,6 +393,11 @@ const CALLS: &[&str] = &[
     "all_gather_varcount_into",
     "all_to_all_into",
     "all_to_all_varcount_into",
+    "neighbor_all_gather_into",
+    "neighbor_all_gather_varcount_into",
+    "neighbor_all_to_all_into",
+    "neighbor_all_to_all_varcount_into",
+    "neighbor_all_to_all_w_into",
 ];
 const OPS: &[&str] = &[
     "MPI_MAX",
