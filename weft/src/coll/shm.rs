@@ -44,7 +44,7 @@ const DEPTH: usize = 16;
 /// the rest. Small collectives (up to `INLINE` bytes a member writes) use the slots, so a
 /// member runs up to `DEPTH - 1` of them ahead of its slowest reader; larger ones the two
 /// large buffers, one ahead.
-const SLOT_BYTES: usize = 512;
+const SLOT_BYTES: usize = 1088;
 /// Bytes of a member's header: its progress line, then `DEPTH` slots, rounded up to a
 /// multiple of 128 (so that the next member's progress line is not the adjacent-line
 /// prefetcher's pair of one of these).
