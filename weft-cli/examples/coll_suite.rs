@@ -6,15 +6,22 @@
 //! roots and sizes, predefined and user operations, non-contiguous datatypes), `immediate`
 //! (many nonblocking collectives in flight at once on different communicators, overlapped
 //! with point-to-point traffic), `mismatch` (members disagree on a size: the job must end
-//! with an error naming the call), `wmismatch` (the same for an all-to-all-w part), `wrongop` and `wrongroot` (under `WEFT_COLL_CHECK=1`,
-//! members that disagree on the operation or the root), `die` (a member exits while the
-//! others wait in a collective: the job must end promptly).
+//! with an error naming the call), `wmismatch` (the same for an all-to-all-w part), `wrongop`
+//! and `wrongroot` (under `WEFT_COLL_CHECK=1`, members that disagree on the operation or the root), `die` (a member exits while the
+//! others wait in a collective: the job must end promptly), `topology` (Cartesian, graph and
+//! distributed-graph communicators and the neighbourhood collectives on them, in
+//! `coll_suite/topology.rs`), `notopology` (a neighbourhood collective on a communicator
+//! without a topology, `asymmetric` one on a graph that is not symmetric: the job must end
+//! with an error naming the call).
 
-#[path = "coll_suite_parts/alltoallw.rs"]
+#[path = "coll_suite/topology.rs"]
+mod topology;
+
+#[path = "coll_suite/alltoallw.rs"]
 mod alltoallw;
-#[path = "coll_suite_parts/coverage.rs"]
+#[path = "coll_suite/coverage.rs"]
 mod coverage;
-#[path = "coll_suite_parts/in_place.rs"]
+#[path = "coll_suite/in_place.rs"]
 mod in_place;
 
 use weft::collective::{SystemOperation, UserOperation};
@@ -80,6 +87,12 @@ fn main() {
                 every_collective_at(&c, &[3]);
             }
             immediate_rounds(&world, 3);
+        }
+        "topology" => topology::run(&world),
+        "asymmetric" => topology::asymmetric(&world),
+        "notopology" => {
+            let mut out = [0u64; 4];
+            world.neighbor_all_gather_into(&1u64, &mut out[..]);
         }
         "mismatch" => {
             let mut out = vec![0u64; world.size() as usize * 2];

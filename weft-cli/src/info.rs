@@ -1,10 +1,12 @@
-//! `weft info`: version, transports usable here, and every tunable with its default, the
-//! value in force and its environment variable.
+//! `weft info`: version, transports usable here, every tunable with its default, the value
+//! in force and its environment variable, and the collectives' cost model (`info_model`).
 
 use std::fmt::Write as _;
 use std::net::{IpAddr, TcpListener};
 use weft::launcher::host;
 use weft::tunables::{Transports, Tunables, ALL};
+
+use crate::info_model::{self, Query};
 
 /// `WEFT_*` variables that are not tunables but are still ours.
 const OTHER_VARS: &[&str] = &["WEFT_JOB_ID", "WEFT_PMI_DEBUG"];
@@ -95,8 +97,9 @@ fn tcp(t: &Tunables) -> String {
     }
 }
 
-/// Builds the report; the flag says whether some `WEFT_*` value is invalid.
-pub fn report(lookup: &dyn Fn(&str) -> Option<String>) -> (String, Vec<String>) {
+/// Builds the report (with the cost model's answer to `query`), and the errors: invalid
+/// `WEFT_*` values, or a bad query.
+pub fn report(lookup: &dyn Fn(&str) -> Option<String>, query: &Query) -> (String, Vec<String>) {
     let mut out = String::new();
     let mut errors = Vec::new();
     let _ = writeln!(out, "weft {}", env!("CARGO_PKG_VERSION"));
@@ -170,12 +173,23 @@ pub fn report(lookup: &dyn Fn(&str) -> Option<String>) -> (String, Vec<String>) 
             .unwrap_or_default();
         let _ = writeln!(out, "  {name:w0$}  {default:w1$}  {help}{cur}");
     }
+    let mut model = String::new();
+    info_model::constants(&mut model, &t);
+    if let Err(e) = info_model::answer(&mut model, &t, query) {
+        errors.push(e);
+    }
+    // A question to the model gets its section alone.
+    if query.coll.is_some() {
+        return (model, errors);
+    }
+    let _ = writeln!(out);
+    out.push_str(&model);
     (out, errors)
 }
 
-/// Prints the report; returns the exit code (1 when a `WEFT_*` value is invalid).
-pub fn run() -> u8 {
-    let (out, errors) = report(&|k| std::env::var(k).ok());
+/// Prints the report; returns the exit code (1 when a `WEFT_*` value or the query is invalid).
+pub fn run(query: &Query) -> u8 {
+    let (out, errors) = report(&|k| std::env::var(k).ok(), query);
     print!("{out}");
     let mut unknown: Vec<String> = std::env::vars()
         .map(|(k, _)| k)

@@ -26,6 +26,7 @@ mod head;
 mod head_accept;
 mod hosts;
 mod info;
+mod info_model;
 mod launch;
 mod pmi_server;
 mod proxy;
@@ -52,8 +53,9 @@ struct Cli {
 enum Cmd {
     /// Start N ranks of a program on this host (or on --hosts) and serve them PMI-1.
     Run(Box<RunArgs>),
-    /// Print the version, the transports available here and every tunable.
-    Info,
+    /// Print the version, the transports available here, every tunable and the collectives'
+    /// cost model (with --coll: what it picks for a communicator shape and size).
+    Info(info_model::Query),
     /// The per-host helper of a multi-host `weft run` (started by it, not by hand).
     #[command(hide = true)]
     Proxy(proxy::ProxyArgs),
@@ -284,7 +286,7 @@ fn run() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
     let code = match cli.cmd {
         Cmd::Run(a) => run_cmd(*a).context("weft run")?,
-        Cmd::Info => info::run(),
+        Cmd::Info(q) => info::run(&q),
         Cmd::Proxy(a) => proxy::run(&a).context("weft proxy")?,
     };
     Ok(ExitCode::from(code))

@@ -117,8 +117,11 @@ fn the_node_shared_area_with_members_asleep_and_a_small_slot() {
 
 #[test]
 fn members_on_several_nodes_in_blocks_and_round_robin() {
-    // Barrier, broadcast and allreduce go hierarchically (each node's area, then the node
-    // leaders by messages); the rest by messages.
+    // Within a slot, barrier, broadcast, reduce and allreduce (commutative), gather, scatter
+    // and allgather go hierarchically (each node's area, the node leaders by messages, a root
+    // that does not lead its node by one message to or from its leader); the rest, and
+    // larger data, by messages. Roots 0, n/2 and n-1 on world, a reversed and split
+    // communicators: roots that lead their node and roots that do not.
     passes(4, "all", &["--process-mapping", "(vector,(0,2,2))"]);
     passes(5, "all", &["--process-mapping", "(vector,(0,2,1))"]);
     passes(8, "all", &["--process-mapping", "(vector,(0,3,1))"]);
@@ -198,4 +201,32 @@ fn a_member_that_dies_mid_collective_ends_the_job_naming_it() {
     assert!(out.stderr.contains("rank 3"), "{out:?}");
     // Promptly: well inside the watchdog (not a timing assertion on speed, a hang check).
     assert!(t.elapsed() < WATCHDOG / 2, "took {:?}", t.elapsed());
+}
+
+#[test]
+fn process_topologies_and_neighbourhood_collectives_at_every_member_count() {
+    for n in 1..=8 {
+        passes(n, "topology", &[]);
+    }
+    // Under the checking mode, and with every member on a node of its own (no shared area).
+    passes(5, "topology", &["-x", "WEFT_COLL_CHECK=1"]);
+    passes(4, "topology", &["--process-mapping", "(vector,(0,4,1))"]);
+}
+
+#[test]
+fn a_neighbourhood_collective_without_a_usable_topology_ends_the_job_naming_the_call() {
+    for (case, want) in [
+        ("notopology", "no process topology"),
+        (
+            "asymmetric",
+            "the graph is not symmetric (node 0 lists node 1 1 time(s) but node 1 lists node 0 0",
+        ),
+    ] {
+        let out = job(3, case, &[]);
+        assert_ne!(out.code, Some(0), "{case}: {out:?}");
+        assert!(
+            out.stderr.contains("neighbor_all_gather_into") && out.stderr.contains(want),
+            "{case}: {out:?}"
+        );
+    }
 }

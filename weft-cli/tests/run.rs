@@ -941,3 +941,104 @@ fn an_unknown_flag_before_the_program_is_an_error() {
     assert_eq!(out.code, Some(0), "{out:?}");
     assert_eq!(out.stdout, "-x|--bogus|-n|5|--|--timeout|", "{out:?}");
 }
+
+#[test]
+fn info_shows_the_cost_model_and_what_it_picks() {
+    let ask = |args: &[&str], env: &[(&str, &str)]| -> Out {
+        let mut c = weft();
+        // What CI or a developer set must not change what the test sees.
+        for var in [
+            "WEFT_TRANSPORTS",
+            "WEFT_EAGER_LIMIT",
+            "WEFT_COLL_ALLREDUCE",
+            "WEFT_COLL_MODEL_SHM",
+            "WEFT_COLL_MODEL_TCP",
+            "WEFT_COLL_MODEL_LOCAL",
+        ] {
+            c.env_remove(var);
+        }
+        c.arg("info").args(args);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        run(c, &format!("weft info {args:?} {env:?}"))
+    };
+    let pick = |out: &Out| -> String {
+        assert_eq!(out.code, Some(0), "{out:?}");
+        let line = out.stdout.lines().find_map(|l| l.strip_prefix("pick: "));
+        let line = line.unwrap_or_else(|| panic!("no pick: {out:?}"));
+        line.split_whitespace().next().unwrap_or("").to_string()
+    };
+    // The constants in force.
+    let out = ask(&[], &[]);
+    let d = weft::tunables::Tunables::defaults();
+    assert!(out.stdout.contains("Collective cost model"), "{out:?}");
+    let shm = format!("alpha {} ns", d.coll_model_shm.alpha_ns);
+    assert!(out.stdout.contains(&shm), "{shm}: {out:?}");
+    assert!(!out.stdout.contains("pick:"), "{out:?}");
+
+    // Across the cut-over between a latency and a bandwidth algorithm.
+    let allreduce = ["--coll", "allreduce", "--members", "8", "--size"];
+    let small = pick(&ask(&[&allreduce[..], &["8"]].concat(), &[]));
+    let large = pick(&ask(&[&allreduce[..], &["4m"]].concat(), &[]));
+    assert_eq!(small, "recursive_doubling");
+    assert!(
+        ["rabenseifner", "ring"].contains(&large.as_str()),
+        "{large}"
+    );
+    // Each algorithm is listed with a predicted time.
+    let out = ask(&[&allreduce[..], &["4m"]].concat(), &[]);
+    for name in ["recursive_doubling", "rabenseifner", "ring"] {
+        let line = out
+            .stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with(name));
+        assert!(
+            line.is_some_and(|l| l.contains(" ms") || l.contains(" µs")),
+            "{out:?}"
+        );
+    }
+    // Eligibility: an operation that does not commute.
+    let out = ask(
+        &[&allreduce[..], &["4m", "--op", "noncommutative"]].concat(),
+        &[],
+    );
+    assert_eq!(pick(&out), "recursive_doubling");
+    assert!(
+        out.stdout
+            .contains("not eligible: needs a commutative operation"),
+        "{out:?}"
+    );
+    // The constants come from the environment: with messages all latency, the fewest rounds.
+    let slow = [("WEFT_COLL_MODEL_SHM", "1000000000,0")];
+    assert_eq!(
+        pick(&ask(&[&allreduce[..], &["4m"]].concat(), &slow)),
+        "recursive_doubling"
+    );
+    // Two nodes use the TCP constants.
+    let out = ask(&[&allreduce[..], &["4m", "--nodes", "2"]].concat(), &[]);
+    assert!(out.stdout.contains("(tcp constants"), "{out:?}");
+    // A forcing tunable wins, and the model's own pick is still shown.
+    let out = ask(
+        &[&allreduce[..], &["8"]].concat(),
+        &[("WEFT_COLL_ALLREDUCE", "ring")],
+    );
+    assert_eq!(pick(&out), "ring");
+    assert!(
+        out.stdout.contains("the model's pick: recursive_doubling"),
+        "{out:?}"
+    );
+    // Bad questions are errors naming the value.
+    for (args, what) in [
+        (&["--coll", "nosuch"][..], "nosuch"),
+        (
+            &["--coll", "bcast", "--members", "4", "--nodes", "5"][..],
+            "--nodes 5",
+        ),
+        (&["--coll", "bcast", "--size", "lots"][..], "lots"),
+    ] {
+        let out = ask(args, &[]);
+        assert_eq!(out.code, Some(1), "{out:?}");
+        assert!(out.stderr.contains(what), "{what}: {out:?}");
+    }
+}

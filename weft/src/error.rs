@@ -27,6 +27,10 @@ pub enum ErrorClass {
     Os,
     /// A resource (buffer space, context ids) is exhausted.
     Resource,
+    /// A communicator without the process topology a call needs (MPI_ERR_TOPOLOGY).
+    Topology,
+    /// Invalid Cartesian dimensions (MPI_ERR_DIMS).
+    Dims,
     /// Any other invalid argument.
     Arg,
     /// An internal invariant failed: a bug in weft.

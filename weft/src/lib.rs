@@ -4,10 +4,11 @@
 //! rsmpi-shaped API: [`initialize`], `universe.world()`, `process_at_rank(r).send(..)`,
 //! `receive_into(..)`, nonblocking requests in [`request::scope`], communicators and groups.
 //!
-//! The public surface is that API, plus two documented extension points: [`launcher`] (what a
+//! The public surface is that API, plus documented extension points: [`launcher`] (what a
 //! process manager such as `weft run` needs: the PMI wire format, the node mapping, the TCP
-//! challenge-response, random bytes and the host's names) and [`tunables`] (the `WEFT_*`
-//! settings). Both are sound: nothing in them takes an address.
+//! challenge-response, random bytes and the host's names), [`tunables`] (the `WEFT_*`
+//! settings) and [`coll_model`] (the collectives' cost model, which `weft info` shows). All
+//! are sound: nothing in them takes an address.
 //!
 //! The layers below the API, bottom to top (see DESIGN.md): `sys`, `boot`, `fabric`, `engine`,
 //! `comm` and `runtime`. They are private. The non-default cargo feature `internals` makes them
@@ -48,6 +49,10 @@ pub mod launcher;
 pub mod tunables;
 
 pub use error::{Error, ErrorClass, Result};
+
+/// The collectives' cost model: which algorithm runs a collective of a given shape, and each
+/// algorithm's predicted cost (pure functions of the tunables; `weft info --coll` prints them).
+pub use coll::model as coll_model;
 
 mod api;
 #[cfg(doctest)]

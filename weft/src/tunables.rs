@@ -103,6 +103,18 @@ tunables! {
         "Reduce-scatter algorithm: auto, pairwise (a commutative operation, else by_reduce) or by_reduce";
     coll_segment: usize = "WEFT_COLL_SEGMENT", "64k",
         "Piece size of pipelined collectives (the chain broadcast)";
+    // The cost model's defaults were measured on this machine (2 shared cores) on 2026-11-25 by
+    //   weft run -n 2 --release -p weft-cli --example coll_calibrate
+    //   weft run -n 2 -x WEFT_TRANSPORTS=tcp --release -p weft-cli --example coll_calibrate
+    // (medians of 9 runs; the rendezvous intercepts came out below alpha and were clamped to
+    // it). The machine was shared and loaded: runs minutes apart gave shm alpha 2.5-3.8 us
+    // (0.5 us at the quietest), eager beta 0.6-1.5 ns/byte, rendezvous beta 0.2-0.45 ns/byte.
+    coll_model_shm: LinkCost = "WEFT_COLL_MODEL_SHM", "3800,900,3800,430",
+        "Collectives' cost model, shared-memory messages: alpha_ns,beta_ps_per_byte for eager messages (up to WEFT_EAGER_LIMIT), then the same two for rendezvous ones (two numbers: the same for both); measure with the coll_calibrate example (docs/collectives.md)";
+    coll_model_tcp: LinkCost = "WEFT_COLL_MODEL_TCP", "28500,2300,28500,1050",
+        "Collectives' cost model, TCP messages (communicators on several nodes, or every message when WEFT_TRANSPORTS has no shm): as WEFT_COLL_MODEL_SHM, the eager ones up to WEFT_TCP_EAGER_LIMIT";
+    coll_model_local: LocalCost = "WEFT_COLL_MODEL_LOCAL", "60,46",
+        "Collectives' cost model, local work: gamma_ps_per_byte (reducing; measured on an f64 sum),copy_ps_per_byte";
     coll_shm: bool = "WEFT_COLL_SHM", "1",
         "Run the blocking collectives of communicators whose members share one node through a node-shared area (data written once, read in place); 0 sends messages instead";
     coll_shm_slot: usize = "WEFT_COLL_SHM_SLOT", "16k",
@@ -338,6 +350,91 @@ impl Parse for Algorithm {
                 &format!("auto or one of {}", names.join(", ")),
             )),
         }
+    }
+}
+
+/// The cost of one message on a path of the collectives' cost model (`coll::model`):
+/// `alpha + beta × bytes`, with one pair for messages sent eagerly (up to the path's eager
+/// limit) and one for rendezvous messages (larger), since the protocols copy differently.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LinkCost {
+    /// Eager messages: per-message latency, ns.
+    pub alpha_ns: f64,
+    /// Eager messages: per-byte transfer time, ps (1000 ps/byte is 1 GB/s).
+    pub beta_ps_per_byte: f64,
+    /// Rendezvous messages: per-message latency, ns.
+    pub rdv_alpha_ns: f64,
+    /// Rendezvous messages: per-byte transfer time, ps.
+    pub rdv_beta_ps_per_byte: f64,
+}
+
+/// Local per-byte work in the collectives' cost model.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LocalCost {
+    /// Reducing one byte into another (the model's gamma), ps.
+    pub gamma_ps_per_byte: f64,
+    /// Copying one byte, ps.
+    pub copy_ps_per_byte: f64,
+}
+
+/// `count` comma-separated non-negative finite numbers, for each count in `counts`.
+fn numbers(env: &'static str, text: &str, counts: &[usize], want: &str) -> Result<Vec<f64>> {
+    let num = |s: &str| {
+        s.trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|x| x.is_finite() && *x >= 0.0)
+    };
+    let v: Option<Vec<f64>> = text.split(',').map(num).collect();
+    match v {
+        Some(v) if counts.contains(&v.len()) => Ok(v),
+        _ => Err(bad(env, text, want)),
+    }
+}
+
+impl std::fmt::Display for LinkCost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{},{},{},{}",
+            self.alpha_ns, self.beta_ps_per_byte, self.rdv_alpha_ns, self.rdv_beta_ps_per_byte
+        )
+    }
+}
+
+impl Parse for LinkCost {
+    fn parse(env: &'static str, text: &str) -> Result<Self> {
+        let want = "alpha_ns,beta_ps_per_byte[,rendezvous_alpha_ns,rendezvous_beta_ps_per_byte] \
+                    (two or four non-negative numbers, e.g. 2500,1500,9000,170)";
+        let v = numbers(env, text, &[2, 4], want)?;
+        let (ra, rb) = if v.len() == 4 {
+            (v[2], v[3])
+        } else {
+            (v[0], v[1])
+        };
+        Ok(LinkCost {
+            alpha_ns: v[0],
+            beta_ps_per_byte: v[1],
+            rdv_alpha_ns: ra,
+            rdv_beta_ps_per_byte: rb,
+        })
+    }
+}
+
+impl std::fmt::Display for LocalCost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{},{}", self.gamma_ps_per_byte, self.copy_ps_per_byte)
+    }
+}
+
+impl Parse for LocalCost {
+    fn parse(env: &'static str, text: &str) -> Result<Self> {
+        let want = "gamma_ps_per_byte,copy_ps_per_byte (two non-negative numbers, e.g. 60,25)";
+        let v = numbers(env, text, &[2], want)?;
+        Ok(LocalCost {
+            gamma_ps_per_byte: v[0],
+            copy_ps_per_byte: v[1],
+        })
     }
 }
 

@@ -174,12 +174,26 @@ fn main() {
     let world = universe.world();
     let quick = quick();
     let target_s = if quick { 0.02 } else { 0.1 };
-    let sizes: &[usize] = if quick {
-        &[8, 65536, 1 << 20]
+    let mut sizes: Vec<usize> = if quick {
+        vec![8, 65536, 1 << 20]
     } else {
-        &[8, 64, 512, 4096, 65536, 1 << 20, 4 << 20]
+        vec![8, 64, 512, 4096, 65536, 1 << 20, 4 << 20]
     };
-    let most = (4 << 20) * world.size() as usize / 8 + 1;
+    // For quick A/B runs by hand: BENCH_SIZES=8,64 BENCH_OPS=bcast,gather (barrier always).
+    let listed = |var: &str| {
+        std::env::var(var)
+            .ok()
+            .map(|v| v.split(',').map(str::to_owned).collect::<Vec<_>>())
+    };
+    if let Some(list) = listed("BENCH_SIZES") {
+        sizes = list
+            .iter()
+            .map(|x| x.parse().expect("BENCH_SIZES: byte counts"))
+            .collect();
+    }
+    let only_ops = listed("BENCH_OPS");
+    let most =
+        sizes.iter().max().copied().unwrap_or(8).max(4 << 20) * world.size() as usize / 8 + 1;
     let mut s = State {
         world,
         send: vec![0.0; most],
@@ -202,7 +216,13 @@ fn main() {
         ("reduce_scatter", reduce_scatter),
     ];
     for (name, op) in ops {
-        for &size in sizes {
+        if only_ops
+            .as_ref()
+            .is_some_and(|o| !o.iter().any(|x| x == name))
+        {
+            continue;
+        }
+        for &size in &sizes {
             s.cur = size;
             let us = measure(&mut s, op, target_s);
             if s.world.rank() == 0 {

@@ -1,8 +1,16 @@
-//! Communicators, groups and processes, in rsmpi's shape.
+//! Communicators, groups and processes, in rsmpi's shape; process topologies (Cartesian
+//! grids as rsmpi has them, graphs and distributed graphs as a Weft extension) in the
+//! submodules, re-exported here.
 
-use super::datatype::{Buffer, BufferMut};
+mod cartesian;
+mod graph;
+
+pub use self::cartesian::{dims_create, CartesianCommunicator, CartesianLayout};
+pub use self::graph::{DistributedGraphCommunicator, DistributedGraphNeighbors, GraphCommunicator};
+use super::datatype::{Buffer, BufferMut, Count};
 use crate::comm::context::{SELF_PAIR, WORLD_PAIR};
 use crate::comm::group::{GroupData, Relation};
+use crate::comm::process_topology::ProcessTopology;
 use crate::comm::{self, CommData};
 use crate::error::{fatal, Error, ErrorClass, Result};
 use crate::runtime;
@@ -72,6 +80,32 @@ impl Color {
     }
 }
 
+/// The kind of process topology a communicator has (MPI_Topo_test).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Topology {
+    /// A graph every member knows.
+    Graph,
+    /// A Cartesian grid.
+    Cartesian,
+    /// A distributed graph.
+    DistributedGraph,
+    /// None (MPI_UNDEFINED).
+    Undefined,
+}
+
+/// A communicator as its precise type, by its topology.
+#[derive(Debug)]
+pub enum IntoTopology {
+    /// A graph.
+    Graph(GraphCommunicator),
+    /// A Cartesian grid.
+    Cartesian(CartesianCommunicator),
+    /// A distributed graph.
+    DistributedGraph(DistributedGraphCommunicator),
+    /// No topology.
+    Undefined(SimpleCommunicator),
+}
+
 /// A communicator handle. Dropping a communicator created by dup/split frees its contexts.
 #[derive(Debug)]
 pub struct SimpleCommunicator {
@@ -106,6 +140,19 @@ impl SimpleCommunicator {
         SimpleCommunicator {
             data: Rc::new(data),
             owned: true,
+        }
+    }
+
+    /// This communicator as the type of its topology (a duplicate of a Cartesian
+    /// communicator, say, becomes a [`CartesianCommunicator`]).
+    pub fn into_topology(self) -> IntoTopology {
+        match self.topology() {
+            Topology::Graph => IntoTopology::Graph(GraphCommunicator(self)),
+            Topology::Cartesian => IntoTopology::Cartesian(CartesianCommunicator(self)),
+            Topology::DistributedGraph => {
+                IntoTopology::DistributedGraph(DistributedGraphCommunicator(self))
+            }
+            Topology::Undefined => IntoTopology::Undefined(self),
         }
     }
 }
@@ -312,6 +359,101 @@ pub trait Communicator: AsCommunicator {
                 _ => String::new(),
             }
         })
+    }
+    /// The kind of process topology this communicator has (MPI_Topo_test).
+    fn topology(&self) -> Topology {
+        match self.comm_data().process_topology.as_deref() {
+            None => Topology::Undefined,
+            Some(ProcessTopology::Cartesian(_)) => Topology::Cartesian,
+            Some(ProcessTopology::Graph(_)) => Topology::Graph,
+            Some(ProcessTopology::DistGraph(_)) => Topology::DistributedGraph,
+        }
+    }
+    /// MPI_Cart_create: the first `dims`-product ranks form a grid with `dims` and
+    /// `periods`, in rank order (Weft never reorders, so `reorder` changes nothing); others
+    /// get `None`. Panics on bad dimensions (more members than the communicator has, a
+    /// dimension below 1, `periods` of another length). Collective.
+    #[track_caller]
+    fn create_cartesian_communicator(
+        &self,
+        dims: &[Count],
+        periods: &[bool],
+        reorder: bool,
+    ) -> Option<CartesianCommunicator> {
+        fatal(self.try_create_cartesian_communicator(dims, periods, reorder))
+    }
+    /// [`create_cartesian_communicator`](Self::create_cartesian_communicator), returning
+    /// errors.
+    fn try_create_cartesian_communicator(
+        &self,
+        dims: &[Count],
+        periods: &[bool],
+        _reorder: bool,
+    ) -> Result<Option<CartesianCommunicator>> {
+        cartesian::create(self.comm_data(), dims, periods)
+    }
+    /// MPI_Cart_map: this rank's rank in the grid `create_cartesian_communicator` would
+    /// make, or `None` outside it. Panics on bad dimensions. Not collective.
+    #[track_caller]
+    fn cartesian_map(&self, dims: &[Count], periods: &[bool]) -> Option<Rank> {
+        fatal(cartesian::map(self.comm_data(), dims, periods))
+    }
+    /// MPI_Graph_create (a Weft extension): the first `index.len()` ranks form a graph where
+    /// rank i's neighbours are `edges[index[i-1]..index[i]]`; others get `None`. Weft never
+    /// reorders. Panics on a bad graph. Collective.
+    #[track_caller]
+    fn create_graph_communicator(
+        &self,
+        index: &[Count],
+        edges: &[Rank],
+        _reorder: bool,
+    ) -> Option<GraphCommunicator> {
+        fatal(graph::create_graph(self.comm_data(), index, edges))
+    }
+    /// MPI_Graph_map (a Weft extension): this rank's rank in the graph
+    /// `create_graph_communicator` would make, or `None` outside it. Not collective.
+    #[track_caller]
+    fn graph_map(&self, index: &[Count], edges: &[Rank]) -> Option<Rank> {
+        fatal(graph::map(self.comm_data(), index, edges))
+    }
+    /// MPI_Dist_graph_create_adjacent (a Weft extension): this rank's in-edges from
+    /// `sources` and out-edges to `destinations`, with weights or none (MPI_UNWEIGHTED; all
+    /// ranks alike). Every rank must list each edge at both of its ends. Collective.
+    #[track_caller]
+    fn create_distributed_graph_communicator_adjacent(
+        &self,
+        sources: &[Rank],
+        source_weights: Option<&[Count]>,
+        destinations: &[Rank],
+        destination_weights: Option<&[Count]>,
+        _reorder: bool,
+    ) -> DistributedGraphCommunicator {
+        fatal(graph::create_adjacent(
+            self.comm_data(),
+            (sources, source_weights),
+            (destinations, destination_weights),
+        ))
+    }
+    /// MPI_Dist_graph_create (a Weft extension): each rank names any edges: for each
+    /// `sources[i]`, `degrees[i]` edges to the next entries of `destinations` (with the
+    /// next `weights`). The ranks exchange them, so each learns the edges into and out of
+    /// it. Collective.
+    #[track_caller]
+    fn create_distributed_graph_communicator(
+        &self,
+        sources: &[Rank],
+        degrees: &[Count],
+        destinations: &[Rank],
+        weights: Option<&[Count]>,
+        _reorder: bool,
+    ) -> DistributedGraphCommunicator {
+        fatal(graph::create_general(
+            self,
+            sources,
+            degrees,
+            destinations,
+            weights,
+        ))
     }
     /// Packs `inbuf` into bytes (MPI_Pack).
     fn pack<Buf: ?Sized + Buffer>(&self, inbuf: &Buf) -> Vec<u8>

@@ -1,13 +1,28 @@
 //! Which algorithm runs each collective: the one a `WEFT_COLL_*` tunable forces, or the one
-//! the selection rules pick for the member count, the size and the operation. Each entry
-//! point here builds the chosen algorithm's steps into a schedule.
+//! the cost model ([`super::model`]) predicts cheapest for the member and node counts, the
+//! size and the operation. Each entry point here builds the chosen algorithm's steps into a
+//! schedule.
 //!
-//! The rules are cut-overs between latency-bound algorithms (trees, recursive doubling,
-//! Bruck: few rounds, whole vectors) and bandwidth-bound ones (rings, scatter-allgather,
-//! Rabenseifner, pipelines: more rounds, each byte sent about once).
+//! The choice is between latency-bound algorithms (trees, recursive doubling, Bruck: few
+//! rounds, whole vectors) and bandwidth-bound ones (rings, scatter-allgather, Rabenseifner,
+//! pipelines: more rounds, each byte sent about once). Every member must choose the same: the
+//! sizes passed to the model are the ones every member agrees on (see the model's doc).
 
+use super::model::{Collective, Model, Shape};
 use super::{alltoall, barrier, bcast, gather, reduce, scan, Members, Schedule, Span};
-use crate::tunables::Tunables;
+use crate::tunables::{Algorithm, Tunables};
+
+/// The algorithm `forced` names, or the model's pick for `c` at `shape`.
+fn choose(t: &Tunables, forced: Algorithm, c: Collective, shape: Shape) -> &'static str {
+    forced
+        .0
+        .unwrap_or_else(|| Model::from_tunables(t).pick(c, &shape))
+}
+
+/// The shape of a call on `m` of `bytes` agreed bytes (see [`Shape::bytes`]).
+fn shape(m: &Members, bytes: Option<usize>) -> Shape {
+    Shape::new(m.n(), m.nodes, bytes)
+}
 
 /// Whether an operation may be reordered (MPI's `commute` flag).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,22 +46,24 @@ pub fn barrier(s: &mut Schedule, m: &Members) {
 
 /// Broadcast of `data` from `root`.
 pub fn bcast(s: &mut Schedule, m: &Members, t: &Tunables, root: usize, data: Span) {
-    let n = m.n();
-    let name = t.coll_bcast.0.unwrap_or(if data.len < 64 << 10 || n <= 2 {
-        "binomial"
-    } else if n < 8 {
-        "scatter_allgather"
-    } else {
-        "chain"
-    });
-    match name {
+    match bcast_algorithm(m, t, root, data) {
         "chain" => bcast::chain(s, m, root, data, t.coll_segment),
         "scatter_allgather" => bcast::scatter_allgather(s, m, root, data),
         _ => bcast::binomial(s, m, root, data),
     }
 }
 
-/// Reduce of `src` into `dst` at `root`.
+/// The broadcast's algorithm (a member's view: the same at every member).
+pub fn bcast_algorithm(m: &Members, t: &Tunables, root: usize, data: Span) -> &'static str {
+    let shape = Shape {
+        root,
+        ..shape(m, Some(data.len))
+    };
+    choose(t, t.coll_bcast, Collective::Bcast, shape)
+}
+
+/// Reduce of `src` into `dst` at `root` (one algorithm; the model still prices it for
+/// `weft info`).
 pub fn reduce(
     s: &mut Schedule,
     m: &Members,
@@ -69,21 +86,35 @@ pub fn allreduce(
     elem: usize,
     order: Order,
 ) {
-    let n = m.n();
-    let count = src.len / elem.max(1);
-    // The bandwidth algorithms cut the vector in a block per member: they need as many
-    // elements, and a commutative operation.
-    let can_split = order.commutative() && count >= n && n > 1;
-    let name = match t.coll_allreduce.0 {
-        Some(forced) if can_split => forced,
-        Some(_) => "recursive_doubling",
-        None if can_split && src.len >= 16 << 10 => "rabenseifner",
-        None => "recursive_doubling",
-    };
+    let name = allreduce_algorithm(m, t, src, elem, order);
     match name {
         "rabenseifner" => reduce::reduce_scatter_allgather(s, m, src, dst, elem),
         "ring" => reduce::ring(s, m, src, dst, elem),
         _ => reduce::recursive_doubling(s, m, src, dst),
+    }
+}
+
+/// The allreduce's algorithm (a member's view: the same at every member).
+pub fn allreduce_algorithm(
+    m: &Members,
+    t: &Tunables,
+    src: Span,
+    elem: usize,
+    order: Order,
+) -> &'static str {
+    let n = m.n();
+    let count = src.len / elem.max(1);
+    // The bandwidth algorithms cut the vector in a block per member: they need as many
+    // elements, and a commutative operation (the model knows it too).
+    let can_split = order.commutative() && count >= n && n > 1;
+    let shape = Shape {
+        elem,
+        commutative: order.commutative(),
+        ..shape(m, Some(src.len))
+    };
+    match t.coll_allreduce.0 {
+        Some(_) if !can_split => "recursive_doubling",
+        forced => choose(t, Algorithm(forced), Collective::Allreduce, shape),
     }
 }
 
@@ -98,13 +129,23 @@ pub fn reduce_scatter(
     dst: Span,
     order: Order,
 ) {
-    let name = match t.coll_reduce_scatter.0 {
-        Some("pairwise") | None if order.commutative() => "pairwise",
-        _ => "by_reduce",
-    };
+    let name = reduce_scatter_algorithm(m, t, dst, order);
     match name {
         "pairwise" => reduce::reduce_scatter_pairwise(s, m, src, block, dst),
         _ => reduce::reduce_scatter_by_reduce(s, m, src, block, dst, order.commutative()),
+    }
+}
+
+/// The reduce-scatter's algorithm (a member's view: the same at every member).
+pub fn reduce_scatter_algorithm(m: &Members, t: &Tunables, dst: Span, order: Order) -> &'static str {
+    // The blocks are equal (reduce-scatter-block), so my block's size is everyone's.
+    let shape = Shape {
+        commutative: order.commutative(),
+        ..shape(m, Some(dst.len))
+    };
+    match t.coll_reduce_scatter.0 {
+        Some("pairwise") if !order.commutative() => "by_reduce",
+        forced => choose(t, Algorithm(forced), Collective::ReduceScatter, shape),
     }
 }
 
@@ -116,50 +157,61 @@ pub fn scan(s: &mut Schedule, m: &Members, src: Span, dst: Span, exclusive: bool
 /// Gather of `len`-byte blocks (every member's `src`) into `dst` at `root`.
 pub fn gather(s: &mut Schedule, m: &Members, t: &Tunables, root: usize, src: Span, dst: Span) {
     let len = src.len;
-    let name = t
-        .coll_gather
-        .0
-        .unwrap_or(if len <= 4 << 10 { "binomial" } else { "linear" });
-    match name {
+    match gather_algorithm(m, t, root, src, dst) {
         "binomial" => gather::gather_binomial(s, m, root, src, dst),
         _ => gather::gatherv_linear(s, m, root, src, dst, &reduce::equal_blocks(m.n(), len)),
     }
 }
 
+/// The gather's algorithm (a member's view: the same at every member; `dst` is empty at
+/// all but the root, so only `src` may count).
+pub fn gather_algorithm(m: &Members, t: &Tunables, root: usize, src: Span, _dst: Span) -> &'static str {
+    let shape = Shape {
+        root,
+        ..shape(m, Some(src.len))
+    };
+    choose(t, t.coll_gather, Collective::Gather, shape)
+}
+
 /// Scatter of `len`-byte blocks of `src` at `root` into every member's `dst`.
 pub fn scatter(s: &mut Schedule, m: &Members, t: &Tunables, root: usize, src: Span, dst: Span) {
     let len = dst.len;
-    let name = t
-        .coll_scatter
-        .0
-        .unwrap_or(if len <= 4 << 10 { "binomial" } else { "linear" });
-    match name {
+    match scatter_algorithm(m, t, root, src, dst) {
         "binomial" => gather::scatter_binomial(s, m, root, src, dst),
         _ => gather::scatterv_linear(s, m, root, src, &reduce::equal_blocks(m.n(), len), dst),
     }
+}
+
+/// The scatter's algorithm (a member's view: the same at every member; `src` is empty at
+/// all but the root, so only `dst` may count).
+pub fn scatter_algorithm(m: &Members, t: &Tunables, root: usize, _src: Span, dst: Span) -> &'static str {
+    let shape = Shape {
+        root,
+        ..shape(m, Some(dst.len))
+    };
+    choose(t, t.coll_scatter, Collective::Scatter, shape)
 }
 
 /// Allgather of every member's `len`-byte `src` into `dst`.
 pub fn allgather(s: &mut Schedule, m: &Members, t: &Tunables, src: Span, dst: Span) {
     let n = m.n();
     let len = src.len;
-    let name = t.coll_allgather.0.unwrap_or(if len * n <= 32 << 10 {
-        if n.is_power_of_two() {
-            "recursive_doubling"
-        } else {
-            "bruck"
-        }
-    } else {
-        "ring"
-    });
-    match name {
+    match allgather_algorithm(m, t, src) {
         "recursive_doubling" => gather::allgather_recursive_doubling(s, m, src, dst),
         "bruck" => gather::allgather_bruck(s, m, src, dst),
         _ => gather::allgatherv_ring(s, m, src, dst, &reduce::equal_blocks(n, len)),
     }
 }
 
-/// All-to-all with a block per pair.
+/// The allgather's algorithm (a member's view: the same at every member).
+pub fn allgather_algorithm(m: &Members, t: &Tunables, src: Span) -> &'static str {
+    choose(t, t.coll_allgather, Collective::Allgather, shape(m, Some(src.len)))
+}
+
+/// All-to-all with a block per pair. `agreed_block` is the block size when every member's
+/// blocks are equal (all-to-all); `None` for the `v` form, whose block sizes differ between
+/// members and so may not steer the choice (members must agree on it).
+#[allow(clippy::too_many_arguments)]
 pub fn alltoall(
     s: &mut Schedule,
     m: &Members,
@@ -168,14 +220,22 @@ pub fn alltoall(
     send: &[(usize, usize)],
     dst: Span,
     recv: &[(usize, usize)],
+    agreed_block: Option<usize>,
 ) {
-    let largest = send.iter().map(|b| b.1).max().unwrap_or(0);
-    let name = t
-        .coll_alltoall
-        .0
-        .unwrap_or(if largest <= 1 << 10 { "scattered" } else { "pairwise" });
-    match name {
+    match alltoall_algorithm(m, t, send, recv, agreed_block) {
         "scattered" => alltoall::scattered(s, m, src, send, dst, recv),
         _ => alltoall::pairwise(s, m, src, send, dst, recv),
     }
+}
+
+/// The all-to-all's algorithm (a member's view: the same at every member). `send` and `recv`
+/// are this member's blocks, which may differ from another's: only `agreed_block` counts.
+pub fn alltoall_algorithm(
+    m: &Members,
+    t: &Tunables,
+    _send: &[(usize, usize)],
+    _recv: &[(usize, usize)],
+    agreed_block: Option<usize>,
+) -> &'static str {
+    choose(t, t.coll_alltoall, Collective::Alltoall, shape(m, agreed_block))
 }

@@ -14,10 +14,14 @@ pub mod alltoall;
 pub mod barrier;
 pub mod bcast;
 pub mod gather;
+pub mod model;
+pub mod neighbor;
 pub mod op;
 pub mod reduce;
 pub mod scan;
 pub mod shm;
+#[cfg(test)]
+mod model_tests;
 #[cfg(test)]
 mod tests;
 
@@ -30,6 +34,8 @@ pub struct Members<'a> {
     pub world: &'a [u32],
     /// This rank's position in `world`.
     pub me: usize,
+    /// How many nodes the members are on (every member agrees; the cost model reads it).
+    pub nodes: usize,
 }
 
 impl Members<'_> {

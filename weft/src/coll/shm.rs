@@ -4,21 +4,23 @@
 //!
 //! # The area
 //!
-//! Per member: a progress line (its `ready` counter), `DEPTH` slot lines (each: the number of
-//! the collective whose data it holds, the data's size, and up to 48 bytes of data in the
-//! same line), then two large buffers of `slot` bytes. Each member writes only its own lines
+//! Per member: a progress line (its `ready` counter), `DEPTH` slots of `SLOT_BYTES` (each:
+//! the number of the collective whose data it holds and the data's size in its first line,
+//! then up to `INLINE` bytes of data, starting in that same line), then two large buffers of
+//! `slot` bytes. Each member writes only its own lines
 //! and buffers; the others only read them. No line is written by two members.
 //!
 //! # The protocol
 //!
 //! The members number their collectives on the area 1, 2, …, in the order MPI makes them
-//! call them. In collective k a member that has data writes it into slot line `k % DEPTH`
-//! (or, when larger, into large buffer `k % 2` with its size in that slot line), stores the
+//! call them. In collective k a member that has data writes it into slot `k % DEPTH`
+//! (or, when larger, into large buffer `k % 2` with its size in that slot), stores the
 //! slot's number `k` (Release), then its progress `ready = k` (Release), and rings every other
 //! member's doorbell (the same Dekker handshake as a packet's delivery, so a member asleep on
-//! its futex is never missed); a member without data only stores `ready = k` and rings.
+//! its futex is never missed; one fence serves all the doorbells); a member without data only
+//! stores `ready = k` and rings.
 //! Readers wait for the slots they need to say `k` (Acquire) and read in place. Before
-//! writing a slot line again a member waits until every member has `ready ≥ k − DEPTH + 1`
+//! writing a slot again a member waits until every member has `ready ≥ k − DEPTH + 1`
 //! (has finished k − DEPTH, the last collective that used the line), and before writing a
 //! large buffer again until `ready ≥ k − 1`: a root broadcasting small data runs up to
 //! `DEPTH − 1` collectives ahead of its slowest reader, and in steady state nobody waits.
@@ -33,16 +35,22 @@ use crate::engine::Engine;
 use crate::fabric::Fabric;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-/// Small-data slots per member: a member may run this many collectives ahead of the slowest
-/// reader of its small data (a root broadcasting in a loop does not wait for every reader
-/// every time).
-const DEPTH: usize = 8;
-/// Bytes of a member's header: its progress line, then `DEPTH` slot lines, rounded up to a
+/// Small-data slots per member: a member may run this many collectives less one ahead of the
+/// slowest reader of its small data (a root broadcasting in a loop does not wait for every
+/// reader every time; oversubscribed, the readers catch up in batches when they get a CPU).
+const DEPTH: usize = 16;
+/// Bytes of one slot: its first line holds the sequence number, the size and the start of
+/// the data (data of up to 48 bytes travels in the same line as its flag), the next lines
+/// the rest. Small collectives (up to `INLINE` bytes a member writes) use the slots, so a
+/// member runs up to `DEPTH - 1` of them ahead of its slowest reader; larger ones the two
+/// large buffers, one ahead.
+const SLOT_BYTES: usize = 1088;
+/// Bytes of a member's header: its progress line, then `DEPTH` slots, rounded up to a
 /// multiple of 128 (so that the next member's progress line is not the adjacent-line
 /// prefetcher's pair of one of these).
-const HEADER: usize = (64 + DEPTH * 64).div_ceil(128) * 128;
-/// Inline payload bytes per slot line (after its sequence number and size).
-pub const INLINE: usize = 48;
+const HEADER: usize = (64 + DEPTH * SLOT_BYTES).div_ceil(128) * 128;
+/// Inline payload bytes per slot (after its sequence number and size).
+pub const INLINE: usize = SLOT_BYTES - 16;
 
 /// Members called a collective with different sizes (seen by a member that reads another's
 /// data): `member` wrote `theirs` bytes where this one expected `mine`.
@@ -62,16 +70,16 @@ pub struct SizeMismatch {
 pub trait Waiter {
     /// Returns once `ready()` holds.
     fn wait_until(&mut self, ready: &mut dyn FnMut() -> bool);
-    /// Wakes the member with world rank `world` if it sleeps.
-    fn wake(&mut self, world: u32);
+    /// Wakes the members with world ranks `world` (this one may be among them) that sleep.
+    fn wake_all(&mut self, world: &[u32]);
 }
 
 impl<F: Fabric> Waiter for Engine<F> {
     fn wait_until(&mut self, ready: &mut dyn FnMut() -> bool) {
         Engine::wait_until(self, |_| ready());
     }
-    fn wake(&mut self, world: u32) {
-        Engine::wake(self, world);
+    fn wake_all(&mut self, world: &[u32]) {
+        Engine::wake_all(self, world);
     }
 }
 
@@ -132,10 +140,11 @@ impl NodeArea {
         self.base.wrapping_add(j * (HEADER + 2 * self.slot))
     }
 
-    /// Member j's slot line for collective k: its sequence number, the size of its data,
+    /// Member j's slot for collective k: its sequence number, the size of its data,
     /// and the data itself when it fits.
     fn slot_line(&self, j: usize, k: u64) -> *mut u8 {
-        self.header(j).wrapping_add(64 + (k % DEPTH as u64) as usize * 64)
+        self.header(j)
+            .wrapping_add(64 + (k % DEPTH as u64) as usize * SLOT_BYTES)
     }
 
     /// The collective whose data member j's slot for k holds now.
@@ -158,7 +167,7 @@ impl NodeArea {
         unsafe { &*(self.header(j) as *const AtomicU64) }
     }
 
-    /// Member j's buffer for collective k: in its slot line when `len` fits there, else its
+    /// Member j's buffer for collective k: in its slot when `len` fits there, else its
     /// large buffer `k % 2`.
     fn buf(&self, j: usize, k: u64, len: usize) -> *mut u8 {
         let parity = (k % 2) as usize;
@@ -186,7 +195,7 @@ impl NodeArea {
 
     /// Starts collective k. A member that writes `len` bytes first waits until the buffer
     /// it will write is free: every member has started the collective after the one that
-    /// last used it (slot line `k % DEPTH`: k − DEPTH; large buffer `k % 2`: k − 2).
+    /// last used it (slot `k % DEPTH`: k − DEPTH; large buffer `k % 2`: k − 2).
     fn begin(&mut self, w: &mut impl Waiter, writes: Option<usize>) -> u64 {
         self.seq += 1;
         let k = self.seq;
@@ -229,11 +238,7 @@ impl NodeArea {
         }
         // Release: pairs with the Acquire loads in `wait_all` and `begin`.
         self.ready(self.me).store(k, Ordering::Release);
-        for (j, &world) in self.world.iter().enumerate() {
-            if j != self.me {
-                w.wake(world);
-            }
-        }
+        w.wake_all(&self.world);
     }
 
     /// Waits until every member in `who` has `ready ≥ k`.
@@ -477,7 +482,7 @@ mod tests {
                 }
             }
         }
-        fn wake(&mut self, _world: u32) {}
+        fn wake_all(&mut self, _world: &[u32]) {}
     }
 
     fn area_in(mem: &Arc<Vec<AtomicU64>>, n: usize, me: usize, slot: usize) -> NodeArea {
@@ -534,7 +539,7 @@ mod tests {
     #[test]
     fn back_to_back_collectives_of_every_kind_reuse_the_buffers_safely() {
         for n in [1, 2, 3, 5] {
-            for len in [0, 8, 24, 40, 512] {
+            for len in [0, 8, 24, 40, 200, INLINE, INLINE + 8, 1024] {
                 members(n, 4096, move |a, me| {
                     let c = affine();
                     for round in 0..300 {

@@ -13,15 +13,15 @@ use crate::tunables::{Algorithm, Tunables};
 use std::rc::Rc;
 
 /// One rank's buffers.
-struct Bufs {
-    input: Vec<u8>,
-    output: Vec<u8>,
+pub(super) struct Bufs {
+    pub(super) input: Vec<u8>,
+    pub(super) output: Vec<u8>,
 }
 
 /// Runs one collective on `n` simulated ranks: `build(schedule, members, rank)` adds each
 /// rank's steps. Members are world ranks in a shuffled order, so member and world ranks
 /// differ. Returns each member's output (indexed by member rank).
-fn run(
+pub(super) fn run(
     n: usize,
     bufs: Vec<Bufs>,
     combine: Option<Combine>,
@@ -52,6 +52,7 @@ fn run_on(
         let m = Members {
             world: &world_ranks,
             me,
+            nodes: 1,
         };
         // SAFETY: the buffers live in `bufs` until after `run_until_done` below, and are not
         // touched until every schedule has completed.
@@ -77,7 +78,7 @@ fn run_on(
     bufs.into_iter().map(|b| b.output).collect()
 }
 
-fn data(rank: usize, len: usize, salt: u8) -> Vec<u8> {
+pub(super) fn data(rank: usize, len: usize, salt: u8) -> Vec<u8> {
     (0..len)
         .map(|i| (i as u8).wrapping_mul(7) ^ (rank as u8).wrapping_mul(41) ^ salt)
         .collect()
@@ -167,6 +168,7 @@ fn barrier_waits_for_the_last_member() {
             &Members {
                 world: &world_ranks,
                 me,
+                nodes: 1,
             },
         );
         // SAFETY: no buffers.
@@ -186,6 +188,7 @@ fn barrier_waits_for_the_last_member() {
         &Members {
             world: &world_ranks,
             me: 2,
+            nodes: 1,
         },
     );
     // SAFETY: no buffers.
@@ -509,6 +512,7 @@ fn alltoall_with_uneven_blocks_every_algorithm() {
                     &sends[me],
                     span(Area::Output, total(&recvs[me])),
                     &recvs[me],
+                    None,
                 )
             });
             for j in 0..n {
@@ -620,6 +624,7 @@ fn a_size_mismatch_is_an_error_not_a_hang() {
             &Members {
                 world: &world_ranks,
                 me,
+                nodes: 1,
             },
             &Tunables::defaults(),
             0,
@@ -680,6 +685,7 @@ fn an_all_to_all_part_size_mismatch_names_both_members_and_sizes() {
         let m = Members {
             world: &world_ranks,
             me,
+            nodes: 1,
         };
         algorithm::alltoall(
             &mut s,
@@ -689,6 +695,7 @@ fn an_all_to_all_part_size_mismatch_names_both_members_and_sizes() {
             &blocks((0..n).map(|j| send(me, j)).collect()),
             span(Area::Output, ol),
             &blocks((0..n).map(|i| recv(i, me)).collect()),
+            None,
         );
         let w = world_ranks[me] as usize;
         // SAFETY: as above.

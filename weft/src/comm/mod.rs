@@ -7,6 +7,7 @@ pub mod context;
 pub mod group;
 pub mod node_memory;
 pub mod node_topology;
+pub mod process_topology;
 pub mod sequence;
 
 use self::context::{coll_context, p2p_context, ContextMask};
@@ -38,6 +39,8 @@ pub struct CommData {
     pub rank: u32,
     /// Where the members are, node by node (computed on first use).
     topology: std::cell::OnceCell<node_topology::NodeTopology>,
+    /// The grid or graph the communicator was made with (`None`: MPI_UNDEFINED).
+    pub process_topology: Option<Rc<process_topology::ProcessTopology>>,
 }
 
 impl CommData {
@@ -48,7 +51,17 @@ impl CommData {
             group,
             rank,
             topology: std::cell::OnceCell::new(),
+            process_topology: None,
         }
+    }
+
+    /// The same communicator with process topology `t` attached.
+    pub fn with_process_topology(
+        mut self,
+        t: Option<Rc<process_topology::ProcessTopology>>,
+    ) -> Self {
+        self.process_topology = t;
+        self
     }
 
     /// Where the members are, node by node, given the job's node map (`node_of[w]`: world
@@ -292,7 +305,9 @@ pub fn dup<F: Fabric>(
         comm.group.members(),
         comm.rank as usize,
     )?;
-    Ok(CommData::new(pair, comm.group.clone(), comm.rank))
+    // A duplicate keeps the process topology (MPI_Comm_dup's rule).
+    Ok(CommData::new(pair, comm.group.clone(), comm.rank)
+        .with_process_topology(comm.process_topology.clone()))
 }
 
 /// `MPI_Comm_split`: members with the same `color` form a communicator ordered by `key`,

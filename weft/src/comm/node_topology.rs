@@ -13,6 +13,8 @@ pub struct NodeTopology {
     pub leaders: Vec<u32>,
     /// Which of `leaders` leads this member's node.
     pub node_index: usize,
+    /// For each communicator rank, which of `leaders` leads its node.
+    pub node_of_member: Vec<u32>,
 }
 
 impl NodeTopology {
@@ -39,11 +41,20 @@ impl NodeTopology {
             .iter()
             .position(|&l| node(l as usize) == mine)
             .expect("every node has a leader");
+        let index_of_node: std::collections::HashMap<u32, u32> = leaders
+            .iter()
+            .enumerate()
+            .map(|(i, &l)| (node(l as usize), i as u32))
+            .collect();
+        let node_of_member = (0..members.len())
+            .map(|r| index_of_node[&node(r)])
+            .collect();
         NodeTopology {
             local,
             local_rank,
             leaders,
             node_index,
+            node_of_member,
         }
     }
 
@@ -72,6 +83,7 @@ mod tests {
         assert_eq!(t.local_rank, 1);
         assert_eq!(t.leaders, [0, 3, 5]);
         assert_eq!(t.node_index, 1);
+        assert_eq!(t.node_of_member, [0, 0, 0, 1, 1, 2]);
         assert!(!t.single_node() && !t.is_leader());
         // Round robin over two nodes, through a communicator in another order: members are
         // world ranks [5, 2, 1, 4, 3, 0] on nodes 1,0,1,0,1,0.
@@ -82,6 +94,7 @@ mod tests {
         assert_eq!((t.local_rank, t.leaders.clone(), t.node_index), (1, vec![0, 1], 0));
         let t = NodeTopology::of(&members, 3, &node_of);
         assert_eq!((t.local.clone(), t.node_index), (vec![1, 3, 5], 1));
+        assert_eq!(t.node_of_member, [0, 1, 0, 1, 0, 1]);
         // One node.
         let t = NodeTopology::of(&[7, 3], 0, &[0; 8]);
         assert!(t.single_node() && t.is_leader());

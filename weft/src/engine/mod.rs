@@ -660,11 +660,12 @@ impl<F: Fabric> Engine<F> {
         Ok(h)
     }
 
-    /// Wakes world rank `peer` if it sleeps: a flag it may wait on in node-shared memory
-    /// changed (see [`Fabric::wake`]). Collectives use it without knowing the transports.
+    /// Wakes those of the world ranks `peers` that sleep: a flag they may wait on in
+    /// node-shared memory changed (see [`Fabric::wake_all`]). Collectives use it without
+    /// knowing the transports.
     #[inline]
-    pub fn wake(&mut self, peer: u32) {
-        self.fabric.wake(peer);
+    pub fn wake_all(&mut self, peers: &[u32]) {
+        self.fabric.wake_all(peers);
     }
 
     /// Number of requests not yet freed (for leak checks in tests and finalize).

@@ -203,9 +203,10 @@ pub trait Fabric {
     fn sleep(&mut self, timeout: Duration);
     /// Withdraws the announcement without sleeping (the re-poll found work).
     fn cancel_sleep(&mut self);
-    /// Wakes `peer` if it sleeps (or is about to): a flag it may wait on in node-shared
-    /// memory changed, published before this call. The same handshake as a packet's
-    /// delivery; a transport without shared memory has nothing to do.
+    /// Wakes those of `peers` (world ranks; this rank may be among them) that sleep, or are
+    /// about to: a flag they may wait on in node-shared memory changed, published before this
+    /// call. The same handshake as a packet's delivery; a transport without shared memory has
+    /// nothing to do.
     #[inline]
-    fn wake(&mut self, _peer: u32) {}
+    fn wake_all(&mut self, _peers: &[u32]) {}
 }

@@ -266,9 +266,15 @@ impl Fabric for NodeFabric {
         self.tcp_idle = 0;
     }
     #[inline]
-    fn wake(&mut self, peer: u32) {
-        if self.routes[peer as usize] == Route::Shm {
-            self.shm_for(peer).wake(peer);
+    fn wake_all(&mut self, peers: &[u32]) {
+        let routes = &self.routes;
+        if let Some(shm) = self.shm.as_mut() {
+            shm.wake_all(
+                peers
+                    .iter()
+                    .copied()
+                    .filter(|&p| routes[p as usize] == Route::Shm),
+            );
         }
     }
 

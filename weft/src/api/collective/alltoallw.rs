@@ -221,7 +221,7 @@ pub(super) unsafe fn plan_all_to_all_w(
         start(call, c, bufs, None, |sc, m, t| {
             sc.keep(packed);
             sc.name_members(&members, me);
-            algorithm::alltoall(sc, m, t, input(sl), &sb, output(rl), &rb)
+            algorithm::alltoall(sc, m, t, input(sl), &sb, output(rl), &rb, None)
         })
     }?;
     Ok((started, landing))
@@ -399,6 +399,7 @@ mod tests {
                     let m = Members {
                         world: &world_ranks,
                         me: *me,
+                        nodes: 1,
                     };
                     crate::coll::algorithm::alltoall(
                         &mut s,
@@ -408,6 +409,7 @@ mod tests {
                         sb,
                         Span::new(Area::Output, 0, rl),
                         rb,
+                        None,
                     );
                     let w = world_ranks[*me] as usize;
                     // SAFETY: as above.

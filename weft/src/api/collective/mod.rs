@@ -10,8 +10,10 @@
 
 mod alltoallw;
 mod checks;
+mod hierarchy;
 mod in_place;
 mod in_place_plans;
+mod neighbor;
 pub mod operation;
 mod reduce_scatter;
 mod rooted;
@@ -27,6 +29,7 @@ use crate::comm::CommData;
 use crate::error::{fatal, Result};
 pub use alltoallw::{Part, PartMut};
 pub use in_place::{InPlaceCollectives, InPlaceRoot};
+pub use neighbor::NeighborCollectives;
 pub use operation::{
     reduce_local_into, DynBuffer, DynBufferMut, Operation, SystemOperation, UnsafeUserFunction,
     UnsafeUserOperation, UserOperation,
@@ -244,7 +247,7 @@ unsafe fn plan_all_to_all(
     // SAFETY: the caller's promise.
     unsafe {
         start(call, c, bufs, None, |sc, m, t| {
-            algorithm::alltoall(sc, m, t, input(sl), &sb, output(rl), &rb)
+            algorithm::alltoall(sc, m, t, input(sl), &sb, output(rl), &rb, unit)
         })
     }
 }
@@ -776,5 +779,8 @@ impl<C: Communicator + ?Sized> CommunicatorCollectives for C {}
 
 /// Traits to glob-import.
 pub mod traits {
-    pub use super::{CommunicatorCollectives, InPlaceCollectives, InPlaceRoot, Operation, Root};
+    pub use super::{
+        CommunicatorCollectives, InPlaceCollectives, InPlaceRoot, NeighborCollectives, Operation,
+        Root,
+    };
 }

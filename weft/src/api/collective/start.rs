@@ -3,11 +3,11 @@
 //! completion), `coll` builds the steps, the engine runs them; a blocking form waits, an
 //! immediate form returns a request.
 
+use super::hierarchy::{Hierarchy, NodeEngine};
 use crate::api::datatype::Layout;
 use crate::api::point_to_point::{group_of, Staged};
 use crate::api::request::{Request, Scope};
 use crate::coll::shm::{NodeArea, SizeMismatch};
-use crate::coll::{Area, Span};
 use crate::coll::{Members, Schedule};
 use crate::comm::node_memory::NodeSegment;
 use crate::comm::CommData;
@@ -136,6 +136,7 @@ pub(crate) unsafe fn start(
         let members = Members {
             world: comm.group.members(),
             me: comm.rank as usize,
+            nodes: comm.node_topology(&rt.boot.node_of).leaders.len(),
         };
         build(&mut s, &members, &rt.tunables);
         // SAFETY: the input and output views are the caller's buffers (borrowed until
@@ -229,9 +230,10 @@ pub(crate) enum ShmOp {
 /// and returns `None` when the collective must go by messages instead:
 /// - members all on this node: every member writes at most a slot (`writes` bytes): the
 ///   whole collective in the area;
-/// - members on several nodes: barrier, broadcast and allreduce with a commutative operation
-///   (within a slot) run hierarchically: each node's members through their node's area, the
-///   node leaders by messages among themselves (each node receives the inter-node data once).
+/// - members on several nodes: barrier, broadcast, reduce and allreduce with a commutative
+///   operation, gather, scatter and allgather (within a slot) run hierarchically (see
+///   `hierarchy`): each node's members through their node's area, the node leaders by
+///   messages among themselves (each node receives the inter-node data once).
 ///
 /// Every member decides alike: the decision depends only on the communicator, the sizes and
 /// the tunables.
@@ -252,7 +254,7 @@ pub(crate) fn blocking_shm(
         // Borrowed from the communicator (cached there): no copy on this fast path.
         let topo = comm.node_topology(&rt.boot.node_of);
         let hierarchical = !topo.single_node();
-        if hierarchical && !op.has_hierarchy() {
+        if hierarchical && !Hierarchy::applies(&op, writes, comm.size() as usize, t.coll_shm_slot) {
             return None;
         }
         if !rt.node_areas.contains_key(&comm.pair) {
@@ -275,15 +277,6 @@ pub(crate) fn blocking_shm(
         // so that all keep counting alike.
         let tag = rt.sequences.next_tag(comm.pair);
         let leaders: Vec<u32> = topo.leaders.iter().map(|&r| comm.world_rank(r)).collect();
-        let root_node = match &op {
-            ShmOp::Bcast { root } => {
-                let node = rt.boot.node_of[comm.world_rank(*root as u32) as usize];
-                leaders
-                    .iter()
-                    .position(|&w| rt.boot.node_of[w as usize] == node)
-            }
-            _ => None,
-        };
         let runtime::Runtime {
             engine,
             node_areas,
@@ -297,27 +290,11 @@ pub(crate) fn blocking_shm(
             leaders: &leaders,
             tag,
             tunables,
-            root_node,
         };
         Some(with_bytes(call, bufs, |src, dst| {
             h.run(call, area, engine, op, src, dst)
         }))
     })
-}
-
-impl ShmOp {
-    /// Whether the collective has a hierarchical form (members on several nodes).
-    fn has_hierarchy(&self) -> bool {
-        match self {
-            ShmOp::Barrier | ShmOp::Bcast { .. } => true,
-            ShmOp::Reduce {
-                root: None,
-                commutative,
-                ..
-            } => *commutative,
-            _ => false,
-        }
-    }
 }
 
 /// The area of `comm` over its members on this node (made now, collectively among them), or
@@ -395,8 +372,6 @@ fn with_bytes(
     Ok(())
 }
 
-type NodeEngine = crate::engine::Engine<crate::fabric::node::NodeFabric>;
-
 /// A collective of a single-node communicator, in its area.
 fn run_shm(
     area: &mut NodeArea,
@@ -418,133 +393,6 @@ fn run_shm(
         ShmOp::Alltoall => area.alltoall(engine, src, dst),
         ShmOp::ReduceScatterBlock { combine } => {
             area.reduce_scatter_block(engine, src, dst, &combine)
-        }
-    }
-}
-
-/// A collective of a communicator on several nodes: within each node through its area,
-/// between nodes by messages among the node leaders (Sun MPI's network awareness).
-struct Hierarchy<'a> {
-    comm: &'a CommData,
-    topo: &'a crate::comm::node_topology::NodeTopology,
-    /// World ranks of the node leaders, in leader order.
-    leaders: &'a [u32],
-    /// The tag of the leaders' messages.
-    tag: i32,
-    tunables: &'a crate::tunables::Tunables,
-    /// For a broadcast: which leader's node holds the root.
-    root_node: Option<usize>,
-}
-
-impl Hierarchy<'_> {
-    fn run(
-        &self,
-        call: &'static str,
-        mut area: Option<&mut NodeArea>,
-        engine: &mut NodeEngine,
-        op: ShmOp,
-        src: &[u8],
-        dst: &mut [u8],
-    ) -> std::result::Result<(), SizeMismatch> {
-        let leader = self.topo.is_leader();
-        match op {
-            ShmOp::Barrier => {
-                if let Some(a) = area.as_deref_mut() {
-                    a.barrier(engine);
-                }
-                if leader {
-                    self.among_leaders(call, engine, None, dst, |s, m, _| {
-                        crate::coll::algorithm::barrier(s, m)
-                    });
-                }
-                if let Some(a) = area {
-                    a.barrier(engine);
-                }
-            }
-            ShmOp::Bcast { root } => {
-                let root_node = self.root_node.expect("a broadcast knows its root's node");
-                let on_root_node = root_node == self.topo.node_index;
-                if on_root_node {
-                    if let Some(a) = area.as_deref_mut() {
-                        let local_root = self
-                            .topo
-                            .local
-                            .iter()
-                            .position(|&r| r as usize == root)
-                            .expect("the root is on its node");
-                        a.bcast(engine, local_root, dst)?;
-                    }
-                }
-                if leader {
-                    let len = dst.len();
-                    self.among_leaders(call, engine, None, dst, |s, m, t| {
-                        crate::coll::algorithm::bcast(
-                            s,
-                            m,
-                            t,
-                            root_node,
-                            Span::new(Area::Output, 0, len),
-                        )
-                    });
-                }
-                if !on_root_node {
-                    if let Some(a) = area {
-                        a.bcast(engine, 0, dst)?;
-                    }
-                }
-            }
-            ShmOp::Reduce {
-                root: None,
-                combine,
-                ..
-            } => {
-                // Each node reduces to its leader, the leaders allreduce, each leader
-                // broadcasts to its node: every member gets the leaders' identical result.
-                match area.as_deref_mut() {
-                    Some(a) => a.reduce(engine, Some(0), src, dst, &combine)?,
-                    None => dst.copy_from_slice(src),
-                }
-                if leader {
-                    let len = dst.len();
-                    self.among_leaders(call, engine, Some(combine), dst, |s, m, _| {
-                        let all = Span::new(Area::Output, 0, len);
-                        crate::coll::reduce::recursive_doubling(s, m, all, all)
-                    });
-                }
-                if let Some(a) = area {
-                    a.bcast(engine, 0, dst)?;
-                }
-            }
-            _ => unreachable!("only collectives with a hierarchical form come here"),
-        }
-        Ok(())
-    }
-
-    /// Runs a schedule among the node leaders over `data` (in place), and waits for it.
-    fn among_leaders(
-        &self,
-        call: &'static str,
-        engine: &mut NodeEngine,
-        combine: Option<crate::engine::schedule::Combine>,
-        data: &mut [u8],
-        build: impl FnOnce(&mut Schedule, &Members, &crate::tunables::Tunables),
-    ) {
-        // SAFETY: `data` is borrowed for this call, which waits for the schedule to end.
-        let view = unsafe { RawBufMut::new(data) };
-        let mut s = Schedule::new(call, self.comm.coll_context(), self.tag).with_output(view);
-        if let Some(c) = combine {
-            s = s.with_combine(c);
-        }
-        let m = Members {
-            world: self.leaders,
-            me: self.topo.node_index,
-        };
-        build(&mut s, &m, self.tunables);
-        // SAFETY: the output view is `data`, borrowed until the wait below returns.
-        let h = unsafe { engine.start_schedule(s) };
-        if let Err(e) = engine.wait(h) {
-            // A leader's exchange failing ends the job like any collective error.
-            panic!("{e}");
         }
     }
 }
@@ -576,6 +424,11 @@ const CALLS: &[&str] = &[
     "all_gather_varcount_into",
     "all_to_all_into",
     "all_to_all_varcount_into",
+    "neighbor_all_gather_into",
+    "neighbor_all_gather_varcount_into",
+    "neighbor_all_to_all_into",
+    "neighbor_all_to_all_varcount_into",
+    "neighbor_all_to_all_w_into",
     "all_to_all_w_into",
     "reduce_scatter_varcount_into",
 ];

@@ -64,6 +64,14 @@ impl Park for Futex {
     }
 }
 
+/// The sender's half of the Dekker handshake, between its stores (a record, a flag) and its
+/// loads of the owners' `sleeping` words in [`Doorbell::ring_fenced`].
+#[inline]
+pub fn ring_fence() {
+    // SYNC: [F_S] pairs with the SeqCst fence [F_R] in `Doorbell::prepare`.
+    fence(Ordering::SeqCst);
+}
+
 impl Doorbell {
     /// Owner: announce the intent to sleep. Returns the ticket for [`Doorbell::sleep`]; the
     /// caller must re-poll every ring after this and before sleeping.
@@ -99,8 +107,14 @@ impl Doorbell {
     /// it rang (made the system call).
     #[inline]
     pub fn ring(&self, park: &impl Park) -> bool {
-        // SYNC: [F_S] pairs with the SeqCst fence [F_R] in `prepare`.
-        fence(Ordering::SeqCst);
+        ring_fence();
+        self.ring_fenced(park)
+    }
+
+    /// [`Doorbell::ring`] for a sender that has issued [`ring_fence`] after its last store
+    /// and before this call (one fence serves every doorbell it rings then).
+    #[inline]
+    pub fn ring_fenced(&self, park: &impl Park) -> bool {
         let how = self.sleeping.load(Ordering::Relaxed);
         if how == 0 {
             return false;

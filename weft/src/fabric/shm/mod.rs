@@ -369,11 +369,15 @@ impl ShmTransport {
         true
     }
 
-    /// Wakes `peer` if it sleeps: see [`super::Fabric::wake`].
+    /// Wakes those of `peers` that sleep: see [`super::Fabric::wake_all`]. One fence
+    /// serves them all.
     #[inline]
-    pub fn wake(&mut self, peer: u32) {
-        let p = self.peer_mut(peer);
-        p.view.control().bell.ring(&WakePeer(p.waker.as_ref()));
+    pub fn wake_all(&mut self, peers: impl Iterator<Item = u32>) {
+        doorbell::ring_fence();
+        for peer in peers {
+            let p = self.peer_mut(peer);
+            p.view.control().bell.ring_fenced(&WakePeer(p.waker.as_ref()));
+        }
     }
 
     /// Folds newly set bits of my active bitmap into the poll list.

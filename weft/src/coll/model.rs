@@ -1,0 +1,464 @@
+//! The collectives' cost model: which algorithm `coll::algorithm` runs when no
+//! `WEFT_COLL_*` tunable forces one. Each algorithm's time is predicted from a few constants
+//! measured on this machine, and the cheapest algorithm that may run is chosen.
+//!
+//! **The model.** Hockney's: one message of `m` bytes costs `alpha + beta·m`, with one pair
+//! of constants for messages sent eagerly (up to the path's eager limit, `WEFT_EAGER_LIMIT` on
+//! shared memory, `WEFT_TCP_EAGER_LIMIT` over TCP) and one for rendezvous messages, since the
+//! two protocols copy differently (a rendezvous message never costs less than the largest
+//! eager one); reducing costs `gamma` per byte and a local copy `copy` per byte. An algorithm's cost is the sum of the message and local costs on its critical path,
+//! its rounds taken one after the other (formulas with each function below, and in
+//! docs/collectives.md). The constants are tunables (`WEFT_COLL_MODEL_SHM`,
+//! `WEFT_COLL_MODEL_TCP`, `WEFT_COLL_MODEL_LOCAL`), measured by the `coll_calibrate` example.
+//!
+//! **Paths** (a simple approximation): a communicator on one node uses the shared-memory
+//! constants for every message, one spanning nodes the TCP ones for every message — a round
+//! lasts as long as its slowest message, and in most rounds of these algorithms some pair
+//! crosses nodes. A job whose `WEFT_TRANSPORTS` leaves out shm uses the TCP constants always.
+//!
+//! **Eligibility** is not a cost: Rabenseifner and the ring allreduce, and the pairwise
+//! reduce-scatter, need a commutative operation (and the allreduces at least as many elements
+//! as members, to cut the vector in a block per member); recursive-doubling allgather needs a
+//! power-of-two member count (it would run the ring otherwise); the scattered all-to-all floods
+//! every member with n−1 messages at once, which the model allows only while all of them
+//! together fit the path's eager limit (a flood of rendezvous transfers is what the pairwise
+//! exchange avoids), and only when the block size is agreed (below).
+//!
+//! **Every member must pick the same algorithm**, or the collective hangs (members wait for
+//! messages another algorithm never sends). So the model's inputs ([`Shape`]) are values every
+//! member of a correct call agrees on: the member count, the node count, the tunables (one
+//! environment for the job), the operation's commutativity (the same operation everywhere),
+//! the root, and the sizes that must match: a broadcast's or reduction's vector, a gather's,
+//! scatter's or allgather's block per member (equal at every member: the non-`v` forms), a
+//! reduce-scatter-block's block, an all-to-all's block. A `v` form's counts differ from member
+//! to member, so nothing size-dependent is agreed: its size is `None`, and the model picks by
+//! the member count alone (the all-to-all-v runs pairwise). Never feed the model a size only
+//! this member knows (such as the largest of its own blocks). The test
+//! `every_member_of_a_communicator_picks_the_same_algorithm` (`coll/model_tests.rs`) asks
+//! every member of simulated communicators through `coll::algorithm`, each with its own
+//! buffers, and requires one answer.
+
+use super::pof2_floor;
+use crate::tunables::{LinkCost, LocalCost, Tunables};
+
+/// A collective with a choice of algorithms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Collective {
+    /// Broadcast.
+    Bcast,
+    /// Reduce to a root.
+    Reduce,
+    /// Allreduce.
+    Allreduce,
+    /// Reduce-scatter with a block per member.
+    ReduceScatter,
+    /// Gather of a block per member.
+    Gather,
+    /// Scatter of a block per member.
+    Scatter,
+    /// Allgather of a block per member.
+    Allgather,
+    /// All-to-all with a block per pair.
+    Alltoall,
+}
+
+impl Collective {
+    /// Every collective the model chooses for.
+    pub const ALL: [Collective; 8] = [
+        Collective::Bcast,
+        Collective::Reduce,
+        Collective::Allreduce,
+        Collective::ReduceScatter,
+        Collective::Gather,
+        Collective::Scatter,
+        Collective::Allgather,
+        Collective::Alltoall,
+    ];
+
+    /// Its name, as `weft info --coll` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Collective::Bcast => "bcast",
+            Collective::Reduce => "reduce",
+            Collective::Allreduce => "allreduce",
+            Collective::ReduceScatter => "reduce_scatter",
+            Collective::Gather => "gather",
+            Collective::Scatter => "scatter",
+            Collective::Allgather => "allgather",
+            Collective::Alltoall => "alltoall",
+        }
+    }
+
+    /// The collective named `name` (case, `-` and `_` ignored; `broadcast` for `bcast`).
+    pub fn from_name(name: &str) -> Option<Collective> {
+        let key: String = name
+            .chars()
+            .filter(|c| *c != '_' && *c != '-')
+            .collect::<String>()
+            .to_ascii_lowercase();
+        let key = if key == "broadcast" { "bcast" } else { &key };
+        Collective::ALL
+            .into_iter()
+            .find(|c| c.name().replace('_', "") == key)
+    }
+
+    /// The tunable that forces its algorithm.
+    pub fn tunable(self) -> &'static str {
+        match self {
+            Collective::Bcast => "WEFT_COLL_BCAST",
+            Collective::Reduce => "WEFT_COLL_REDUCE",
+            Collective::Allreduce => "WEFT_COLL_ALLREDUCE",
+            Collective::ReduceScatter => "WEFT_COLL_REDUCE_SCATTER",
+            Collective::Gather => "WEFT_COLL_GATHER",
+            Collective::Scatter => "WEFT_COLL_SCATTER",
+            Collective::Allgather => "WEFT_COLL_ALLGATHER",
+            Collective::Alltoall => "WEFT_COLL_ALLTOALL",
+        }
+    }
+
+    /// Its algorithms, in the order the model prefers them when their costs are equal.
+    pub fn algorithms(self) -> &'static [&'static str] {
+        match self {
+            Collective::Bcast => &["binomial", "scatter_allgather", "chain"],
+            Collective::Reduce => &["binomial"],
+            Collective::Allreduce => &["recursive_doubling", "rabenseifner", "ring"],
+            Collective::ReduceScatter => &["pairwise", "by_reduce"],
+            Collective::Gather | Collective::Scatter => &["binomial", "linear"],
+            Collective::Allgather => &["recursive_doubling", "bruck", "ring"],
+            Collective::Alltoall => &["scattered", "pairwise"],
+        }
+    }
+}
+
+/// What the model chooses by: values every member of the call agrees on (see the module
+/// doc).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shape {
+    /// Members of the communicator.
+    pub members: usize,
+    /// Nodes they are on (1: one node).
+    pub nodes: usize,
+    /// Bytes: the vector of a broadcast, reduce or allreduce; one member's block of a gather,
+    /// scatter, allgather or reduce-scatter; one block of an all-to-all. `None`: sizes differ
+    /// between members (the `v` forms), so none may be used.
+    pub bytes: Option<usize>,
+    /// Bytes of one element of a reduction (1 elsewhere).
+    pub elem: usize,
+    /// Whether the reduction's operation commutes (true where there is none).
+    pub commutative: bool,
+    /// The root of a rooted collective (0 elsewhere).
+    pub root: usize,
+}
+
+impl Shape {
+    /// `members` on `nodes`, `bytes` as [`Shape::bytes`] says; a commutative operation on
+    /// bytes, root 0.
+    pub fn new(members: usize, nodes: usize, bytes: Option<usize>) -> Shape {
+        Shape {
+            members,
+            nodes: nodes.max(1),
+            bytes,
+            elem: 1,
+            commutative: true,
+            root: 0,
+        }
+    }
+}
+
+/// Which constants a communicator's messages use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Path {
+    /// Shared memory (one node).
+    Shm,
+    /// TCP (several nodes, or no shm transport).
+    Tcp,
+}
+
+/// One algorithm's predicted cost, or why it may not run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Estimate {
+    /// The algorithm (as its `WEFT_COLL_*` tunable names it).
+    pub algorithm: &'static str,
+    /// Predicted time, ns.
+    pub cost_ns: f64,
+    /// `Some(reason)`: not eligible for this call.
+    pub ineligible: Option<String>,
+}
+
+/// The model's constants and the tunables it reads.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Model {
+    /// Shared-memory messages.
+    pub shm: LinkCost,
+    /// TCP messages.
+    pub tcp: LinkCost,
+    /// Local reduction and copy.
+    pub local: LocalCost,
+    /// Whether same-node members talk over shared memory (`WEFT_TRANSPORTS` has shm).
+    pub shm_transport: bool,
+    /// Largest eager message on shared memory (`WEFT_EAGER_LIMIT`).
+    pub shm_eager: usize,
+    /// Largest eager message over TCP (`WEFT_TCP_EAGER_LIMIT`).
+    pub tcp_eager: usize,
+    /// Piece size of the chain broadcast (`WEFT_COLL_SEGMENT`).
+    pub segment: usize,
+}
+
+impl Model {
+    /// The model the tunables `t` describe.
+    pub fn from_tunables(t: &Tunables) -> Model {
+        Model {
+            shm: t.coll_model_shm,
+            tcp: t.coll_model_tcp,
+            local: t.coll_model_local,
+            shm_transport: t.transports.shm,
+            shm_eager: t.eager_limit,
+            tcp_eager: t.tcp_eager_limit,
+            segment: t.coll_segment.max(1),
+        }
+    }
+
+    /// The path of a communicator on `nodes` nodes.
+    pub fn path(&self, nodes: usize) -> Path {
+        if nodes <= 1 && self.shm_transport {
+            Path::Shm
+        } else {
+            Path::Tcp
+        }
+    }
+
+    /// The constants and eager limit of `path`.
+    fn link(&self, path: Path) -> (LinkCost, usize) {
+        match path {
+            Path::Shm => (self.shm, self.shm_eager),
+            Path::Tcp => (self.tcp, self.tcp_eager),
+        }
+    }
+
+    /// Every algorithm of `c` with its predicted cost for `s`, in preference order.
+    pub fn estimates(&self, c: Collective, s: &Shape) -> Vec<Estimate> {
+        let (link, eager) = self.link(self.path(s.nodes));
+        let k = Terms {
+            n: s.members.max(1),
+            m: s.bytes.unwrap_or(0),
+            link,
+            eager,
+            gamma: self.local.gamma_ps_per_byte / 1000.0,
+            copy: self.local.copy_ps_per_byte / 1000.0,
+        };
+        c.algorithms()
+            .iter()
+            .map(|&name| {
+                let (cost_ns, ineligible) = k.cost(c, name, s, self.segment);
+                Estimate {
+                    algorithm: name,
+                    cost_ns,
+                    ineligible,
+                }
+            })
+            .collect()
+    }
+
+    /// The cheapest eligible algorithm of `c` for `s` (the first listed among equals).
+    pub fn pick(&self, c: Collective, s: &Shape) -> &'static str {
+        let mut best: Option<(&'static str, f64)> = None;
+        for e in self.estimates(c, s) {
+            if e.ineligible.is_none() && best.is_none_or(|(_, cost)| e.cost_ns < cost) {
+                best = Some((e.algorithm, e.cost_ns));
+            }
+        }
+        best.map_or(c.algorithms()[0], |(name, _)| name)
+    }
+}
+
+/// The numbers one estimate works with: `n` members, `m` bytes, ns per message and per byte.
+struct Terms {
+    n: usize,
+    m: usize,
+    link: LinkCost,
+    eager: usize,
+    /// ns per byte reduced.
+    gamma: f64,
+    /// ns per byte copied.
+    copy: f64,
+}
+
+/// ⌈log2 n⌉ (0 for n ≤ 1).
+fn ceil_log2(n: usize) -> usize {
+    if n <= 1 {
+        0
+    } else {
+        (usize::BITS - (n - 1).leading_zeros()) as usize
+    }
+}
+
+impl Terms {
+    /// One message of `bytes`: `alpha + beta·bytes` of its protocol; a rendezvous message
+    /// never costs less than the largest eager one (more bytes never take less time, whatever
+    /// two fitted lines say).
+    fn msg(&self, bytes: usize) -> f64 {
+        let l = &self.link;
+        let eager = |b: usize| l.alpha_ns + l.beta_ps_per_byte / 1000.0 * b as f64;
+        if bytes <= self.eager {
+            eager(bytes)
+        } else {
+            let rdv = l.rdv_alpha_ns + l.rdv_beta_ps_per_byte / 1000.0 * bytes as f64;
+            rdv.max(eager(self.eager))
+        }
+    }
+
+    fn reduce(&self, bytes: usize) -> f64 {
+        self.gamma * bytes as f64
+    }
+
+    fn copy(&self, bytes: usize) -> f64 {
+        self.copy * bytes as f64
+    }
+
+    /// (cost, why not eligible) of algorithm `name` of `c`.
+    fn cost(&self, c: Collective, name: &str, s: &Shape, segment: usize) -> (f64, Option<String>) {
+        let (n, m) = (self.n, self.m);
+        let lg = ceil_log2(n);
+        let p2 = pof2_floor(n);
+        let l2 = p2.trailing_zeros() as usize;
+        let extra = n != p2;
+        let commutes = || (!s.commutative).then(|| "needs a commutative operation".to_string());
+        let split = || {
+            let count = m / s.elem.max(1);
+            commutes()
+                .or_else(|| (n < 2).then(|| "needs at least 2 members".to_string()))
+                .or_else(|| {
+                    (count < n).then(|| format!("needs at least {n} elements (one per member), not {count}"))
+                })
+        };
+        // The binomial tree's critical path: the root's child of the largest subtree first
+        // gathers (or is sent) its own subtree, so the path passes subtrees of 1, 2, 4, …
+        // blocks: Σ_j msg(min(2^j, n − 2^j)·m).
+        let tree = |block: usize| -> f64 {
+            (0..lg)
+                .map(|j| self.msg((1usize << j).min(n - (1 << j)) * block))
+                .sum()
+        };
+        match (c, name) {
+            // ⌈log2 n⌉ rounds of the whole vector.
+            (Collective::Bcast, "binomial") => (lg as f64 * self.msg(m), None),
+            // A binomial scatter of n pieces (the root sends its subtrees' pieces one after
+            // the other), then n−1 ring steps of one piece.
+            (Collective::Bcast, "scatter_allgather") => {
+                if n == 1 || m == 0 {
+                    return (0.0, None);
+                }
+                let piece = m.div_ceil(n);
+                let scatter: f64 = (0..lg).map(|j| self.msg((piece << j).min(m))).sum();
+                (scatter + (n - 1) as f64 * self.msg(piece), None)
+            }
+            // Segments of s bytes down a chain: the last member gets the first after n−1
+            // hops, then one more every step: (n − 2 + ⌈m/s⌉) steps of one segment.
+            (Collective::Bcast, "chain") => {
+                if n == 1 || m == 0 {
+                    return (0.0, None);
+                }
+                let seg = segment.min(m);
+                let steps = n - 2 + m.div_ceil(seg);
+                (steps as f64 * self.msg(seg), None)
+            }
+            // ⌈log2 n⌉ rounds of receive-and-reduce, plus the copy into the accumulator
+            // (and one more message to a root that is not member 0, for an operation that
+            // does not commute).
+            (Collective::Reduce, "binomial") => {
+                let moved = usize::from(!s.commutative && s.root != 0);
+                let t = self.copy(m)
+                    + lg as f64 * (self.msg(m) + self.reduce(m))
+                    + moved as f64 * self.msg(m);
+                (t, None)
+            }
+            (Collective::Allreduce, _) => {
+                // Members beyond the largest power of two fold in first and get the result
+                // at the end.
+                let fold = if extra {
+                    2.0 * self.msg(m) + self.reduce(m)
+                } else {
+                    0.0
+                };
+                let frac = |k: usize| (k - 1) as f64 / k as f64;
+                match name {
+                    // log2 p2 exchanges of the whole vector, each reduced.
+                    "recursive_doubling" => (
+                        self.copy(m) + fold + l2 as f64 * (self.msg(m) + self.reduce(m)),
+                        None,
+                    ),
+                    // Recursive halving then doubling: messages of m/2, m/4, … twice; each
+                    // member reduces (p2−1)/p2 of the vector.
+                    "rabenseifner" => {
+                        let halves: f64 = (1..=l2).map(|k| self.msg(m >> k)).sum();
+                        let t = self.copy(m) + fold + 2.0 * halves + frac(p2) * self.reduce(m);
+                        (t, split())
+                    }
+                    // 2(n−1) steps of one block of m/n to the neighbour.
+                    _ => {
+                        let t = self.copy(m)
+                            + 2.0 * (n - 1) as f64 * self.msg(m / n)
+                            + frac(n) * self.reduce(m);
+                        (t, split())
+                    }
+                }
+            }
+            // n−1 steps, each sending one block and reducing the one received.
+            (Collective::ReduceScatter, "pairwise") => (
+                self.copy(m) + (n - 1) as f64 * (self.msg(m) + self.reduce(m)),
+                commutes(),
+            ),
+            // A binomial reduce of all n blocks to member 0, then a linear scatter.
+            (Collective::ReduceScatter, _) => {
+                let whole = n * m;
+                let t = self.copy(whole)
+                    + lg as f64 * (self.msg(whole) + self.reduce(whole))
+                    + (n - 1) as f64 * self.msg(m);
+                (t, None)
+            }
+            // The tree's path, each member's copy of its block, and the root's reordering
+            // of all n blocks when it is not member 0.
+            (Collective::Gather | Collective::Scatter, "binomial") => {
+                let reorder = if s.root != 0 { self.copy(n * m) } else { 0.0 };
+                (self.copy(m) + tree(m) + reorder, None)
+            }
+            // The root sends or receives n−1 blocks one after the other.
+            (Collective::Gather | Collective::Scatter, _) => {
+                (self.copy(m) + (n - 1) as f64 * self.msg(m), None)
+            }
+            // log2 n exchanges of 1, 2, 4, … blocks.
+            (Collective::Allgather, "recursive_doubling") => {
+                let t = self.copy(m) + (0..l2).map(|j| self.msg(m << j)).sum::<f64>();
+                let why = extra.then(|| {
+                    format!("needs a power-of-two member count, not {n} (it runs the ring then)")
+                });
+                (t, why)
+            }
+            // ⌈log2 n⌉ steps of min(k, n−k) blocks, then a rotation of all n blocks.
+            (Collective::Allgather, "bruck") => {
+                let steps: f64 = (0..lg)
+                    .map(|j| self.msg((1usize << j).min(n - (1 << j)) * m))
+                    .sum();
+                (self.copy(m) + steps + self.copy(n * m), None)
+            }
+            // n−1 steps of one block.
+            (Collective::Allgather, _) => (self.copy(m) + (n - 1) as f64 * self.msg(m), None),
+            // Both send n−1 blocks from each member; the flood only while it fits eagerly.
+            (Collective::Alltoall, "scattered") => {
+                let t = self.copy(m) + (n - 1) as f64 * self.msg(m);
+                let why = match s.bytes {
+                    None => Some("block sizes differ between members (a v form)".to_string()),
+                    Some(_) if (n - 1) * m > self.eager => Some(format!(
+                        "a member's {} incoming bytes at once exceed the eager limit {}",
+                        (n - 1) * m,
+                        self.eager
+                    )),
+                    Some(_) => None,
+                };
+                (t, why)
+            }
+            (Collective::Alltoall, _) => (self.copy(m) + (n - 1) as f64 * self.msg(m), None),
+            (_, other) => (0.0, Some(format!("not an algorithm of {}: {other}", c.name()))),
+        }
+    }
+}

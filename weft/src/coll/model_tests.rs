@@ -1,0 +1,244 @@
+//! The cost model's choices: latency algorithms for small sizes and bandwidth ones for large,
+//! eligibility rules kept, tunables that force an algorithm obeyed, and, above all, every
+//! member of a communicator choosing the same algorithm from its own view of the call.
+
+use super::algorithm::{self, Order};
+use super::model::{Collective, Model, Shape};
+use super::reduce::equal_blocks;
+use super::{Area, Members, Span};
+use crate::tunables::Tunables;
+
+fn tunables(vars: &[(&str, &str)]) -> Tunables {
+    Tunables::from_lookup(|k| vars.iter().find(|v| v.0 == k).map(|v| v.1.to_string()))
+        .expect("test tunables parse")
+}
+
+const SIZES: &[usize] = &[
+    0,
+    1,
+    8,
+    100,
+    1 << 10,
+    4 << 10,
+    16 << 10,
+    64 << 10,
+    256 << 10,
+    1 << 20,
+    4 << 20,
+    16 << 20,
+];
+
+#[test]
+fn small_sizes_pick_latency_algorithms_and_large_ones_bandwidth_algorithms() {
+    use Collective::*;
+    for t in [tunables(&[]), tunables(&[("WEFT_TRANSPORTS", "tcp")])] {
+        let model = Model::from_tunables(&t);
+        for nodes in [1, 2] {
+            for n in [4, 6, 8, 12, 16] {
+                let at = |c: Collective, bytes: usize| model.pick(c, &Shape::new(n, nodes, Some(bytes)));
+                let case = format!("{n} members on {nodes} nodes, {}", t.transports);
+                assert_eq!(at(Bcast, 8), "binomial", "{case}");
+                assert_ne!(at(Bcast, 16 << 20), "binomial", "{case}");
+                assert_eq!(at(Allreduce, 64), "recursive_doubling", "{case}");
+                assert_ne!(at(Allreduce, 16 << 20), "recursive_doubling", "{case}");
+                let small_allgather = if n.is_power_of_two() { "recursive_doubling" } else { "bruck" };
+                assert_eq!(at(Allgather, 8), small_allgather, "{case}");
+                if !n.is_power_of_two() {
+                    assert_eq!(at(Allgather, 1 << 20), "ring", "{case}");
+                }
+                assert_eq!(at(Alltoall, 8), "scattered", "{case}");
+                assert_eq!(at(Alltoall, 1 << 20), "pairwise", "{case}");
+                assert_eq!(at(Gather, 8), "binomial", "{case}");
+                assert_eq!(at(ReduceScatter, 8), "pairwise", "{case}");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_pick_is_always_eligible_and_the_rules_hold() {
+    let model = Model::from_tunables(&Tunables::defaults());
+    for c in Collective::ALL {
+        for n in 1..=17 {
+            for &bytes in SIZES {
+                for commutative in [true, false] {
+                    let s = Shape {
+                        commutative,
+                        elem: 8,
+                        root: n / 2,
+                        ..Shape::new(n, 1, Some(bytes))
+                    };
+                    let pick = model.pick(c, &s);
+                    let e = model.estimates(c, &s);
+                    let chosen = e.iter().find(|e| e.algorithm == pick).expect("listed");
+                    assert_eq!(chosen.ineligible, None, "{c:?} {s:?}: {pick}");
+                    // Nothing eligible is cheaper.
+                    for other in e.iter().filter(|e| e.ineligible.is_none()) {
+                        assert!(chosen.cost_ns <= other.cost_ns, "{c:?} {s:?}: {e:?}");
+                    }
+                    if !commutative {
+                        assert_eq!(
+                            model.pick(Collective::Allreduce, &s),
+                            "recursive_doubling"
+                        );
+                        assert_eq!(model.pick(Collective::ReduceScatter, &s), "by_reduce");
+                    }
+                    if !n.is_power_of_two() {
+                        assert_ne!(model.pick(Collective::Allgather, &s), "recursive_doubling");
+                    }
+                }
+            }
+        }
+    }
+    // Fewer elements than members: no block per member for the bandwidth allreduces.
+    let few = Shape {
+        elem: 8,
+        ..Shape::new(8, 1, Some(7 * 8))
+    };
+    let e = model.estimates(Collective::Allreduce, &few);
+    assert!(e[1].ineligible.as_deref().unwrap().contains("8 elements"), "{e:?}");
+    assert_eq!(model.pick(Collective::Allreduce, &few), "recursive_doubling");
+    // A v form's sizes are not agreed: no flood.
+    let v = Shape::new(8, 1, None);
+    assert_eq!(model.pick(Collective::Alltoall, &v), "pairwise");
+}
+
+#[test]
+fn the_paths_constants_come_from_the_tunables() {
+    let t = tunables(&[
+        ("WEFT_COLL_MODEL_SHM", "1000,1000"),
+        ("WEFT_COLL_MODEL_TCP", "9000,2000,20000,1000"),
+        ("WEFT_COLL_MODEL_LOCAL", "0,0"),
+    ]);
+    let model = Model::from_tunables(&t);
+    let cost = |nodes, bytes| {
+        model.estimates(Collective::Bcast, &Shape::new(2, nodes, Some(bytes)))[0].cost_ns
+    };
+    // One binomial round: one message.
+    assert_eq!(cost(1, 1000), 1000.0 + 1000.0);
+    assert_eq!(cost(2, 1000), 9000.0 + 2000.0);
+    // Above the TCP eager limit (64 KiB) the rendezvous pair applies.
+    assert_eq!(cost(2, 1 << 20), 20000.0 + (1 << 20) as f64);
+    // Without shm every message goes over TCP, even on one node.
+    let tcp = Model::from_tunables(&tunables(&[("WEFT_TRANSPORTS", "tcp")]));
+    assert_eq!(tcp.path(1), super::model::Path::Tcp);
+    assert!(Tunables::from_lookup(|k| (k == "WEFT_COLL_MODEL_SHM").then(|| "1,2,3".into())).is_err());
+    assert!(Tunables::from_lookup(|k| (k == "WEFT_COLL_MODEL_LOCAL").then(|| "-1,2".into())).is_err());
+}
+
+/// Every member's view of one call, as the API hands it to `algorithm`: what it passes
+/// differs from member to member (a root's buffers, a v form's blocks), what decides must not.
+fn picks_of_every_member(t: &Tunables, n: usize, nodes: usize, len: usize, root: usize) -> Vec<Vec<&'static str>> {
+    let world: Vec<u32> = (0..n as u32).rev().collect();
+    let span = |area, len| Span::new(area, 0, len);
+    // A v form's blocks: member i sends (i + j) % 3 · len bytes to member j.
+    let v_blocks = |i: usize| -> Vec<(usize, usize)> {
+        let mut off = 0;
+        (0..n)
+            .map(|j| {
+                let l = (i + j) % 3 * len;
+                off += l;
+                (off - l, l)
+            })
+            .collect()
+    };
+    (0..n)
+        .map(|me| {
+            let m = Members {
+                world: &world,
+                me,
+                nodes,
+            };
+            let at_root = |whole: usize| if me == root { whole } else { 0 };
+            let len8 = len / 8 * 8;
+            let mut p = vec![
+                algorithm::bcast_algorithm(&m, t, root, span(Area::Output, len)),
+                algorithm::gather_algorithm(
+                    &m,
+                    t,
+                    root,
+                    span(Area::Input, len),
+                    span(Area::Output, at_root(n * len)),
+                ),
+                algorithm::scatter_algorithm(
+                    &m,
+                    t,
+                    root,
+                    span(Area::Input, at_root(n * len)),
+                    span(Area::Output, len),
+                ),
+                algorithm::allgather_algorithm(&m, t, span(Area::Input, len)),
+                algorithm::alltoall_algorithm(
+                    &m,
+                    t,
+                    &equal_blocks(n, len),
+                    &equal_blocks(n, len),
+                    Some(len),
+                ),
+                algorithm::alltoall_algorithm(&m, t, &v_blocks(me), &v_blocks(me), None),
+            ];
+            for order in [Order::Commutative, Order::RankOrder] {
+                p.push(algorithm::allreduce_algorithm(&m, t, span(Area::Input, len8), 8, order));
+                p.push(algorithm::reduce_scatter_algorithm(&m, t, span(Area::Output, len), order));
+            }
+            p
+        })
+        .collect()
+}
+
+#[test]
+fn every_member_of_a_communicator_picks_the_same_algorithm() {
+    let settings = [
+        tunables(&[]),
+        tunables(&[("WEFT_TRANSPORTS", "tcp")]),
+        tunables(&[("WEFT_COLL_MODEL_SHM", "100,10000"), ("WEFT_COLL_SEGMENT", "1k")]),
+    ];
+    for t in &settings {
+        for n in 1..=9 {
+            for nodes in [1, 2, n] {
+                for &len in SIZES {
+                    for root in [0, n / 2, n - 1] {
+                        let picks = picks_of_every_member(t, n, nodes, len, root);
+                        for (me, p) in picks.iter().enumerate() {
+                            assert_eq!(
+                                p, &picks[0],
+                                "member {me} of {n} on {nodes} nodes, {len} bytes, root {root}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn forcing_tunables_override_the_model() {
+    let world: Vec<u32> = (0..8).collect();
+    let m = Members {
+        world: &world,
+        me: 3,
+        nodes: 1,
+    };
+    let tiny = Span::new(Area::Output, 0, 8);
+    let t = tunables(&[("WEFT_COLL_BCAST", "chain")]);
+    assert_eq!(algorithm::bcast_algorithm(&m, &t, 0, tiny), "chain");
+    let t = tunables(&[("WEFT_COLL_ALLTOALL", "scattered")]);
+    assert_eq!(
+        algorithm::alltoall_algorithm(&m, &t, &[], &[], Some(16 << 20)),
+        "scattered"
+    );
+    // Forced, but not eligible: the fallbacks of before.
+    let t = tunables(&[("WEFT_COLL_ALLREDUCE", "ring")]);
+    let big = Span::new(Area::Input, 0, 1 << 20);
+    assert_eq!(algorithm::allreduce_algorithm(&m, &t, big, 8, Order::Commutative), "ring");
+    assert_eq!(
+        algorithm::allreduce_algorithm(&m, &t, big, 8, Order::RankOrder),
+        "recursive_doubling"
+    );
+    let t = tunables(&[("WEFT_COLL_REDUCE_SCATTER", "pairwise")]);
+    assert_eq!(
+        algorithm::reduce_scatter_algorithm(&m, &t, big, Order::RankOrder),
+        "by_reduce"
+    );
+}
