@@ -578,14 +578,18 @@ impl TcpTransport {
     /// Delivers every packet that has arrived to `sink`, writes queued output, and moves
     /// connection set-up along. Returns how many packets were delivered.
     ///
-    /// With one connection and nothing else under way, most calls read it directly: a
-    /// nonblocking read costs what an empty `poll(2)` costs, and when data is there it saves
-    /// the second system call (the common case of two ranks, one per host).
+    /// With one connection and nothing else under way (the common case of two ranks, one per
+    /// host), most calls look at that connection alone: `poll(2)` on its socket, then a read
+    /// only when data is there. Not a read straight away: a read takes the socket's lock, and
+    /// a segment arriving meanwhile waits in the socket's backlog until the lock is released,
+    /// after the read has already answered "nothing yet", so a rank spinning on reads sees
+    /// each arrival one spin late; `poll(2)` looks without the lock (measured between network
+    /// namespaces: 4 KiB one way 7.8-8.2 µs against 9.1-10.9 spinning on reads).
     pub fn poll<S: Sink>(&mut self, sink: &mut S) -> usize {
         self.polls = self.polls.wrapping_add(1);
         if !self.polls.is_multiple_of(FULL_POLL_EVERY) {
             if let Some(peer) = self.sole_quiet_connection() {
-                return self.read_conn(peer, sink);
+                return self.read_if_readable(peer, sink);
             }
         }
         self.build_fds();
@@ -612,6 +616,21 @@ impl TcpTransport {
         let c = s.conn.as_ref()?;
         let quiet = s.tx.is_empty() && s.partial.is_none() && !s.full && !c.peer_done;
         quiet.then_some(peer)
+    }
+
+    /// [`TcpTransport::read_conn`] when `poll(2)` says the connection to `peer` has data (or
+    /// an error or hang-up to report).
+    fn read_if_readable<S: Sink>(&mut self, peer: u32, sink: &mut S) -> usize {
+        let c = self.slots[peer as usize]
+            .conn
+            .as_ref()
+            .expect("up peers have a connection");
+        let mut one = [net::poll_entry(c.stream.as_raw_fd(), POLLIN)];
+        match net::poll(&mut one, Duration::ZERO) {
+            Ok(0) => 0,
+            // Readable, hung up or failed: the read says which.
+            _ => self.read_conn(peer, sink),
+        }
     }
 
     /// Reads what the connection to `peer` has and delivers it; a failure is recorded as
