@@ -595,10 +595,10 @@ def measure(opts, rounds, timeout, impls, ring_ranks, args, built, floor_exe, we
     jobs = [(p, 2, 0) for p in ("latency", "bandwidth") if p in wanted]
     if opts.net == "shm" and "ring" in wanted:
         jobs += [("ring_barrier", n, 0) for n in ring_ranks]
-    if opts.net == "shm" and "coll" in wanted:
-        jobs += [("coll", int(n), 0) for n in opts.coll_ranks.split(",") if n.strip()]
         if opts.busy_neighbour > 0:
             jobs += [("ring_barrier", n, opts.busy_neighbour) for n in ring_ranks]
+    if opts.net == "shm" and "coll" in wanted:
+        jobs += [("coll", int(n), 0) for n in opts.coll_ranks.split(",") if n.strip()]
     res = Results()
     floor = []
     cgroup = None

@@ -6,8 +6,9 @@
 //! roots and sizes, predefined and user operations, non-contiguous datatypes), `immediate`
 //! (many nonblocking collectives in flight at once on different communicators, overlapped
 //! with point-to-point traffic), `mismatch` (members disagree on a size: the job must end
-//! with an error naming the call), `wmismatch` (the same for an all-to-all-w part), `wrongop`
-//! and `wrongroot` (under `WEFT_COLL_CHECK=1`, members that disagree on the operation or the root), `die` (a member exits while the
+//! with an error naming the call), `wmismatch` (the same for an all-to-all-w part), `wrongop`,
+//! `wrongroot` and `wrongtype` (under `WEFT_COLL_CHECK=1`, members that disagree on the
+//! operation, the root, or the type of the same bytes), `die` (a member exits while the
 //! others wait in a collective: the job must end promptly), `topology` (Cartesian, graph and
 //! distributed-graph communicators and the neighbourhood collectives on them, in
 //! `coll_suite/topology.rs`), `notopology` (a neighbourhood collective on a communicator
@@ -122,6 +123,16 @@ fn main() {
             };
             let mut x = [0u64; 4];
             world.process_at_rank(root).broadcast_into(&mut x[..]);
+        }
+        "wrongtype" => {
+            // Run with WEFT_COLL_CHECK=1: the last member broadcasts as many bytes, as f64.
+            if world.rank() == world.size() - 1 {
+                let mut x = [0f64; 4];
+                world.process_at_rank(0).broadcast_into(&mut x[..]);
+            } else {
+                let mut x = [0u64; 4];
+                world.process_at_rank(0).broadcast_into(&mut x[..]);
+            }
         }
         "die" => {
             world.barrier();

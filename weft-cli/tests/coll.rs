@@ -179,6 +179,10 @@ fn the_checking_mode_names_members_that_disagree_and_passes_agreeing_ones() {
             "called all_reduce_into of 8 bytes a member with MPI_MAX",
         ),
         ("wrongroot", "called broadcast_into with root 1"),
+        (
+            "wrongtype",
+            "called broadcast_into with root 0 of 32 bytes a member of F64 elements",
+        ),
     ] {
         let out = job(3, case, &check);
         assert_ne!(out.code, Some(0), "{case}: {out:?}");

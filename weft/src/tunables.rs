@@ -75,8 +75,8 @@ tunables! {
         "Idle polls a waiting rank spins before it yields (auto: 4000 with a core per local rank, 10 when the node is oversubscribed)";
     yield_count: Auto = "WEFT_YIELD_COUNT", "auto",
         "sched_yield calls a waiting rank makes before it sleeps on its futex (auto: 20, or 2000 when oversubscribed)";
-    yield_slice_us: u64 = "WEFT_YIELD_SLICE_US", "250",
-        "A sched_yield that keeps the CPU away this many µs handed it to a process that runs whole time slices (a busy neighbour); WEFT_YIELD_STREAK of them among its last 8 make a waiting rank sleep on its futex instead of yielding on; 0 never stops yielding";
+    yield_slice_us: u64 = "WEFT_YIELD_SLICE_US", "3000",
+        "A sched_yield that keeps the CPU away this many µs handed it to a process that runs whole time slices (a busy neighbour); WEFT_YIELD_STREAK of them among its last 8 make a waiting rank sleep on its futex instead of yielding on; 0 never stops yielding. Above the scheduler's slice (EEVDF's 0.75 ms x (1 + log2 CPUs)): shorter yields are mostly the job's own ranks copying or reducing large data";
     yield_streak: u32 = "WEFT_YIELD_STREAK", "3",
         "Long yields (WEFT_YIELD_SLICE_US) among a rank's last 8 that make it stop yielding (one alone may be a passing process), 1 to 8";
     yield_pause_ms: u64 = "WEFT_YIELD_PAUSE_MS", "100",

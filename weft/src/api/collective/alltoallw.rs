@@ -189,6 +189,7 @@ pub(super) unsafe fn plan_all_to_all_w(
             root: None,
             unit: None,
             op: None,
+            elem: None,
         },
     )?;
     let (packed, sb) = pack_sends(send);

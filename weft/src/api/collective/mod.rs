@@ -19,7 +19,7 @@ mod reduce_scatter;
 mod rooted;
 mod start;
 
-use self::start::{blocking_shm, check_call, start, Buffers, Called, ShmOp, Started};
+use self::start::{blocking_shm, check_call, elem_of, start, Buffers, Called, ShmOp, Started};
 use super::datatype::{Buffer, BufferMut, Layout, PartitionedBuffer, PartitionedBufferMut};
 use super::request::{Request, Scope, StaticScope};
 use super::topology::{Communicator, Process, Rank};
@@ -71,6 +71,7 @@ fn plan_barrier(c: &CommData, blocking: bool) -> Result<Started> {
             root: None,
             unit: Some(0),
             op: None,
+            elem: None,
         },
     )?;
     let bufs = Buffers {
@@ -110,6 +111,7 @@ unsafe fn plan_all_gather(
             root: None,
             unit: Some(sl),
             op: None,
+            elem: elem_of(s),
         },
     )?;
     let bufs = Buffers {
@@ -158,6 +160,7 @@ unsafe fn plan_all_gather_varcount(
             root: None,
             unit: None,
             op: None,
+            elem: elem_of(s),
         },
     )?;
     let bufs = Buffers {
@@ -232,6 +235,7 @@ unsafe fn plan_all_to_all(
             root: None,
             unit,
             op: None,
+            elem: elem_of(s),
         },
     )?;
     let bufs = Buffers {
@@ -308,6 +312,7 @@ unsafe fn plan_reduction<O: Operation>(
             root: None,
             unit: Some(unit),
             op: Some(red.name),
+            elem: elem_of(s),
         },
     )?;
     let bufs = Buffers {

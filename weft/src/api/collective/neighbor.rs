@@ -62,6 +62,7 @@ fn register(c: &CommData, call: &'static str) -> Result<()> {
             // Counts may differ from member to member (only neighbours must agree).
             unit: None,
             op: None,
+            elem: None,
         },
     )
 }

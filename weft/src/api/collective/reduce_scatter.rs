@@ -2,7 +2,7 @@
 //! form): part j of every member's send buffer, reduced over all members, goes to member j.
 //! The same algorithms as the block form (`coll::reduce`), with a size per block.
 
-use super::start::{check_call, start, Buffers, Called, Started};
+use super::start::{check_call, elem_of, start, Buffers, Called, Started};
 use super::{check_len, input, output, parts, Layout, Operation};
 use crate::api::datatype::Count;
 use crate::coll::algorithm;
@@ -38,6 +38,7 @@ pub(super) unsafe fn plan_reduce_scatter_varcount<O: Operation>(
             root: None,
             unit: None,
             op: Some(red.name),
+            elem: elem_of(s),
         },
     )?;
     let bufs = Buffers {

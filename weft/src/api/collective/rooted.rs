@@ -1,7 +1,7 @@
 //! The rooted collectives (broadcast, reduce, gather, scatter and their varcount forms),
 //! called on the root process: rsmpi's `Root`.
 
-use super::start::{start, Buffers, Called, ShmOp, Started};
+use super::start::{elem_of, start, Buffers, Called, ShmOp, Started};
 use super::{check_call, check_len, counts_displs, input, output, parts, through_shm};
 use super::{Buffer, BufferMut, CommData, Layout, Operation, PartitionedBuffer};
 use super::{PartitionedBufferMut, Process, Rank, Request, Scope};
@@ -47,6 +47,7 @@ unsafe fn plan_broadcast(
             root: Some(root),
             unit: Some(len),
             op: None,
+            elem: elem_of(buf),
         },
     )?;
     let bufs = Buffers {
@@ -98,6 +99,7 @@ pub(super) unsafe fn plan_rooted(
             root: Some(root),
             unit,
             op: None,
+            elem: send.or(recv).and_then(elem_of),
         },
     )?;
     let bufs = Buffers {
@@ -225,6 +227,7 @@ pub(super) unsafe fn plan_reduce<O: Operation>(
             root: Some(root),
             unit: Some(sl),
             op: Some(red.name),
+            elem: elem_of(send),
         },
     )?;
     let bufs = Buffers {

@@ -405,7 +405,27 @@ pub(crate) struct Called {
     /// Bytes that must be equal at every member (`None`: counts that may differ).
     pub unit: Option<usize>,
     pub op: Option<&'static str>,
+    /// The one predefined type the member's data is made of, when it is (`None`: a derived
+    /// type, or no data): members whose data are of two different predefined types called
+    /// with different type signatures, even when the sizes agree.
+    pub elem: Option<crate::coll::op::Basic>,
 }
+
+/// The one predefined type `l`'s data is made of, if it is.
+pub(crate) fn elem_of(l: &Layout<'_>) -> Option<crate::coll::op::Basic> {
+    match l.map.elements(false) {
+        Some(crate::coll::op::Elements::Basic(b)) => Some(b),
+        _ => None,
+    }
+}
+
+/// The predefined types a descriptor can name (it carries an index).
+const BASICS: &[crate::coll::op::Basic] = {
+    use crate::coll::op::Basic::*;
+    &[
+        I8, U8, I16, U16, I32, U32, I64, U64, I128, U128, F32, F64, Bool, C32, C64,
+    ]
+};
 
 /// The collective calls the checking mode can name (a descriptor carries an index).
 const CALLS: &[&str] = &[
@@ -469,7 +489,21 @@ impl Called {
         b[4..8].copy_from_slice(&self.root.map_or(u32::MAX, |r| r as u32).to_le_bytes());
         b[8..16].copy_from_slice(&self.unit.map_or(u64::MAX, |u| u as u64).to_le_bytes());
         b[16..20].copy_from_slice(&self.op.map_or(u32::MAX, |o| idx(OPS, o)).to_le_bytes());
+        let elem = self.elem.map_or(u32::MAX, |e| {
+            BASICS
+                .iter()
+                .position(|x| *x == e)
+                .map_or(u32::MAX, |i| i as u32)
+        });
+        b[20..24].copy_from_slice(&elem.to_le_bytes());
         b
+    }
+
+    /// Whether two members' descriptors agree: every field equal, but a predefined type
+    /// that one of them does not know (a derived type) matches any.
+    fn agree(a: &[u8], b: &[u8]) -> bool {
+        let elem = |x: &[u8]| u32::from_le_bytes(x[20..24].try_into().expect("4 bytes"));
+        a[..20] == b[..20] && (elem(a) == elem(b) || elem(a) == u32::MAX || elem(b) == u32::MAX)
     }
     fn describe(b: &[u8]) -> String {
         let word =
@@ -485,6 +519,9 @@ impl Called {
         }
         if word(16..20) != u32::MAX {
             d += &format!(" with {}", name(OPS, word(16..20)));
+        }
+        if let Some(e) = BASICS.get(word(20..24) as usize) {
+            d += &format!(" of {e:?} elements");
         }
         d
     }
@@ -510,7 +547,7 @@ pub(crate) fn check_call(comm: &CommData, called: Called) -> Result<()> {
             &mine,
         )?;
         for (j, theirs) in all.chunks_exact(mine.len()).enumerate() {
-            if theirs != mine {
+            if !Called::agree(theirs, &mine) {
                 return Err(Error::new(
                     ErrorClass::Arg,
                     called.call,
