@@ -88,7 +88,9 @@ impl Hosts {
         // A prefix and a subnet of our own; another subnet when one is in use here.
         for _ in 0..20 {
             let k = NEXT.fetch_add(1, Ordering::Relaxed);
-            let prefix = format!("wh{}x{k}h", std::process::id() % 100_000);
+            // At most 10 characters (netns.sh: link names are limited to 15): the pid and
+            // the count in fixed widths, so that no two of this process's prefixes clash.
+            let prefix = format!("wh{:05}{:02}h", std::process::id() % 100_000, k % 100);
             let subnet = format!("10.77.{}", (std::process::id() + k * 37) % 200 + 20);
             let out = Command::new("bash")
                 .arg(script("netns.sh"))
