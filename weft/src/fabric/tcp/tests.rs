@@ -286,11 +286,18 @@ fn a_peer_address_is_read_on_first_dial_only() {
     let reads = job(4, &[], |rank, mut t| {
         assert_eq!(address_reads(), Vec::<String>::new(), "read at start-up");
         let partner = rank ^ 1;
-        for tag in [7, 8] {
+        // Two rounds over the same connection (a fast partner's second packet may come in
+        // with its first).
+        let mut got = Vec::new();
+        for (round, tag) in [7, 8].into_iter().enumerate() {
             let mut out = vec![(partner, packet(rank, tag), vec![rank as u8; 10])];
-            let got = exchange(&mut t, &mut out, 1);
-            assert_eq!(got, vec![(partner, tag, vec![partner as u8; 10])]);
+            let more = (round + 1).saturating_sub(got.len());
+            got.extend(exchange(&mut t, &mut out, more));
         }
+        assert_eq!(
+            got,
+            [7, 8].map(|tag| (partner, tag, vec![partner as u8; 10]))
+        );
         let reads = address_reads();
         t.close();
         reads
