@@ -182,7 +182,54 @@ pub struct Estimate {
     /// Predicted time, ns.
     pub cost_ns: f64,
     /// `Some(reason)`: not eligible for this call.
-    pub ineligible: Option<String>,
+    pub ineligible: Option<Ineligible>,
+}
+
+/// Why an algorithm may not run a call (formatted only when someone shows it: the pick made
+/// at every collective's start allocates nothing). The fields are the values the message
+/// names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub enum Ineligible {
+    /// It reorders operands; the operation does not commute.
+    NotCommutative,
+    /// It needs two members at least.
+    TooFewMembers,
+    /// It cuts the vector in a block per member: `count` elements for `n` members.
+    TooFewElements { n: usize, count: usize },
+    /// It needs a power-of-two member count.
+    NotPowerOfTwo { n: usize },
+    /// The members' block sizes differ (a v form), so they cannot agree on a flood.
+    UnequalBlocks,
+    /// A member's incoming bytes at once exceed the eager limit.
+    OverEager { incoming: usize, eager: usize },
+    /// Not an algorithm of this collective.
+    Unknown { collective: &'static str, name: String },
+}
+
+impl std::fmt::Display for Ineligible {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Ineligible::NotCommutative => write!(f, "needs a commutative operation"),
+            Ineligible::TooFewMembers => write!(f, "needs at least 2 members"),
+            Ineligible::TooFewElements { n, count } => {
+                write!(f, "needs at least {n} elements (one per member), not {count}")
+            }
+            Ineligible::NotPowerOfTwo { n } => {
+                write!(f, "needs a power-of-two member count, not {n} (it runs the ring then)")
+            }
+            Ineligible::UnequalBlocks => {
+                write!(f, "block sizes differ between members (a v form)")
+            }
+            Ineligible::OverEager { incoming, eager } => write!(
+                f,
+                "a member's {incoming} incoming bytes at once exceed the eager limit {eager}"
+            ),
+            Ineligible::Unknown { collective, name } => {
+                write!(f, "not an algorithm of {collective}: {name}")
+            }
+        }
+    }
 }
 
 /// The model's constants and the tunables it reads.
@@ -237,15 +284,7 @@ impl Model {
 
     /// Every algorithm of `c` with its predicted cost for `s`, in preference order.
     pub fn estimates(&self, c: Collective, s: &Shape) -> Vec<Estimate> {
-        let (link, eager) = self.link(self.path(s.nodes));
-        let k = Terms {
-            n: s.members.max(1),
-            m: s.bytes.unwrap_or(0),
-            link,
-            eager,
-            gamma: self.local.gamma_ps_per_byte / 1000.0,
-            copy: self.local.copy_ps_per_byte / 1000.0,
-        };
+        let k = self.terms(s);
         c.algorithms()
             .iter()
             .map(|&name| {
@@ -261,13 +300,28 @@ impl Model {
 
     /// The cheapest eligible algorithm of `c` for `s` (the first listed among equals).
     pub fn pick(&self, c: Collective, s: &Shape) -> &'static str {
+        let k = self.terms(s);
         let mut best: Option<(&'static str, f64)> = None;
-        for e in self.estimates(c, s) {
-            if e.ineligible.is_none() && best.is_none_or(|(_, cost)| e.cost_ns < cost) {
-                best = Some((e.algorithm, e.cost_ns));
+        for &name in c.algorithms() {
+            let (cost, ineligible) = k.cost(c, name, s, self.segment);
+            if ineligible.is_none() && best.is_none_or(|(_, b)| cost < b) {
+                best = Some((name, cost));
             }
         }
         best.map_or(c.algorithms()[0], |(name, _)| name)
+    }
+
+    /// The numbers the estimates of `s` work with.
+    fn terms(&self, s: &Shape) -> Terms {
+        let (link, eager) = self.link(self.path(s.nodes));
+        Terms {
+            n: s.members.max(1),
+            m: s.bytes.unwrap_or(0),
+            link,
+            eager,
+            gamma: self.local.gamma_ps_per_byte / 1000.0,
+            copy: self.local.copy_ps_per_byte / 1000.0,
+        }
     }
 }
 
@@ -316,20 +370,24 @@ impl Terms {
     }
 
     /// (cost, why not eligible) of algorithm `name` of `c`.
-    fn cost(&self, c: Collective, name: &str, s: &Shape, segment: usize) -> (f64, Option<String>) {
+    fn cost(
+        &self,
+        c: Collective,
+        name: &str,
+        s: &Shape,
+        segment: usize,
+    ) -> (f64, Option<Ineligible>) {
         let (n, m) = (self.n, self.m);
         let lg = ceil_log2(n);
         let p2 = pof2_floor(n);
         let l2 = p2.trailing_zeros() as usize;
         let extra = n != p2;
-        let commutes = || (!s.commutative).then(|| "needs a commutative operation".to_string());
+        let commutes = || (!s.commutative).then_some(Ineligible::NotCommutative);
         let split = || {
             let count = m / s.elem.max(1);
             commutes()
-                .or_else(|| (n < 2).then(|| "needs at least 2 members".to_string()))
-                .or_else(|| {
-                    (count < n).then(|| format!("needs at least {n} elements (one per member), not {count}"))
-                })
+                .or_else(|| (n < 2).then_some(Ineligible::TooFewMembers))
+                .or_else(|| (count < n).then_some(Ineligible::TooFewElements { n, count }))
         };
         // The binomial tree's critical path: the root's child of the largest subtree first
         // gathers (or is sent) its own subtree, so the path passes subtrees of 1, 2, 4, …
@@ -429,9 +487,7 @@ impl Terms {
             // log2 n exchanges of 1, 2, 4, … blocks.
             (Collective::Allgather, "recursive_doubling") => {
                 let t = self.copy(m) + (0..l2).map(|j| self.msg(m << j)).sum::<f64>();
-                let why = extra.then(|| {
-                    format!("needs a power-of-two member count, not {n} (it runs the ring then)")
-                });
+                let why = extra.then_some(Ineligible::NotPowerOfTwo { n });
                 (t, why)
             }
             // ⌈log2 n⌉ steps of min(k, n−k) blocks, then a rotation of all n blocks.
@@ -447,18 +503,23 @@ impl Terms {
             (Collective::Alltoall, "scattered") => {
                 let t = self.copy(m) + (n - 1) as f64 * self.msg(m);
                 let why = match s.bytes {
-                    None => Some("block sizes differ between members (a v form)".to_string()),
-                    Some(_) if (n - 1) * m > self.eager => Some(format!(
-                        "a member's {} incoming bytes at once exceed the eager limit {}",
-                        (n - 1) * m,
-                        self.eager
-                    )),
+                    None => Some(Ineligible::UnequalBlocks),
+                    Some(_) if (n - 1) * m > self.eager => Some(Ineligible::OverEager {
+                        incoming: (n - 1) * m,
+                        eager: self.eager,
+                    }),
                     Some(_) => None,
                 };
                 (t, why)
             }
             (Collective::Alltoall, _) => (self.copy(m) + (n - 1) as f64 * self.msg(m), None),
-            (_, other) => (0.0, Some(format!("not an algorithm of {}: {other}", c.name()))),
+            (_, other) => (
+                0.0,
+                Some(Ineligible::Unknown {
+                    collective: c.name(),
+                    name: other.to_string(),
+                }),
+            ),
         }
     }
 }

@@ -96,7 +96,10 @@ fn the_pick_is_always_eligible_and_the_rules_hold() {
         ..Shape::new(8, 1, Some(7 * 8))
     };
     let e = model.estimates(Collective::Allreduce, &few);
-    assert!(e[1].ineligible.as_deref().unwrap().contains("8 elements"), "{e:?}");
+    assert!(
+        e[1].ineligible.as_ref().unwrap().to_string().contains("8 elements"),
+        "{e:?}"
+    );
     assert_eq!(model.pick(Collective::Allreduce, &few), "recursive_doubling");
     // A v form's sizes are not agreed: no flood.
     let v = Shape::new(8, 1, None);
