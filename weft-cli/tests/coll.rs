@@ -148,12 +148,20 @@ fn many_nonblocking_collectives_in_flight_with_point_to_point() {
 
 #[test]
 fn members_that_disagree_on_a_size_end_the_job_naming_the_call() {
-    let out = job(3, "mismatch", &[]);
-    assert_ne!(out.code, Some(0), "{out:?}");
-    assert!(
-        out.stderr.contains("all_reduce_into") && out.stderr.contains("different sizes"),
-        "{out:?}"
-    );
+    // One node; two fake nodes where the odd member shares its node's area (4 ranks, round
+    // robin) or is alone there, so only the node leaders' messages can see it (3 ranks).
+    for (n, args) in [
+        (3, &[][..]),
+        (4, &["--process-mapping", "(vector,(0,2,1))"][..]),
+        (3, &["--process-mapping", "(vector,(0,2,1))"][..]),
+    ] {
+        let out = job(n, "mismatch", args);
+        assert_ne!(out.code, Some(0), "{args:?}: {out:?}");
+        assert!(
+            out.stderr.contains("all_reduce_into") && out.stderr.contains("different sizes"),
+            "{args:?}: {out:?}"
+        );
+    }
 }
 
 #[test]
