@@ -86,7 +86,7 @@ tunables! {
     bsend_overhead: usize = "WEFT_BSEND_OVERHEAD", "64",
         "Bytes of attached buffer that each buffered send uses beyond its data (MPI_BSEND_OVERHEAD)";
     coll_bcast: Algorithm = "WEFT_COLL_BCAST", "auto",
-        "Broadcast algorithm: auto, binomial, chain (pipelined in WEFT_COLL_SEGMENT pieces) or scatter_allgather";
+        "Broadcast algorithm: auto, binomial, chain (pipelined in WEFT_COLL_SEGMENT pieces), scatter_allgather or linear (the root sends to every member at once)";
     coll_reduce: Algorithm = "WEFT_COLL_REDUCE", "auto",
         "Reduce algorithm: auto or binomial";
     coll_allreduce: Algorithm = "WEFT_COLL_ALLREDUCE", "auto",
@@ -109,12 +109,16 @@ tunables! {
     // (medians of 9 runs; the rendezvous intercepts came out below alpha and were clamped to
     // it). The machine was shared and loaded: runs minutes apart gave shm alpha 2.5-3.8 us
     // (0.5 us at the quietest), eager beta 0.6-1.5 ns/byte, rendezvous beta 0.2-0.45 ns/byte.
-    coll_model_shm: LinkCost = "WEFT_COLL_MODEL_SHM", "3800,900,3800,430",
+    coll_model_shm: LinkCost = "WEFT_COLL_MODEL_SHM", "500,170,8000,50",
         "Collectives' cost model, shared-memory messages: alpha_ns,beta_ps_per_byte for eager messages (up to WEFT_EAGER_LIMIT), then the same two for rendezvous ones (two numbers: the same for both); measure with the coll_calibrate example (docs/collectives.md)";
     coll_model_tcp: LinkCost = "WEFT_COLL_MODEL_TCP", "28500,2300,28500,1050",
         "Collectives' cost model, TCP messages (communicators on several nodes, or every message when WEFT_TRANSPORTS has no shm): as WEFT_COLL_MODEL_SHM, the eager ones up to WEFT_TCP_EAGER_LIMIT";
-    coll_model_local: LocalCost = "WEFT_COLL_MODEL_LOCAL", "60,46",
+    coll_model_local: LocalCost = "WEFT_COLL_MODEL_LOCAL", "30,22",
         "Collectives' cost model, local work: gamma_ps_per_byte (reducing; measured on an f64 sum),copy_ps_per_byte";
+    coll_model_cpus: usize = "WEFT_COLL_MODEL_CPUS", "0",
+        "CPUs the collectives' cost model takes a node to have (0: the CPUs online here): when a node's members outnumber them, concurrent copies share them and every rendezvous round waits for CPUs (WEFT_COLL_MODEL_OVERSUB)";
+    coll_model_oversub: usize = "WEFT_COLL_MODEL_OVERSUB", "18000",
+        "Collectives' cost model: ns a rendezvous round costs, per member sharing a CPU, on a node whose members outnumber its CPUs (sender and receiver must both get a CPU before the copy)";
     coll_shm: bool = "WEFT_COLL_SHM", "1",
         "Run the blocking collectives of communicators whose members share one node through a node-shared area (data written once, read in place); 0 sends messages instead";
     coll_shm_slot: usize = "WEFT_COLL_SHM_SLOT", "16k",
@@ -305,7 +309,7 @@ impl Parse for String {
 pub const COLL_ALGORITHMS: &[(&str, &[&str])] = &[
     (
         "WEFT_COLL_BCAST",
-        &["binomial", "chain", "scatter_allgather"],
+        &["binomial", "chain", "scatter_allgather", "linear"],
     ),
     ("WEFT_COLL_REDUCE", &["binomial"]),
     (

@@ -49,6 +49,7 @@ pub fn bcast(s: &mut Schedule, m: &Members, t: &Tunables, root: usize, data: Spa
     match bcast_algorithm(m, t, root, data) {
         "chain" => bcast::chain(s, m, root, data, t.coll_segment),
         "scatter_allgather" => bcast::scatter_allgather(s, m, root, data),
+        "linear" => bcast::linear(s, m, root, data),
         _ => bcast::binomial(s, m, root, data),
     }
 }

@@ -112,3 +112,22 @@ pub fn scatter_allgather(s: &mut Schedule, m: &Members, root: usize, data: Span)
         s.fence();
     }
 }
+
+/// Linear: the root sends the whole vector to every other member at once. Over shared memory
+/// each receiver pulls it from the root's buffer in a single copy, so the copies run in
+/// parallel and nobody waits for a forwarder: for large data on a node whose members
+/// outnumber its CPUs.
+pub fn linear(s: &mut Schedule, m: &Members, root: usize, data: Span) {
+    let n = m.n();
+    let vr = m.vrank(root);
+    if n == 1 || data.len == 0 {
+        return;
+    }
+    if vr != 0 {
+        s.recv(m.at(root), data);
+        return;
+    }
+    for v in 1..n {
+        s.send(m.rel(root, v), data);
+    }
+}

@@ -119,7 +119,7 @@ impl Collective {
     /// Its algorithms, in the order the model prefers them when their costs are equal.
     pub fn algorithms(self) -> &'static [&'static str] {
         match self {
-            Collective::Bcast => &["binomial", "scatter_allgather", "chain"],
+            Collective::Bcast => &["binomial", "scatter_allgather", "chain", "linear"],
             Collective::Reduce => &["binomial"],
             Collective::Allreduce => &["recursive_doubling", "rabenseifner", "ring"],
             Collective::ReduceScatter => &["pairwise", "by_reduce"],
@@ -249,6 +249,12 @@ pub struct Model {
     pub tcp_eager: usize,
     /// Piece size of the chain broadcast (`WEFT_COLL_SEGMENT`).
     pub segment: usize,
+    /// Smallest rendezvous message both sides copy (`WEFT_SPLIT_COPY_MIN`; 0: none).
+    pub split_copy_min: usize,
+    /// CPUs of a node (`WEFT_COLL_MODEL_CPUS`, or the CPUs online here).
+    pub cpus: usize,
+    /// ns a rendezvous round costs per member sharing a CPU (`WEFT_COLL_MODEL_OVERSUB`).
+    pub oversub_ns: f64,
 }
 
 impl Model {
@@ -262,6 +268,12 @@ impl Model {
             shm_eager: t.eager_limit,
             tcp_eager: t.tcp_eager_limit,
             segment: t.coll_segment.max(1),
+            split_copy_min: t.split_copy_min,
+            cpus: match t.coll_model_cpus {
+                0 => crate::sys::online_cpus(),
+                n => n,
+            },
+            oversub_ns: t.coll_model_oversub as f64,
         }
     }
 
@@ -313,16 +325,50 @@ impl Model {
 
     /// The numbers the estimates of `s` work with.
     fn terms(&self, s: &Shape) -> Terms {
-        let (link, eager) = self.link(self.path(s.nodes));
+        let path = self.path(s.nodes);
+        let (link, eager) = self.link(path);
+        let n = s.members.max(1);
+        // Contention is a one-node matter: over TCP a round lasts as long as its slowest
+        // link, and the members of one node in it are few.
+        let (cpus, wait_ns, split_min) = match path {
+            Path::Shm => {
+                let cpus = self.cpus.clamp(1, n);
+                let wait = if n > self.cpus.max(1) {
+                    self.oversub_ns * n as f64 / self.cpus.max(1) as f64
+                } else {
+                    0.0
+                };
+                let split = if self.split_copy_min == 0 {
+                    usize::MAX
+                } else {
+                    self.split_copy_min
+                };
+                (cpus as f64, wait, split)
+            }
+            // Over TCP the fitted line is the whole story: as if both sides shared the copy.
+            Path::Tcp => (f64::INFINITY, 0.0, 0),
+        };
         Terms {
-            n: s.members.max(1),
+            n,
             m: s.bytes.unwrap_or(0),
             link,
             eager,
             gamma: self.local.gamma_ps_per_byte / 1000.0,
             copy: self.local.copy_ps_per_byte / 1000.0,
+            cpus,
+            wait_ns,
+            split_min,
         }
     }
+}
+
+/// Which side of a round's messages the busiest member is on.
+#[derive(Clone, Copy)]
+enum Fan {
+    /// It receives them (the root of a gather).
+    In,
+    /// It sends them (the root of a broadcast or scatter).
+    Out,
 }
 
 /// The numbers one estimate works with: `n` members, `m` bytes, ns per message and per byte.
@@ -335,6 +381,13 @@ struct Terms {
     gamma: f64,
     /// ns per byte copied.
     copy: f64,
+    /// CPUs the members share (∞ over TCP).
+    cpus: f64,
+    /// ns every rendezvous round waits for CPUs (0 unless the node is oversubscribed).
+    wait_ns: f64,
+    /// Smallest rendezvous message both sides copy (`usize::MAX`: none; 0 over TCP, where
+    /// the fitted line is taken as it is).
+    split_min: usize,
 }
 
 /// ⌈log2 n⌉ (0 for n ≤ 1).
@@ -347,18 +400,53 @@ fn ceil_log2(n: usize) -> usize {
 }
 
 impl Terms {
-    /// One message of `bytes`: `alpha + beta·bytes` of its protocol; a rendezvous message
-    /// never costs less than the largest eager one (more bytes never take less time, whatever
-    /// two fitted lines say).
-    fn msg(&self, bytes: usize) -> f64 {
-        let l = &self.link;
-        let eager = |b: usize| l.alpha_ns + l.beta_ps_per_byte / 1000.0 * b as f64;
-        if bytes <= self.eager {
-            eager(bytes)
-        } else {
-            let rdv = l.rdv_alpha_ns + l.rdv_beta_ps_per_byte / 1000.0 * bytes as f64;
-            rdv.max(eager(self.eager))
+    /// A round of `k` messages of `bytes` at once, the busiest member taking part in `j` of
+    /// them (receiving or sending, as `fan` says): its `j` start-ups, then the longer of its
+    /// own copying and everyone's copying spread over the CPUs; plus, for rendezvous
+    /// messages on an oversubscribed node, the wait for both sides to have a CPU.
+    ///
+    /// Who copies: an eager message is copied by both sides (into the ring and out, at
+    /// once); a rendezvous one by the receiver alone, or half by each side from
+    /// `WEFT_SPLIT_COPY_MIN` on. The one-message line `beta` was measured between two
+    /// ranks on CPUs of their own, so one side's copy of one message takes `beta·bytes`
+    /// when both copy, twice that when one does.
+    fn round(&self, j: usize, k: usize, bytes: usize, fan: Fan) -> f64 {
+        if k == 0 || j == 0 {
+            return 0.0;
         }
+        let l = &self.link;
+        let rendezvous = bytes > self.eager;
+        let (alpha, beta) = if rendezvous {
+            (l.rdv_alpha_ns, l.rdv_beta_ps_per_byte / 1000.0)
+        } else {
+            (l.alpha_ns, l.beta_ps_per_byte / 1000.0)
+        };
+        let t = beta * bytes as f64;
+        let (send, recv) = if rendezvous && bytes < self.split_min {
+            (0.0, 2.0 * t)
+        } else {
+            (t, t)
+        };
+        let mine = match fan {
+            Fan::In => j as f64 * recv,
+            Fan::Out => j as f64 * send,
+        };
+        let busiest = mine.max(send.max(recv));
+        let everyone = k as f64 * (send + recv) / self.cpus;
+        let wait = if rendezvous { self.wait_ns } else { 0.0 };
+        // A rendezvous message never costs less than the largest eager one.
+        let floor = if rendezvous {
+            l.alpha_ns + l.beta_ps_per_byte / 1000.0 * self.eager as f64
+        } else {
+            0.0
+        };
+        alpha * j as f64 + busiest.max(everyone).max(floor) + wait
+    }
+
+    /// `k` members each reducing `bytes` at once.
+    fn reduce_round(&self, k: usize, bytes: usize) -> f64 {
+        let one = self.reduce(bytes);
+        one.max(k as f64 * one / self.cpus)
     }
 
     fn reduce(&self, bytes: usize) -> f64 {
@@ -377,6 +465,7 @@ impl Terms {
         s: &Shape,
         segment: usize,
     ) -> (f64, Option<Ineligible>) {
+        use Fan::{In, Out};
         let (n, m) = (self.n, self.m);
         let lg = ceil_log2(n);
         let p2 = pof2_floor(n);
@@ -389,130 +478,153 @@ impl Terms {
                 .or_else(|| (n < 2).then_some(Ineligible::TooFewMembers))
                 .or_else(|| (count < n).then_some(Ineligible::TooFewElements { n, count }))
         };
-        // The binomial tree's critical path: the root's child of the largest subtree first
-        // gathers (or is sent) its own subtree, so the path passes subtrees of 1, 2, 4, …
-        // blocks: Σ_j msg(min(2^j, n − 2^j)·m).
-        let tree = |block: usize| -> f64 {
-            (0..lg)
-                .map(|j| self.msg((1usize << j).min(n - (1 << j)) * block))
-                .sum()
-        };
+        // Round j of a binomial tree (j = 0 the leaves' round of a gather or reduce): about
+        // n/2^(j+1) pairs at once, each moving a subtree of min(2^j, n − 2^j) blocks.
+        let pairs = |j: usize| (n >> (j + 1)).max(1);
+        let subtree = |j: usize| (1usize << j).min(n - (1 << j));
         match (c, name) {
-            // ⌈log2 n⌉ rounds of the whole vector.
-            (Collective::Bcast, "binomial") => (lg as f64 * self.msg(m), None),
-            // A binomial scatter of n pieces (the root sends its subtrees' pieces one after
-            // the other), then n−1 ring steps of one piece.
+            // ⌈log2 n⌉ rounds of the whole vector; the root sends one per round.
+            (Collective::Bcast, "binomial") => {
+                let t = (0..lg).map(|j| self.round(1, subtree(j), m, Out)).sum();
+                (t, None)
+            }
+            // The root sends the whole vector to all n−1 members at once.
+            (Collective::Bcast, "linear") => (self.round(n - 1, n - 1, m, Out), None),
+            // A binomial scatter of n pieces (round j: 2^j members pass on the pieces of
+            // subtrees half the size of the last round's), then n−1 ring steps of one piece.
             (Collective::Bcast, "scatter_allgather") => {
                 if n == 1 || m == 0 {
                     return (0.0, None);
                 }
                 let piece = m.div_ceil(n);
-                let scatter: f64 = (0..lg).map(|j| self.msg((piece << j).min(m))).sum();
-                (scatter + (n - 1) as f64 * self.msg(piece), None)
+                let scatter: f64 = (0..lg)
+                    .map(|j| {
+                        let pieces = (n >> (j + 1)).max(1);
+                        self.round(1, 1 << j, (piece * pieces).min(m), Out)
+                    })
+                    .sum();
+                (scatter + (n - 1) as f64 * self.round(1, n, piece, In), None)
             }
             // Segments of s bytes down a chain: the last member gets the first after n−1
-            // hops, then one more every step: (n − 2 + ⌈m/s⌉) steps of one segment.
+            // hops, then one more every step: (n − 2 + ⌈m/s⌉) steps, each link busy.
             (Collective::Bcast, "chain") => {
                 if n == 1 || m == 0 {
                     return (0.0, None);
                 }
                 let seg = segment.min(m);
-                let steps = n - 2 + m.div_ceil(seg);
-                (steps as f64 * self.msg(seg), None)
+                let segs = m.div_ceil(seg);
+                let steps = n - 2 + segs;
+                (steps as f64 * self.round(1, (n - 1).min(segs), seg, In), None)
             }
             // ⌈log2 n⌉ rounds of receive-and-reduce, plus the copy into the accumulator
             // (and one more message to a root that is not member 0, for an operation that
             // does not commute).
-            (Collective::Reduce, "binomial") => {
-                let moved = usize::from(!s.commutative && s.root != 0);
-                let t = self.copy(m)
-                    + lg as f64 * (self.msg(m) + self.reduce(m))
-                    + moved as f64 * self.msg(m);
-                (t, None)
-            }
+            (Collective::Reduce, "binomial") => (self.reduce_binomial(s, m), None),
             (Collective::Allreduce, _) => {
                 // Members beyond the largest power of two fold in first and get the result
                 // at the end.
                 let fold = if extra {
-                    2.0 * self.msg(m) + self.reduce(m)
+                    2.0 * self.round(1, n - p2, m, In) + self.reduce(m)
                 } else {
                     0.0
                 };
-                let frac = |k: usize| (k - 1) as f64 / k as f64;
+                let exchange = |bytes: usize, reduce: bool| {
+                    self.round(1, p2, bytes, In)
+                        + if reduce { self.reduce_round(p2, bytes) } else { 0.0 }
+                };
                 match name {
                     // log2 p2 exchanges of the whole vector, each reduced.
-                    "recursive_doubling" => (
-                        self.copy(m) + fold + l2 as f64 * (self.msg(m) + self.reduce(m)),
-                        None,
-                    ),
-                    // Recursive halving then doubling: messages of m/2, m/4, … twice; each
-                    // member reduces (p2−1)/p2 of the vector.
-                    "rabenseifner" => {
-                        let halves: f64 = (1..=l2).map(|k| self.msg(m >> k)).sum();
-                        let t = self.copy(m) + fold + 2.0 * halves + frac(p2) * self.reduce(m);
-                        (t, split())
+                    "recursive_doubling" => {
+                        let t = self.copy(m) + fold + l2 as f64 * exchange(m, true);
+                        (t, None)
                     }
-                    // 2(n−1) steps of one block of m/n to the neighbour.
+                    // Recursive halving then doubling: messages of m/2, m/4, …, the first
+                    // half of them reduced.
+                    "rabenseifner" => {
+                        let halves: f64 = (1..=l2)
+                            .map(|k| exchange(m >> k, true) + exchange(m >> k, false))
+                            .sum();
+                        (self.copy(m) + fold + halves, split())
+                    }
+                    // 2(n−1) steps of one block of m/n to the neighbour, the first n−1
+                    // reduced.
                     _ => {
-                        let t = self.copy(m)
-                            + 2.0 * (n - 1) as f64 * self.msg(m / n)
-                            + frac(n) * self.reduce(m);
+                        let block = m / n;
+                        let step = |reduce| {
+                            self.round(1, n, block, In)
+                                + if reduce { self.reduce_round(n, block) } else { 0.0 }
+                        };
+                        let t = self.copy(m) + (n - 1) as f64 * (step(true) + step(false));
                         (t, split())
                     }
                 }
             }
             // n−1 steps, each sending one block and reducing the one received.
-            (Collective::ReduceScatter, "pairwise") => (
-                self.copy(m) + (n - 1) as f64 * (self.msg(m) + self.reduce(m)),
-                commutes(),
-            ),
+            (Collective::ReduceScatter, "pairwise") => {
+                let step = self.round(1, n, m, In) + self.reduce_round(n, m);
+                (self.copy(m) + (n - 1) as f64 * step, commutes())
+            }
             // A binomial reduce of all n blocks to member 0, then a linear scatter.
             (Collective::ReduceScatter, _) => {
-                let whole = n * m;
-                let t = self.copy(whole)
-                    + lg as f64 * (self.msg(whole) + self.reduce(whole))
-                    + (n - 1) as f64 * self.msg(m);
+                let t = self.reduce_binomial(s, n * m) + self.round(n - 1, n - 1, m, Out);
                 (t, None)
             }
-            // The tree's path, each member's copy of its block, and the root's reordering
-            // of all n blocks when it is not member 0.
+            // Round j moves subtrees of 2^j blocks between n/2^(j+1) pairs; each member
+            // copies its own block first, and a root that is not member 0 reorders all n.
             (Collective::Gather | Collective::Scatter, "binomial") => {
+                let fan = if c == Collective::Gather { In } else { Out };
+                let tree: f64 = (0..lg)
+                    .map(|j| self.round(1, pairs(j), subtree(j) * m, fan))
+                    .sum();
                 let reorder = if s.root != 0 { self.copy(n * m) } else { 0.0 };
-                (self.copy(m) + tree(m) + reorder, None)
+                (self.copy(m) + tree + reorder, None)
             }
-            // The root sends or receives n−1 blocks one after the other.
+            // The root receives (or sends) n−1 blocks at once.
             (Collective::Gather | Collective::Scatter, _) => {
-                (self.copy(m) + (n - 1) as f64 * self.msg(m), None)
+                let fan = if c == Collective::Gather { In } else { Out };
+                (self.copy(m) + self.round(n - 1, n - 1, m, fan), None)
             }
             // log2 n exchanges of 1, 2, 4, … blocks.
             (Collective::Allgather, "recursive_doubling") => {
-                let t = self.copy(m) + (0..l2).map(|j| self.msg(m << j)).sum::<f64>();
+                let t = self.copy(m)
+                    + (0..l2)
+                        .map(|j| self.round(1, p2, m << j, In))
+                        .sum::<f64>();
                 let why = extra.then_some(Ineligible::NotPowerOfTwo { n });
                 (t, why)
             }
             // ⌈log2 n⌉ steps of min(k, n−k) blocks, then a rotation of all n blocks.
             (Collective::Allgather, "bruck") => {
-                let steps: f64 = (0..lg)
-                    .map(|j| self.msg((1usize << j).min(n - (1 << j)) * m))
-                    .sum();
+                let steps: f64 = (0..lg).map(|j| self.round(1, n, subtree(j) * m, In)).sum();
                 (self.copy(m) + steps + self.copy(n * m), None)
             }
             // n−1 steps of one block.
-            (Collective::Allgather, _) => (self.copy(m) + (n - 1) as f64 * self.msg(m), None),
-            // Both send n−1 blocks from each member; the flood only while it fits eagerly.
+            (Collective::Allgather, _) => {
+                let t = self.copy(m) + (n - 1) as f64 * self.round(1, n, m, In);
+                (t, None)
+            }
+            // Every member receives n−1 blocks at once. On shared memory a flood of
+            // rendezvous messages costs only their announcements; over TCP it is allowed
+            // only while a member's incoming blocks fit the eager limit together.
             (Collective::Alltoall, "scattered") => {
-                let t = self.copy(m) + (n - 1) as f64 * self.msg(m);
+                let t = self.copy(m) + self.round(n - 1, n * (n - 1), m, In);
                 let why = match s.bytes {
                     None => Some(Ineligible::UnequalBlocks),
-                    Some(_) if (n - 1) * m > self.eager => Some(Ineligible::OverEager {
-                        incoming: (n - 1) * m,
-                        eager: self.eager,
-                    }),
+                    Some(_) if self.cpus.is_infinite() && (n - 1) * m > self.eager => {
+                        Some(Ineligible::OverEager {
+                            incoming: (n - 1) * m,
+                            eager: self.eager,
+                        })
+                    }
                     Some(_) => None,
                 };
                 (t, why)
             }
-            (Collective::Alltoall, _) => (self.copy(m) + (n - 1) as f64 * self.msg(m), None),
+            // n−1 steps, each member sending one block and receiving one.
+            (Collective::Alltoall, _) => {
+                let t = self.copy(m) + (n - 1) as f64 * self.round(1, n, m, In);
+                (t, None)
+            }
             (_, other) => (
                 0.0,
                 Some(Ineligible::Unknown {
@@ -521,5 +633,24 @@ impl Terms {
                 }),
             ),
         }
+    }
+
+    /// A binomial reduce of `bytes` to the root: the copy into the accumulator, then
+    /// ⌈log2 n⌉ rounds of receive-and-reduce (and one more message to a root that is not
+    /// member 0, for an operation that does not commute).
+    fn reduce_binomial(&self, s: &Shape, bytes: usize) -> f64 {
+        let n = self.n;
+        let rounds: f64 = (0..ceil_log2(n))
+            .map(|j| {
+                let pairs = (n >> (j + 1)).max(1);
+                self.round(1, pairs, bytes, Fan::In) + self.reduce_round(pairs, bytes)
+            })
+            .sum();
+        let moved = if !s.commutative && s.root != 0 {
+            self.round(1, 1, bytes, Fan::In)
+        } else {
+            0.0
+        };
+        self.copy(bytes) + rounds + moved
     }
 }

@@ -31,7 +31,8 @@ const SIZES: &[usize] = &[
 #[test]
 fn small_sizes_pick_latency_algorithms_and_large_ones_bandwidth_algorithms() {
     use Collective::*;
-    for t in [tunables(&[]), tunables(&[("WEFT_TRANSPORTS", "tcp")])] {
+    let cpus = ("WEFT_COLL_MODEL_CPUS", "2");
+    for t in [tunables(&[cpus]), tunables(&[cpus, ("WEFT_TRANSPORTS", "tcp")])] {
         let model = Model::from_tunables(&t);
         for nodes in [1, 2] {
             for n in [4, 6, 8, 12, 16] {
@@ -43,16 +44,47 @@ fn small_sizes_pick_latency_algorithms_and_large_ones_bandwidth_algorithms() {
                 assert_ne!(at(Allreduce, 16 << 20), "recursive_doubling", "{case}");
                 let small_allgather = if n.is_power_of_two() { "recursive_doubling" } else { "bruck" };
                 assert_eq!(at(Allgather, 8), small_allgather, "{case}");
-                if !n.is_power_of_two() {
+                // Over TCP a flood of rendezvous messages is not allowed; on shared memory
+                // it costs only their announcements, and one round beats n−1.
+                let tcp = nodes > 1 || !t.transports.shm;
+                // (On an oversubscribed node Bruck's fewer rounds win in the model; see
+                // `an_oversubscribed_node_prefers_few_rounds_and_spread_copies`.)
+                if !n.is_power_of_two() && tcp {
                     assert_eq!(at(Allgather, 1 << 20), "ring", "{case}");
                 }
                 assert_eq!(at(Alltoall, 8), "scattered", "{case}");
-                assert_eq!(at(Alltoall, 1 << 20), "pairwise", "{case}");
+                let large_alltoall = if tcp { "pairwise" } else { "scattered" };
+                assert_eq!(at(Alltoall, 1 << 20), large_alltoall, "{case}");
                 assert_eq!(at(Gather, 8), "binomial", "{case}");
                 assert_eq!(at(ReduceScatter, 8), "pairwise", "{case}");
             }
         }
     }
+}
+
+#[test]
+fn an_oversubscribed_node_prefers_few_rounds_and_spread_copies() {
+    use Collective::*;
+    let on = |cpus: &str| Model::from_tunables(&tunables(&[("WEFT_COLL_MODEL_CPUS", cpus)]));
+    let (crowded, roomy) = (on("2"), on("64"));
+    let at = |model: &Model, c, n, bytes| model.pick(c, &Shape::new(n, 1, Some(bytes)));
+    for n in [4, 8, 16] {
+        // Measured at 4 and 8 ranks on 2 CPUs (docs/collectives.md): the root taking every
+        // block at once beats a tree that forwards them, 1.3-3x from 64 KiB.
+        for bytes in [64 << 10, 1 << 20, 4 << 20] {
+            assert_eq!(at(&crowded, Gather, n, bytes), "linear", "{n} {bytes}");
+            assert_eq!(at(&crowded, Scatter, n, bytes), "linear", "{n} {bytes}");
+        }
+        // Whole-vector exchanges lose to halving and doubling (64 KiB, 8 ranks: 270 µs
+        // against 119).
+        assert_ne!(at(&crowded, Allreduce, n, 64 << 10), "recursive_doubling", "{n}");
+    }
+    // With a CPU each, what the crowded node avoids costs only its own copies: the
+    // contention terms vanish, so the tree's fewer start-ups win a small gather.
+    let e = |model: &Model| model.estimates(Gather, &Shape::new(8, 1, Some(1 << 20)));
+    let cost = |es: Vec<super::model::Estimate>, name| es.iter().find(|e| e.algorithm == name).unwrap().cost_ns;
+    assert!(cost(e(&crowded), "binomial") > cost(e(&roomy), "binomial"));
+    assert_eq!(at(&roomy, Gather, 8, 4 << 10), "binomial");
 }
 
 #[test]

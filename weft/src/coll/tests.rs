@@ -198,7 +198,7 @@ fn barrier_waits_for_the_last_member() {
 
 #[test]
 fn broadcast_every_algorithm_root_and_size() {
-    for name in ["binomial", "chain", "scatter_allgather"] {
+    for name in ["binomial", "chain", "scatter_allgather", "linear"] {
         let t = forced(|t| {
             t.coll_bcast = Algorithm(Some(name));
             t.coll_segment = 96;

@@ -59,6 +59,17 @@ pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
     Ok(())
 }
 
+/// CPUs online on this machine (the same answer for every process on it, whatever its
+/// affinity), read once.
+pub fn online_cpus() -> usize {
+    static CPUS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CPUS.get_or_init(|| {
+        // SAFETY: sysconf reads a system value; no memory is passed.
+        let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+        usize::try_from(n).ok().filter(|&n| n > 0).unwrap_or(1)
+    })
+}
+
 /// This host's name, from uname(2).
 pub fn hostname() -> String {
     // SAFETY: utsname is plain old data, so all-zero is a valid value; uname fills it and
