@@ -66,6 +66,12 @@ pub fn constants(out: &mut String, t: &Tunables) {
         "  local  gamma (reduce) {} ps/byte, copy {} ps/byte",
         m.local.gamma_ps_per_byte, m.local.copy_ps_per_byte
     );
+    let _ = writeln!(
+        out,
+        "  node   {} CPUs; when members outnumber them, copies share them and a rendezvous \
+         round waits {} ns per member sharing a CPU; split copies from {} bytes",
+        m.cpus, m.oversub_ns, m.split_copy_min
+    );
     let one_node = match m.path(1) {
         Path::Shm => "shm",
         Path::Tcp => "tcp (WEFT_TRANSPORTS has no shm)",

@@ -121,8 +121,8 @@ tunables! {
         "Collectives' cost model: ns a rendezvous round costs, per member sharing a CPU, on a node whose members outnumber its CPUs (sender and receiver must both get a CPU before the copy)";
     coll_shm: bool = "WEFT_COLL_SHM", "1",
         "Run the blocking collectives of communicators whose members share one node through a node-shared area (data written once, read in place); 0 sends messages instead";
-    coll_shm_slot: usize = "WEFT_COLL_SHM_SLOT", "16k",
-        "Bytes each member may write into the node-shared area per collective (the area takes members x (128 + 2 x this)); larger collectives send messages";
+    coll_shm_slot: usize = "WEFT_COLL_SHM_SLOT", "64k",
+        "Bytes each member may write into the node-shared area per collective (a communicator's area takes members x (68 KiB + 2 x this) of /dev/shm, made at its first collective that fits); larger collectives send messages";
     coll_check: bool = "WEFT_COLL_CHECK", "0",
         "Before every collective, the members compare what they called (the collective, root, size per member, operation) and a mismatch ends the job with a message naming the members and the values, instead of wrong data or a hang (one more exchange per collective)";
     transports: Transports = "WEFT_TRANSPORTS", "shm,tcp",

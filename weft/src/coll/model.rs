@@ -2,14 +2,18 @@
 //! `WEFT_COLL_*` tunable forces one. Each algorithm's time is predicted from a few constants
 //! measured on this machine, and the cheapest algorithm that may run is chosen.
 //!
-//! **The model.** Hockney's: one message of `m` bytes costs `alpha + beta·m`, with one pair
-//! of constants for messages sent eagerly (up to the path's eager limit, `WEFT_EAGER_LIMIT` on
+//! **The model.** Hockney's, taken round by round with one node's contention: one message of
+//! `m` bytes between two ranks on CPUs of their own costs `alpha + beta·m`, with one pair of
+//! constants for messages sent eagerly (up to the path's eager limit, `WEFT_EAGER_LIMIT` on
 //! shared memory, `WEFT_TCP_EAGER_LIMIT` over TCP) and one for rendezvous messages, since the
-//! two protocols copy differently (a rendezvous message never costs less than the largest
-//! eager one); reducing costs `gamma` per byte and a local copy `copy` per byte. An algorithm's cost is the sum of the message and local costs on its critical path,
-//! its rounds taken one after the other (formulas with each function below, and in
-//! docs/collectives.md). The constants are tunables (`WEFT_COLL_MODEL_SHM`,
-//! `WEFT_COLL_MODEL_TCP`, `WEFT_COLL_MODEL_LOCAL`), measured by the `coll_calibrate` example.
+//! two protocols copy differently; reducing costs `gamma` per byte and a local copy `copy`
+//! per byte. An algorithm is a sequence of rounds; a round of k messages at once costs its
+//! busiest member's start-ups plus the longer of that member's own copying and all the
+//! round's copying spread over the node's CPUs, plus, for rendezvous rounds on a node whose
+//! members outnumber its CPUs, a wait for CPUs (`Terms::round`; formulas with each algorithm
+//! below, and in docs/collectives.md). The constants are tunables (`WEFT_COLL_MODEL_SHM`,
+//! `WEFT_COLL_MODEL_TCP`, `WEFT_COLL_MODEL_LOCAL`, `WEFT_COLL_MODEL_CPUS`,
+//! `WEFT_COLL_MODEL_OVERSUB`), the link ones measured by the `coll_calibrate` example.
 //!
 //! **Paths** (a simple approximation): a communicator on one node uses the shared-memory
 //! constants for every message, one spanning nodes the TCP ones for every message — a round
@@ -20,14 +24,16 @@
 //! reduce-scatter, need a commutative operation (and the allreduces at least as many elements
 //! as members, to cut the vector in a block per member); recursive-doubling allgather needs a
 //! power-of-two member count (it would run the ring otherwise); the scattered all-to-all floods
-//! every member with n−1 messages at once, which the model allows only while all of them
-//! together fit the path's eager limit (a flood of rendezvous transfers is what the pairwise
-//! exchange avoids), and only when the block size is agreed (below).
+//! every member with n−1 messages at once, which the model allows only when the block size is
+//! agreed (below) and, over TCP, only while all of them together fit the eager limit (a flood
+//! of rendezvous transfers across the network is what the pairwise exchange avoids; on shared
+//! memory it costs only their announcements).
 //!
 //! **Every member must pick the same algorithm**, or the collective hangs (members wait for
 //! messages another algorithm never sends). So the model's inputs ([`Shape`]) are values every
 //! member of a correct call agrees on: the member count, the node count, the tunables (one
-//! environment for the job), the operation's commutativity (the same operation everywhere),
+//! environment for the job), the CPUs online (one machine for a one-node communicator; the
+//! count does not enter over TCP), the operation's commutativity (the same operation everywhere),
 //! the root, and the sizes that must match: a broadcast's or reduction's vector, a gather's,
 //! scatter's or allgather's block per member (equal at every member: the non-`v` forms), a
 //! reduce-scatter-block's block, an all-to-all's block. A `v` form's counts differ from member

@@ -38,7 +38,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 /// Small-data slots per member: a member may run this many collectives less one ahead of the
 /// slowest reader of its small data (a root broadcasting in a loop does not wait for every
 /// reader every time; oversubscribed, the readers catch up in batches when they get a CPU).
-const DEPTH: usize = 16;
+const DEPTH: usize = 64;
 /// Bytes of one slot: its first line holds the sequence number, the size and the start of
 /// the data (data of up to 48 bytes travels in the same line as its flag), the next lines
 /// the rest. Small collectives (up to `INLINE` bytes a member writes) use the slots, so a
