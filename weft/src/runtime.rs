@@ -181,8 +181,9 @@ pub fn finalize() {
         eprintln!("{e}");
     }
     if std::env::var_os("WEFT_STATS").is_some() {
+        let (long, sibling) = rt.engine.long_yields();
         eprintln!(
-            "weft: rank {} statistics: {:?}",
+            "weft: rank {} statistics: {:?}, long yields {long} (to a sibling: {sibling})",
             rt.boot.rank,
             rt.engine.stats()
         );

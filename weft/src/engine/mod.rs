@@ -170,6 +170,12 @@ impl<F: Fabric> Engine<F> {
         self.core.stats()
     }
 
+    /// Long yields the wait policy counted against yielding, and long ones it put down to a
+    /// sibling rank (see `engine/wait.rs`).
+    pub fn long_yields(&self) -> (u64, u64) {
+        (self.yield_gate.long_yields, self.yield_gate.sibling_yields)
+    }
+
     fn check_peer(&self, call: &'static str, peer: u32) -> Result<()> {
         if peer >= self.size() {
             return Err(Error::new(
@@ -322,8 +328,20 @@ impl<F: Fabric> Engine<F> {
                     continue;
                 }
                 self.core.stats.yields += 1;
-                // A slice went to a neighbour: sleep at the next idle poll.
-                yielding = self.yield_gate.yield_now();
+                // A slice went to a neighbour, not a sibling: sleep at the next idle poll.
+                let start = crate::sys::monotonic_us();
+                self.fabric.note_waiting(true, start);
+                let fabric = &self.fabric;
+                yielding = self.yield_gate.yield_now(|| {
+                    // Siblings held this CPU for a good part of the yield (a quarter):
+                    // the job's own work, not a neighbour's.
+                    let end = crate::sys::monotonic_us();
+                    let took = end.wrapping_sub(start);
+                    fabric
+                        .sibling_time_here(start, end)
+                        .is_some_and(|t| t >= took / 4)
+                });
+                self.fabric.note_waiting(false, crate::sys::monotonic_us());
             } else {
                 self.fabric.prepare_sleep();
                 if self.progress() || done(self) {
@@ -338,7 +356,9 @@ impl<F: Fabric> Engine<F> {
                     self.cfg.sleep_timeout
                 };
                 self.core.stats.sleeps += 1;
+                self.fabric.note_waiting(true, crate::sys::monotonic_us());
                 self.fabric.sleep(timeout);
+                self.fabric.note_waiting(false, crate::sys::monotonic_us());
                 idle = 0;
             }
         }

@@ -17,6 +17,14 @@
 //! after each slice). The rank then sleeps instead, and skips yielding for the next
 //! [`Config::yield_pause`](super::Config::yield_pause), after which one yield probes whether
 //! the neighbour is gone (a short one resumes yielding; a long one stops it again at once).
+//!
+//! A long yield is not always a neighbour's doing: with more ranks than CPUs, the job's own
+//! ranks copying or reducing large data keep a yielder waiting just as long, and sleeping
+//! then only slows the next small exchange (each wake-up a futex call). So a long yield after
+//! which another rank of the node is running on this rank's CPU (its advisory activity word
+//! in shared memory says so: `Fabric::sibling_running_here`) counts as a short one: the CPU
+//! went to a sibling, which is what yielding is for. Beside a busy neighbour the siblings are
+//! yielding or asleep when the neighbour's slice ends, and the yield counts as long.
 
 use std::time::{Duration, Instant};
 
@@ -37,8 +45,10 @@ pub(crate) struct YieldGate {
     history: u8,
     /// Yields are off until this instant.
     off_until: Option<Instant>,
-    /// Yields that lasted at least `slice`.
+    /// Yields that lasted at least `slice` (and did not go to a sibling).
     pub long_yields: u64,
+    /// Yields that lasted at least `slice` but ended with a sibling running on this CPU.
+    pub sibling_yields: u64,
 }
 
 impl YieldGate {
@@ -50,6 +60,7 @@ impl YieldGate {
             history: 0,
             off_until: None,
             long_yields: 0,
+            sibling_yields: 0,
         }
     }
 
@@ -64,9 +75,20 @@ impl YieldGate {
         }
     }
 
-    /// Records a yield that lasted `took` and ended at `now`; returns whether yields still help.
-    pub(crate) fn record(&mut self, took: Duration, now: Instant) -> bool {
-        let long = !self.slice.is_zero() && took >= self.slice;
+    /// Records a yield that lasted `took` and ended at `now`; `sibling` says, for a long
+    /// one, whether a sibling rank had the CPU (then it counts as short). Returns whether
+    /// yields still help.
+    pub(crate) fn record(
+        &mut self,
+        took: Duration,
+        now: Instant,
+        sibling: impl FnOnce() -> bool,
+    ) -> bool {
+        let mut long = !self.slice.is_zero() && took >= self.slice;
+        if long && sibling() {
+            self.sibling_yields += 1;
+            long = false;
+        }
         self.history = (self.history << 1) | u8::from(long);
         if !long {
             return true;
@@ -79,12 +101,13 @@ impl YieldGate {
         false
     }
 
-    /// Yields the CPU once, timed; returns whether yields still help.
-    pub(crate) fn yield_now(&mut self) -> bool {
+    /// Yields the CPU once, timed; `sibling` as in [`YieldGate::record`]. Returns whether
+    /// yields still help.
+    pub(crate) fn yield_now(&mut self, sibling: impl FnOnce() -> bool) -> bool {
         let before = Instant::now();
         std::thread::yield_now();
         let now = Instant::now();
-        self.record(now.duration_since(before), now)
+        self.record(now.duration_since(before), now, sibling)
     }
 }
 
@@ -101,15 +124,15 @@ mod tests {
         let mut g = YieldGate::new(SLICE, 100 * MS, 2);
         let t0 = Instant::now();
         assert!(g.open(t0));
-        assert!(g.record(SHORT, t0), "a short yield keeps yielding");
-        assert!(g.record(SLICE, t0), "one long yield alone does not stop it");
+        assert!(g.record(SHORT, t0, || false), "a short yield keeps yielding");
+        assert!(g.record(SLICE, t0, || false), "one long yield alone does not stop it");
         for _ in 0..HISTORY - 1 {
-            assert!(g.record(SHORT, t0), "short ones push it out of the history");
+            assert!(g.record(SHORT, t0, || false), "short ones push it out of the history");
         }
-        assert!(g.record(SLICE, t0));
-        assert!(g.record(SHORT, t0));
+        assert!(g.record(SLICE, t0, || false));
+        assert!(g.record(SHORT, t0, || false));
         assert!(
-            !g.record(SLICE, t0),
+            !g.record(SLICE, t0, || false),
             "two long ones among the last 8 stop it"
         );
         assert_eq!(g.long_yields, 3);
@@ -119,29 +142,49 @@ mod tests {
             "open after the pause: probe once more"
         );
         assert!(
-            !g.record(SLICE, t0 + 100 * MS),
+            !g.record(SLICE, t0 + 100 * MS, || false),
             "a long probe closes it at once"
         );
         assert!(!g.open(t0 + 150 * MS));
         assert!(g.open(t0 + 200 * MS));
         assert!(
-            g.record(SHORT, t0 + 200 * MS),
+            g.record(SHORT, t0 + 200 * MS, || false),
             "a short probe resumes yielding"
         );
         for _ in 0..HISTORY {
-            assert!(g.record(SHORT, t0 + 200 * MS));
+            assert!(g.record(SHORT, t0 + 200 * MS, || false));
         }
         assert!(
-            g.record(SLICE, t0 + 200 * MS),
+            g.record(SLICE, t0 + 200 * MS, || false),
             "and long ones must build up again"
         );
+    }
+
+    #[test]
+    fn a_long_yield_that_went_to_a_sibling_counts_as_short() {
+        let mut g = YieldGate::new(SLICE, 100 * MS, 2);
+        let t0 = Instant::now();
+        let mut asked = 0;
+        for _ in 0..HISTORY {
+            assert!(g.record(SLICE, t0, || {
+                asked += 1;
+                true
+            }));
+        }
+        assert_eq!((g.long_yields, g.sibling_yields, asked), (0, 8, 8));
+        // A short yield does not even ask.
+        assert!(g.record(SHORT, t0, || unreachable!("asked about a short yield")));
+        // The neighbour's long yields still close it.
+        assert!(g.record(SLICE, t0, || false));
+        assert!(!g.record(SLICE, t0, || false));
+        assert_eq!(g.long_yields, 2);
     }
 
     #[test]
     fn a_zero_slice_never_closes_the_gate() {
         let mut g = YieldGate::new(Duration::ZERO, 100 * MS, 1);
         let t0 = Instant::now();
-        assert!(g.record(Duration::from_secs(1), t0));
+        assert!(g.record(Duration::from_secs(1), t0, || false));
         assert!(g.open(t0));
         assert_eq!(g.long_yields, 0);
     }

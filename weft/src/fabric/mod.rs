@@ -209,4 +209,16 @@ pub trait Fabric {
     /// nothing to do.
     #[inline]
     fn wake_all(&mut self, _peers: &[u32]) {}
+    /// Advisory, for the other ranks of the node: at `now_us` ([`crate::sys::monotonic_us`])
+    /// this rank is about to give up its CPU (a yield or a sleep; `true`) or has it back
+    /// (`false`). A transport without shared memory has no one to tell.
+    fn note_waiting(&mut self, _waiting: bool, _now_us: u32) {}
+    /// How many µs between `from_us` and `to_us` the other ranks of this node held (or
+    /// wanted) the CPU this one is on now, as far as their advisory words say (each one's
+    /// latest stretch); `None` when unknown. After a yield that kept the CPU away for a whole
+    /// slice, it tells siblings' work (which yielding is right to let through) from an
+    /// outsider's.
+    fn sibling_time_here(&self, _from_us: u32, _to_us: u32) -> Option<u32> {
+        None
+    }
 }

@@ -283,4 +283,14 @@ impl Fabric for NodeFabric {
             s.cancel_sleep();
         }
     }
+
+    fn note_waiting(&mut self, waiting: bool, now_us: u32) {
+        if let Some(s) = self.shm.as_mut() {
+            s.note_waiting(waiting, now_us);
+        }
+    }
+
+    fn sibling_time_here(&self, from_us: u32, to_us: u32) -> Option<u32> {
+        self.shm.as_ref()?.sibling_time_here(from_us, to_us)
+    }
 }

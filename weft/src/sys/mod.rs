@@ -70,6 +70,25 @@ pub fn online_cpus() -> usize {
     })
 }
 
+/// The CPU the calling thread runs on now (`None` when the system cannot say).
+pub fn current_cpu() -> Option<u32> {
+    // SAFETY: sched_getcpu takes no arguments and only returns a value (vDSO on Linux).
+    let cpu = unsafe { libc::sched_getcpu() };
+    u32::try_from(cpu).ok()
+}
+
+/// Microseconds of `CLOCK_MONOTONIC` (one clock for every process of the machine), modulo
+/// 2^32: for comparing nearby instants across processes with wrapping arithmetic.
+pub fn monotonic_us() -> u32 {
+    // SAFETY: an all-zero timespec is valid; clock_gettime writes it (vDSO on Linux).
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64)
+        .wrapping_mul(1_000_000)
+        .wrapping_add(ts.tv_nsec as u64 / 1000) as u32
+}
+
 /// This host's name, from uname(2).
 pub fn hostname() -> String {
     // SAFETY: utsname is plain old data, so all-zero is a valid value; uname fills it and

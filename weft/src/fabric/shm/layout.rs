@@ -7,7 +7,8 @@
 //!                  wake-up descriptor and how many peers hold it (counted during init)
 //!   128            doorbell.seq: futex word                    (written by senders)
 //!   256            doorbell.sleeping                           (written by the owner)
-//!   384            active: [AtomicU64; ceil(nlocal/64)]        (senders fetch_or their bit)
+//!   384            activity: whether the owner waits, its CPU  (written by the owner)
+//!   512            active: [AtomicU64; ceil(nlocal/64)]        (senders fetch_or their bit)
 //! rings_offset   ring 0 .. ring nlocal-1, `ring_stride` bytes apart: the owner's outgoing
 //!                ring to each local index (its own index is never touched). Each ring:
 //!   +0             head (consumer-owned line)
@@ -21,8 +22,8 @@
 use super::doorbell::Doorbell;
 use crate::sync::{AtomicU32, AtomicU64, CachePadded, Ordering};
 
-/// "weftshm2": set last by the owner once `Info` is written.
-pub const MAGIC: u64 = u64::from_le_bytes(*b"weftshm2");
+/// "weftshm3": set last by the owner once `Info` is written.
+pub const MAGIC: u64 = u64::from_le_bytes(*b"weftshm3");
 
 /// Immutable facts about a segment, written by its owner before it publishes the name.
 #[repr(C)]
@@ -55,10 +56,77 @@ pub struct Control {
     pub info: CachePadded<Info>,
     /// Offsets 128 and 256.
     pub bell: Doorbell,
+    /// Offset 384: an [`Activity`] word, advisory (read by the node's other ranks' wait
+    /// policy, never for correctness).
+    pub activity: CachePadded<AtomicU64>,
+}
+
+/// What a rank's activity word says: whether it has given up its CPU (in a yield or a sleep),
+/// the CPU it ran on when it last said so, and its latest stretch of holding a CPU (or
+/// wanting one): from when it came back from a yield or a sleep, and, once it gave the CPU
+/// up again, for how long.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Activity {
+    /// In a yield or a sleep.
+    pub waiting: bool,
+    /// The CPU it ran on at its last change (`None`: unknown; CPUs up to 4,094).
+    pub cpu: Option<u32>,
+    /// When its latest stretch began: µs of `CLOCK_MONOTONIC` (one clock for the node),
+    /// modulo 2^32.
+    pub since_us: u32,
+    /// How long that stretch lasted, µs (up to 524,287), once it is waiting again.
+    pub len_us: u32,
+}
+
+impl Activity {
+    const CPU_BITS: u32 = 12;
+    const LEN_BITS: u32 = 19;
+    const LEN_MAX: u32 = (1 << Self::LEN_BITS) - 1;
+
+    /// The word's encoding: CPU + 1 (0: unknown) in bits 0-11, the flag in bit 12, the
+    /// stretch's length in bits 13-31, its start in bits 32-63.
+    pub fn encode(self) -> u64 {
+        let cpu = self
+            .cpu
+            .map(|c| c + 1)
+            .filter(|&c| c < 1 << Self::CPU_BITS)
+            .map_or(0, u64::from);
+        let waiting = u64::from(self.waiting) << Self::CPU_BITS;
+        let len = u64::from(self.len_us.min(Self::LEN_MAX)) << (Self::CPU_BITS + 1);
+        cpu | waiting | len | u64::from(self.since_us) << 32
+    }
+
+    /// The inverse of [`Activity::encode`].
+    pub fn decode(word: u64) -> Activity {
+        let cpu = (word & ((1 << Self::CPU_BITS) - 1)) as u32;
+        Activity {
+            waiting: word >> Self::CPU_BITS & 1 != 0,
+            cpu: cpu.checked_sub(1),
+            len_us: (word >> (Self::CPU_BITS + 1)) as u32 & Self::LEN_MAX,
+            since_us: (word >> 32) as u32,
+        }
+    }
+
+    /// How many µs of the span from `from_us` to `to_us` this rank's latest stretch on CPU
+    /// `here` covers (0 on another CPU).
+    pub fn overlap_on(self, here: u32, from_us: u32, to_us: u32) -> u32 {
+        if self.cpu != Some(here) {
+            return 0;
+        }
+        // Positions relative to `from_us`, wrapping (the span is far shorter than 2^31 µs).
+        let span = to_us.wrapping_sub(from_us) as i64;
+        let start = self.since_us.wrapping_sub(from_us) as i32 as i64;
+        let end = if self.waiting {
+            start + i64::from(self.len_us)
+        } else {
+            span
+        };
+        (end.min(span) - start.max(0)).clamp(0, span) as u32
+    }
 }
 
 /// Offset of the active-senders bitmap.
-pub const ACTIVE_OFFSET: usize = 384;
+pub const ACTIVE_OFFSET: usize = 512;
 /// Bytes before a ring's record space (head line, producer line).
 pub const RING_HEADER: usize = 256;
 
@@ -66,6 +134,7 @@ pub const RING_HEADER: usize = 256;
 const _: () = {
     assert!(std::mem::size_of::<Control>() == ACTIVE_OFFSET);
     assert!(std::mem::offset_of!(Control, bell) == 128);
+    assert!(std::mem::offset_of!(Control, activity) == 384);
     assert!(std::mem::size_of::<RingHeader>() == RING_HEADER);
 };
 
@@ -166,5 +235,61 @@ impl SegView {
         // through the doorbell handshake, whose SeqCst fences order this store too.
         self.active(bit / 64)
             .fetch_or(1 << (bit % 64), Ordering::Relaxed);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::Activity;
+
+    #[test]
+    fn an_activity_word_round_trips() {
+        for a in [
+            Activity::default(),
+            Activity {
+                waiting: true,
+                cpu: Some(0),
+                since_us: u32::MAX,
+                len_us: 524_287,
+            },
+            Activity {
+                waiting: false,
+                cpu: Some(4094),
+                since_us: 7,
+                len_us: 0,
+            },
+        ] {
+            assert_eq!(Activity::decode(a.encode()), a);
+        }
+        // Out of range: a CPU it cannot name is unknown; a longer stretch saturates.
+        let big = Activity {
+            cpu: Some(5000),
+            len_us: 1 << 30,
+            ..Activity::default()
+        };
+        let back = Activity::decode(big.encode());
+        assert_eq!((back.cpu, back.len_us), (None, 524_287));
+    }
+
+    #[test]
+    fn a_siblings_time_on_this_cpu_during_a_span_is_its_stretchs_overlap() {
+        let at = |waiting, since_us, len_us| Activity {
+            waiting,
+            cpu: Some(1),
+            since_us,
+            len_us,
+        };
+        // Running since before the span: all of it; since its middle: the rest.
+        assert_eq!(at(false, 50, 0).overlap_on(1, 100, 400), 300);
+        assert_eq!(at(false, 250, 0).overlap_on(1, 100, 400), 150);
+        // A finished stretch: the part inside the span.
+        assert_eq!(at(true, 50, 100).overlap_on(1, 100, 400), 50);
+        assert_eq!(at(true, 200, 100).overlap_on(1, 100, 400), 100);
+        assert_eq!(at(true, 350, 100).overlap_on(1, 100, 400), 50);
+        assert_eq!(at(true, 10, 20).overlap_on(1, 100, 400), 0, "before the span");
+        // Another CPU counts for nothing; the clock may wrap inside the span.
+        assert_eq!(at(false, 50, 0).overlap_on(0, 100, 400), 0);
+        let from = u32::MAX - 99;
+        assert_eq!(at(false, u32::MAX - 49, 0).overlap_on(1, from, 200), 250);
     }
 }

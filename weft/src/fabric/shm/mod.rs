@@ -31,7 +31,7 @@ use crate::sync::Ordering;
 use crate::sys::segment::{self, Segment};
 use crate::tunables::Tunables;
 use doorbell::{Futex, Park, IN_POLL, ON_FUTEX};
-use layout::{Geometry, SegView, MAGIC};
+use layout::{Activity, Geometry, SegView, MAGIC};
 use ring::{Consumer, Producer};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::Duration;
@@ -77,6 +77,8 @@ pub struct ShmTransport {
     /// My wake-up descriptor, when I sleep in `poll(2)` (I have sockets too), and whether
     /// every local peer holds a duplicate (so a long sleep cannot miss a packet).
     wake: Option<(OwnedFd, bool)>,
+    /// What my activity word says (I am its only writer).
+    activity: Activity,
 }
 
 /// A local peer's segment as attached during start-up, with my duplicate of its wake-up
@@ -326,6 +328,7 @@ impl ShmTransport {
             single_copy: tunables.shm_single_copy,
             ticket: 0,
             wake,
+            activity: Activity::default(),
         }))
     }
 
@@ -538,5 +541,45 @@ impl ShmTransport {
     #[inline]
     pub fn cancel_sleep(&mut self) {
         self.own_view.control().bell.cancel();
+    }
+
+    /// See [`super::Fabric::note_waiting`]: publishes whether this rank gives up its CPU,
+    /// the CPU it is on, and its stretch on it.
+    pub fn note_waiting(&mut self, waiting: bool, now_us: u32) {
+        let a = &mut self.activity;
+        if waiting {
+            a.len_us = now_us.wrapping_sub(a.since_us);
+        } else {
+            a.since_us = now_us;
+            a.len_us = 0;
+        }
+        a.waiting = waiting;
+        a.cpu = crate::sys::current_cpu();
+        self.publish_activity();
+    }
+
+    fn publish_activity(&self) {
+        // Relaxed: advisory, read by the other ranks' wait policy only; nothing else is
+        // published with it (no Acquire pairs with it).
+        self.own_view
+            .control()
+            .activity
+            .store(self.activity.encode(), Ordering::Relaxed);
+    }
+
+    /// See [`super::Fabric::sibling_time_here`].
+    pub fn sibling_time_here(&self, from_us: u32, to_us: u32) -> Option<u32> {
+        let here = crate::sys::current_cpu()?;
+        Some(
+            self.peers
+                .iter()
+                .flatten()
+                .map(|p| {
+                    // Relaxed: an advisory word (see `publish_activity`).
+                    let a = Activity::decode(p.view.control().activity.load(Ordering::Relaxed));
+                    a.overlap_on(here, from_us, to_us)
+                })
+                .fold(0u32, u32::saturating_add),
+        )
     }
 }
