@@ -20,7 +20,7 @@ pub fn gatherv_linear(
             if j == root {
                 s.copy(src, into);
             } else {
-                s.recv(m.at(j), into);
+                s.recv_shared(m.at(j), into);
             }
         }
     } else {
@@ -51,7 +51,7 @@ pub fn gather_binomial(s: &mut Schedule, m: &Members, root: usize, src: Span, ds
         }
         if vr + mask < n {
             let count = mask.min(n - vr - mask);
-            s.recv(m.rel(root, vr + mask), blocks(buf, mask, count, len));
+            s.recv_shared(m.rel(root, vr + mask), blocks(buf, mask, count, len));
         }
         mask <<= 1;
     }

@@ -45,6 +45,7 @@
 //! buffers, and requires one answer.
 
 use super::pof2_floor;
+use crate::engine::schedule::SHARE_MIN;
 use crate::tunables::{LinkCost, LocalCost, Tunables};
 
 /// A collective with a choice of algorithms.
@@ -347,7 +348,7 @@ impl Model {
                 let split = if self.split_copy_min == 0 {
                     usize::MAX
                 } else {
-                    self.split_copy_min
+                    self.split_copy_min.max(SHARE_MIN)
                 };
                 (cpus as f64, wait, split)
             }
@@ -412,11 +413,22 @@ impl Terms {
     /// messages on an oversubscribed node, the wait for both sides to have a CPU.
     ///
     /// Who copies: an eager message is copied by both sides (into the ring and out, at
-    /// once); a rendezvous one by the receiver alone, or half by each side from
-    /// `WEFT_SPLIT_COPY_MIN` on. The one-message line `beta` was measured between two
-    /// ranks on CPUs of their own, so one side's copy of one message takes `beta·bytes`
-    /// when both copy, twice that when one does.
+    /// once); a rendezvous one by the receiver alone, or, for a receive that lets an idle
+    /// sender help ([`Terms::round_shared`]), half by each side from
+    /// `max(WEFT_SPLIT_COPY_MIN, SHARE_MIN)` on. The one-message line `beta` was measured
+    /// between two ranks on CPUs of their own, so one side's copy of one message takes
+    /// `beta·bytes` when both copy, twice that when one does.
     fn round(&self, j: usize, k: usize, bytes: usize, fan: Fan) -> f64 {
+        self.round_with(j, k, bytes, fan, false)
+    }
+
+    /// [`Terms::round`] for receives whose senders are otherwise idle
+    /// (`Schedule::recv_shared`).
+    fn round_shared(&self, j: usize, k: usize, bytes: usize, fan: Fan) -> f64 {
+        self.round_with(j, k, bytes, fan, true)
+    }
+
+    fn round_with(&self, j: usize, k: usize, bytes: usize, fan: Fan, share: bool) -> f64 {
         if k == 0 || j == 0 {
             return 0.0;
         }
@@ -428,7 +440,9 @@ impl Terms {
             (l.alpha_ns, l.beta_ps_per_byte / 1000.0)
         };
         let t = beta * bytes as f64;
-        let (send, recv) = if rendezvous && bytes < self.split_min {
+        // Over TCP the fitted line is the whole story (`split_min` 0 there).
+        let alone = rendezvous && self.split_min > 0 && (!share || bytes < self.split_min);
+        let (send, recv) = if alone {
             (0.0, 2.0 * t)
         } else {
             (t, t)
@@ -578,17 +592,24 @@ impl Terms {
             // Round j moves subtrees of 2^j blocks between n/2^(j+1) pairs; each member
             // copies its own block first, and a root that is not member 0 reorders all n.
             (Collective::Gather | Collective::Scatter, "binomial") => {
-                let fan = if c == Collective::Gather { In } else { Out };
+                // A gather's parent receives from a child that has sent its all; a
+                // scatter's child from a parent with more to send.
                 let tree: f64 = (0..lg)
-                    .map(|j| self.round(1, pairs(j), subtree(j) * m, fan))
+                    .map(|j| match c {
+                        Collective::Gather => self.round_shared(1, pairs(j), subtree(j) * m, In),
+                        _ => self.round(1, pairs(j), subtree(j) * m, Out),
+                    })
                     .sum();
                 let reorder = if s.root != 0 { self.copy(n * m) } else { 0.0 };
                 (self.copy(m) + tree + reorder, None)
             }
             // The root receives (or sends) n−1 blocks at once.
             (Collective::Gather | Collective::Scatter, _) => {
-                let fan = if c == Collective::Gather { In } else { Out };
-                (self.copy(m) + self.round(n - 1, n - 1, m, fan), None)
+                let t = match c {
+                    Collective::Gather => self.round_shared(n - 1, n - 1, m, In),
+                    _ => self.round(n - 1, n - 1, m, Out),
+                };
+                (self.copy(m) + t, None)
             }
             // log2 n exchanges of 1, 2, 4, … blocks.
             (Collective::Allgather, "recursive_doubling") => {
@@ -649,11 +670,11 @@ impl Terms {
         let rounds: f64 = (0..ceil_log2(n))
             .map(|j| {
                 let pairs = (n >> (j + 1)).max(1);
-                self.round(1, pairs, bytes, Fan::In) + self.reduce_round(pairs, bytes)
+                self.round_shared(1, pairs, bytes, Fan::In) + self.reduce_round(pairs, bytes)
             })
             .sum();
         let moved = if !s.commutative && s.root != 0 {
-            self.round(1, 1, bytes, Fan::In)
+            self.round_shared(1, 1, bytes, Fan::In)
         } else {
             0.0
         };

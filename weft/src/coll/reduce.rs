@@ -33,7 +33,7 @@ pub fn binomial(
         while mask < n {
             if vr & mask == 0 {
                 if vr | mask < n {
-                    s.recv(m.rel(tree_root, vr | mask), tmp);
+                    s.recv_shared(m.rel(tree_root, vr | mask), tmp);
                     s.fence();
                     // `tmp` holds higher ranks' data: acc ∘ tmp.
                     s.reduce(tmp, acc, commutative);
@@ -50,7 +50,7 @@ pub fn binomial(
             s.fence();
             s.send(m.at(root), acc);
         } else if m.me == root {
-            s.recv(m.at(tree_root), dst);
+            s.recv_shared(m.at(tree_root), dst);
         }
     }
 }

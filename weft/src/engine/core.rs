@@ -290,7 +290,7 @@ impl Core {
     /// Starts receiving claimed message `id` into `buf`; `None` when it was received already.
     pub fn start_matched_recv(&mut self, id: u64, buf: RawBufMut) -> Option<Handle> {
         self.matcher.get_mut(id)?;
-        let h = self.reqs.insert(recv_req(buf));
+        let h = self.reqs.insert(recv_req(buf, true));
         self.consume_unexpected(id, h);
         Some(h)
     }
@@ -723,8 +723,8 @@ impl Core {
     }
 
     /// Starts a receive: matches the oldest fitting unexpected message, or posts it.
-    pub fn start_recv(&mut self, pattern: Pattern, buf: RawBufMut) -> Handle {
-        let h = self.reqs.insert(recv_req(buf));
+    pub fn start_recv(&mut self, pattern: Pattern, buf: RawBufMut, share: bool) -> Handle {
+        let h = self.reqs.insert(recv_req(buf, share));
         match self.matcher.claim_unexpected(&pattern) {
             Some(id) => self.consume_unexpected(id, h),
             None => self.matcher.post(h, pattern),
@@ -828,7 +828,7 @@ fn is_new_message(kind: u8) -> bool {
 }
 
 /// A fresh receive request for `buf`.
-fn recv_req(buf: RawBufMut) -> Req {
+fn recv_req(buf: RawBufMut, share: bool) -> Req {
     Req {
         done: false,
         status: MsgStatus::default(),
@@ -837,6 +837,7 @@ fn recv_req(buf: RawBufMut) -> Req {
             buf,
             expect: 0,
             got: 0,
+            share,
         }),
     }
 }

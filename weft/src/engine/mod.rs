@@ -570,10 +570,21 @@ impl<F: Fabric> Engine<F> {
 
     /// Starts a nonblocking receive into `buf`.
     pub fn irecv(&mut self, pattern: Pattern, buf: RawBufMut) -> Result<Handle> {
+        self.irecv_with(pattern, buf, true)
+    }
+
+    /// [`Engine::irecv`]; `share` says whether a large rendezvous message may be copied half
+    /// by its sender (`WEFT_SPLIT_COPY_MIN`), else the receiver copies it whole.
+    pub(crate) fn irecv_with(
+        &mut self,
+        pattern: Pattern,
+        buf: RawBufMut,
+        share: bool,
+    ) -> Result<Handle> {
         if let Some(s) = pattern.source {
             self.check_peer("receive", s)?;
         }
-        let h = self.core.start_recv(pattern, buf);
+        let h = self.core.start_recv(pattern, buf, share);
         if self.core.has_pulls() {
             self.run_pulls();
         }

@@ -84,6 +84,9 @@ pub struct RecvOp {
     pub expect: usize,
     /// Bytes of the message received so far (including any that did not fit).
     pub got: usize,
+    /// Whether the sender may copy half of a large rendezvous message (see
+    /// [`super::Engine::irecv_with`]).
+    pub share: bool,
 }
 
 /// What a request does.

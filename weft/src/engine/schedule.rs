@@ -75,6 +75,14 @@ impl Span {
     }
 }
 
+/// Smallest message a collective's receive lets its sender copy half of (even a sender with
+/// nothing else to do costs a handshake): at 64 KiB, on 2 CPUs with 4-8 ranks, splitting made
+/// all-to-all, reduce-scatter and scatter 10-70% slower; at 1 MiB it made gathers and reduces
+/// 20-40% faster, where a member that has sent its data has nothing else to do, and linear
+/// broadcasts and scatters 25-30% slower at 8 ranks, whose root would push half of every
+/// member's copy (docs/collectives.md).
+pub const SHARE_MIN: usize = 256 << 10;
+
 /// One step of a schedule. Peers are world ranks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Step {
@@ -91,6 +99,11 @@ pub enum Step {
         from: u32,
         /// Where the data goes.
         into: Span,
+        /// Whether a large rendezvous message may be copied half by the sender
+        /// (`WEFT_SPLIT_COPY_MIN`): only where the sender has nothing else to do meanwhile
+        /// (a member of a gather that has sent its block); where every member is busy
+        /// copying (an all-to-all) the handshake costs more than the help.
+        share: bool,
     },
     /// Copies `from` to `to` (same length, not overlapping).
     Copy {
@@ -222,9 +235,24 @@ impl Schedule {
         self.push(Step::Send { to, from });
     }
 
-    /// Appends a receive.
+    /// Appends a receive that copies the whole message itself.
     pub fn recv(&mut self, from: u32, into: Span) {
-        self.push(Step::Recv { from, into });
+        self.push(Step::Recv {
+            from,
+            into,
+            share: false,
+        });
+    }
+
+    /// Appends a receive of a message whose sender is otherwise idle (a gather's or reduce's
+    /// member that has sent its data; not a root sending to many): from [`SHARE_MIN`] bytes it
+    /// may copy half (see [`Step::Recv`]).
+    pub fn recv_shared(&mut self, from: u32, into: Span) {
+        self.push(Step::Recv {
+            from,
+            into,
+            share: into.len >= SHARE_MIN,
+        });
     }
 
     /// Appends a copy (nothing when `from == to`).
@@ -481,14 +509,14 @@ impl<F: Fabric> Engine<F> {
                         }
                     }
                 }
-                Step::Recv { from, into } => {
+                Step::Recv { from, into, share } => {
                     let buf = write_view(&mut run.sched, into);
                     let pattern = Pattern {
                         context: run.sched.context,
                         source: Some(from),
                         tag: Some(run.sched.tag),
                     };
-                    match self.irecv(pattern, buf) {
+                    match self.irecv_with(pattern, buf, share) {
                         Ok(h) => run.pending.push((h, Some(into.len))),
                         Err(e) => {
                             run.error.get_or_insert(e);

@@ -694,7 +694,7 @@ fn rts(len: usize, cookie: u64) -> Header {
 fn matched_pull(c: &mut Core, buf: &mut [u8], len: usize) -> PendingPull {
     // SAFETY: every caller keeps `buf` alive and untouched until the end of its test, and the
     // tests never run the pull.
-    c.start_recv(pat(Some(0), Some(3)), unsafe { RawBufMut::new(buf) });
+    c.start_recv(pat(Some(0), Some(3)), unsafe { RawBufMut::new(buf) }, true);
     c.on_packet(&rts(len, 9), &[]);
     let mut pulls = c.take_pulls();
     assert_eq!(pulls.len(), 1);

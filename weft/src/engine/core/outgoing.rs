@@ -234,13 +234,14 @@ impl Core {
     /// the receive whole, from another peer a single-copy pull has already worked with;
     /// then the Share packet for the sender is queued.
     pub fn plan_pull(&mut self, p: &PendingPull) -> Option<PullPlan> {
-        let buf = match self.reqs.get(p.req) {
+        let (buf, share) = match self.reqs.get(p.req) {
             Some(Req {
                 op: Op::Recv(r), ..
-            }) => r.buf,
+            }) => (r.buf, r.share),
             _ => return None,
         };
-        let split = self.single_copy_peers[p.peer as usize]
+        let split = share
+            && self.single_copy_peers[p.peer as usize]
             && self.split_copy_min > 0
             && p.len >= self.split_copy_min
             && buf.len() >= p.len
