@@ -117,7 +117,7 @@ tunables! {
         "Collectives' cost model, local work: gamma_ps_per_byte (reducing; measured on an f64 sum),copy_ps_per_byte";
     coll_model_cpus: usize = "WEFT_COLL_MODEL_CPUS", "0",
         "CPUs the collectives' cost model takes a node to have (0: the CPUs online here): when a node's members outnumber them, concurrent copies share them and every rendezvous round waits for CPUs (WEFT_COLL_MODEL_OVERSUB)";
-    coll_model_oversub: usize = "WEFT_COLL_MODEL_OVERSUB", "18000",
+    coll_model_oversub: usize = "WEFT_COLL_MODEL_OVERSUB", "12000",
         "Collectives' cost model: ns a rendezvous round costs, per member sharing a CPU, on a node whose members outnumber its CPUs (sender and receiver must both get a CPU before the copy)";
     coll_shm: bool = "WEFT_COLL_SHM", "1",
         "Run the blocking collectives of communicators whose members share one node through a node-shared area (data written once, read in place); 0 sends messages instead";
