@@ -86,7 +86,7 @@ tunables! {
     bsend_overhead: usize = "WEFT_BSEND_OVERHEAD", "64",
         "Bytes of attached buffer that each buffered send uses beyond its data (MPI_BSEND_OVERHEAD)";
     coll_bcast: Algorithm = "WEFT_COLL_BCAST", "auto",
-        "Broadcast algorithm: auto, binomial, chain (pipelined in WEFT_COLL_SEGMENT pieces), scatter_allgather or linear (the root sends to every member at once)";
+        "Broadcast algorithm: auto, binomial, chain (pipelined in WEFT_COLL_SEGMENT pieces), scatter_allgather, linear (the root sends to every member at once) or hierarchical (through one leader per node: the default on several nodes)";
     coll_reduce: Algorithm = "WEFT_COLL_REDUCE", "auto",
         "Reduce algorithm: auto or binomial";
     coll_allreduce: Algorithm = "WEFT_COLL_ALLREDUCE", "auto",
@@ -309,7 +309,13 @@ impl Parse for String {
 pub const COLL_ALGORITHMS: &[(&str, &[&str])] = &[
     (
         "WEFT_COLL_BCAST",
-        &["binomial", "chain", "scatter_allgather", "linear"],
+        &[
+            "binomial",
+            "chain",
+            "scatter_allgather",
+            "linear",
+            "hierarchical",
+        ],
     ),
     ("WEFT_COLL_REDUCE", &["binomial"]),
     (

@@ -47,6 +47,7 @@ pub fn barrier(s: &mut Schedule, m: &Members) {
 /// Broadcast of `data` from `root`.
 pub fn bcast(s: &mut Schedule, m: &Members, t: &Tunables, root: usize, data: Span) {
     match bcast_algorithm(m, t, root, data) {
+        "hierarchical" => bcast_hierarchical(s, m, t, root, data),
         "chain" => bcast::chain(s, m, root, data, t.coll_segment),
         "scatter_allgather" => bcast::scatter_allgather(s, m, root, data),
         "linear" => bcast::linear(s, m, root, data),
@@ -54,13 +55,69 @@ pub fn bcast(s: &mut Schedule, m: &Members, t: &Tunables, root: usize, data: Spa
     }
 }
 
-/// The broadcast's algorithm (a member's view: the same at every member).
+/// The broadcast's algorithm (a member's view: the same at every member). On several nodes,
+/// when some node holds two members or more, the node-aware form runs (each node receives
+/// the data once; the model picks the algorithms of its parts), unless a tunable forces
+/// another; forcing it elsewhere runs the model's pick.
 pub fn bcast_algorithm(m: &Members, t: &Tunables, root: usize, data: Span) -> &'static str {
+    let node_aware = node_aware(m);
+    match t.coll_bcast.0 {
+        Some("hierarchical") if !node_aware => {}
+        Some(forced) => return forced,
+        None if node_aware => return "hierarchical",
+        None => {}
+    }
     let shape = Shape {
         root,
         ..shape(m, Some(data.len))
     };
-    choose(t, t.coll_bcast, Collective::Bcast, shape)
+    Model::from_tunables(t).pick(Collective::Bcast, &shape)
+}
+
+/// Whether node-aware forms apply to `m`: members on several nodes, whose nodes are known,
+/// and some node with two members or more (else the nodes' leaders are all the members).
+fn node_aware(m: &Members) -> bool {
+    m.nodes > 1 && m.node_of.len() == m.n() && m.nodes < m.n()
+}
+
+/// The node-aware broadcast: the root sends to one leader per other node (the root leads
+/// its own node; elsewhere the lowest member does), then each leader broadcasts within its
+/// node. Inter-node data crosses to each node once, whatever the placement and the root.
+fn bcast_hierarchical(s: &mut Schedule, m: &Members, t: &Tunables, root: usize, data: Span) {
+    let node_of = |j: usize| m.node_of[j] as usize;
+    let (my_node, root_node) = (node_of(m.me), node_of(root));
+    let leader_of = |node: usize| {
+        if node == root_node {
+            root
+        } else {
+            (0..m.n()).find(|&j| node_of(j) == node).expect("every node has a member")
+        }
+    };
+    let my_leader = leader_of(my_node);
+    if my_leader == m.me {
+        let leaders: Vec<u32> = (0..m.nodes).map(|k| m.at(leader_of(k))).collect();
+        let among = Members {
+            world: &leaders,
+            me: my_node,
+            nodes: m.nodes,
+            node_of: &[],
+        };
+        bcast(s, &among, t, root_node, data);
+        if m.me != root {
+            // Forward within the node only what has arrived.
+            s.fence();
+        }
+    }
+    let local: Vec<usize> = (0..m.n()).filter(|&j| node_of(j) == my_node).collect();
+    let local_world: Vec<u32> = local.iter().map(|&j| m.at(j)).collect();
+    let pos = |j: usize| local.iter().position(|&l| l == j).expect("a member of this node");
+    let within = Members {
+        world: &local_world,
+        me: pos(m.me),
+        nodes: 1,
+        node_of: &[],
+    };
+    bcast(s, &within, t, pos(my_leader), data);
 }
 
 /// Reduce of `src` into `dst` at `root` (one algorithm; the model still prices it for

@@ -36,6 +36,9 @@ pub struct Members<'a> {
     pub me: usize,
     /// How many nodes the members are on (every member agrees; the cost model reads it).
     pub nodes: usize,
+    /// The node (`0..nodes`) of each member, by member rank; empty when not known, and then
+    /// no node-aware algorithm runs.
+    pub node_of: &'a [u32],
 }
 
 impl Members<'_> {

@@ -183,6 +183,7 @@ fn picks_of_every_member(t: &Tunables, n: usize, nodes: usize, len: usize, root:
                 world: &world,
                 me,
                 nodes,
+                node_of: &[],
             };
             let at_root = |whole: usize| if me == root { whole } else { 0 };
             let len8 = len / 8 * 8;
@@ -254,6 +255,7 @@ fn forcing_tunables_override_the_model() {
         world: &world,
         me: 3,
         nodes: 1,
+        node_of: &[],
     };
     let tiny = Span::new(Area::Output, 0, 8);
     let t = tunables(&[("WEFT_COLL_BCAST", "chain")]);

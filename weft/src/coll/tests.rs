@@ -53,6 +53,7 @@ fn run_on(
             world: &world_ranks,
             me,
             nodes: 1,
+            node_of: &[],
         };
         // SAFETY: the buffers live in `bufs` until after `run_until_done` below, and are not
         // touched until every schedule has completed.
@@ -169,6 +170,7 @@ fn barrier_waits_for_the_last_member() {
                 world: &world_ranks,
                 me,
                 nodes: 1,
+                node_of: &[],
             },
         );
         // SAFETY: no buffers.
@@ -189,6 +191,7 @@ fn barrier_waits_for_the_last_member() {
             world: &world_ranks,
             me: 2,
             nodes: 1,
+            node_of: &[],
         },
     );
     // SAFETY: no buffers.
@@ -222,6 +225,77 @@ fn broadcast_every_algorithm_root_and_size() {
                 }
             }
         }
+    }
+}
+
+/// Node placements of `n` members: blocks of three, round robin over two nodes, and one
+/// node of a single member among larger ones. Each as (nodes, node of each member).
+fn placements(n: usize) -> Vec<(usize, Vec<u32>)> {
+    let mut out = vec![
+        (n.div_ceil(3), (0..n).map(|j| (j / 3) as u32).collect()),
+        (2.min(n), (0..n).map(|j| (j % 2) as u32).collect()),
+    ];
+    if n >= 3 {
+        // Member n/2 alone on node 1; the others split around it on nodes 0 and 2.
+        let node = |j: usize| match j.cmp(&(n / 2)) {
+            std::cmp::Ordering::Less => 0,
+            std::cmp::Ordering::Equal => 1,
+            std::cmp::Ordering::Greater => 2,
+        };
+        let nodes = if n / 2 + 1 < n { 3 } else { 2 };
+        out.push((nodes, (0..n).map(node).collect()));
+    }
+    out
+}
+
+#[test]
+fn a_broadcast_across_nodes_goes_through_one_leader_per_node() {
+    for forced in [None, Some("hierarchical")] {
+        let t = forced_or_auto(forced);
+        for n in 2..=9 {
+            for (nodes, node_of) in placements(n) {
+                for root in [0, n / 2, n - 1] {
+                    for &len in SIZES {
+                        let want = data(root, len, 5);
+                        let bufs = (0..n)
+                            .map(|r| Bufs {
+                                input: vec![],
+                                output: if r == root { want.clone() } else { vec![0; len] },
+                            })
+                            .collect();
+                        let out = run(n, bufs, None, |s, m, _| {
+                            let placed = Members {
+                                nodes,
+                                node_of: &node_of,
+                                ..*m
+                            };
+                            if nodes > 1 && nodes < n {
+                                let span = span(Area::Output, len);
+                                assert_eq!(
+                                    algorithm::bcast_algorithm(&placed, &t, root, span),
+                                    "hierarchical"
+                                );
+                            }
+                            algorithm::bcast(s, &placed, &t, root, span(Area::Output, len))
+                        });
+                        for (r, o) in out.iter().enumerate() {
+                            assert_eq!(
+                                o, &want,
+                                "n={n} nodes={node_of:?} root={root} len={len} rank {r}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Default tunables, or with the broadcast forced to `name`.
+fn forced_or_auto(name: Option<&'static str>) -> Tunables {
+    match name {
+        Some(name) => forced(|t| t.coll_bcast = Algorithm(Some(name))),
+        None => Tunables::defaults(),
     }
 }
 
@@ -625,6 +699,7 @@ fn a_size_mismatch_is_an_error_not_a_hang() {
                 world: &world_ranks,
                 me,
                 nodes: 1,
+                node_of: &[],
             },
             &Tunables::defaults(),
             0,
@@ -686,6 +761,7 @@ fn an_all_to_all_part_size_mismatch_names_both_members_and_sizes() {
             world: &world_ranks,
             me,
             nodes: 1,
+            node_of: &[],
         };
         algorithm::alltoall(
             &mut s,

@@ -401,6 +401,7 @@ mod tests {
                         world: &world_ranks,
                         me: *me,
                         nodes: 1,
+                        node_of: &[],
                     };
                     crate::coll::algorithm::alltoall(
                         &mut s,

@@ -459,6 +459,7 @@ impl Hierarchy<'_> {
             world: members,
             me,
             nodes,
+            node_of: &[],
         };
         build(&mut s, &m, self.tunables);
         // SAFETY: the views are of `x`'s buffers, borrowed until the wait below returns.

@@ -133,10 +133,12 @@ pub(crate) unsafe fn start(
         if let Some(v) = packed {
             s.keep(v);
         }
+        let topo = comm.node_topology(&rt.boot.node_of);
         let members = Members {
             world: comm.group.members(),
             me: comm.rank as usize,
-            nodes: comm.node_topology(&rt.boot.node_of).leaders.len(),
+            nodes: topo.leaders.len(),
+            node_of: &topo.node_of_member,
         };
         build(&mut s, &members, &rt.tunables);
         // SAFETY: the input and output views are the caller's buffers (borrowed until
