@@ -88,9 +88,9 @@ tunables! {
     coll_bcast: Algorithm = "WEFT_COLL_BCAST", "auto",
         "Broadcast algorithm: auto, binomial, chain (pipelined in WEFT_COLL_SEGMENT pieces), scatter_allgather, linear (the root sends to every member at once) or hierarchical (through one leader per node: the default on several nodes)";
     coll_reduce: Algorithm = "WEFT_COLL_REDUCE", "auto",
-        "Reduce algorithm: auto or binomial";
+        "Reduce algorithm: auto (node-aware on several nodes for a commutative operation, else binomial) or binomial (the flat tree)";
     coll_allreduce: Algorithm = "WEFT_COLL_ALLREDUCE", "auto",
-        "Allreduce algorithm: auto, recursive_doubling, rabenseifner or ring (the last two need a commutative operation and fall back to recursive_doubling)";
+        "Allreduce algorithm: auto, recursive_doubling, rabenseifner, ring (the last two need a commutative operation and fall back to recursive_doubling) or hierarchical (through one leader per node: the default on several nodes for a commutative operation)";
     coll_allgather: Algorithm = "WEFT_COLL_ALLGATHER", "auto",
         "Allgather algorithm: auto, ring, recursive_doubling (a power-of-two member count, else ring) or bruck";
     coll_gather: Algorithm = "WEFT_COLL_GATHER", "auto",
@@ -103,12 +103,12 @@ tunables! {
         "Reduce-scatter algorithm: auto, pairwise (a commutative operation, else by_reduce) or by_reduce";
     coll_segment: usize = "WEFT_COLL_SEGMENT", "64k",
         "Piece size of pipelined collectives (the chain broadcast)";
-    // The cost model's defaults were measured on this machine (2 shared cores) on 2026-11-25 by
+    // The cost model's link defaults were measured on this machine (2 shared cores) on
+    // 2026-11-25 by
     //   weft run -n 2 --release -p weft-cli --example coll_calibrate
     //   weft run -n 2 -x WEFT_TRANSPORTS=tcp --release -p weft-cli --example coll_calibrate
-    // (medians of 9 runs; the rendezvous intercepts came out below alpha and were clamped to
-    // it). The machine was shared and loaded: runs minutes apart gave shm alpha 2.5-3.8 us
-    // (0.5 us at the quietest), eager beta 0.6-1.5 ns/byte, rendezvous beta 0.2-0.45 ns/byte.
+    // (medians of 9 runs). The shm ones come from an idle run (contention is the rounds' own
+    // term now); the TCP ones from a loaded run (docs/collectives.md).
     coll_model_shm: LinkCost = "WEFT_COLL_MODEL_SHM", "500,170,8000,50",
         "Collectives' cost model, shared-memory messages: alpha_ns,beta_ps_per_byte for eager messages (up to WEFT_EAGER_LIMIT), then the same two for rendezvous ones (two numbers: the same for both); measure with the coll_calibrate example (docs/collectives.md)";
     coll_model_tcp: LinkCost = "WEFT_COLL_MODEL_TCP", "28500,2300,28500,1050",
@@ -320,7 +320,7 @@ pub const COLL_ALGORITHMS: &[(&str, &[&str])] = &[
     ("WEFT_COLL_REDUCE", &["binomial"]),
     (
         "WEFT_COLL_ALLREDUCE",
-        &["recursive_doubling", "rabenseifner", "ring"],
+        &["recursive_doubling", "rabenseifner", "ring", "hierarchical"],
     ),
     (
         "WEFT_COLL_ALLGATHER",

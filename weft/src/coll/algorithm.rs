@@ -80,58 +80,122 @@ fn node_aware(m: &Members) -> bool {
     m.nodes > 1 && m.node_of.len() == m.n() && m.nodes < m.n()
 }
 
-/// The node-aware broadcast: the root sends to one leader per other node (the root leads
-/// its own node; elsewhere the lowest member does), then each leader broadcasts within its
-/// node. Inter-node data crosses to each node once, whatever the placement and the root.
+/// The node-aware broadcast: the root sends to one leader per other node (the root leads its
+/// own node; elsewhere the lowest member does), then each leader broadcasts within its node.
+/// Inter-node data crosses to each node once, whatever the placement and the root.
 fn bcast_hierarchical(s: &mut Schedule, m: &Members, t: &Tunables, root: usize, data: Span) {
-    let node_of = |j: usize| m.node_of[j] as usize;
-    let (my_node, root_node) = (node_of(m.me), node_of(root));
-    let leader_of = |node: usize| {
-        if node == root_node {
-            root
-        } else {
-            (0..m.n()).find(|&j| node_of(j) == node).expect("every node has a member")
-        }
-    };
-    let my_leader = leader_of(my_node);
-    if my_leader == m.me {
-        let leaders: Vec<u32> = (0..m.nodes).map(|k| m.at(leader_of(k))).collect();
-        let among = Members {
-            world: &leaders,
-            me: my_node,
-            nodes: m.nodes,
-            node_of: &[],
-        };
-        bcast(s, &among, t, root_node, data);
+    let n = Nodes::of(m, root);
+    if n.leads() {
+        bcast(s, &n.among(), t, n.root_node, data);
         if m.me != root {
             // Forward within the node only what has arrived.
             s.fence();
         }
     }
-    let local: Vec<usize> = (0..m.n()).filter(|&j| node_of(j) == my_node).collect();
-    let local_world: Vec<u32> = local.iter().map(|&j| m.at(j)).collect();
-    let pos = |j: usize| local.iter().position(|&l| l == j).expect("a member of this node");
-    let within = Members {
-        world: &local_world,
-        me: pos(m.me),
-        nodes: 1,
-        node_of: &[],
-    };
-    bcast(s, &within, t, pos(my_leader), data);
+    bcast(s, &n.within(), t, n.my_leader_pos(), data);
 }
 
-/// Reduce of `src` into `dst` at `root` (one algorithm; the model still prices it for
-/// `weft info`).
+/// Reduce of `src` into `dst` at `root`: binomial, node-aware on several nodes for an
+/// operation that commutes (see [`bcast_algorithm`]) unless `WEFT_COLL_REDUCE` forces the flat
+/// tree.
 pub fn reduce(
     s: &mut Schedule,
     m: &Members,
-    _t: &Tunables,
+    t: &Tunables,
     root: usize,
     src: Span,
     dst: Span,
     order: Order,
 ) {
+    if order.commutative() && node_aware(m) && t.coll_reduce.0.is_none() {
+        let n = Nodes::of(m, root);
+        // Within each node to its leader (the root's own result lands in `dst`), then among
+        // the leaders to the root.
+        let part = if m.me == root {
+            dst
+        } else if n.leads() {
+            Span::new(s.scratch(src.len), 0, src.len)
+        } else {
+            src // not touched: only a tree's root writes its `dst`
+        };
+        reduce::binomial(s, &n.within(), n.my_leader_pos(), src, part, true);
+        if n.leads() {
+            s.fence();
+            reduce::binomial(s, &n.among(), n.root_node, part, part, true);
+        }
+        return;
+    }
     reduce::binomial(s, m, root, src, dst, order.commutative());
+}
+
+/// A node-aware collective's view of the members: one leader per node (the root leads its
+/// own node; elsewhere the lowest member does), and this member's node.
+struct Nodes<'m> {
+    m: &'m Members<'m>,
+    root_node: usize,
+    /// World ranks of the leaders, by node.
+    leaders: Vec<u32>,
+    /// Member ranks of this member's node, in rank order.
+    local: Vec<usize>,
+    /// World ranks of `local`.
+    local_world: Vec<u32>,
+    my_leader: usize,
+}
+
+impl<'m> Nodes<'m> {
+    fn of(m: &'m Members<'m>, root: usize) -> Self {
+        let node_of = |j: usize| m.node_of[j] as usize;
+        let root_node = node_of(root);
+        let leader_of = |node: usize| {
+            if node == root_node {
+                root
+            } else {
+                (0..m.n()).find(|&j| node_of(j) == node).expect("every node has a member")
+            }
+        };
+        let my_node = node_of(m.me);
+        let local: Vec<usize> = (0..m.n()).filter(|&j| node_of(j) == my_node).collect();
+        Nodes {
+            m,
+            root_node,
+            leaders: (0..m.nodes).map(|k| m.at(leader_of(k))).collect(),
+            local_world: local.iter().map(|&j| m.at(j)).collect(),
+            local,
+            my_leader: leader_of(my_node),
+        }
+    }
+
+    fn leads(&self) -> bool {
+        self.my_leader == self.m.me
+    }
+
+    fn pos(&self, j: usize) -> usize {
+        self.local.iter().position(|&l| l == j).expect("a member of this node")
+    }
+
+    fn my_leader_pos(&self) -> usize {
+        self.pos(self.my_leader)
+    }
+
+    /// The leaders, one per node (this member is one of them).
+    fn among(&self) -> Members<'_> {
+        Members {
+            world: &self.leaders,
+            me: self.m.node_of[self.m.me] as usize,
+            nodes: self.m.nodes,
+            node_of: &[],
+        }
+    }
+
+    /// The members of this member's node.
+    fn within(&self) -> Members<'_> {
+        Members {
+            world: &self.local_world,
+            me: self.pos(self.m.me),
+            nodes: 1,
+            node_of: &[],
+        }
+    }
 }
 
 /// Allreduce of `src` into `dst` of `elem`-byte elements.
@@ -146,6 +210,18 @@ pub fn allreduce(
 ) {
     let name = allreduce_algorithm(m, t, src, elem, order);
     match name {
+        "hierarchical" => {
+            // Within each node to its leader, into `dst`; the leaders' allreduce in place;
+            // then each leader's broadcast within its node.
+            let n = Nodes::of(m, 0);
+            reduce::binomial(s, &n.within(), n.my_leader_pos(), src, dst, true);
+            if n.leads() {
+                s.fence();
+                allreduce(s, &n.among(), t, dst, dst, elem, order);
+                s.fence();
+            }
+            bcast(s, &n.within(), t, n.my_leader_pos(), dst);
+        }
         "rabenseifner" => reduce::reduce_scatter_allgather(s, m, src, dst, elem),
         "ring" => reduce::ring(s, m, src, dst, elem),
         _ => reduce::recursive_doubling(s, m, src, dst),
@@ -171,6 +247,11 @@ pub fn allreduce_algorithm(
         ..shape(m, Some(src.len))
     };
     match t.coll_allreduce.0 {
+        None if order.commutative() && node_aware(m) => "hierarchical",
+        Some("hierarchical") if !(order.commutative() && node_aware(m)) => {
+            choose(t, Algorithm(None), Collective::Allreduce, shape)
+        }
+        Some("hierarchical") => "hierarchical",
         Some(_) if !can_split => "recursive_doubling",
         forced => choose(t, Algorithm(forced), Collective::Allreduce, shape),
     }

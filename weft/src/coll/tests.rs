@@ -291,6 +291,90 @@ fn a_broadcast_across_nodes_goes_through_one_leader_per_node() {
     }
 }
 
+#[test]
+fn reduce_and_allreduce_across_nodes_combine_each_node_at_its_leader() {
+    let t = Tunables::defaults();
+    let c = sum();
+    for n in 2..=9 {
+        for (nodes, node_of) in placements(n) {
+            for count in [0, 1, 5, 301] {
+                let len = count * 4;
+                let inputs: Vec<Vec<u8>> = (0..n).map(|r| data(r, len, 6)).collect();
+                let want = fold(&c, &inputs);
+                let placed = |m: &Members| -> (usize, bool) {
+                    (nodes, nodes > 1 && nodes < m.n())
+                };
+                for root in [0, n / 2, n - 1] {
+                    let bufs = inputs
+                        .iter()
+                        .map(|i| Bufs {
+                            input: i.clone(),
+                            output: vec![0; len],
+                        })
+                        .collect();
+                    let out = run(n, bufs, Some(c.clone()), |s, m, _| {
+                        let (nodes, _) = placed(m);
+                        let m = Members {
+                            nodes,
+                            node_of: &node_of,
+                            ..*m
+                        };
+                        let dst = if m.me == root { Area::Output } else { Area::Input };
+                        algorithm::reduce(
+                            s,
+                            &m,
+                            &t,
+                            root,
+                            span(Area::Input, len),
+                            span(dst, len),
+                            Order::Commutative,
+                        )
+                    });
+                    assert_eq!(out[root], want, "reduce n={n} {node_of:?} root={root} count={count}");
+                }
+                for in_place in [false, true] {
+                    let bufs = inputs
+                        .iter()
+                        .map(|i| Bufs {
+                            input: if in_place { vec![] } else { i.clone() },
+                            output: if in_place { i.clone() } else { vec![0; len] },
+                        })
+                        .collect();
+                    let src = if in_place { Area::Output } else { Area::Input };
+                    let out = run(n, bufs, Some(c.clone()), |s, m, _| {
+                        let (nodes, aware) = placed(m);
+                        let m = Members {
+                            nodes,
+                            node_of: &node_of,
+                            ..*m
+                        };
+                        let name = algorithm::allreduce_algorithm(
+                            &m,
+                            &t,
+                            span(src, len),
+                            4,
+                            Order::Commutative,
+                        );
+                        assert_eq!(name == "hierarchical", aware, "{node_of:?}");
+                        algorithm::allreduce(
+                            s,
+                            &m,
+                            &t,
+                            span(src, len),
+                            span(Area::Output, len),
+                            4,
+                            Order::Commutative,
+                        )
+                    });
+                    for (r, o) in out.iter().enumerate() {
+                        assert_eq!(o, &want, "allreduce n={n} {node_of:?} count={count} rank {r}");
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Default tunables, or with the broadcast forced to `name`.
 fn forced_or_auto(name: Option<&'static str>) -> Tunables {
     match name {
