@@ -92,11 +92,11 @@ tunables! {
     coll_allreduce: Algorithm = "WEFT_COLL_ALLREDUCE", "auto",
         "Allreduce algorithm: auto, recursive_doubling, rabenseifner, ring (the last two need a commutative operation and fall back to recursive_doubling) or hierarchical (through one leader per node: the default on several nodes for a commutative operation)";
     coll_allgather: Algorithm = "WEFT_COLL_ALLGATHER", "auto",
-        "Allgather algorithm: auto, ring, recursive_doubling (a power-of-two member count, else ring) or bruck";
+        "Allgather algorithm: auto, ring, recursive_doubling (a power-of-two member count, else ring), bruck or hierarchical (through one leader per node: the default on several nodes)";
     coll_gather: Algorithm = "WEFT_COLL_GATHER", "auto",
-        "Gather algorithm: auto, binomial or linear";
+        "Gather algorithm: auto, binomial, linear or hierarchical (through one leader per node: the default on several nodes)";
     coll_scatter: Algorithm = "WEFT_COLL_SCATTER", "auto",
-        "Scatter algorithm: auto, binomial or linear";
+        "Scatter algorithm: auto, binomial, linear or hierarchical (through one leader per node: the default on several nodes)";
     coll_alltoall: Algorithm = "WEFT_COLL_ALLTOALL", "auto",
         "All-to-all algorithm: auto, pairwise or scattered";
     coll_reduce_scatter: Algorithm = "WEFT_COLL_REDUCE_SCATTER", "auto",
@@ -324,10 +324,10 @@ pub const COLL_ALGORITHMS: &[(&str, &[&str])] = &[
     ),
     (
         "WEFT_COLL_ALLGATHER",
-        &["ring", "recursive_doubling", "bruck"],
+        &["ring", "recursive_doubling", "bruck", "hierarchical"],
     ),
-    ("WEFT_COLL_GATHER", &["binomial", "linear"]),
-    ("WEFT_COLL_SCATTER", &["binomial", "linear"]),
+    ("WEFT_COLL_GATHER", &["binomial", "linear", "hierarchical"]),
+    ("WEFT_COLL_SCATTER", &["binomial", "linear", "hierarchical"]),
     ("WEFT_COLL_ALLTOALL", &["pairwise", "scattered"]),
     ("WEFT_COLL_REDUCE_SCATTER", &["pairwise", "by_reduce"]),
 ];

@@ -9,6 +9,7 @@
 //! sizes passed to the model are the ones every member agrees on (see the model's doc).
 
 use super::model::{Collective, Model, Shape};
+use super::node_aware::{self, node_aware};
 use super::{alltoall, barrier, bcast, gather, reduce, scan, Members, Schedule, Span};
 use crate::tunables::{Algorithm, Tunables};
 
@@ -17,6 +18,17 @@ fn choose(t: &Tunables, forced: Algorithm, c: Collective, shape: Shape) -> &'sta
     forced
         .0
         .unwrap_or_else(|| Model::from_tunables(t).pick(c, &shape))
+}
+
+/// As [`choose`], where a node-aware form exists: it runs on several nodes (see
+/// [`node_aware`]) unless a tunable forces a flat algorithm; forcing it where it does not
+/// apply runs the model's pick.
+fn choose_aware(m: &Members, t: &Tunables, forced: Algorithm, c: Collective, shape: Shape) -> &'static str {
+    match forced.0 {
+        Some("hierarchical") | None if node_aware(m) => "hierarchical",
+        Some("hierarchical") => choose(t, Algorithm(None), c, shape),
+        other => choose(t, Algorithm(other), c, shape),
+    }
 }
 
 /// The shape of a call on `m` of `bytes` agreed bytes (see [`Shape::bytes`]).
@@ -47,7 +59,7 @@ pub fn barrier(s: &mut Schedule, m: &Members) {
 /// Broadcast of `data` from `root`.
 pub fn bcast(s: &mut Schedule, m: &Members, t: &Tunables, root: usize, data: Span) {
     match bcast_algorithm(m, t, root, data) {
-        "hierarchical" => bcast_hierarchical(s, m, t, root, data),
+        "hierarchical" => node_aware::bcast(s, m, t, root, data),
         "chain" => bcast::chain(s, m, root, data, t.coll_segment),
         "scatter_allgather" => bcast::scatter_allgather(s, m, root, data),
         "linear" => bcast::linear(s, m, root, data),
@@ -60,40 +72,13 @@ pub fn bcast(s: &mut Schedule, m: &Members, t: &Tunables, root: usize, data: Spa
 /// the data once; the model picks the algorithms of its parts), unless a tunable forces
 /// another; forcing it elsewhere runs the model's pick.
 pub fn bcast_algorithm(m: &Members, t: &Tunables, root: usize, data: Span) -> &'static str {
-    let node_aware = node_aware(m);
-    match t.coll_bcast.0 {
-        Some("hierarchical") if !node_aware => {}
-        Some(forced) => return forced,
-        None if node_aware => return "hierarchical",
-        None => {}
-    }
     let shape = Shape {
         root,
         ..shape(m, Some(data.len))
     };
-    Model::from_tunables(t).pick(Collective::Bcast, &shape)
+    choose_aware(m, t, t.coll_bcast, Collective::Bcast, shape)
 }
 
-/// Whether node-aware forms apply to `m`: members on several nodes, whose nodes are known,
-/// and some node with two members or more (else the nodes' leaders are all the members).
-fn node_aware(m: &Members) -> bool {
-    m.nodes > 1 && m.node_of.len() == m.n() && m.nodes < m.n()
-}
-
-/// The node-aware broadcast: the root sends to one leader per other node (the root leads its
-/// own node; elsewhere the lowest member does), then each leader broadcasts within its node.
-/// Inter-node data crosses to each node once, whatever the placement and the root.
-fn bcast_hierarchical(s: &mut Schedule, m: &Members, t: &Tunables, root: usize, data: Span) {
-    let n = Nodes::of(m, root);
-    if n.leads() {
-        bcast(s, &n.among(), t, n.root_node, data);
-        if m.me != root {
-            // Forward within the node only what has arrived.
-            s.fence();
-        }
-    }
-    bcast(s, &n.within(), t, n.my_leader_pos(), data);
-}
 
 /// Reduce of `src` into `dst` at `root`: binomial, node-aware on several nodes for an
 /// operation that commutes (see [`bcast_algorithm`]) unless `WEFT_COLL_REDUCE` forces the flat
@@ -108,94 +93,9 @@ pub fn reduce(
     order: Order,
 ) {
     if order.commutative() && node_aware(m) && t.coll_reduce.0.is_none() {
-        let n = Nodes::of(m, root);
-        // Within each node to its leader (the root's own result lands in `dst`), then among
-        // the leaders to the root.
-        let part = if m.me == root {
-            dst
-        } else if n.leads() {
-            Span::new(s.scratch(src.len), 0, src.len)
-        } else {
-            src // not touched: only a tree's root writes its `dst`
-        };
-        reduce::binomial(s, &n.within(), n.my_leader_pos(), src, part, true);
-        if n.leads() {
-            s.fence();
-            reduce::binomial(s, &n.among(), n.root_node, part, part, true);
-        }
-        return;
+        return node_aware::reduce(s, m, root, src, dst);
     }
     reduce::binomial(s, m, root, src, dst, order.commutative());
-}
-
-/// A node-aware collective's view of the members: one leader per node (the root leads its
-/// own node; elsewhere the lowest member does), and this member's node.
-struct Nodes<'m> {
-    m: &'m Members<'m>,
-    root_node: usize,
-    /// World ranks of the leaders, by node.
-    leaders: Vec<u32>,
-    /// Member ranks of this member's node, in rank order.
-    local: Vec<usize>,
-    /// World ranks of `local`.
-    local_world: Vec<u32>,
-    my_leader: usize,
-}
-
-impl<'m> Nodes<'m> {
-    fn of(m: &'m Members<'m>, root: usize) -> Self {
-        let node_of = |j: usize| m.node_of[j] as usize;
-        let root_node = node_of(root);
-        let leader_of = |node: usize| {
-            if node == root_node {
-                root
-            } else {
-                (0..m.n()).find(|&j| node_of(j) == node).expect("every node has a member")
-            }
-        };
-        let my_node = node_of(m.me);
-        let local: Vec<usize> = (0..m.n()).filter(|&j| node_of(j) == my_node).collect();
-        Nodes {
-            m,
-            root_node,
-            leaders: (0..m.nodes).map(|k| m.at(leader_of(k))).collect(),
-            local_world: local.iter().map(|&j| m.at(j)).collect(),
-            local,
-            my_leader: leader_of(my_node),
-        }
-    }
-
-    fn leads(&self) -> bool {
-        self.my_leader == self.m.me
-    }
-
-    fn pos(&self, j: usize) -> usize {
-        self.local.iter().position(|&l| l == j).expect("a member of this node")
-    }
-
-    fn my_leader_pos(&self) -> usize {
-        self.pos(self.my_leader)
-    }
-
-    /// The leaders, one per node (this member is one of them).
-    fn among(&self) -> Members<'_> {
-        Members {
-            world: &self.leaders,
-            me: self.m.node_of[self.m.me] as usize,
-            nodes: self.m.nodes,
-            node_of: &[],
-        }
-    }
-
-    /// The members of this member's node.
-    fn within(&self) -> Members<'_> {
-        Members {
-            world: &self.local_world,
-            me: self.pos(self.m.me),
-            nodes: 1,
-            node_of: &[],
-        }
-    }
 }
 
 /// Allreduce of `src` into `dst` of `elem`-byte elements.
@@ -210,18 +110,7 @@ pub fn allreduce(
 ) {
     let name = allreduce_algorithm(m, t, src, elem, order);
     match name {
-        "hierarchical" => {
-            // Within each node to its leader, into `dst`; the leaders' allreduce in place;
-            // then each leader's broadcast within its node.
-            let n = Nodes::of(m, 0);
-            reduce::binomial(s, &n.within(), n.my_leader_pos(), src, dst, true);
-            if n.leads() {
-                s.fence();
-                allreduce(s, &n.among(), t, dst, dst, elem, order);
-                s.fence();
-            }
-            bcast(s, &n.within(), t, n.my_leader_pos(), dst);
-        }
+        "hierarchical" => node_aware::allreduce(s, m, t, src, dst, elem),
         "rabenseifner" => reduce::reduce_scatter_allgather(s, m, src, dst, elem),
         "ring" => reduce::ring(s, m, src, dst, elem),
         _ => reduce::recursive_doubling(s, m, src, dst),
@@ -297,6 +186,7 @@ pub fn scan(s: &mut Schedule, m: &Members, src: Span, dst: Span, exclusive: bool
 pub fn gather(s: &mut Schedule, m: &Members, t: &Tunables, root: usize, src: Span, dst: Span) {
     let len = src.len;
     match gather_algorithm(m, t, root, src, dst) {
+        "hierarchical" => node_aware::gather(s, m, t, root, src, dst),
         "binomial" => gather::gather_binomial(s, m, root, src, dst),
         _ => gather::gatherv_linear(s, m, root, src, dst, &reduce::equal_blocks(m.n(), len)),
     }
@@ -309,13 +199,14 @@ pub fn gather_algorithm(m: &Members, t: &Tunables, root: usize, src: Span, _dst:
         root,
         ..shape(m, Some(src.len))
     };
-    choose(t, t.coll_gather, Collective::Gather, shape)
+    choose_aware(m, t, t.coll_gather, Collective::Gather, shape)
 }
 
 /// Scatter of `len`-byte blocks of `src` at `root` into every member's `dst`.
 pub fn scatter(s: &mut Schedule, m: &Members, t: &Tunables, root: usize, src: Span, dst: Span) {
     let len = dst.len;
     match scatter_algorithm(m, t, root, src, dst) {
+        "hierarchical" => node_aware::scatter(s, m, t, root, src, dst),
         "binomial" => gather::scatter_binomial(s, m, root, src, dst),
         _ => gather::scatterv_linear(s, m, root, src, &reduce::equal_blocks(m.n(), len), dst),
     }
@@ -328,7 +219,7 @@ pub fn scatter_algorithm(m: &Members, t: &Tunables, root: usize, _src: Span, dst
         root,
         ..shape(m, Some(dst.len))
     };
-    choose(t, t.coll_scatter, Collective::Scatter, shape)
+    choose_aware(m, t, t.coll_scatter, Collective::Scatter, shape)
 }
 
 /// Allgather of every member's `len`-byte `src` into `dst`.
@@ -336,6 +227,7 @@ pub fn allgather(s: &mut Schedule, m: &Members, t: &Tunables, src: Span, dst: Sp
     let n = m.n();
     let len = src.len;
     match allgather_algorithm(m, t, src) {
+        "hierarchical" => node_aware::allgather(s, m, t, src, dst),
         "recursive_doubling" => gather::allgather_recursive_doubling(s, m, src, dst),
         "bruck" => gather::allgather_bruck(s, m, src, dst),
         _ => gather::allgatherv_ring(s, m, src, dst, &reduce::equal_blocks(n, len)),
@@ -344,7 +236,7 @@ pub fn allgather(s: &mut Schedule, m: &Members, t: &Tunables, src: Span, dst: Sp
 
 /// The allgather's algorithm (a member's view: the same at every member).
 pub fn allgather_algorithm(m: &Members, t: &Tunables, src: Span) -> &'static str {
-    choose(t, t.coll_allgather, Collective::Allgather, shape(m, Some(src.len)))
+    choose_aware(m, t, t.coll_allgather, Collective::Allgather, shape(m, Some(src.len)))
 }
 
 /// All-to-all with a block per pair. `agreed_block` is the block size when every member's

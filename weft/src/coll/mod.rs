@@ -16,6 +16,7 @@ pub mod bcast;
 pub mod gather;
 pub mod model;
 pub mod neighbor;
+mod node_aware;
 pub mod op;
 pub mod reduce;
 pub mod scan;

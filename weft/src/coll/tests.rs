@@ -375,6 +375,87 @@ fn reduce_and_allreduce_across_nodes_combine_each_node_at_its_leader() {
     }
 }
 
+#[test]
+fn gather_scatter_and_allgather_across_nodes_go_through_the_leaders() {
+    let t = Tunables::defaults();
+    for n in 2..=9 {
+        for (nodes, node_of) in placements(n) {
+            let aware = nodes > 1 && nodes < n;
+            for &len in &[0, 1, 24, 200] {
+                let blocks: Vec<Vec<u8>> = (0..n).map(|r| data(r, len, 7)).collect();
+                let whole: Vec<u8> = blocks.concat();
+                let place = |m: &Members| (nodes, m.n());
+                for root in [0, n / 2, n - 1] {
+                    // Gather.
+                    let bufs = (0..n)
+                        .map(|r| Bufs {
+                            input: blocks[r].clone(),
+                            output: vec![0; if r == root { n * len } else { 0 }],
+                        })
+                        .collect();
+                    let out = run(n, bufs, None, |s, m, _| {
+                        let m = Members {
+                            nodes: place(m).0,
+                            node_of: &node_of,
+                            ..*m
+                        };
+                        let src = span(Area::Input, len);
+                        let dst = span(Area::Output, if m.me == root { n * len } else { 0 });
+                        let name = algorithm::gather_algorithm(&m, &t, root, src, dst);
+                        assert_eq!(name == "hierarchical", aware);
+                        algorithm::gather(s, &m, &t, root, src, dst)
+                    });
+                    assert_eq!(out[root], whole, "gather n={n} {node_of:?} root={root} len={len}");
+                    // Scatter.
+                    let bufs = (0..n)
+                        .map(|r| Bufs {
+                            input: if r == root { whole.clone() } else { vec![] },
+                            output: vec![0; len],
+                        })
+                        .collect();
+                    let out = run(n, bufs, None, |s, m, _| {
+                        let m = Members {
+                            nodes: place(m).0,
+                            node_of: &node_of,
+                            ..*m
+                        };
+                        let src = span(Area::Input, if m.me == root { n * len } else { 0 });
+                        let dst = span(Area::Output, len);
+                        assert_eq!(
+                            algorithm::scatter_algorithm(&m, &t, root, src, dst) == "hierarchical",
+                            aware
+                        );
+                        algorithm::scatter(s, &m, &t, root, src, dst)
+                    });
+                    for (r, o) in out.iter().enumerate() {
+                        assert_eq!(o, &blocks[r], "scatter n={n} {node_of:?} root={root} len={len} rank {r}");
+                    }
+                }
+                // Allgather.
+                let bufs = (0..n)
+                    .map(|r| Bufs {
+                        input: blocks[r].clone(),
+                        output: vec![0; n * len],
+                    })
+                    .collect();
+                let out = run(n, bufs, None, |s, m, _| {
+                    let m = Members {
+                        nodes: place(m).0,
+                        node_of: &node_of,
+                        ..*m
+                    };
+                    let src = span(Area::Input, len);
+                    assert_eq!(algorithm::allgather_algorithm(&m, &t, src) == "hierarchical", aware);
+                    algorithm::allgather(s, &m, &t, src, span(Area::Output, n * len))
+                });
+                for (r, o) in out.iter().enumerate() {
+                    assert_eq!(o, &whole, "allgather n={n} {node_of:?} len={len} rank {r}");
+                }
+            }
+        }
+    }
+}
+
 /// Default tunables, or with the broadcast forced to `name`.
 fn forced_or_auto(name: Option<&'static str>) -> Tunables {
     match name {

@@ -1,0 +1,261 @@
+//! Node-aware collectives by messages, for communicators on several nodes (Sun's network
+//! awareness, reference document 001): one leader per node (the root leads its own node;
+//! elsewhere the lowest member does) carries its node's data across, so inter-node data
+//! crosses to or from each node once, whatever the placement and the root; within a node
+//! and among the leaders the model picks the flat algorithms (`coll/algorithm.rs`). The
+//! blocking forms of data within a slot go through the node areas instead
+//! (`api/collective/hierarchy.rs`).
+
+use super::algorithm::{self, Order};
+use super::gather as flat;
+use super::{blocks, reduce as flat_reduce, Members, Schedule, Span};
+use crate::tunables::Tunables;
+
+/// Whether node-aware forms apply to `m`: members on several nodes, whose nodes are known,
+/// and some node with two members or more (else the nodes' leaders are all the members).
+pub(super) fn node_aware(m: &Members) -> bool {
+    m.nodes > 1 && m.node_of.len() == m.n() && m.nodes < m.n()
+}
+
+/// The node-aware broadcast: the root sends to one leader per other node (the root leads its
+/// own node; elsewhere the lowest member does), then each leader broadcasts within its node.
+/// Inter-node data crosses to each node once, whatever the placement and the root.
+pub(super) fn bcast(s: &mut Schedule, m: &Members, t: &Tunables, root: usize, data: Span) {
+    let n = Nodes::of(m, root);
+    if n.leads() {
+        algorithm::bcast(s, &n.among(), t, n.root_node, data);
+        if m.me != root {
+            // Forward within the node only what has arrived.
+            s.fence();
+        }
+    }
+    algorithm::bcast(s, &n.within(), t, n.my_leader_pos(), data);
+}
+
+
+/// A node-aware collective's view of the members: one leader per node (the root leads its
+/// own node; elsewhere the lowest member does), and this member's node.
+struct Nodes<'m> {
+    m: &'m Members<'m>,
+    root_node: usize,
+    /// World ranks of the leaders, by node.
+    leaders: Vec<u32>,
+    /// Member ranks of this member's node, in rank order.
+    local: Vec<usize>,
+    /// World ranks of `local`.
+    local_world: Vec<u32>,
+    my_leader: usize,
+}
+
+impl<'m> Nodes<'m> {
+    fn of(m: &'m Members<'m>, root: usize) -> Self {
+        let node_of = |j: usize| m.node_of[j] as usize;
+        let root_node = node_of(root);
+        let leader_of = |node: usize| {
+            if node == root_node {
+                root
+            } else {
+                (0..m.n()).find(|&j| node_of(j) == node).expect("every node has a member")
+            }
+        };
+        let my_node = node_of(m.me);
+        let local: Vec<usize> = (0..m.n()).filter(|&j| node_of(j) == my_node).collect();
+        Nodes {
+            m,
+            root_node,
+            leaders: (0..m.nodes).map(|k| m.at(leader_of(k))).collect(),
+            local_world: local.iter().map(|&j| m.at(j)).collect(),
+            local,
+            my_leader: leader_of(my_node),
+        }
+    }
+
+    fn leads(&self) -> bool {
+        self.my_leader == self.m.me
+    }
+
+    fn pos(&self, j: usize) -> usize {
+        self.local.iter().position(|&l| l == j).expect("a member of this node")
+    }
+
+    fn my_leader_pos(&self) -> usize {
+        self.pos(self.my_leader)
+    }
+
+    /// The leaders, one per node (this member is one of them).
+    fn among(&self) -> Members<'_> {
+        Members {
+            world: &self.leaders,
+            me: self.m.node_of[self.m.me] as usize,
+            nodes: self.m.nodes,
+            node_of: &[],
+        }
+    }
+
+    /// The members of this member's node.
+    fn within(&self) -> Members<'_> {
+        Members {
+            world: &self.local_world,
+            me: self.pos(self.m.me),
+            nodes: 1,
+            node_of: &[],
+        }
+    }
+
+    fn my_node(&self) -> usize {
+        self.m.node_of[self.m.me] as usize
+    }
+
+    /// Each node's part of a buffer of every member's `len`-byte block in node order (node 0's
+    /// members in rank order, then node 1's, …), as (offset, length), and the whole length.
+    fn node_parts(&self, len: usize) -> (Vec<(usize, usize)>, usize) {
+        let mut count = vec![0usize; self.m.nodes];
+        for &k in self.m.node_of {
+            count[k as usize] += 1;
+        }
+        let mut off = 0;
+        let parts = count
+            .iter()
+            .map(|&c| {
+                let p = (off, c * len);
+                off += c * len;
+                p
+            })
+            .collect();
+        (parts, off)
+    }
+
+    /// Copies every member's block between `node_order` (as [`Nodes::node_parts`] lays it out)
+    /// and `member_order` (member j's at j·len): from the first to the second when `gathered`.
+    fn reorder(&self, s: &mut Schedule, node_order: Span, member_order: Span, len: usize, gathered: bool) {
+        let (parts, _) = self.node_parts(len);
+        let mut next: Vec<usize> = parts.iter().map(|p| p.0).collect();
+        for j in 0..self.m.n() {
+            let k = self.m.node_of[j] as usize;
+            let at = node_order.sub(next[k], len);
+            next[k] += len;
+            let place = blocks(member_order, j, 1, len);
+            if gathered {
+                s.copy(at, place);
+            } else {
+                s.copy(place, at);
+            }
+        }
+    }
+}
+
+/// Node-aware reduce (an operation that commutes): within each node to its leader (the
+/// root's own result lands in `dst`), then among the leaders to the root.
+pub(super) fn reduce(s: &mut Schedule, m: &Members, root: usize, src: Span, dst: Span) {
+    let n = Nodes::of(m, root);
+    let part = if m.me == root {
+        dst
+    } else if n.leads() {
+        Span::new(s.scratch(src.len), 0, src.len)
+    } else {
+        src // not touched: only a tree's root writes its `dst`
+    };
+    flat_reduce::binomial(s, &n.within(), n.my_leader_pos(), src, part, true);
+    if n.leads() {
+        s.fence();
+        flat_reduce::binomial(s, &n.among(), n.root_node, part, part, true);
+    }
+}
+
+/// Node-aware allreduce (an operation that commutes): within each node to its leader, into
+/// `dst`; the leaders' allreduce in place; then each leader's broadcast within its node.
+pub(super) fn allreduce(s: &mut Schedule, m: &Members, t: &Tunables, src: Span, dst: Span, elem: usize) {
+    let n = Nodes::of(m, 0);
+    flat_reduce::binomial(s, &n.within(), n.my_leader_pos(), src, dst, true);
+    if n.leads() {
+        s.fence();
+        algorithm::allreduce(s, &n.among(), t, dst, dst, elem, Order::Commutative);
+        s.fence();
+    }
+    algorithm::bcast(s, &n.within(), t, n.my_leader_pos(), dst);
+}
+
+/// Node-aware gather of `len`-byte blocks: each node gathers to its leader, the leaders send
+/// their nodes' blocks to the root, which puts every block in its member's place.
+pub(super) fn gather(s: &mut Schedule, m: &Members, t: &Tunables, root: usize, src: Span, dst: Span) {
+    let n = Nodes::of(m, root);
+    let len = src.len;
+    let mine = n.local.len() * len;
+    let node_buf = if n.leads() {
+        Span::new(s.scratch(mine), 0, mine)
+    } else {
+        src // not touched: only the gather's root writes its `dst`
+    };
+    algorithm::gather(s, &n.within(), t, n.my_leader_pos(), src, node_buf);
+    if !n.leads() {
+        return;
+    }
+    s.fence();
+    let (parts, total) = n.node_parts(len);
+    let all = if m.me == root {
+        Span::new(s.scratch(total), 0, total)
+    } else {
+        node_buf
+    };
+    flat::gatherv_linear(s, &n.among(), n.root_node, node_buf, all, &parts);
+    if m.me == root {
+        s.fence();
+        n.reorder(s, all, dst, len, true);
+    }
+}
+
+/// Node-aware scatter of `len`-byte blocks: the root puts the blocks in node order and sends
+/// each other node's to its leader, which scatters them within its node.
+pub(super) fn scatter(s: &mut Schedule, m: &Members, t: &Tunables, root: usize, src: Span, dst: Span) {
+    let n = Nodes::of(m, root);
+    let len = dst.len;
+    let mine = n.local.len() * len;
+    let node_buf = if n.leads() {
+        Span::new(s.scratch(mine), 0, mine)
+    } else {
+        dst // not read: only the scatter's root reads its `src`
+    };
+    if n.leads() {
+        let (parts, total) = n.node_parts(len);
+        let all = if m.me == root {
+            let all = Span::new(s.scratch(total), 0, total);
+            n.reorder(s, all, src, len, false);
+            s.fence();
+            all
+        } else {
+            node_buf
+        };
+        flat::scatterv_linear(s, &n.among(), n.root_node, all, &parts, node_buf);
+        s.fence();
+    }
+    algorithm::scatter(s, &n.within(), t, n.my_leader_pos(), node_buf, dst);
+}
+
+/// Node-aware allgather of `len`-byte blocks: each node gathers to its leader, the leaders
+/// exchange their nodes' blocks, each leader puts every block in its place in `dst` and
+/// broadcasts it within its node.
+pub(super) fn allgather(s: &mut Schedule, m: &Members, t: &Tunables, src: Span, dst: Span) {
+    let n = Nodes::of(m, 0);
+    let len = src.len;
+    let mine = n.local.len() * len;
+    let (parts, total) = n.node_parts(len);
+    let all = if n.leads() {
+        Span::new(s.scratch(total), 0, total)
+    } else {
+        src // not touched: only the gather's root writes its `dst`
+    };
+    let node_buf = if n.leads() {
+        all.sub(parts[n.my_node()].0, mine)
+    } else {
+        src
+    };
+    algorithm::gather(s, &n.within(), t, n.my_leader_pos(), src, node_buf);
+    if n.leads() {
+        s.fence();
+        flat::allgatherv_ring(s, &n.among(), node_buf, all, &parts);
+        s.fence();
+        n.reorder(s, all, dst, len, true);
+        s.fence();
+    }
+    algorithm::bcast(s, &n.within(), t, n.my_leader_pos(), dst);
+}
