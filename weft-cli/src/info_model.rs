@@ -177,5 +177,28 @@ pub fn answer(out: &mut String, t: &Tunables, q: &Query) -> Result<(), String> {
             let _ = writeln!(out, "pick: {pick}");
         }
     }
+    if node_aware(c, q) {
+        let _ = writeln!(
+            out,
+            "  (on several nodes with members sharing a node this collective runs node-aware: \
+             through one leader per node, each part by the model's pick for it; \
+             {}=<one of the above> forces the flat algorithm)",
+            c.tunable()
+        );
+    }
     Ok(())
+}
+
+/// Whether the library runs `c` node-aware for the shape `q` describes (see
+/// `coll/node_aware.rs`): members on several nodes, some node with two or more, and for a
+/// reduction a commutative operation.
+fn node_aware(c: Collective, q: &Query) -> bool {
+    let shared = q.nodes > 1 && q.members > q.nodes;
+    match c {
+        Collective::Bcast | Collective::Gather | Collective::Scatter | Collective::Allgather => {
+            shared
+        }
+        Collective::Reduce | Collective::Allreduce => shared && q.op == OpKind::Commutative,
+        _ => false,
+    }
 }

@@ -954,6 +954,8 @@ fn info_shows_the_cost_model_and_what_it_picks() {
             "WEFT_COLL_MODEL_SHM",
             "WEFT_COLL_MODEL_TCP",
             "WEFT_COLL_MODEL_LOCAL",
+            "WEFT_COLL_MODEL_CPUS",
+            "WEFT_COLL_MODEL_OVERSUB",
         ] {
             c.env_remove(var);
         }
@@ -982,6 +984,14 @@ fn info_shows_the_cost_model_and_what_it_picks() {
     let small = pick(&ask(&[&allreduce[..], &["8"]].concat(), &[]));
     let large = pick(&ask(&[&allreduce[..], &["4m"]].concat(), &[]));
     assert_eq!(small, "recursive_doubling");
+    // On several nodes with members sharing them, the node-aware form is named.
+    let across = ask(&[&allreduce[..], &["1m", "--nodes", "2"]].concat(), &[]);
+    assert!(across.stdout.contains("runs node-aware"), "{across:?}");
+    let flat = ask(&[&allreduce[..], &["1m", "--nodes", "8"]].concat(), &[]);
+    assert!(
+        !flat.stdout.contains("runs node-aware"),
+        "one member a node: {flat:?}"
+    );
     assert!(
         ["rabenseifner", "ring"].contains(&large.as_str()),
         "{large}"
