@@ -102,6 +102,16 @@ impl<'m> Nodes<'m> {
         }
     }
 
+    /// At a leader, scratch for its node's `len`-byte blocks; elsewhere `otherwise`.
+    fn node_scratch(&self, s: &mut Schedule, len: usize, otherwise: Span) -> Span {
+        if self.leads() {
+            let mine = self.local.len() * len;
+            Span::new(s.scratch(mine), 0, mine)
+        } else {
+            otherwise
+        }
+    }
+
     fn my_node(&self) -> usize {
         self.m.node_of[self.m.me] as usize
     }
@@ -180,12 +190,8 @@ pub(super) fn allreduce(s: &mut Schedule, m: &Members, t: &Tunables, src: Span, 
 pub(super) fn gather(s: &mut Schedule, m: &Members, t: &Tunables, root: usize, src: Span, dst: Span) {
     let n = Nodes::of(m, root);
     let len = src.len;
-    let mine = n.local.len() * len;
-    let node_buf = if n.leads() {
-        Span::new(s.scratch(mine), 0, mine)
-    } else {
-        src // not touched: only the gather's root writes its `dst`
-    };
+    // Elsewhere `src`, not touched: only the gather's root writes its `dst`.
+    let node_buf = n.node_scratch(s, len, src);
     algorithm::gather(s, &n.within(), t, n.my_leader_pos(), src, node_buf);
     if !n.leads() {
         return;
@@ -209,12 +215,8 @@ pub(super) fn gather(s: &mut Schedule, m: &Members, t: &Tunables, root: usize, s
 pub(super) fn scatter(s: &mut Schedule, m: &Members, t: &Tunables, root: usize, src: Span, dst: Span) {
     let n = Nodes::of(m, root);
     let len = dst.len;
-    let mine = n.local.len() * len;
-    let node_buf = if n.leads() {
-        Span::new(s.scratch(mine), 0, mine)
-    } else {
-        dst // not read: only the scatter's root reads its `src`
-    };
+    // Elsewhere `dst`, not read: only the scatter's root reads its `src`.
+    let node_buf = n.node_scratch(s, len, dst);
     if n.leads() {
         let (parts, total) = n.node_parts(len);
         let all = if m.me == root {

@@ -209,22 +209,51 @@ fn broadcast_every_algorithm_root_and_size() {
         for n in 1..=9 {
             for root in [0, n / 2, n - 1] {
                 for &len in SIZES {
-                    let want = data(root, len, 1);
-                    let bufs = (0..n)
-                        .map(|r| Bufs {
-                            input: vec![],
-                            output: if r == root { want.clone() } else { vec![0; len] },
-                        })
-                        .collect();
-                    let out = run(n, bufs, None, |s, m, _| {
+                    broadcast_checked(name, n, root, len, |s, m| {
                         algorithm::bcast(s, m, &t, root, span(Area::Output, len))
                     });
-                    for (r, o) in out.iter().enumerate() {
-                        assert_eq!(o, &want, "{name}: n={n} root={root} len={len} rank {r}");
-                    }
                 }
             }
         }
+    }
+}
+
+/// Each member's buffers for a scatter of `whole` (at `root`) in `len`-byte blocks.
+fn scatter_bufs(whole: &[u8], n: usize, root: usize, len: usize) -> Vec<Bufs> {
+    (0..n)
+        .map(|r| Bufs {
+            input: if r == root { whole.to_vec() } else { vec![] },
+            output: vec![0; len],
+        })
+        .collect()
+}
+
+/// Each member's buffers for a reduction of `inputs` (in place: the data in the output), and
+/// the area its input is read from.
+fn reduction_bufs(inputs: &[Vec<u8>], in_place: bool) -> (Vec<Bufs>, Area) {
+    let bufs = inputs
+        .iter()
+        .map(|i| Bufs {
+            input: if in_place { vec![] } else { i.clone() },
+            output: if in_place { i.clone() } else { vec![0; i.len()] },
+        })
+        .collect();
+    (bufs, if in_place { Area::Output } else { Area::Input })
+}
+
+/// Broadcasts `len` bytes from `root` on `n` simulated ranks with `build` and checks that
+/// every rank got them.
+fn broadcast_checked(label: &str, n: usize, root: usize, len: usize, build: impl Fn(&mut Schedule, &Members)) {
+    let want = data(root, len, 1);
+    let bufs = (0..n)
+        .map(|r| Bufs {
+            input: vec![],
+            output: if r == root { want.clone() } else { vec![0; len] },
+        })
+        .collect();
+    let out = run(n, bufs, None, |s, m, _| build(s, m));
+    for (r, o) in out.iter().enumerate() {
+        assert_eq!(o, &want, "{label}: n={n} root={root} len={len} rank {r}");
     }
 }
 
@@ -256,14 +285,8 @@ fn a_broadcast_across_nodes_goes_through_one_leader_per_node() {
             for (nodes, node_of) in placements(n) {
                 for root in [0, n / 2, n - 1] {
                     for &len in SIZES {
-                        let want = data(root, len, 5);
-                        let bufs = (0..n)
-                            .map(|r| Bufs {
-                                input: vec![],
-                                output: if r == root { want.clone() } else { vec![0; len] },
-                            })
-                            .collect();
-                        let out = run(n, bufs, None, |s, m, _| {
+                        let label = format!("{forced:?} on {node_of:?}");
+                        broadcast_checked(&label, n, root, len, |s, m| {
                             let placed = Members {
                                 nodes,
                                 node_of: &node_of,
@@ -278,12 +301,6 @@ fn a_broadcast_across_nodes_goes_through_one_leader_per_node() {
                             }
                             algorithm::bcast(s, &placed, &t, root, span(Area::Output, len))
                         });
-                        for (r, o) in out.iter().enumerate() {
-                            assert_eq!(
-                                o, &want,
-                                "n={n} nodes={node_of:?} root={root} len={len} rank {r}"
-                            );
-                        }
                     }
                 }
             }
@@ -305,13 +322,7 @@ fn reduce_and_allreduce_across_nodes_combine_each_node_at_its_leader() {
                     (nodes, nodes > 1 && nodes < m.n())
                 };
                 for root in [0, n / 2, n - 1] {
-                    let bufs = inputs
-                        .iter()
-                        .map(|i| Bufs {
-                            input: i.clone(),
-                            output: vec![0; len],
-                        })
-                        .collect();
+                    let bufs = reduction_bufs(&inputs, false).0;
                     let out = run(n, bufs, Some(c.clone()), |s, m, _| {
                         let (nodes, _) = placed(m);
                         let m = Members {
@@ -333,14 +344,7 @@ fn reduce_and_allreduce_across_nodes_combine_each_node_at_its_leader() {
                     assert_eq!(out[root], want, "reduce n={n} {node_of:?} root={root} count={count}");
                 }
                 for in_place in [false, true] {
-                    let bufs = inputs
-                        .iter()
-                        .map(|i| Bufs {
-                            input: if in_place { vec![] } else { i.clone() },
-                            output: if in_place { i.clone() } else { vec![0; len] },
-                        })
-                        .collect();
-                    let src = if in_place { Area::Output } else { Area::Input };
+                    let (bufs, src) = reduction_bufs(&inputs, in_place);
                     let out = run(n, bufs, Some(c.clone()), |s, m, _| {
                         let (nodes, aware) = placed(m);
                         let m = Members {
@@ -384,7 +388,6 @@ fn gather_scatter_and_allgather_across_nodes_go_through_the_leaders() {
             for &len in &[0, 1, 24, 200] {
                 let blocks: Vec<Vec<u8>> = (0..n).map(|r| data(r, len, 7)).collect();
                 let whole: Vec<u8> = blocks.concat();
-                let place = |m: &Members| (nodes, m.n());
                 for root in [0, n / 2, n - 1] {
                     // Gather.
                     let bufs = (0..n)
@@ -395,7 +398,7 @@ fn gather_scatter_and_allgather_across_nodes_go_through_the_leaders() {
                         .collect();
                     let out = run(n, bufs, None, |s, m, _| {
                         let m = Members {
-                            nodes: place(m).0,
+                            nodes,
                             node_of: &node_of,
                             ..*m
                         };
@@ -407,15 +410,10 @@ fn gather_scatter_and_allgather_across_nodes_go_through_the_leaders() {
                     });
                     assert_eq!(out[root], whole, "gather n={n} {node_of:?} root={root} len={len}");
                     // Scatter.
-                    let bufs = (0..n)
-                        .map(|r| Bufs {
-                            input: if r == root { whole.clone() } else { vec![] },
-                            output: vec![0; len],
-                        })
-                        .collect();
+                    let bufs = scatter_bufs(&whole, n, root, len);
                     let out = run(n, bufs, None, |s, m, _| {
                         let m = Members {
-                            nodes: place(m).0,
+                            nodes,
                             node_of: &node_of,
                             ..*m
                         };
@@ -440,7 +438,7 @@ fn gather_scatter_and_allgather_across_nodes_go_through_the_leaders() {
                     .collect();
                 let out = run(n, bufs, None, |s, m, _| {
                     let m = Members {
-                        nodes: place(m).0,
+                        nodes,
                         node_of: &node_of,
                         ..*m
                     };
@@ -521,13 +519,7 @@ fn commutative_reduce_to_every_root() {
             let len = 4 * 30;
             let inputs: Vec<Vec<u8>> = (0..n).map(|r| data(r, len, 3)).collect();
             let want = fold(&c, &inputs);
-            let bufs = inputs
-                .iter()
-                .map(|i| Bufs {
-                    input: i.clone(),
-                    output: vec![0; len],
-                })
-                .collect();
+            let bufs = reduction_bufs(&inputs, false).0;
             let out = run(n, bufs, Some(c.clone()), |s, m, _| {
                 algorithm::reduce(
                     s,
@@ -563,14 +555,7 @@ fn allreduce_every_algorithm() {
                 let inputs: Vec<Vec<u8>> = (0..n).map(|r| data(r, len, 4)).collect();
                 let want = fold(&c, &inputs);
                 for in_place in [false, true] {
-                    let bufs = inputs
-                        .iter()
-                        .map(|i| Bufs {
-                            input: if in_place { vec![] } else { i.clone() },
-                            output: if in_place { i.clone() } else { vec![0; len] },
-                        })
-                        .collect();
-                    let src = if in_place { Area::Output } else { Area::Input };
+                    let (bufs, src) = reduction_bufs(&inputs, in_place);
                     let out = run(n, bufs, Some(c.clone()), |s, m, _| {
                         algorithm::allreduce(
                             s,
@@ -660,12 +645,7 @@ fn gather_and_scatter_every_algorithm_and_root() {
                         )
                     });
                     assert_eq!(out[root], all, "gather {name} n={n} root={root} len={len}");
-                    let bufs = (0..n)
-                        .map(|r| Bufs {
-                            input: if r == root { all.clone() } else { vec![] },
-                            output: vec![0; len],
-                        })
-                        .collect();
+                    let bufs = scatter_bufs(&all, n, root, len);
                     let out = run(n, bufs, None, |s, m, me| {
                         let src = if me == root { n * len } else { 0 };
                         algorithm::scatter(
