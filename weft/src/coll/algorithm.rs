@@ -199,7 +199,7 @@ pub fn gather_algorithm(m: &Members, t: &Tunables, root: usize, src: Span, _dst:
         root,
         ..shape(m, Some(src.len))
     };
-    choose_aware(m, t, t.coll_gather, Collective::Gather, shape)
+    rooted_choice(m, t, t.coll_gather, Collective::Gather, shape, src.len)
 }
 
 /// Scatter of `len`-byte blocks of `src` at `root` into every member's `dst`.
@@ -219,7 +219,33 @@ pub fn scatter_algorithm(m: &Members, t: &Tunables, root: usize, _src: Span, dst
         root,
         ..shape(m, Some(dst.len))
     };
-    choose_aware(m, t, t.coll_scatter, Collective::Scatter, shape)
+    rooted_choice(m, t, t.coll_scatter, Collective::Scatter, shape, dst.len)
+}
+
+/// A gather's or scatter's algorithm. Node-aware, each block still crosses between nodes
+/// once, as in the linear forms: what it saves is messages between nodes (the root takes one
+/// per node, not one per member), at the price of a hop through each leader and the root's
+/// reordering. So it runs (unforced) only while the start-ups saved, (n − nodes) TCP α,
+/// outweigh copying all n blocks twice more on shared memory: on 2 hosts of 2 ranks, 1 MiB
+/// blocks went 1.1-1.5x slower node-aware than linear (docs/collectives.md).
+fn rooted_choice(
+    m: &Members,
+    t: &Tunables,
+    forced: Algorithm,
+    c: Collective,
+    shape: Shape,
+    len: usize,
+) -> &'static str {
+    if forced.0.is_none() && node_aware(m) {
+        let model = Model::from_tunables(t);
+        let saved = (m.n() - m.nodes) as f64 * model.tcp.alpha_ns;
+        let per_byte = (model.shm.rdv_beta_ps_per_byte + 2.0 * model.local.copy_ps_per_byte) / 1000.0;
+        let extra = (m.n() * len) as f64 * per_byte;
+        if extra >= saved {
+            return choose(t, Algorithm(None), c, shape);
+        }
+    }
+    choose_aware(m, t, forced, c, shape)
 }
 
 /// Allgather of every member's `len`-byte `src` into `dst`.

@@ -454,6 +454,36 @@ fn gather_scatter_and_allgather_across_nodes_go_through_the_leaders() {
     }
 }
 
+#[test]
+fn large_gathers_and_scatters_across_nodes_go_straight_to_the_root() {
+    // Node-aware, each block would still cross once, plus a hop and a reordering copy.
+    let t = Tunables::defaults();
+    let world: Vec<u32> = (0..4).collect();
+    let node_of = [0, 0, 1, 1];
+    for me in 0..4 {
+        let m = Members {
+            world: &world,
+            me,
+            nodes: 2,
+            node_of: &node_of,
+        };
+        for (len, aware) in [(1024, true), (1 << 20, false)] {
+            let block = span(Area::Input, len);
+            let all = span(Area::Output, 4 * len);
+            let g = algorithm::gather_algorithm(&m, &t, 0, block, all);
+            let sc = algorithm::scatter_algorithm(&m, &t, 0, all, block);
+            assert_eq!((g == "hierarchical", sc == "hierarchical"), (aware, aware), "{len}");
+        }
+        // A forced node-aware form still runs at any size.
+        let forced = forced(|t| t.coll_gather = Algorithm(Some("hierarchical")));
+        let big = span(Area::Input, 1 << 20);
+        assert_eq!(
+            algorithm::gather_algorithm(&m, &forced, 0, big, big),
+            "hierarchical"
+        );
+    }
+}
+
 /// Default tunables, or with the broadcast forced to `name`.
 fn forced_or_auto(name: Option<&'static str>) -> Tunables {
     match name {
