@@ -78,6 +78,9 @@ fn an_oversubscribed_node_prefers_few_rounds_and_spread_copies() {
         // Whole-vector exchanges lose to halving and doubling (64 KiB, 8 ranks: 270 µs
         // against 119).
         assert_ne!(at(&crowded, Allreduce, n, 64 << 10), "recursive_doubling", "{n}");
+        // Reduce-then-scatter only while all blocks go eagerly (8 ranks, 64 KiB blocks:
+        // 549 µs pairwise against 857-1104).
+        assert_eq!(at(&crowded, ReduceScatter, n, 64 << 10), "pairwise", "{n}");
     }
     // With a CPU each, what the crowded node avoids costs only its own copies: the
     // contention terms vanish, so the tree's fewer start-ups win a small gather.
