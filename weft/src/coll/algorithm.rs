@@ -79,7 +79,6 @@ pub fn bcast_algorithm(m: &Members, t: &Tunables, root: usize, data: Span) -> &'
     choose_aware(m, t, t.coll_bcast, Collective::Bcast, shape)
 }
 
-
 /// Reduce of `src` into `dst` at `root`: binomial, node-aware on several nodes for an
 /// operation that commutes (see [`bcast_algorithm`]) unless `WEFT_COLL_REDUCE` forces the flat
 /// tree.
@@ -136,12 +135,10 @@ pub fn allreduce_algorithm(
         ..shape(m, Some(src.len))
     };
     match t.coll_allreduce.0 {
-        None if order.commutative() && node_aware(m) => "hierarchical",
-        Some("hierarchical") if !(order.commutative() && node_aware(m)) => {
-            choose(t, Algorithm(None), Collective::Allreduce, shape)
-        }
-        Some("hierarchical") => "hierarchical",
-        Some(_) if !can_split => "recursive_doubling",
+        Some(f) if f != "hierarchical" && !can_split => "recursive_doubling",
+        // The node-aware form combines in node order: the operation must commute.
+        _ if order.commutative() => choose_aware(m, t, t.coll_allreduce, Collective::Allreduce, shape),
+        Some("hierarchical") | None => choose(t, Algorithm(None), Collective::Allreduce, shape),
         forced => choose(t, Algorithm(forced), Collective::Allreduce, shape),
     }
 }

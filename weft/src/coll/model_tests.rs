@@ -81,6 +81,13 @@ fn an_oversubscribed_node_prefers_few_rounds_and_spread_copies() {
         // Reduce-then-scatter only while all blocks go eagerly (8 ranks, 64 KiB blocks:
         // 549 µs pairwise against 857-1104).
         assert_eq!(at(&crowded, ReduceScatter, n, 64 << 10), "pairwise", "{n}");
+        let why = crowded
+            .estimates(ReduceScatter, &Shape::new(n, 1, Some(64 << 10)))
+            .into_iter()
+            .find(|e| e.algorithm == "by_reduce")
+            .and_then(|e| e.ineligible)
+            .expect("reduce-then-scatter is not eligible");
+        assert!(why.to_string().contains("all blocks together"), "{why}");
     }
     // With a CPU each, what the crowded node avoids costs only its own copies: the
     // contention terms vanish, so the tree's fewer start-ups win a small gather.

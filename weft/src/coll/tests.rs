@@ -241,6 +241,15 @@ fn reduction_bufs(inputs: &[Vec<u8>], in_place: bool) -> (Vec<Bufs>, Area) {
     (bufs, if in_place { Area::Output } else { Area::Input })
 }
 
+/// `m` as if its members were on `nodes` nodes, member j on `node_of[j]`.
+fn placed<'a>(m: &Members<'a>, nodes: usize, node_of: &'a [u32]) -> Members<'a> {
+    Members {
+        nodes,
+        node_of,
+        ..*m
+    }
+}
+
 /// Broadcasts `len` bytes from `root` on `n` simulated ranks with `build` and checks that
 /// every rank got them.
 fn broadcast_checked(label: &str, n: usize, root: usize, len: usize, build: impl Fn(&mut Schedule, &Members)) {
@@ -287,11 +296,7 @@ fn a_broadcast_across_nodes_goes_through_one_leader_per_node() {
                     for &len in SIZES {
                         let label = format!("{forced:?} on {node_of:?}");
                         broadcast_checked(&label, n, root, len, |s, m| {
-                            let placed = Members {
-                                nodes,
-                                node_of: &node_of,
-                                ..*m
-                            };
+                            let placed = placed(m, nodes, &node_of);
                             if nodes > 1 && nodes < n {
                                 let span = span(Area::Output, len);
                                 assert_eq!(
@@ -318,18 +323,11 @@ fn reduce_and_allreduce_across_nodes_combine_each_node_at_its_leader() {
                 let len = count * 4;
                 let inputs: Vec<Vec<u8>> = (0..n).map(|r| data(r, len, 6)).collect();
                 let want = fold(&c, &inputs);
-                let placed = |m: &Members| -> (usize, bool) {
-                    (nodes, nodes > 1 && nodes < m.n())
-                };
+                let aware = nodes > 1 && nodes < n;
                 for root in [0, n / 2, n - 1] {
                     let bufs = reduction_bufs(&inputs, false).0;
                     let out = run(n, bufs, Some(c.clone()), |s, m, _| {
-                        let (nodes, _) = placed(m);
-                        let m = Members {
-                            nodes,
-                            node_of: &node_of,
-                            ..*m
-                        };
+                        let m = placed(m, nodes, &node_of);
                         let dst = if m.me == root { Area::Output } else { Area::Input };
                         algorithm::reduce(
                             s,
@@ -346,12 +344,7 @@ fn reduce_and_allreduce_across_nodes_combine_each_node_at_its_leader() {
                 for in_place in [false, true] {
                     let (bufs, src) = reduction_bufs(&inputs, in_place);
                     let out = run(n, bufs, Some(c.clone()), |s, m, _| {
-                        let (nodes, aware) = placed(m);
-                        let m = Members {
-                            nodes,
-                            node_of: &node_of,
-                            ..*m
-                        };
+                        let m = placed(m, nodes, &node_of);
                         let name = algorithm::allreduce_algorithm(
                             &m,
                             &t,
@@ -397,11 +390,7 @@ fn gather_scatter_and_allgather_across_nodes_go_through_the_leaders() {
                         })
                         .collect();
                     let out = run(n, bufs, None, |s, m, _| {
-                        let m = Members {
-                            nodes,
-                            node_of: &node_of,
-                            ..*m
-                        };
+                        let m = placed(m, nodes, &node_of);
                         let src = span(Area::Input, len);
                         let dst = span(Area::Output, if m.me == root { n * len } else { 0 });
                         let name = algorithm::gather_algorithm(&m, &t, root, src, dst);
@@ -412,11 +401,7 @@ fn gather_scatter_and_allgather_across_nodes_go_through_the_leaders() {
                     // Scatter.
                     let bufs = scatter_bufs(&whole, n, root, len);
                     let out = run(n, bufs, None, |s, m, _| {
-                        let m = Members {
-                            nodes,
-                            node_of: &node_of,
-                            ..*m
-                        };
+                        let m = placed(m, nodes, &node_of);
                         let src = span(Area::Input, if m.me == root { n * len } else { 0 });
                         let dst = span(Area::Output, len);
                         assert_eq!(
@@ -437,11 +422,7 @@ fn gather_scatter_and_allgather_across_nodes_go_through_the_leaders() {
                     })
                     .collect();
                 let out = run(n, bufs, None, |s, m, _| {
-                    let m = Members {
-                        nodes,
-                        node_of: &node_of,
-                        ..*m
-                    };
+                    let m = placed(m, nodes, &node_of);
                     let src = span(Area::Input, len);
                     assert_eq!(algorithm::allgather_algorithm(&m, &t, src) == "hierarchical", aware);
                     algorithm::allgather(s, &m, &t, src, span(Area::Output, n * len))
