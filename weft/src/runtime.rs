@@ -24,7 +24,7 @@ pub struct Runtime {
     pub sequences: crate::comm::sequence::Sequences,
     /// Each context pair's node-shared collective area, once a collective has asked for it
     /// (`None`: its members are not all on this node, or it has one member).
-    pub node_areas: HashMap<u32, Option<crate::coll::shm::NodeArea>>,
+    pub node_areas: crate::comm::context::PairTable<Option<crate::coll::shm::NodeArea>>,
     /// Communicator names by context pair.
     pub names: HashMap<u32, String>,
     /// The tunables in force.
@@ -68,7 +68,7 @@ pub fn init() -> Result<()> {
         boot,
         contexts: ContextMask::default(),
         sequences: Default::default(),
-        node_areas: HashMap::new(),
+        node_areas: Default::default(),
         names: HashMap::new(),
         tunables,
     };

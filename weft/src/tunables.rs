@@ -92,7 +92,7 @@ tunables! {
     coll_allreduce: Algorithm = "WEFT_COLL_ALLREDUCE", "auto",
         "Allreduce algorithm: auto, recursive_doubling, rabenseifner, ring (the last two need a commutative operation and fall back to recursive_doubling) or hierarchical (through one leader per node: the default on several nodes for a commutative operation)";
     coll_allgather: Algorithm = "WEFT_COLL_ALLGATHER", "auto",
-        "Allgather algorithm: auto, ring, recursive_doubling (a power-of-two member count, else ring), bruck or hierarchical (through one leader per node: the default on several nodes)";
+        "Allgather algorithm: auto, ring, recursive_doubling (a power-of-two member count, else ring), bruck, scattered (every block to every member at once) or hierarchical (through one leader per node: the default on several nodes)";
     coll_gather: Algorithm = "WEFT_COLL_GATHER", "auto",
         "Gather algorithm: auto, binomial, linear or hierarchical (through one leader per node: the default on several nodes)";
     coll_scatter: Algorithm = "WEFT_COLL_SCATTER", "auto",
@@ -324,7 +324,13 @@ pub const COLL_ALGORITHMS: &[(&str, &[&str])] = &[
     ),
     (
         "WEFT_COLL_ALLGATHER",
-        &["ring", "recursive_doubling", "bruck", "hierarchical"],
+        &[
+            "ring",
+            "recursive_doubling",
+            "bruck",
+            "scattered",
+            "hierarchical",
+        ],
     ),
     ("WEFT_COLL_GATHER", &["binomial", "linear", "hierarchical"]),
     ("WEFT_COLL_SCATTER", &["binomial", "linear", "hierarchical"]),

@@ -164,7 +164,7 @@ impl Drop for SimpleCommunicator {
             runtime::with_call("drop of a communicator", |rt| {
                 rt.contexts.release(pair);
                 rt.sequences.reset(pair);
-                rt.node_areas.remove(&pair);
+                rt.node_areas.remove(pair);
                 rt.names.remove(&pair);
             });
         }

@@ -253,6 +253,7 @@ pub fn allgather(s: &mut Schedule, m: &Members, t: &Tunables, src: Span, dst: Sp
         "hierarchical" => node_aware::allgather(s, m, t, src, dst),
         "recursive_doubling" => gather::allgather_recursive_doubling(s, m, src, dst),
         "bruck" => gather::allgather_bruck(s, m, src, dst),
+        "scattered" => gather::allgatherv_scattered(s, m, src, dst, &reduce::equal_blocks(n, len)),
         _ => gather::allgatherv_ring(s, m, src, dst, &reduce::equal_blocks(n, len)),
     }
 }

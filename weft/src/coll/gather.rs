@@ -36,6 +36,11 @@ pub fn gather_binomial(s: &mut Schedule, m: &Members, root: usize, src: Span, ds
     let vr = m.vrank(root);
     // Blocks of relative ranks vr, vr+1, … of my subtree, in that order.
     let subtree = if vr == 0 { n } else { lowest_bit(vr).min(n - vr) };
+    if vr != 0 && subtree == 1 {
+        // A leaf sends its own block as it is (half the members: no copy, no scratch).
+        s.send(m.rel(root, vr - lowest_bit(vr)), src);
+        return;
+    }
     let buf = if vr == 0 && root == 0 {
         dst
     } else {
@@ -103,6 +108,10 @@ pub fn scatter_binomial(s: &mut Schedule, m: &Members, root: usize, src: Span, d
             s.copy(blocks(src, 0, root, len), blocks(b, n - root, root, len));
             b
         }
+    } else if subtree == 1 {
+        // A leaf takes its block straight into its buffer.
+        s.recv(m.rel(root, vr - lowest_bit(vr)), dst);
+        return;
     } else {
         let b = Span::new(s.scratch(subtree * len), 0, subtree * len);
         s.recv(m.rel(root, vr - lowest_bit(vr)), b);
@@ -140,6 +149,23 @@ pub fn allgatherv_ring(s: &mut Schedule, m: &Members, src: Span, dst: Span, bloc
         s.send(right, part((me + n - step) % n));
         s.recv(left, part((me + n - step - 1) % n));
         s.fence();
+    }
+}
+
+/// Scattered allgather: my block to every other member and theirs from each, all at once
+/// (no rounds to wait between: on an oversubscribed node any member that holds a CPU has a
+/// transfer to make). `dst` and `src` as for [`allgatherv_ring`].
+pub fn allgatherv_scattered(s: &mut Schedule, m: &Members, src: Span, dst: Span, block: &[(usize, usize)]) {
+    let n = m.n();
+    let me = m.me;
+    let part = |j: usize| dst.sub(block[j].0, block[j].1);
+    s.copy(src, part(me));
+    for i in 1..n {
+        let from = (me + n - i) % n;
+        s.recv(m.at(from), part(from));
+    }
+    for i in 1..n {
+        s.send(m.at((me + i) % n), part(me));
     }
 }
 

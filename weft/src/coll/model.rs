@@ -131,7 +131,7 @@ impl Collective {
             Collective::Allreduce => &["recursive_doubling", "rabenseifner", "ring"],
             Collective::ReduceScatter => &["pairwise", "by_reduce"],
             Collective::Gather | Collective::Scatter => &["binomial", "linear"],
-            Collective::Allgather => &["recursive_doubling", "bruck", "ring"],
+            Collective::Allgather => &["recursive_doubling", "bruck", "ring", "scattered"],
             Collective::Alltoall => &["scattered", "pairwise"],
         }
     }
@@ -642,6 +642,18 @@ impl Terms {
             (Collective::Allgather, "bruck") => {
                 let steps: f64 = (0..lg).map(|j| self.round(1, n, subtree(j) * m, In)).sum();
                 (self.copy(m) + steps + self.copy(n * m), None)
+            }
+            // Every member sends its block to all and receives n−1 blocks at once, as the
+            // scattered all-to-all (the same rule over TCP).
+            (Collective::Allgather, "scattered") => {
+                let t = self.copy(m) + self.round(n - 1, n * (n - 1), m, In);
+                let why = (self.cpus.is_infinite() && (n - 1) * m > self.eager).then_some(
+                    Ineligible::OverEager {
+                        incoming: (n - 1) * m,
+                        eager: self.eager,
+                    },
+                );
+                (t, why)
             }
             // n−1 steps of one block.
             (Collective::Allgather, _) => {

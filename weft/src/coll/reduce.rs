@@ -20,6 +20,12 @@ pub fn binomial(
     let len = src.len;
     let tree_root = if commutative { root } else { 0 };
     let vr = m.vrank(tree_root);
+    if vr != 0 && (vr % 2 == 1 || vr + 1 >= n) && m.me != root {
+        // A leaf (no member below it) sends its data as it is: half the members, with no
+        // copy and no scratch.
+        s.send(m.rel(tree_root, vr - (vr & vr.wrapping_neg())), src);
+        return;
+    }
     // The accumulator: the result's own place at the root, scratch elsewhere.
     let acc = if m.me == root && m.me == tree_root {
         dst

@@ -679,7 +679,7 @@ fn gather_and_scatter_every_algorithm_and_root() {
 
 #[test]
 fn allgather_every_algorithm() {
-    for name in ["ring", "recursive_doubling", "bruck"] {
+    for &name in super::model::Collective::Allgather.algorithms() {
         let t = forced(|t| t.coll_allgather = Algorithm(Some(name)));
         for n in 1..=9 {
             for &len in SIZES {
@@ -953,4 +953,51 @@ fn an_all_to_all_part_size_mismatch_names_both_members_and_sizes() {
         "{at1}"
     );
     es[hs[0].0].wait(hs[0].1).expect("member 0 got what it expected");
+}
+
+#[test]
+fn binomial_leaves_send_and_receive_in_place() {
+    // A member with no one below it in the tree sends its own block (or data) as it is and
+    // takes its block straight into its buffer: no copy, no scratch (half the members).
+    use crate::engine::schedule::Step;
+    let len = 16;
+    for n in 2..=9usize {
+        let world: Vec<u32> = (0..n as u32).collect();
+        for root in 0..n {
+            for me in (0..n).filter(|&me| me != root) {
+                let m = Members {
+                    world: &world,
+                    me,
+                    nodes: 1,
+                    node_of: &[],
+                };
+                let vr = m.vrank(root);
+                if vr % 2 == 0 && vr + 1 < n {
+                    continue; // has a child
+                }
+                let mut g = Schedule::new("test", 0, 0);
+                super::gather::gather_binomial(&mut g, &m, root, span(Area::Input, len), span(Area::Output, n * len));
+                let mut sc = Schedule::new("test", 0, 0);
+                super::gather::scatter_binomial(&mut sc, &m, root, span(Area::Input, n * len), span(Area::Output, len));
+                let mut r = Schedule::new("test", 0, 0);
+                super::reduce::binomial(&mut r, &m, root, span(Area::Input, len), span(Area::Output, len), true);
+                let what = format!("n={n} root={root} member {me}");
+                assert!(
+                    matches!(g.steps(), [Step::Send { from, .. }] if *from == span(Area::Input, len)),
+                    "gather leaf {what}: {:?}",
+                    g.steps()
+                );
+                assert!(
+                    matches!(sc.steps(), [Step::Recv { into, .. }] if *into == span(Area::Output, len)),
+                    "scatter leaf {what}: {:?}",
+                    sc.steps()
+                );
+                assert!(
+                    matches!(r.steps(), [Step::Send { from, .. }] if *from == span(Area::Input, len)),
+                    "reduce leaf {what}: {:?}",
+                    r.steps()
+                );
+            }
+        }
+    }
 }

@@ -23,6 +23,47 @@ pub fn coll_context(pair: u32) -> u32 {
     pair * 2 + 1
 }
 
+/// A value per context pair, found by indexing (no hashing: collectives look theirs up on
+/// every call).
+#[derive(Debug)]
+pub struct PairTable<T> {
+    slots: Vec<Option<T>>,
+}
+
+impl<T> Default for PairTable<T> {
+    fn default() -> Self {
+        PairTable { slots: Vec::new() }
+    }
+}
+
+impl<T> PairTable<T> {
+    /// Pair `pair`'s value, if it has one.
+    #[inline]
+    pub fn get_mut(&mut self, pair: u32) -> Option<&mut T> {
+        self.slots.get_mut(pair as usize)?.as_mut()
+    }
+
+    /// Whether pair `pair` has a value.
+    #[inline]
+    pub fn contains(&self, pair: u32) -> bool {
+        self.slots.get(pair as usize).is_some_and(Option::is_some)
+    }
+
+    /// Gives pair `pair` the value `v` (replacing any).
+    pub fn insert(&mut self, pair: u32, v: T) {
+        let i = pair as usize;
+        if self.slots.len() <= i {
+            self.slots.resize_with(i + 1, || None);
+        }
+        self.slots[i] = Some(v);
+    }
+
+    /// Takes pair `pair`'s value away.
+    pub fn remove(&mut self, pair: u32) -> Option<T> {
+        self.slots.get_mut(pair as usize)?.take()
+    }
+}
+
 /// This rank's free-pair mask.
 #[derive(Clone, Debug)]
 pub struct ContextMask {
@@ -114,5 +155,19 @@ mod tests {
             a.lowest_common(&[]).unwrap_err().class,
             ErrorClass::Resource
         );
+    }
+
+    #[test]
+    fn a_pair_table_holds_one_value_per_pair() {
+        let mut t = PairTable::default();
+        assert!(!t.contains(5) && t.get_mut(5).is_none());
+        t.insert(5, "five");
+        t.insert(2, "two");
+        assert!(t.contains(5) && t.contains(2) && !t.contains(3) && !t.contains(9));
+        assert_eq!(t.get_mut(5), Some(&mut "five"));
+        t.insert(5, "again");
+        assert_eq!(t.remove(5), Some("again"));
+        assert!(!t.contains(5) && t.remove(5).is_none());
+        assert_eq!(t.get_mut(2), Some(&mut "two"));
     }
 }

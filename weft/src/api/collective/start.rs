@@ -259,7 +259,7 @@ pub(crate) fn blocking_shm(
         if hierarchical && !Hierarchy::applies(&op, writes, comm.size() as usize, t.coll_shm_slot) {
             return None;
         }
-        if !rt.node_areas.contains_key(&comm.pair) {
+        if !rt.node_areas.contains(comm.pair) {
             let area = match new_area(rt, comm, topo) {
                 Ok(a) => a,
                 Err(e) => return Some(Err(e)),
@@ -270,7 +270,7 @@ pub(crate) fn blocking_shm(
             let runtime::Runtime {
                 engine, node_areas, ..
             } = rt;
-            let area = node_areas.get_mut(&comm.pair)?.as_mut()?;
+            let area = node_areas.get_mut(comm.pair)?.as_mut()?;
             return Some(with_bytes(call, bufs, |src, dst| {
                 run_shm(area, engine, op, src, dst)
             }));
@@ -285,7 +285,7 @@ pub(crate) fn blocking_shm(
             tunables,
             ..
         } = rt;
-        let area = node_areas.get_mut(&comm.pair).and_then(|a| a.as_mut());
+        let area = node_areas.get_mut(comm.pair).and_then(|a| a.as_mut());
         let h = Hierarchy {
             comm,
             topo,
