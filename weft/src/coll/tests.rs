@@ -972,7 +972,7 @@ fn binomial_leaves_send_and_receive_in_place() {
                     node_of: &[],
                 };
                 let vr = m.vrank(root);
-                if vr % 2 == 0 && vr + 1 < n {
+                if vr.is_multiple_of(2) && vr + 1 < n {
                     continue; // has a child
                 }
                 let mut g = Schedule::new("test", 0, 0);
