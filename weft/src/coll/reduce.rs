@@ -32,24 +32,32 @@ pub fn binomial(
     } else {
         Span::new(s.scratch(len), 0, len)
     };
-    s.copy(src, acc);
-    if n > 1 {
-        let tmp = Span::new(s.scratch(len), 0, len);
-        let mut mask = 1;
-        while mask < n {
-            if vr & mask == 0 {
-                if vr | mask < n {
-                    s.recv_shared(m.rel(tree_root, vr | mask), tmp);
-                    s.fence();
-                    // `tmp` holds higher ranks' data: acc ∘ tmp.
-                    s.reduce(tmp, acc, commutative);
-                }
-            } else {
-                s.send(m.rel(tree_root, vr - mask), acc);
-                break;
+    let mut mask = 1;
+    if vr.is_multiple_of(2) && vr + 1 < n && acc.area != src.area {
+        // The first child's data straight into the accumulator, then mine folded in front
+        // of it (src ∘ acc: the lower ranks first): no copy of src, no scratch this round.
+        s.recv_shared(m.rel(tree_root, vr + 1), acc);
+        s.fence();
+        s.reduce(src, acc, true);
+        mask = 2;
+    } else {
+        s.copy(src, acc);
+    }
+    let mut tmp = None;
+    while mask < n {
+        if vr & mask == 0 {
+            if vr | mask < n {
+                let tmp = *tmp.get_or_insert_with(|| Span::new(s.scratch(len), 0, len));
+                s.recv_shared(m.rel(tree_root, vr | mask), tmp);
+                s.fence();
+                // `tmp` holds higher ranks' data: acc ∘ tmp.
+                s.reduce(tmp, acc, commutative);
             }
-            mask <<= 1;
+        } else {
+            s.send(m.rel(tree_root, vr - mask), acc);
+            break;
         }
+        mask <<= 1;
     }
     if tree_root != root {
         if m.me == tree_root {
