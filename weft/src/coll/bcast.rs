@@ -10,7 +10,15 @@ pub fn binomial(s: &mut Schedule, m: &Members, root: usize, data: Span) {
     let mut mask = 1;
     while mask < n {
         if vr & mask != 0 {
-            s.recv(m.rel(root, vr - mask), data);
+            let parent = vr - mask;
+            // The parent's only child: it has nothing else to do meanwhile, so it may copy
+            // half (a large message).
+            let only_child = mask == 1 && (parent + 2 >= n || parent & parent.wrapping_neg() == 2);
+            if only_child {
+                s.recv_shared(m.rel(root, parent), data);
+            } else {
+                s.recv(m.rel(root, parent), data);
+            }
             s.fence();
             break;
         }
@@ -124,7 +132,12 @@ pub fn linear(s: &mut Schedule, m: &Members, root: usize, data: Span) {
         return;
     }
     if vr != 0 {
-        s.recv(m.at(root), data);
+        if n == 2 {
+            // The root's only receiver may leave half the copy to it.
+            s.recv_shared(m.at(root), data);
+        } else {
+            s.recv(m.at(root), data);
+        }
         return;
     }
     for v in 1..n {

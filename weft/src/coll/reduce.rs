@@ -77,6 +77,22 @@ pub fn recursive_doubling(s: &mut Schedule, m: &Members, src: Span, dst: Span) {
     let n = m.n();
     let me = m.me;
     let len = src.len;
+    if n > 1 && n.is_power_of_two() && src.area != dst.area {
+        // The first exchange straight from the inputs: the partner's lands in `dst` and mine
+        // folds in on my side of the operator. No copy of src, and the partner reads data
+        // that no other CPU has just written (on a node whose cores share no cache, reading
+        // freshly written lines runs at a fraction of the copy rate).
+        let partner = me ^ 1;
+        s.send(m.at(partner), src);
+        s.recv(m.at(partner), dst);
+        s.fence();
+        s.reduce(src, dst, me < partner);
+        if n > 2 {
+            let tmp = Span::new(s.scratch(len), 0, len);
+            exchange_doubling(s, m, me, 0, 2, dst, tmp);
+        }
+        return;
+    }
     s.copy(src, dst);
     if n == 1 {
         return;
@@ -86,8 +102,24 @@ pub fn recursive_doubling(s: &mut Schedule, m: &Members, src: Span, dst: Span) {
         unfold(s, m, dst);
         return;
     };
-    let (pof2, r) = (pof2_floor(n), n - pof2_floor(n));
-    let mut mask = 1;
+    exchange_doubling(s, m, nr, n - pof2_floor(n), 1, dst, tmp);
+    unfold(s, m, dst);
+}
+
+/// The exchanges of recursive doubling from `mask` on, for the member whose rank among the
+/// 2^k remaining is `nr` (`r` members sat out): each swaps `dst` with its partner and folds
+/// the partner's copy (in `tmp`) in, the lower rank's operand first.
+fn exchange_doubling(
+    s: &mut Schedule,
+    m: &Members,
+    nr: usize,
+    r: usize,
+    mut mask: usize,
+    dst: Span,
+    tmp: Span,
+) {
+    let me = m.me;
+    let pof2 = pof2_floor(m.n());
     while mask < pof2 {
         let partner = real_rank(nr ^ mask, r);
         s.send(m.at(partner), dst);
@@ -96,7 +128,6 @@ pub fn recursive_doubling(s: &mut Schedule, m: &Members, src: Span, dst: Span) {
         s.reduce(tmp, dst, partner < me);
         mask <<= 1;
     }
-    unfold(s, m, dst);
 }
 
 /// The first step of the power-of-two algorithms: of the first 2r members (r = n − 2^⌊log2 n⌋)
