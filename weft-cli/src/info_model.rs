@@ -63,8 +63,9 @@ pub fn constants(out: &mut String, t: &Tunables) {
     let _ = writeln!(out, "{}", link_line("tcp", &m.tcp, m.tcp_eager));
     let _ = writeln!(
         out,
-        "  local  gamma (reduce) {} ps/byte, copy {} ps/byte",
-        m.local.gamma_ps_per_byte, m.local.copy_ps_per_byte
+        "  local  gamma (reduce) {} ps/byte, copy {} ps/byte; on shm, reading data another CPU \
+         just wrote {} ps/byte more",
+        m.local.gamma_ps_per_byte, m.local.copy_ps_per_byte, m.fresh_ps_per_byte
     );
     let _ = writeln!(
         out,

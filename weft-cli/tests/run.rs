@@ -956,6 +956,7 @@ fn info_shows_the_cost_model_and_what_it_picks() {
             "WEFT_COLL_MODEL_LOCAL",
             "WEFT_COLL_MODEL_CPUS",
             "WEFT_COLL_MODEL_OVERSUB",
+            "WEFT_COLL_MODEL_FRESH",
         ] {
             c.env_remove(var);
         }

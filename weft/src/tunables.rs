@@ -119,6 +119,8 @@ tunables! {
         "CPUs the collectives' cost model takes a node to have (0: the CPUs online here): when a node's members outnumber them, concurrent copies share them and every rendezvous round waits for CPUs (WEFT_COLL_MODEL_OVERSUB)";
     coll_model_oversub: usize = "WEFT_COLL_MODEL_OVERSUB", "12000",
         "Collectives' cost model: ns a rendezvous round costs, per member sharing a CPU, on a node whose members outnumber its CPUs (sender and receiver must both get a CPU before the copy)";
+    coll_model_fresh: usize = "WEFT_COLL_MODEL_FRESH", "200",
+        "Collectives' cost model: extra ps per byte a shared-memory member takes to read data another CPU has just written in the same collective (lines in another core's cache: a forwarded block, a partial result), against the caller's own input; 0 where the cores share their caches (measured here: 0 when the two vCPUs share a core, about 430 when they do not)";
     coll_shm: bool = "WEFT_COLL_SHM", "1",
         "Run the blocking collectives of communicators whose members share one node through a node-shared area (data written once, read in place); 0 sends messages instead";
     coll_shm_slot: usize = "WEFT_COLL_SHM_SLOT", "64k",

@@ -146,7 +146,10 @@ pub fn allgatherv_ring(s: &mut Schedule, m: &Members, src: Span, dst: Span, bloc
     s.copy(src, part(me));
     let (right, left) = (m.at((me + 1) % n), m.at((me + n - 1) % n));
     for step in 0..n.saturating_sub(1) {
-        s.send(right, part((me + n - step) % n));
+        // My own block leaves from `src`: lines no other CPU has just written (see
+        // `coll::model`, fresh data).
+        let out = if step == 0 { src } else { part((me + n - step) % n) };
+        s.send(right, out);
         s.recv(left, part((me + n - step - 1) % n));
         s.fence();
     }
@@ -165,7 +168,7 @@ pub fn allgatherv_scattered(s: &mut Schedule, m: &Members, src: Span, dst: Span,
         s.recv(m.at(from), part(from));
     }
     for i in 1..n {
-        s.send(m.at((me + i) % n), part(me));
+        s.send(m.at((me + i) % n), src);
     }
 }
 
@@ -184,7 +187,8 @@ pub fn allgather_recursive_doubling(s: &mut Schedule, m: &Members, src: Span, ds
         let partner = me ^ mask;
         let mine = me & !(mask - 1);
         let theirs = partner & !(mask - 1);
-        s.send(m.at(partner), blocks(dst, mine, mask, len));
+        let out = if mask == 1 { src } else { blocks(dst, mine, mask, len) };
+        s.send(m.at(partner), out);
         s.recv(m.at(partner), blocks(dst, theirs, mask, len));
         s.fence();
         mask <<= 1;

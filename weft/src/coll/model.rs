@@ -11,9 +11,14 @@
 //! busiest member's start-ups plus the longer of that member's own copying and all the
 //! round's copying spread over the node's CPUs, plus, for rendezvous rounds on a node whose
 //! members outnumber its CPUs, a wait for CPUs (`Terms::round`; formulas with each algorithm
-//! below, and in docs/collectives.md). The constants are tunables (`WEFT_COLL_MODEL_SHM`,
-//! `WEFT_COLL_MODEL_TCP`, `WEFT_COLL_MODEL_LOCAL`, `WEFT_COLL_MODEL_CPUS`,
-//! `WEFT_COLL_MODEL_OVERSUB`), the link ones measured by the `coll_calibrate` example.
+//! below, and in docs/collectives.md). On shared memory a rendezvous message whose data
+//! another CPU has just written in the same collective (a forwarded block, a partial result)
+//! costs `fresh` more per byte than one read from a caller's input: its lines sit dirty in
+//! another core's cache (`Terms::fresh`; measured here: nothing while the two vCPUs share a
+//! core, about 430 ps/byte, a third of the copy rate, while they do not). The constants are
+//! tunables (`WEFT_COLL_MODEL_SHM`, `WEFT_COLL_MODEL_TCP`, `WEFT_COLL_MODEL_LOCAL`,
+//! `WEFT_COLL_MODEL_CPUS`, `WEFT_COLL_MODEL_OVERSUB`, `WEFT_COLL_MODEL_FRESH`), the link ones
+//! measured by the `coll_calibrate` example.
 //!
 //! **Paths** (a simple approximation): a communicator on one node uses the shared-memory
 //! constants for every message, one spanning nodes the TCP ones for every message — a round
@@ -270,6 +275,9 @@ pub struct Model {
     pub cpus: usize,
     /// ns a rendezvous round costs per member sharing a CPU (`WEFT_COLL_MODEL_OVERSUB`).
     pub oversub_ns: f64,
+    /// Extra ps per byte of reading data another CPU has just written, on shared memory
+    /// (`WEFT_COLL_MODEL_FRESH`).
+    pub fresh_ps_per_byte: f64,
 }
 
 impl Model {
@@ -289,6 +297,7 @@ impl Model {
                 n => n,
             },
             oversub_ns: t.coll_model_oversub as f64,
+            fresh_ps_per_byte: t.coll_model_fresh as f64,
         }
     }
 
@@ -363,6 +372,10 @@ impl Model {
             // Over TCP the fitted line is the whole story: as if both sides shared the copy.
             Path::Tcp => (f64::INFINITY, 0.0, 0),
         };
+        let fresh = match path {
+            Path::Shm => self.fresh_ps_per_byte / 1000.0,
+            Path::Tcp => 0.0,
+        };
         Terms {
             n,
             m: s.bytes.unwrap_or(0),
@@ -373,6 +386,7 @@ impl Model {
             cpus,
             wait_ns,
             split_min,
+            fresh,
         }
     }
 }
@@ -403,6 +417,8 @@ struct Terms {
     /// Smallest rendezvous message both sides copy (`usize::MAX`: none; 0 over TCP, where
     /// the fitted line is taken as it is).
     split_min: usize,
+    /// Extra ns per byte of fresh data (0 over TCP).
+    fresh: f64,
 }
 
 /// ⌈log2 n⌉ (0 for n ≤ 1).
@@ -485,6 +501,18 @@ impl Terms {
         self.copy * bytes as f64
     }
 
+    /// A member reading `bytes` that another CPU has just written in this collective (a
+    /// forwarded block, a partial result) rather than a caller's input. Only a rendezvous
+    /// message reads its sender's buffer: an eager one always goes through the ring's
+    /// freshly written lines, whatever the algorithm (its `beta` has that in it).
+    fn fresh(&self, bytes: usize) -> f64 {
+        if bytes > self.eager {
+            self.fresh * bytes as f64
+        } else {
+            0.0
+        }
+    }
+
     /// (cost, why not eligible) of algorithm `name` of `c`.
     fn cost(
         &self,
@@ -511,10 +539,11 @@ impl Terms {
         let pairs = |j: usize| (n >> (j + 1)).max(1);
         let subtree = |j: usize| (1usize << j).min(n - (1 << j));
         match (c, name) {
-            // ⌈log2 n⌉ rounds of the whole vector; the root sends one per round.
+            // ⌈log2 n⌉ rounds of the whole vector; the root sends one per round, and from
+            // the second round on others forward what they received (fresh).
             (Collective::Bcast, "binomial") => {
-                let t = (0..lg).map(|j| self.round(1, subtree(j), m, Out)).sum();
-                (t, None)
+                let t: f64 = (0..lg).map(|j| self.round(1, subtree(j), m, Out)).sum();
+                (t + lg.saturating_sub(1) as f64 * self.fresh(m), None)
             }
             // The root sends the whole vector to all n−1 members at once.
             (Collective::Bcast, "linear") => (self.round(n - 1, n - 1, m, Out), None),
@@ -525,13 +554,16 @@ impl Terms {
                     return (0.0, None);
                 }
                 let piece = m.div_ceil(n);
+                // Every round but the root's first passes on pieces received (fresh).
                 let scatter: f64 = (0..lg)
                     .map(|j| {
-                        let pieces = (n >> (j + 1)).max(1);
-                        self.round(1, 1 << j, (piece * pieces).min(m), Out)
+                        let bytes = (piece * (n >> (j + 1)).max(1)).min(m);
+                        let fresh = if j > 0 { self.fresh(bytes) } else { 0.0 };
+                        self.round(1, 1 << j, bytes, Out) + fresh
                     })
                     .sum();
-                (scatter + (n - 1) as f64 * self.round(1, n, piece, In), None)
+                let ring = (n - 1) as f64 * (self.round(1, n, piece, In) + self.fresh(piece));
+                (scatter + ring, None)
             }
             // Segments of s bytes down a chain: the last member gets the first after n−1
             // hops, then one more every step: (n − 2 + ⌈m/s⌉) steps, each link busy.
@@ -542,45 +574,59 @@ impl Terms {
                 let seg = segment.min(m);
                 let segs = m.div_ceil(seg);
                 let steps = n - 2 + segs;
-                (steps as f64 * self.round(1, (n - 1).min(segs), seg, In), None)
+                // Past the root's link every member forwards what it received (fresh).
+                let fresh = if n > 2 { self.fresh(seg) } else { 0.0 };
+                let step = self.round(1, (n - 1).min(segs), seg, In) + fresh;
+                (steps as f64 * step, None)
             }
-            // ⌈log2 n⌉ rounds of receive-and-reduce, plus the copy into the accumulator
-            // (and one more message to a root that is not member 0, for an operation that
-            // does not commute).
+            // ⌈log2 n⌉ rounds of receive-and-reduce (and one more message to a root that is
+            // not member 0, for an operation that does not commute).
             (Collective::Reduce, "binomial") => (self.reduce_binomial(s, m), None),
             (Collective::Allreduce, _) => {
                 // Members beyond the largest power of two fold in first and get the result
-                // at the end.
+                // at the end (both fresh: a partial result, the result).
                 let fold = if extra {
-                    2.0 * self.round(1, n - p2, m, In) + self.reduce(m)
+                    2.0 * (self.round(1, n - p2, m, In) + self.fresh(m)) + self.reduce(m)
                 } else {
                     0.0
                 };
-                let exchange = |bytes: usize, reduce: bool| {
+                // On a power of two the first exchange goes straight from the inputs (no
+                // copy, nothing fresh); otherwise the input is copied first and every
+                // exchange sends what this member wrote.
+                let direct = !extra && n > 1;
+                let first = if direct { 0.0 } else { self.copy(m) };
+                let exchange = |bytes: usize, reduce: bool, fresh: bool| {
                     self.round(1, p2, bytes, In)
                         + if reduce { self.reduce_round(p2, bytes) } else { 0.0 }
+                        + if fresh { self.fresh(bytes) } else { 0.0 }
                 };
                 match name {
                     // log2 p2 exchanges of the whole vector, each reduced.
                     "recursive_doubling" => {
-                        let t = self.copy(m) + fold + l2 as f64 * exchange(m, true);
-                        (t, None)
+                        let rounds: f64 = (0..l2)
+                            .map(|k| exchange(m, true, k > 0 || !direct))
+                            .sum();
+                        (first + fold + rounds, None)
                     }
                     // Recursive halving then doubling: messages of m/2, m/4, …, the first
                     // half of them reduced.
                     "rabenseifner" => {
                         let halves: f64 = (1..=l2)
-                            .map(|k| exchange(m >> k, true) + exchange(m >> k, false))
+                            .map(|k| {
+                                exchange(m >> k, true, k > 1 || !direct)
+                                    + exchange(m >> k, false, true)
+                            })
                             .sum();
-                        (self.copy(m) + fold + halves, split())
+                        (first + fold + halves, split())
                     }
                     // 2(n−1) steps of one block of m/n to the neighbour, the first n−1
-                    // reduced.
+                    // reduced, every one sending what this member wrote.
                     _ => {
                         let block = m / n;
                         let step = |reduce| {
                             self.round(1, n, block, In)
                                 + if reduce { self.reduce_round(n, block) } else { 0.0 }
+                                + self.fresh(block)
                         };
                         let t = self.copy(m) + (n - 1) as f64 * (step(true) + step(false));
                         (t, split())
@@ -598,7 +644,8 @@ impl Terms {
             // model underprices that (8 ranks on 2 CPUs, 64 KiB blocks: 549 µs pairwise
             // against 857-1104, priced the other way round).
             (Collective::ReduceScatter, _) => {
-                let t = self.reduce_binomial(s, n * m) + self.round(n - 1, n - 1, m, Out);
+                let scatter = self.round(n - 1, n - 1, m, Out) + self.fresh(m);
+                let t = self.reduce_binomial(s, n * m) + scatter;
                 let why = (s.commutative && n * m > self.eager).then_some(
                     Ineligible::BlocksOverEager {
                         bytes: n * m,
@@ -609,13 +656,24 @@ impl Terms {
             }
             // Round j moves subtrees of 2^j blocks between n/2^(j+1) pairs; each member
             // copies its own block first, and a root that is not member 0 reorders all n.
+            // Every round but the leaves' (a gather) or the root's alone (a scatter) moves
+            // blocks forwarded (fresh).
             (Collective::Gather | Collective::Scatter, "binomial") => {
                 // A gather's parent receives from a child that has sent its all; a
                 // scatter's child from a parent with more to send.
                 let tree: f64 = (0..lg)
-                    .map(|j| match c {
-                        Collective::Gather => self.round_shared(1, pairs(j), subtree(j) * m, In),
-                        _ => self.round(1, pairs(j), subtree(j) * m, Out),
+                    .map(|j| {
+                        let bytes = subtree(j) * m;
+                        match c {
+                            Collective::Gather => {
+                                let fresh = if j > 0 { self.fresh(bytes) } else { 0.0 };
+                                self.round_shared(1, pairs(j), bytes, In) + fresh
+                            }
+                            _ => {
+                                let fresh = if j + 1 < lg { self.fresh(bytes) } else { 0.0 };
+                                self.round(1, pairs(j), bytes, Out) + fresh
+                            }
+                        }
                     })
                     .sum();
                 let reorder = if s.root != 0 { self.copy(n * m) } else { 0.0 };
@@ -629,18 +687,25 @@ impl Terms {
                 };
                 (self.copy(m) + t, None)
             }
-            // log2 n exchanges of 1, 2, 4, … blocks.
+            // log2 n exchanges of 1, 2, 4, … blocks; from the second on, blocks received
+            // (fresh).
             (Collective::Allgather, "recursive_doubling") => {
                 let t = self.copy(m)
                     + (0..l2)
-                        .map(|j| self.round(1, p2, m << j, In))
+                        .map(|j| {
+                            let fresh = if j > 0 { self.fresh(m << j) } else { 0.0 };
+                            self.round(1, p2, m << j, In) + fresh
+                        })
                         .sum::<f64>();
                 let why = extra.then_some(Ineligible::NotPowerOfTwo { n });
                 (t, why)
             }
-            // ⌈log2 n⌉ steps of min(k, n−k) blocks, then a rotation of all n blocks.
+            // ⌈log2 n⌉ steps of min(k, n−k) blocks (all from a buffer this member wrote),
+            // then a rotation of all n blocks.
             (Collective::Allgather, "bruck") => {
-                let steps: f64 = (0..lg).map(|j| self.round(1, n, subtree(j) * m, In)).sum();
+                let steps: f64 = (0..lg)
+                    .map(|j| self.round(1, n, subtree(j) * m, In) + self.fresh(subtree(j) * m))
+                    .sum();
                 (self.copy(m) + steps + self.copy(n * m), None)
             }
             // Every member sends its block to all and receives n−1 blocks at once, as the
@@ -655,9 +720,10 @@ impl Terms {
                 );
                 (t, why)
             }
-            // n−1 steps of one block.
+            // n−1 steps of one block, from the second on a block received (fresh).
             (Collective::Allgather, _) => {
-                let t = self.copy(m) + (n - 1) as f64 * self.round(1, n, m, In);
+                let forwarded = n.saturating_sub(2) as f64 * self.fresh(m);
+                let t = self.copy(m) + (n - 1) as f64 * self.round(1, n, m, In) + forwarded;
                 (t, None)
             }
             // Every member receives n−1 blocks at once. On shared memory a flood of
@@ -697,17 +763,22 @@ impl Terms {
     /// member 0, for an operation that does not commute).
     fn reduce_binomial(&self, s: &Shape, bytes: usize) -> f64 {
         let n = self.n;
+        // From the second round on the senders send partial results (fresh).
         let rounds: f64 = (0..ceil_log2(n))
             .map(|j| {
                 let pairs = (n >> (j + 1)).max(1);
-                self.round_shared(1, pairs, bytes, Fan::In) + self.reduce_round(pairs, bytes)
+                let fresh = if j > 0 { self.fresh(bytes) } else { 0.0 };
+                self.round_shared(1, pairs, bytes, Fan::In) + self.reduce_round(pairs, bytes) + fresh
             })
             .sum();
         let moved = if !s.commutative && s.root != 0 {
-            self.round_shared(1, 1, bytes, Fan::In)
+            self.round_shared(1, 1, bytes, Fan::In) + self.fresh(bytes)
         } else {
             0.0
         };
-        self.copy(bytes) + rounds + moved
+        // Only a member alone copies its data into the accumulator: otherwise the first
+        // child's data lands there and its own folds in.
+        let first = if n == 1 { self.copy(bytes) } else { 0.0 };
+        first + rounds + moved
     }
 }

@@ -198,9 +198,14 @@ pub fn even_blocks(count: usize, elem: usize, parts: usize) -> Vec<(usize, usize
 pub fn reduce_scatter_allgather(s: &mut Schedule, m: &Members, src: Span, dst: Span, elem: usize) {
     let n = m.n();
     let len = src.len;
-    s.copy(src, dst);
-    if n == 1 {
-        return;
+    // On a power of two the first halving goes straight from the input (as in
+    // `recursive_doubling`): the partner's half lands in `dst`, and nothing copies src.
+    let direct = n > 1 && n.is_power_of_two() && src.area != dst.area;
+    if !direct {
+        s.copy(src, dst);
+        if n == 1 {
+            return;
+        }
     }
     let tmp = Span::new(s.scratch(len), 0, len);
     let Some(nr) = fold_in(s, m, dst, tmp) else {
@@ -226,15 +231,19 @@ pub fn reduce_scatter_allgather(s: &mut Schedule, m: &Members, src: Span, dst: S
         } else {
             ((mid, hi), (lo, mid))
         };
-        let (keep_s, give_s) = (
-            span_of(dst, keep.0, keep.1),
-            span_of(dst, give.0, give.1),
-        );
-        s.send(m.at(partner), give_s);
-        let into = span_of(tmp, keep.0, keep.1);
-        s.recv(m.at(partner), into);
-        s.fence();
-        s.reduce(into, keep_s, true);
+        let keep_s = span_of(dst, keep.0, keep.1);
+        if direct && path.is_empty() {
+            s.send(m.at(partner), span_of(src, give.0, give.1));
+            s.recv(m.at(partner), keep_s);
+            s.fence();
+            s.reduce(span_of(src, keep.0, keep.1), keep_s, true);
+        } else {
+            s.send(m.at(partner), span_of(dst, give.0, give.1));
+            let into = span_of(tmp, keep.0, keep.1);
+            s.recv(m.at(partner), into);
+            s.fence();
+            s.reduce(into, keep_s, true);
+        }
         path.push((partner, keep, give));
         (lo, hi) = keep;
         mask /= 2;
