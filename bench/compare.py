@@ -410,6 +410,7 @@ class Results:
         self.failures = {}
         self.raw = []
         self.busy = []  # CPU busy fraction just before each run
+        self.states = {}  # impl -> ["together"/"apart"/"changed", ...], one per run
 
     def add(self, impl, key, size, value):
         self.values.setdefault((impl, key, size), []).append(value)
@@ -515,6 +516,14 @@ def main():
     ap.add_argument("--wait-idle", type=float, default=0.0, metavar="SECS",
                     help="before each run wait up to SECS for the machine to be idle (default 0: just measure how busy)")
     ap.add_argument("--timeout", type=float, default=None, help="watchdog per run, seconds (default 240; 90 with --quick)")
+    ap.add_argument("--same-state", action="store_true",
+                    help="on shared memory, probe the CPUs' state before and after every run (a cache-line round trip "
+                         "between CPUs 0 and 1, floor.c's two-lines test: above --state-threshold they share no core; "
+                         "on a VM the host moves them) and run every implementation of a round in the round's first "
+                         "state: wait up to 120 s for it before a run, and run again (twice at most) one whose state "
+                         "changed meanwhile. Without it the state is still probed and reported per implementation")
+    ap.add_argument("--state-threshold", type=float, default=0.12, metavar="US",
+                    help="two-lines round trip (µs) above which the CPUs count as apart (default 0.12)")
     ap.add_argument("--net", choices=["shm", "tcp", "tcp-netns"], default="shm",
                     help="shm (default): one node, shared memory; tcp: latency and bandwidth with every pair over "
                          "TCP on loopback (Weft WEFT_TRANSPORTS=tcp, MPICH UCX_TLS=tcp,self, Open MPI btl self,tcp); "
@@ -590,6 +599,41 @@ def floor_pinned(opts):
     return opts.net == "shm" and opts.bind != "none"
 
 
+def cpu_state(opts, floor_exe):
+    """"together" or "apart": whether CPUs 0 and 1 share a core now, from floor.c's two-lines
+    round trip (None when it cannot be probed)."""
+    if isinstance(floor_exe, str):
+        return None
+    status, out, _ = run_cmd([str(floor_exe)], timeout=30)
+    trip = [v for (n, _, v, _) in parse_results(out) if n == "floor_two_lines"]
+    if status or not trip:
+        return None
+    return "apart" if trip[0] > opts.state_threshold else "together"
+
+
+def run_in_state(opts, floor_exe, want, run):
+    """Runs `run()` (returning its status, out, err) in CPU state `want` when --same-state asks
+    for it; returns (status, out, err, state of the run: "together", "apart", "changed" or None)."""
+    probe = opts.net == "shm"
+    for attempt in range(3 if opts.same_state and want else 1):
+        before = cpu_state(opts, floor_exe) if probe else None
+        if opts.same_state and want and before != want:
+            waited = 0
+            while before != want and waited < 120:
+                time.sleep(5)
+                waited += 5
+                before = cpu_state(opts, floor_exe)
+            if before != want:
+                log(f"    the CPUs stayed {before} for 120 s (the round's runs were {want}): running anyway")
+        status, out, err = run()
+        after = cpu_state(opts, floor_exe) if probe else None
+        state = before if before == after else "changed"
+        if not (opts.same_state and want) or state == want:
+            break
+        log(f"    the CPUs were {before} then {after} during the run: running it again")
+    return status, out, err, state
+
+
 def measure(opts, rounds, timeout, impls, ring_ranks, args, built, floor_exe, weft_progs, launcher, hosts):
     wanted = selected(opts)
     jobs = [(p, 2, 0) for p in ("latency", "bandwidth") if p in wanted]
@@ -620,6 +664,7 @@ def measure(opts, rounds, timeout, impls, ring_ranks, args, built, floor_exe, we
         order = impls[rnd % len(impls):] + impls[:rnd % len(impls)]  # rotate the order each round
         for prog, nranks, busy in jobs:
             job = (prog, nranks, busy)
+            round_state = None  # the state of this job's first run in this round
             for impl in order:
                 if impl == "weft":
                     exe = weft_progs.get(prog)
@@ -644,11 +689,17 @@ def measure(opts, rounds, timeout, impls, ring_ranks, args, built, floor_exe, we
                 spinners = start_spinners(busy, group)
                 t0 = time.time()
                 try:
-                    status, out, err = run_cmd(cmd, timeout=timeout, cgroup=group)
+                    status, out, err, state = run_in_state(
+                        opts, floor_exe, round_state, lambda: run_cmd(cmd, timeout=timeout, cgroup=group))
                 finally:
                     stop_spinners(spinners)
+                if state is not None:
+                    res.states.setdefault(impl, []).append(state)
+                    if round_state is None and state != "changed":
+                        round_state = state
                 found = parse_results(out)
                 busy_txt = f", CPU {load:.0%} busy before" if load is not None else ""
+                busy_txt += f", CPUs {state}" if state else ""
                 beside = f" beside {busy} busy" if busy else ""
                 log(f"  {impl:8} {prog} -n {nranks}{beside}: {status or 'ok'} ({time.time() - t0:.1f} s, "
                     f"{len(found)} results{busy_txt})")
@@ -664,7 +715,8 @@ def measure(opts, rounds, timeout, impls, ring_ranks, args, built, floor_exe, we
                     name = f"coll:{name}" if prog == "coll" else name
                     res.add(impl, result_key(name, nranks, busy), size, value)
                     res.raw.append({"round": rnd + 1, "impl": impl, "bench": name, "ranks": nranks,
-                                    "busy": busy, "size": size, "value": value, "unit": unit})
+                                    "busy": busy, "size": size, "value": value, "unit": unit,
+                                    "cpus": state})
     log(f"measured in {time.time() - started:.0f} s")
 
     report(opts, res, floor, impls, ring_ranks, rounds)
@@ -779,6 +831,13 @@ def report(opts, res, floor, impls, ring_ranks, rounds, saved=None):
         med, top = statistics.median(res.busy), max(res.busy)
         note = (f"CPU busy with other work just before the runs: median {med:.0%}, max {top:.0%}"
                 + (" -- the machine was not idle: expect noisy figures" if med > 0.15 else ""))
+        print(note if not md else f"\n_{note}_")
+    if res.states:
+        parts = [f"{TITLE[i]} {sum(st == 'apart' for st in res.states[i])}/{len(res.states[i])}"
+                 + (f" ({sum(st == 'changed' for st in res.states[i])} changed)" if "changed" in res.states[i] else "")
+                 for i in impls if i in res.states]
+        note = ("Runs with CPUs 0 and 1 on different cores (floor.c's two-lines round trip above "
+                f"{opts.state_threshold} µs; the rest shared a core): " + ", ".join(parts))
         print(note if not md else f"\n_{note}_")
 
     fl = statistics.median(floor) if floor else None
@@ -910,7 +969,8 @@ def save_raw(opts, res, floor, rounds, ring_ranks):
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     path = OUT_DIR / f"results-{datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
     data = {"time": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "machine": machine(),
-            "rounds": rounds, "net": opts.net, "bind": opts.bind, "cpu_busy_before_runs": res.busy, "quick": opts.quick, "floor_us": floor, "floor_pinned": floor_pinned(opts), "ring_ranks": ring_ranks, "runs": res.raw,
+            "rounds": rounds, "net": opts.net, "bind": opts.bind, "cpu_busy_before_runs": res.busy,
+            "cpu_states": res.states, "same_state": opts.same_state, "quick": opts.quick, "floor_us": floor, "floor_pinned": floor_pinned(opts), "ring_ranks": ring_ranks, "runs": res.raw,
             "failures": [{"impl": i, "program": j[0], "ranks": j[1], "busy": j[2], "reason": r}
                          for (i, j), r in res.failures.items()]}
     path.write_text(json.dumps(data, indent=1))
@@ -929,6 +989,7 @@ def rerender(opts, path):
         res.add(r["impl"], result_key(r["bench"], r["ranks"], r.get("busy", 0)), r["size"], r["value"])
     res.raw = data["runs"]
     res.busy = data.get("cpu_busy_before_runs", [])
+    res.states = data.get("cpu_states", {})
     for f in data.get("failures", []):
         res.failures[(f["impl"], (f["program"], f["ranks"], f.get("busy", 0)))] = f["reason"]
     opts.net = data.get("net", "shm")  # files from before TCP have no "net"
