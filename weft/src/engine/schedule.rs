@@ -618,7 +618,9 @@ impl ScratchPool {
     const MAX_VECTORS: usize = 16;
     const MAX_BYTES: usize = 64 << 20;
 
-    /// A vector of `len` bytes (contents unspecified).
+    /// A vector of at least `len` bytes (contents unspecified: a schedule reaches it only
+    /// through spans of its own lengths). A kept vector keeps its length, so taking sizes that
+    /// alternate does not zero the difference every time.
     fn take(&mut self, len: usize) -> Vec<u8> {
         // The smallest kept vector that is large enough.
         let best = self
@@ -632,9 +634,7 @@ impl ScratchPool {
             Some(i) => self.free.swap_remove(i),
             None => Vec::new(),
         };
-        if v.len() >= len {
-            v.truncate(len);
-        } else {
+        if v.len() < len {
             v.resize(len, 0);
         }
         v
@@ -658,5 +658,26 @@ impl ScratchPool {
             .count()
             .min(Self::MAX_VECTORS);
         self.free.truncate(keep);
+    }
+}
+
+#[cfg(test)]
+mod scratch_pool_tests {
+    use super::ScratchPool;
+
+    #[test]
+    fn a_kept_vector_is_handed_back_whole_and_the_smallest_that_fits() {
+        let mut pool = ScratchPool::default();
+        let mut big = pool.take(4096);
+        assert_eq!(big.len(), 4096);
+        big[4000] = 7;
+        pool.give(big);
+        pool.give(vec![1; 100]);
+        // The smallest kept vector that fits, with its bytes as they were (no truncation and
+        // re-zeroing when sizes alternate).
+        let small = pool.take(50);
+        assert!(small.len() >= 50 && small.capacity() < 4096, "{}", small.capacity());
+        let again = pool.take(1000);
+        assert_eq!((again.len(), again[4000]), (4096, 7));
     }
 }
