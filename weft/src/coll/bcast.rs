@@ -1,6 +1,6 @@
 //! Broadcast: `data` (the same span on every member) goes from `root` to all.
 
-use super::{Members, Schedule, Span};
+use super::{binomial_subtree, Members, Schedule, Span};
 
 /// Binomial tree: ⌈log2 n⌉ rounds, each member receives once and sends to its children,
 /// the farthest first.
@@ -13,7 +13,7 @@ pub fn binomial(s: &mut Schedule, m: &Members, root: usize, data: Span) {
             let parent = vr - mask;
             // The parent's only child: it has nothing else to do meanwhile, so it may copy
             // half (a large message).
-            let only_child = mask == 1 && (parent + 2 >= n || parent & parent.wrapping_neg() == 2);
+            let only_child = binomial_subtree(parent, n) == 2;
             if only_child {
                 s.recv_shared(m.rel(root, parent), data);
             } else {

@@ -2,7 +2,7 @@
 //! block per member (`block[j]` = (byte offset, length) of member j's part of the root's or
 //! every member's buffer).
 
-use super::{blocks, Members, Schedule, Span};
+use super::{binomial_parent, binomial_subtree, blocks, lowest_bit, Members, Schedule, Span};
 
 /// Linear gather: every member sends its block straight to the root. One round; the root
 /// takes n−1 messages. For few members or large blocks.
@@ -35,10 +35,10 @@ pub fn gather_binomial(s: &mut Schedule, m: &Members, root: usize, src: Span, ds
     let len = src.len;
     let vr = m.vrank(root);
     // Blocks of relative ranks vr, vr+1, … of my subtree, in that order.
-    let subtree = if vr == 0 { n } else { lowest_bit(vr).min(n - vr) };
+    let subtree = binomial_subtree(vr, n);
     if vr != 0 && subtree == 1 {
         // A leaf sends its own block as it is (half the members: no copy, no scratch).
-        s.send(m.rel(root, vr - lowest_bit(vr)), src);
+        s.send(m.rel(root, binomial_parent(vr)), src);
         return;
     }
     let buf = if vr == 0 && root == 0 {
@@ -97,7 +97,7 @@ pub fn scatter_binomial(s: &mut Schedule, m: &Members, root: usize, src: Span, d
     let n = m.n();
     let len = dst.len;
     let vr = m.vrank(root);
-    let subtree = if vr == 0 { n } else { lowest_bit(vr).min(n - vr) };
+    let subtree = binomial_subtree(vr, n);
     let buf = if vr == 0 {
         if root == 0 {
             src
@@ -110,11 +110,11 @@ pub fn scatter_binomial(s: &mut Schedule, m: &Members, root: usize, src: Span, d
         }
     } else if subtree == 1 {
         // A leaf takes its block straight into its buffer.
-        s.recv(m.rel(root, vr - lowest_bit(vr)), dst);
+        s.recv(m.rel(root, binomial_parent(vr)), dst);
         return;
     } else {
         let b = Span::new(s.scratch(subtree * len), 0, subtree * len);
-        s.recv(m.rel(root, vr - lowest_bit(vr)), b);
+        s.recv(m.rel(root, binomial_parent(vr)), b);
         s.fence();
         b
     };
@@ -131,10 +131,6 @@ pub fn scatter_binomial(s: &mut Schedule, m: &Members, root: usize, src: Span, d
         mask /= 2;
     }
     s.copy(blocks(buf, 0, 1, len), dst);
-}
-
-fn lowest_bit(v: usize) -> usize {
-    v & v.wrapping_neg()
 }
 
 /// Ring allgather: n−1 steps, each passing one block to the right neighbour. `dst` holds

@@ -67,6 +67,26 @@ pub fn pof2_floor(n: usize) -> usize {
     1 << (usize::BITS - 1 - n.leading_zeros())
 }
 
+/// `v`'s lowest set bit (0 for 0).
+pub fn lowest_bit(v: usize) -> usize {
+    v & v.wrapping_neg()
+}
+
+/// In a binomial tree over `n` members rooted at relative rank 0: how many members the
+/// subtree of relative rank `vr` holds (itself included; 1: a leaf).
+pub fn binomial_subtree(vr: usize, n: usize) -> usize {
+    if vr == 0 {
+        n
+    } else {
+        lowest_bit(vr).min(n - vr)
+    }
+}
+
+/// The parent of relative rank `vr` (≥ 1) in that tree.
+pub fn binomial_parent(vr: usize) -> usize {
+    vr - lowest_bit(vr)
+}
+
 /// A span of `blocks` blocks of `len` bytes starting at block `first` of `base`.
 pub fn blocks(base: Span, first: usize, count: usize, len: usize) -> Span {
     base.sub(first * len, count * len)

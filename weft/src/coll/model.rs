@@ -541,12 +541,16 @@ impl Terms {
         match (c, name) {
             // ⌈log2 n⌉ rounds of the whole vector; the root sends one per round, and from
             // the second round on others forward what they received (fresh).
+            // At 2 members the only child shares the copy with its idle parent (either
+            // algorithm).
             (Collective::Bcast, "binomial") => {
-                let t: f64 = (0..lg).map(|j| self.round(1, subtree(j), m, Out)).sum();
+                let t: f64 = (0..lg)
+                    .map(|j| self.round_with(1, subtree(j), m, Out, n == 2))
+                    .sum();
                 (t + lg.saturating_sub(1) as f64 * self.fresh(m), None)
             }
             // The root sends the whole vector to all n−1 members at once.
-            (Collective::Bcast, "linear") => (self.round(n - 1, n - 1, m, Out), None),
+            (Collective::Bcast, "linear") => (self.round_with(n - 1, n - 1, m, Out, n == 2), None),
             // A binomial scatter of n pieces (round j: 2^j members pass on the pieces of
             // subtrees half the size of the last round's), then n−1 ring steps of one piece.
             (Collective::Bcast, "scatter_allgather") => {

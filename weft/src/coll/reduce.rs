@@ -2,7 +2,7 @@
 //! the schedule's operation; for an operation that is not commutative, every algorithm here
 //! combines in rank order (a lower rank's data is always the left operand).
 
-use super::{pof2_floor, Members, Schedule, Span};
+use super::{binomial_parent, binomial_subtree, pof2_floor, Members, Schedule, Span};
 
 /// Binomial-tree reduce of `src` (every member) into `dst` (only read at `root`: pass any
 /// span of the same length elsewhere, it is not touched). For an operation that is not
@@ -20,10 +20,10 @@ pub fn binomial(
     let len = src.len;
     let tree_root = if commutative { root } else { 0 };
     let vr = m.vrank(tree_root);
-    if vr != 0 && (vr % 2 == 1 || vr + 1 >= n) && m.me != root {
+    if vr != 0 && binomial_subtree(vr, n) == 1 && m.me != root {
         // A leaf (no member below it) sends its data as it is: half the members, with no
         // copy and no scratch.
-        s.send(m.rel(tree_root, vr - (vr & vr.wrapping_neg())), src);
+        s.send(m.rel(tree_root, binomial_parent(vr)), src);
         return;
     }
     // The accumulator: the result's own place at the root, scratch elsewhere.
@@ -207,8 +207,13 @@ pub fn reduce_scatter_allgather(s: &mut Schedule, m: &Members, src: Span, dst: S
             return;
         }
     }
-    let tmp = Span::new(s.scratch(len), 0, len);
-    let Some(nr) = fold_in(s, m, dst, tmp) else {
+    // Scratch for the halvings after a direct first one (none at 2 members) or for all.
+    let tmp = (!direct || n > 2).then(|| Span::new(s.scratch(len), 0, len));
+    let nr = match tmp {
+        Some(tmp) if !direct => fold_in(s, m, dst, tmp),
+        _ => Some(m.me), // a power of two: nobody folds in
+    };
+    let Some(nr) = nr else {
         unfold(s, m, dst);
         return;
     };
@@ -239,7 +244,7 @@ pub fn reduce_scatter_allgather(s: &mut Schedule, m: &Members, src: Span, dst: S
             s.reduce(span_of(src, keep.0, keep.1), keep_s, true);
         } else {
             s.send(m.at(partner), span_of(dst, give.0, give.1));
-            let into = span_of(tmp, keep.0, keep.1);
+            let into = span_of(tmp.expect("scratch for every halving but a direct first"), keep.0, keep.1);
             s.recv(m.at(partner), into);
             s.fence();
             s.reduce(into, keep_s, true);
