@@ -174,14 +174,37 @@ pub fn applies(op: SysOp, e: Elements) -> bool {
 
 /// The combine function of `op` on elements `e`, or `None` when MPI does not define `op`
 /// for them.
+///
+/// Made once per (operation, elements) on a thread and shared after that: a reduction of a
+/// few bytes must not pay for an allocation on every call.
 pub fn combine(op: SysOp, e: Elements) -> Option<Combine> {
+    /// A program uses few pairs; past this many, new ones are made each time.
+    const KEEP: usize = 32;
+    thread_local! {
+        static MADE: std::cell::RefCell<Vec<(SysOp, Elements, Combine)>> =
+            const { std::cell::RefCell::new(Vec::new()) };
+    }
     if !applies(op, e) {
         return None;
     }
-    Some(match e {
+    let found = MADE.with(|m| {
+        let m = m.borrow();
+        m.iter().find(|(o, x, _)| *o == op && *x == e).map(|(_, _, c)| c.clone())
+    });
+    if found.is_some() {
+        return found;
+    }
+    let c: Combine = match e {
         Elements::Basic(b) => Rc::new(move |i: &[u8], o: &mut [u8]| basic(op, b, i, o)),
         Elements::Pair(v, x) => Rc::new(move |i: &[u8], o: &mut [u8]| pairs(op, v, x, i, o)),
-    })
+    };
+    MADE.with(|m| {
+        let mut m = m.borrow_mut();
+        if m.len() < KEEP {
+            m.push((op, e, c.clone()));
+        }
+    });
+    Some(c)
 }
 
 fn basic(op: SysOp, b: Basic, i: &[u8], o: &mut [u8]) {
@@ -320,6 +343,36 @@ fn pairs(op: SysOp, v: Basic, x: Basic, i: &[u8], o: &mut [u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_combine_function_is_made_once_per_operation_and_elements() {
+        let sum = Elements::Basic(Basic::F64);
+        let a = combine(SysOp::Sum, sum).expect("applies");
+        let b = combine(SysOp::Sum, sum).expect("applies");
+        assert!(Rc::ptr_eq(&a, &b), "the second call made another function");
+        let max = combine(SysOp::Max, sum).expect("applies");
+        assert!(!Rc::ptr_eq(&a, &max), "two operations share one function");
+        let ints = combine(SysOp::Sum, Elements::Basic(Basic::I32)).expect("applies");
+        assert!(!Rc::ptr_eq(&a, &ints), "two element types share one function");
+        // And each still computes its own operation.
+        let (mut x, mut y) = ([1.0f64, 5.0], [1.0f64, 5.0]);
+        let two = [2.0f64, 2.0];
+        a(bytes(&two), bytes_mut(&mut x));
+        max(bytes(&two), bytes_mut(&mut y));
+        assert_eq!((x, y), ([3.0, 7.0], [2.0, 5.0]));
+    }
+
+    fn bytes(v: &[f64]) -> &[u8] {
+        // SAFETY: f64s are plain bytes; the slice covers exactly their memory.
+        unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
+    }
+
+    fn bytes_mut(v: &mut [f64]) -> &mut [u8] {
+        // SAFETY: as above; any bytes written back form valid f64s.
+        unsafe {
+            std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, std::mem::size_of_val(v))
+        }
+    }
 
     fn apply<T: Copy>(op: SysOp, e: Elements, a: &[T], b: &mut [T]) {
         let f = combine(op, e).expect("applies");

@@ -206,7 +206,12 @@ impl NodeArea {
         if k > back + 1 {
             let need = k - back;
             if self.progress_seen < need {
-                self.wait_all(w, need, 0..self.n());
+                // A member this far ahead of a slower one waits for it to catch up by half
+                // the slots, not by one: otherwise, in a loop where this member is the
+                // faster, it would read the slower one's progress line on every call, just
+                // after that member wrote it (a line crossing between the CPUs per call).
+                let margin = if len <= INLINE { back / 2 } else { 0 };
+                self.wait_all(w, need + margin, 0..self.n());
                 // Acquire: pairs with the Release stores of `ready` in `publish`.
                 self.progress_seen = (0..self.n())
                     .map(|j| self.ready(j).load(Ordering::Acquire))
@@ -239,6 +244,12 @@ impl NodeArea {
         // Release: pairs with the Acquire loads in `wait_all` and `begin`.
         self.ready(self.me).store(k, Ordering::Release);
         w.wake_all(&self.world);
+        if size.is_some() {
+            // The next collective's slot line: taken over now, while the caller goes on, its
+            // store there (and the fence in the doorbell after it) need not wait for the
+            // readers' copies of it to be invalidated.
+            crate::sys::cpu::prefetch_write(self.slot_line(self.me, k + 1));
+        }
     }
 
     /// Waits until every member in `who` has `ready ≥ k`.
@@ -259,6 +270,14 @@ impl NodeArea {
         };
         if !all(self) {
             w.wait_until(&mut || all(self));
+        }
+        // The slot lines these members write two collectives on, asked for now: when they
+        // run ahead of this one (as a root broadcasting in a loop does), they have written
+        // them by the time this member gets there, and the lines are here already. (Asking
+        // only when the data was there at once, measured, was slower: 2 ranks, 8 B
+        // broadcast 0.064 µs against 0.057.)
+        for j in who {
+            crate::sys::cpu::prefetch_read(self.slot_line(j, k + 2));
         }
     }
 

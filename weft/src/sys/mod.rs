@@ -3,6 +3,7 @@
 //! written down. Nothing here knows about messages or ranks.
 
 pub mod cma;
+pub mod cpu;
 pub mod futex;
 pub mod log_limit;
 pub mod net;
