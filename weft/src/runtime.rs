@@ -56,9 +56,14 @@ pub fn init() -> Result<()> {
             "weft was already initialized in this process (it can be initialized once)",
         ));
     }
-    let tunables = Tunables::from_env()?;
+    let mut tunables = Tunables::from_env()?;
     let mut boot = Boot::from_env()?;
     let fabric = NodeFabric::new(&mut boot, &tunables)?;
+    if tunables.coll_model_shared.0.is_none() {
+        // `auto`: what the start-up probe found, the same on every rank of the node.
+        let shared = fabric.cores_shared().unwrap_or(false);
+        tunables.coll_model_shared = crate::tunables::Auto(Some(u32::from(shared)));
+    }
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let config = Config::from_tunables(&tunables, boot.local_ranks().len(), cpus);
     let mut engine = Engine::new(fabric, config);
@@ -183,9 +188,11 @@ pub fn finalize() {
     if std::env::var_os("WEFT_STATS").is_some() {
         let (long, sibling) = rt.engine.long_yields();
         eprintln!(
-            "weft: rank {} statistics: {:?}, long yields {long} (to a sibling: {sibling})",
+            "weft: rank {} statistics: {:?}, long yields {long} (to a sibling: {sibling}), \
+             cores shared (WEFT_COLL_MODEL_SHARED): {}",
             rt.boot.rank,
-            rt.engine.stats()
+            rt.engine.stats(),
+            rt.tunables.coll_model_shared
         );
     }
 }

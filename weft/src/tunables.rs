@@ -121,6 +121,8 @@ tunables! {
         "Collectives' cost model: ns a rendezvous round costs, per member sharing a CPU, on a node whose members outnumber its CPUs (sender and receiver must both get a CPU before the copy)";
     coll_model_fresh: usize = "WEFT_COLL_MODEL_FRESH", "200",
         "Collectives' cost model: extra ps per byte a shared-memory member takes to read data another CPU has just written in the same collective (lines in another core's cache: a forwarded block, a partial result), against the caller's own input; 0 where the cores share their caches (measured here: 0 when the two vCPUs share a core, about 430 when they do not)";
+    coll_model_shared: Auto = "WEFT_COLL_MODEL_SHARED", "auto",
+        "Whether the collectives' cost model takes a node's CPUs to share cores (and caches) in pairs: 1 yes (data another CPU has just written costs nothing extra to read, and local work is spread over half the CPUs), 0 no, auto: measured at start-up by two local ranks (a cache-line round trip under 120 ns: shared; a job on one node with no more ranks than CPUs; otherwise no)";
     coll_shm: bool = "WEFT_COLL_SHM", "1",
         "Run the blocking collectives of communicators whose members share one node through a node-shared area (data written once, read in place); 0 sends messages instead";
     coll_shm_slot: usize = "WEFT_COLL_SHM_SLOT", "64k",

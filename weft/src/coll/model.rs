@@ -278,6 +278,10 @@ pub struct Model {
     /// Extra ps per byte of reading data another CPU has just written, on shared memory
     /// (`WEFT_COLL_MODEL_FRESH`).
     pub fresh_ps_per_byte: f64,
+    /// Whether a node's CPUs share cores in pairs (`WEFT_COLL_MODEL_SHARED`, measured at
+    /// start-up when `auto`): then fresh data costs nothing extra (the lines are in the
+    /// shared caches) and local work spreads over half the CPUs.
+    pub shared_cores: bool,
 }
 
 impl Model {
@@ -298,6 +302,7 @@ impl Model {
             },
             oversub_ns: t.coll_model_oversub as f64,
             fresh_ps_per_byte: t.coll_model_fresh as f64,
+            shared_cores: t.coll_model_shared.0 == Some(1),
         }
     }
 
@@ -356,7 +361,13 @@ impl Model {
         // link, and the members of one node in it are few.
         let (cpus, wait_ns, split_min) = match path {
             Path::Shm => {
-                let cpus = self.cpus.clamp(1, n);
+                // Two CPUs of one core do not copy or reduce twice as fast as one.
+                let cores = if self.shared_cores {
+                    (self.cpus / 2).max(1)
+                } else {
+                    self.cpus
+                };
+                let cpus = cores.clamp(1, n);
                 let wait = if n > self.cpus.max(1) {
                     self.oversub_ns * n as f64 / self.cpus.max(1) as f64
                 } else {
@@ -373,8 +384,8 @@ impl Model {
             Path::Tcp => (f64::INFINITY, 0.0, 0),
         };
         let fresh = match path {
-            Path::Shm => self.fresh_ps_per_byte / 1000.0,
-            Path::Tcp => 0.0,
+            Path::Shm if !self.shared_cores => self.fresh_ps_per_byte / 1000.0,
+            Path::Shm | Path::Tcp => 0.0,
         };
         Terms {
             n,

@@ -115,6 +115,13 @@ impl NodeFabric {
         self.tcp.as_ref()
     }
 
+    /// Whether two of this node's CPUs share a core, as the start-up probe found (`None`:
+    /// it did not run; see `shm::probe`).
+    pub fn cores_shared(&self) -> Option<bool> {
+        let ns = self.shm.as_ref()?.probed_round_trip_ns()?;
+        Some(ns < super::shm::probe::SHARED_BELOW_NS)
+    }
+
     /// Ends connections in order (after the final barrier of finalize).
     pub fn close(&mut self) {
         if let Some(t) = self.tcp.as_mut() {

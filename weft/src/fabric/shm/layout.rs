@@ -8,7 +8,8 @@
 //!   128            doorbell.seq: futex word                    (written by senders)
 //!   256            doorbell.sleeping                           (written by the owner)
 //!   384            activity: whether the owner waits, its CPU  (written by the owner)
-//!   512            active: [AtomicU64; ceil(nlocal/64)]        (senders fetch_or their bit)
+//!   512            probe: the start-up probe of the cores      (written by the owner)
+//!   640            active: [AtomicU64; ceil(nlocal/64)]        (senders fetch_or their bit)
 //! rings_offset   ring 0 .. ring nlocal-1, `ring_stride` bytes apart: the owner's outgoing
 //!                ring to each local index (its own index is never touched). Each ring:
 //!   +0             head (consumer-owned line)
@@ -22,8 +23,8 @@
 use super::doorbell::Doorbell;
 use crate::sync::{AtomicU32, AtomicU64, CachePadded, Ordering};
 
-/// "weftshm3": set last by the owner once `Info` is written.
-pub const MAGIC: u64 = u64::from_le_bytes(*b"weftshm3");
+/// "weftshm4": set last by the owner once `Info` is written.
+pub const MAGIC: u64 = u64::from_le_bytes(*b"weftshm4");
 
 /// Immutable facts about a segment, written by its owner before it publishes the name.
 #[repr(C)]
@@ -59,6 +60,9 @@ pub struct Control {
     /// Offset 384: an [`Activity`] word, advisory (read by the node's other ranks' wait
     /// policy, never for correctness).
     pub activity: CachePadded<AtomicU64>,
+    /// Offset 512: the start-up probe of the node's cores (`super::probe`): written by the
+    /// owner alone, read by the other end of the probe.
+    pub probe: CachePadded<AtomicU64>,
 }
 
 /// What a rank's activity word says: whether it has given up its CPU (in a yield or a sleep),
@@ -126,7 +130,7 @@ impl Activity {
 }
 
 /// Offset of the active-senders bitmap.
-pub const ACTIVE_OFFSET: usize = 512;
+pub const ACTIVE_OFFSET: usize = 640;
 /// Bytes before a ring's record space (head line, producer line).
 pub const RING_HEADER: usize = 256;
 
@@ -135,6 +139,7 @@ const _: () = {
     assert!(std::mem::size_of::<Control>() == ACTIVE_OFFSET);
     assert!(std::mem::offset_of!(Control, bell) == 128);
     assert!(std::mem::offset_of!(Control, activity) == 384);
+    assert!(std::mem::offset_of!(Control, probe) == 512);
     assert!(std::mem::size_of::<RingHeader>() == RING_HEADER);
 };
 

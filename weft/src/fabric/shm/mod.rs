@@ -20,6 +20,7 @@
 
 pub mod doorbell;
 pub mod layout;
+pub mod probe;
 pub mod ring;
 #[cfg(all(test, not(loom)))]
 mod tests;
@@ -27,7 +28,7 @@ mod tests;
 use super::{Header, PullError};
 use crate::boot::Boot;
 use crate::error::{Error, ErrorClass, Result};
-use crate::sync::Ordering;
+use crate::sync::{AtomicU64, Ordering};
 use crate::sys::segment::{self, Segment};
 use crate::tunables::Tunables;
 use doorbell::{Futex, Park, IN_POLL, ON_FUTEX};
@@ -79,6 +80,8 @@ pub struct ShmTransport {
     wake: Option<(OwnedFd, bool)>,
     /// What my activity word says (I am its only writer).
     activity: Activity,
+    /// The start-up probe's round trip (ns), when it ran.
+    probed: Option<u32>,
 }
 
 /// A local peer's segment as attached during start-up, with my duplicate of its wake-up
@@ -116,6 +119,38 @@ fn any_node_shared(node_of: &[u32]) -> bool {
     let mut v = node_of.to_vec();
     v.sort_unstable();
     v.windows(2).any(|w| w[0] == w[1])
+}
+
+/// Runs the start-up probe of the node's cores ([`probe`]) when it applies: the job on one
+/// node, no more local ranks than CPUs, `WEFT_COLL_MODEL_SHARED=auto`. Every local rank
+/// calls it after attaching every peer; all get the same result.
+fn probe_cores(
+    boot: &Boot,
+    tunables: &Tunables,
+    my_local: usize,
+    own: &SegView,
+    attached: &[Option<Attached>],
+) -> Option<u32> {
+    let one_node = boot.node_of.iter().all(|&n| n == boot.node_of[0]);
+    let nlocal = attached.len();
+    if tunables.coll_model_shared.0.is_some()
+        || !one_node
+        || nlocal < 2
+        || nlocal > crate::sys::online_cpus()
+    {
+        return None;
+    }
+    let word = |local: usize| -> &AtomicU64 {
+        match &attached[local] {
+            Some((_, view, _)) => &view.control().probe,
+            None => &own.control().probe,
+        }
+    };
+    match my_local {
+        0 => probe::lead(word(0), word(1)),
+        1 => probe::follow(word(0), word(1)),
+        _ => probe::result(word(0)),
+    }
 }
 
 fn create_own(geo: Geometry, wake_fd: RawFd) -> Result<Segment> {
@@ -290,6 +325,7 @@ impl ShmTransport {
         for (i, &r) in local.iter().enumerate() {
             local_of[r as usize] = i as u32;
         }
+        let probed = probe_cores(boot, tunables, my_local, &own_view, &attached);
         let peers = attached
             .into_iter()
             .enumerate()
@@ -329,7 +365,14 @@ impl ShmTransport {
             ticket: 0,
             wake,
             activity: Activity::default(),
+            probed,
         }))
+    }
+
+    /// The round trip (ns) local ranks 0 and 1 measured at start-up between two lines
+    /// written one side each ([`probe`]); `None`: not measured.
+    pub fn probed_round_trip_ns(&self) -> Option<u32> {
+        self.probed
     }
 
     /// Largest payload of one packet.
