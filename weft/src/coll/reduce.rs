@@ -83,17 +83,10 @@ pub fn recursive_doubling(s: &mut Schedule, m: &Members, src: Span, dst: Span) {
         // that no other CPU has just written (on a node whose cores share no cache, reading
         // freshly written lines runs at a fraction of the copy rate).
         let partner = me ^ 1;
-        let chunk: usize = std::env::var("WEFT_X_CHUNK").ok().and_then(|v| v.parse().ok()).unwrap_or(usize::MAX);
-        let chunk = chunk.max(1);
-        let mut off = 0;
-        while off < len {
-            let l = chunk.min(len - off);
-            s.send(m.at(partner), src.sub(off, l));
-            s.recv(m.at(partner), dst.sub(off, l));
-            s.fence();
-            s.reduce(src.sub(off, l), dst.sub(off, l), me < partner);
-            off += l;
-        }
+        s.send(m.at(partner), src);
+        s.recv(m.at(partner), dst);
+        s.fence();
+        s.reduce(src, dst, me < partner);
         if n > 2 {
             let tmp = Span::new(s.scratch(len), 0, len);
             exchange_doubling(s, m, me, 0, 2, dst, tmp);
