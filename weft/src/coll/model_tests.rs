@@ -8,6 +8,13 @@ use super::reduce::equal_blocks;
 use super::{Area, Members, Span};
 use crate::tunables::Tunables;
 
+/// The model of a node of 2 CPUs with the tunables `vars` on top.
+fn two_cpus(vars: &[(&str, &str)]) -> Model {
+    let mut all = vec![("WEFT_COLL_MODEL_CPUS", "2")];
+    all.extend_from_slice(vars);
+    Model::from_tunables(&tunables(&all))
+}
+
 fn tunables(vars: &[(&str, &str)]) -> Tunables {
     Tunables::from_lookup(|k| vars.iter().find(|v| v.0 == k).map(|v| v.1.to_string()))
         .expect("test tunables parse")
@@ -293,12 +300,7 @@ fn forcing_tunables_override_the_model() {
 #[test]
 fn fresh_data_costs_more_than_the_callers_input() {
     use Collective::*;
-    let with = |fresh: &str| {
-        Model::from_tunables(&tunables(&[
-            ("WEFT_COLL_MODEL_FRESH", fresh),
-            ("WEFT_COLL_MODEL_CPUS", "2"),
-        ]))
-    };
+    let with = |fresh: &str| two_cpus(&[("WEFT_COLL_MODEL_FRESH", fresh)]);
     let (plain, fresh) = (with("0"), with("200"));
     let at = |model: &Model, c, n, bytes| model.pick(c, &Shape::new(n, 1, Some(bytes)));
     // 2 members, 1 MiB: recursive doubling's one exchange reads only the inputs, where
@@ -325,11 +327,10 @@ fn fresh_data_costs_more_than_the_callers_input() {
 fn cpus_that_share_cores_read_fresh_data_for_free_and_share_the_work() {
     use Collective::*;
     let with = |shared: &str| {
-        Model::from_tunables(&tunables(&[
+        two_cpus(&[
             ("WEFT_COLL_MODEL_SHARED", shared),
             ("WEFT_COLL_MODEL_FRESH", "200"),
-            ("WEFT_COLL_MODEL_CPUS", "2"),
-        ]))
+        ])
     };
     let (apart, together) = (with("0"), with("1"));
     let at = |model: &Model, c, n, bytes| model.pick(c, &Shape::new(n, 1, Some(bytes)));
@@ -341,11 +342,10 @@ fn cpus_that_share_cores_read_fresh_data_for_free_and_share_the_work() {
         assert_eq!(at(&together, Allreduce, 2, bytes), "rabenseifner");
     }
     // Together, fresh data costs nothing: the same estimates as with no fresh term at all.
-    let no_fresh = Model::from_tunables(&tunables(&[
+    let no_fresh = two_cpus(&[
         ("WEFT_COLL_MODEL_SHARED", "1"),
         ("WEFT_COLL_MODEL_FRESH", "0"),
-        ("WEFT_COLL_MODEL_CPUS", "2"),
-    ]));
+    ]);
     let est = |m: &Model| m.estimates(Allgather, &Shape::new(2, 1, Some(4 << 20)));
     assert_eq!(est(&together), est(&no_fresh));
     // Over TCP the setting changes nothing.

@@ -53,8 +53,14 @@ impl Buffers<'_> {
 
 /// The addresses `[first, end)` a layout's data lies within (`None`: no data).
 fn reach(l: &Layout<'_>) -> Option<(usize, usize)> {
-    if l.data_len() == 0 {
+    let len = l.data_len();
+    if len == 0 {
         return None;
+    }
+    if l.map.is_contiguous() {
+        // The common case, on every call's path: no walk over the blocks.
+        let base = l.ptr as usize;
+        return Some((base, base + len));
     }
     let blocks = l.map.blocks();
     let lo = blocks.iter().map(|b| b.0).min().unwrap_or(0);
