@@ -354,24 +354,11 @@ mod tests {
         assert!(!Rc::ptr_eq(&a, &max), "two operations share one function");
         let ints = combine(SysOp::Sum, Elements::Basic(Basic::I32)).expect("applies");
         assert!(!Rc::ptr_eq(&a, &ints), "two element types share one function");
-        // And each still computes its own operation.
+        // And each still computes its own operation (now from the shared functions).
         let (mut x, mut y) = ([1.0f64, 5.0], [1.0f64, 5.0]);
-        let two = [2.0f64, 2.0];
-        a(bytes(&two), bytes_mut(&mut x));
-        max(bytes(&two), bytes_mut(&mut y));
+        apply(SysOp::Sum, sum, &[2.0f64, 2.0], &mut x);
+        apply(SysOp::Max, sum, &[2.0f64, 2.0], &mut y);
         assert_eq!((x, y), ([3.0, 7.0], [2.0, 5.0]));
-    }
-
-    fn bytes(v: &[f64]) -> &[u8] {
-        // SAFETY: f64s are plain bytes; the slice covers exactly their memory.
-        unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
-    }
-
-    fn bytes_mut(v: &mut [f64]) -> &mut [u8] {
-        // SAFETY: as above; any bytes written back form valid f64s.
-        unsafe {
-            std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, std::mem::size_of_val(v))
-        }
     }
 
     fn apply<T: Copy>(op: SysOp, e: Elements, a: &[T], b: &mut [T]) {

@@ -19,10 +19,12 @@ use std::time::{Duration, Instant};
 const WARMUP: u64 = 64;
 /// Round trips timed.
 const TRIPS: u64 = 256;
-/// Longest the leader spends before giving up (a partner without a CPU).
+/// Longest the leader spends before giving up (a partner without a CPU). The others have no
+/// deadline of their own: they take whatever the leader publishes, a figure or none, so that
+/// every rank of the node ends with the same answer (a rank that gave up on its own could
+/// pick other algorithms than its peers, and a collective would hang). The leader always
+/// publishes within this time unless it dies, and then the launcher ends the job.
 const LEAD_DEADLINE: Duration = Duration::from_millis(50);
-/// Longest the others wait for the leader's result.
-const WAIT_DEADLINE: Duration = Duration::from_secs(2);
 /// Set in the leader's word with the result: the rest is the round trip in ns (0: none).
 const DONE: u64 = 1 << 63;
 /// A round trip below this many ns means the two CPUs share a core (measured here: about
@@ -76,24 +78,22 @@ pub fn follow(lead: &AtomicU64, mine: &AtomicU64) -> Option<u32> {
             continue;
         }
         spins = spins.wrapping_add(1);
-        if spins.is_multiple_of(1024) && begun.elapsed() > WAIT_DEADLINE {
-            return None;
+        if spins.is_multiple_of(1024) && begun.elapsed() > LEAD_DEADLINE {
+            // The leader has given up or lost its CPU: wait for its word without spinning.
+            std::thread::yield_now();
+        } else {
+            spin_hint();
         }
-        spin_hint();
     }
 }
 
 /// The other local ranks: the leader's result, once published.
 pub fn result(lead: &AtomicU64) -> Option<u32> {
-    let begun = Instant::now();
     loop {
         // SYNC: Acquire pairs with the Release store in `publish`.
         let v = lead.load(Ordering::Acquire);
         if v & DONE != 0 {
             return decode(v);
-        }
-        if begun.elapsed() > WAIT_DEADLINE {
-            return None;
         }
         // These ranks may share a CPU with the two that measure: leave it to them.
         std::thread::yield_now();
@@ -127,8 +127,8 @@ mod tests {
         let led = lead(&words[0], &words[1]);
         let followed = follower.join().unwrap();
         let read = other.join().unwrap();
-        // On a loaded machine the partner thread may miss the deadline: then nobody has a
-        // figure, and all agree on that.
+        // On a loaded machine the partner thread may miss the leader's deadline: then nobody
+        // has a figure, and all agree on that.
         assert_eq!(led, followed);
         assert_eq!(led, read);
         if let Some(ns) = led {
@@ -139,9 +139,7 @@ mod tests {
     #[test]
     fn a_partner_that_never_answers_ends_the_probe_without_a_result() {
         let (mine, silent) = (AtomicU64::new(0), AtomicU64::new(0));
-        let begun = Instant::now();
         assert_eq!(lead(&mine, &silent), None);
-        assert!(begun.elapsed() < Duration::from_secs(5));
         // The others learn that there is no result, instead of waiting for one.
         assert_eq!(result(&mine), None);
         assert_eq!(follow(&mine, &silent), None);
