@@ -105,6 +105,14 @@ static double measure(void (*op)(void), double target_s) {
 
 struct op { const char *name; void (*fn)(void); };
 
+/* Whether `name` is one of the comma-separated `list`. */
+static int listed(const char *list, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = list; *p; p += strcspn(p, ","), p += *p == ',')
+        if (strncmp(p, name, n) == 0 && (p[n] == ',' || p[n] == 0)) return 1;
+    return 0;
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -115,7 +123,19 @@ int main(int argc, char **argv) {
     static const size_t quick_sizes[] = {8, 65536, 1 << 20};
     const size_t *sz = quick ? quick_sizes : sizes;
     int nsizes = quick ? 3 : 7;
-    size_t most = (size_t)(4 << 20) * (size_t)nranks;
+    /* For quick runs by hand, as the Rust bench: BENCH_SIZES=8,64 BENCH_OPS=bcast,gather. */
+    static size_t listed_sizes[16];
+    const char *only_sizes = getenv("BENCH_SIZES");
+    if (only_sizes) {
+        nsizes = 0;
+        for (const char *p = only_sizes; *p && nsizes < 16; p += strcspn(p, ","), p += *p == ',')
+            listed_sizes[nsizes++] = strtoull(p, NULL, 10);
+        sz = listed_sizes;
+    }
+    const char *only_ops = getenv("BENCH_OPS");
+    size_t largest = (size_t)4 << 20;
+    for (int s = 0; s < nsizes; s++) largest = sz[s] > largest ? sz[s] : largest;
+    size_t most = largest * (size_t)nranks;
     sbuf = calloc(most / sizeof(double) + 1, sizeof(double));
     rbuf = calloc(most / sizeof(double) + 1, sizeof(double));
     if (!sbuf || !rbuf) { fprintf(stderr, "coll: out of memory\n"); MPI_Abort(MPI_COMM_WORLD, 1); }
@@ -126,6 +146,7 @@ int main(int argc, char **argv) {
                        {"allgather", op_allgather}, {"gather", op_gather}, {"scatter", op_scatter},
                        {"alltoall", op_alltoall}, {"reduce_scatter", op_reduce_scatter}};
     for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
+        if (only_ops && !listed(only_ops, ops[o].name)) continue;
         for (int s = 0; s < nsizes; s++) {
             cur = sz[s];
             double us = measure(ops[o].fn, target_s);

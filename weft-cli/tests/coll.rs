@@ -116,6 +116,35 @@ fn the_node_shared_area_with_members_asleep_and_a_small_slot() {
 }
 
 #[test]
+fn a_node_without_room_for_the_area_sends_messages_and_says_so() {
+    // The rings of 3 ranks fit in 16 MiB of /dev/shm; an area of 16 MiB slots (3 x 32 MiB)
+    // does not: every communicator's collectives go by messages instead, correctly, and
+    // the job says why.
+    let Some(mut c) = weft_run_with_small_dev_shm("16m") else {
+        return;
+    };
+    let exe = suite();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    c.args(["-n", "3", "-x", "WEFT_COLL_SHM_SLOT=16m"])
+        .arg(&exe)
+        .arg("all")
+        // Shared memory is the point: not `WEFT_TRANSPORTS=tcp` from the suite's TCP pass.
+        .env("WEFT_TRANSPORTS", "shm");
+    let out = run(c, "coll_suite all with a 16m /dev/shm and 16m slots");
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        out.stdout.contains("coll_suite all: ok on 3 ranks"),
+        "{out:?}"
+    );
+    assert!(
+        out.stderr.contains("no node-shared area for collectives")
+            && out.stderr.contains("WEFT_COLL_SHM_SLOT")
+            && out.stderr.contains("No space left on device"),
+        "{out:?}"
+    );
+}
+
+#[test]
 fn members_on_several_nodes_in_blocks_and_round_robin() {
     // Within a slot, barrier, broadcast, reduce and allreduce (commutative), gather, scatter
     // and allgather go hierarchically (each node's area, the node leaders by messages, a root

@@ -405,14 +405,6 @@ fn a_program_that_cannot_start_gives_127() {
     assert!(out.stderr.contains("cannot start rank 0"), "{out:?}");
 }
 
-fn installed(prog: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {prog}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 #[test]
 fn mpich_program_runs_under_weft_run() {
     if !installed("mpicc.mpich") {
@@ -820,43 +812,21 @@ fn a_launcher_killed_during_start_up_leaves_no_segment() {
     assert!(left.is_empty(), "segments outlived their job: {left:#?}");
 }
 
-/// Whether this test runs as root (it may mount a small tmpfs in a private namespace).
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
-        s.lines()
-            .find(|l| l.starts_with("Uid:"))
-            .and_then(|l| l.split_whitespace().nth(2))
-            == Some("0")
-    })
-}
-
-/// `weft run ARGS` in a private mount namespace whose /dev/shm is a tmpfs of `size`.
-fn run_with_small_dev_shm(size: &str, args: &[&std::ffi::OsStr]) -> Out {
-    let mut c = Command::new("unshare");
-    c.args(["-m", "sh", "-c"])
-        .arg(format!(
-            "mount -t tmpfs -o size={size} weft-test /dev/shm && exec \"$@\""
-        ))
-        .arg("sh")
-        .arg(env!("CARGO_BIN_EXE_weft"))
-        .arg("run")
-        .args(args)
-        .env_remove("MPIEXEC_TIMEOUT")
-        // The rings are the point: not `WEFT_TRANSPORTS=tcp` from the suite's TCP pass.
-        .env("WEFT_TRANSPORTS", "shm");
-    run(c, &format!("weft run {args:?} with a {size} /dev/shm"))
+/// `weft run ARGS` (over shared memory) in a private mount namespace whose /dev/shm is a
+/// tmpfs of `size`; `None` where that cannot be done.
+fn run_with_small_dev_shm(size: &str, args: &[&std::ffi::OsStr]) -> Option<Out> {
+    let mut c = weft_run_with_small_dev_shm(size)?;
+    // The rings are the point: not `WEFT_TRANSPORTS=tcp` from the suite's TCP pass.
+    c.args(args).env("WEFT_TRANSPORTS", "shm");
+    Some(run(c, &format!("weft run {args:?} with a {size} /dev/shm")))
 }
 
 #[test]
 fn a_small_dev_shm_fails_at_start_up_with_the_sizes() {
-    if !is_root() || !installed("unshare") {
-        eprintln!("skipped: needs root and unshare(1) to mount a small tmpfs over /dev/shm");
-        return;
-    }
     let exe = p2p_suite();
     // 4 ranks with 256 KiB rings need about 4 MiB; traffic through every ring (pipelined
     // copies, not single copy) touches 3 MiB of them.
-    let out = run_with_small_dev_shm(
+    let Some(out) = run_with_small_dev_shm(
         "2m",
         &[
             "-n".as_ref(),
@@ -866,7 +836,9 @@ fn a_small_dev_shm_fails_at_start_up_with_the_sizes() {
             exe.as_os_str(),
             "allpairs".as_ref(),
         ],
-    );
+    ) else {
+        return;
+    };
     assert_ne!(out.code, Some(0), "{out:?}");
     assert!(!out.stderr.contains("SIGBUS"), "{out:?}");
     assert!(
@@ -887,7 +859,8 @@ fn a_small_dev_shm_fails_at_start_up_with_the_sizes() {
             exe.as_os_str(),
             "ring".as_ref(),
         ],
-    );
+    )
+    .expect("made above");
     assert_eq!(out.code, Some(0), "{out:?}");
 }
 

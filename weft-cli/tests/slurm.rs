@@ -25,14 +25,6 @@ fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/slurm-local.sh")
 }
 
-fn installed(prog: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {prog}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 /// Skips the test with `why`, or fails it when `WEFT_REQUIRE_SLURM=1`.
 fn skip(why: &str) {
     if std::env::var("WEFT_REQUIRE_SLURM").is_ok_and(|v| v == "1") {

@@ -40,6 +40,44 @@ pub fn weft() -> Command {
     c
 }
 
+/// Whether `prog` is on the PATH.
+pub fn installed(prog: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {prog}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Whether this test runs as root (it may mount a small tmpfs in a private namespace).
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .find(|l| l.starts_with("Uid:"))
+            .and_then(|l| l.split_whitespace().nth(2))
+            == Some("0")
+    })
+}
+
+/// `weft run` (its arguments to follow) in a private mount namespace whose /dev/shm is a
+/// tmpfs of `size`; `None` (the caller skips, saying so) without root or unshare(1).
+pub fn weft_run_with_small_dev_shm(size: &str) -> Option<Command> {
+    if !is_root() || !installed("unshare") {
+        eprintln!("skipped: needs root and unshare(1) to mount a small tmpfs over /dev/shm");
+        return None;
+    }
+    let mut c = Command::new("unshare");
+    c.args(["-m", "sh", "-c"])
+        .arg(format!(
+            "mount -t tmpfs -o size={size} weft-test /dev/shm && exec \"$@\""
+        ))
+        .arg("sh")
+        .arg(env!("CARGO_BIN_EXE_weft"))
+        .arg("run")
+        .env_remove("MPIEXEC_TIMEOUT");
+    Some(c)
+}
+
 pub fn drain(mut r: impl Read + Send + 'static) -> thread::JoinHandle<String> {
     thread::spawn(move || {
         let mut s = String::new();

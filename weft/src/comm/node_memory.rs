@@ -17,6 +17,15 @@ use crate::sys::segment::Segment;
 /// Longest segment handle sent to members (`<pid>.<fd>.<dev>.<inode>`).
 const HANDLE_MAX: usize = 128;
 
+/// What [`NodeSegment::allocate`] gave every member alike.
+#[derive(Debug)]
+pub enum Allocated {
+    /// The segment, mapped here.
+    Made(NodeSegment),
+    /// No segment: the first member could not create it (why, at that member).
+    Unmade(Option<String>),
+}
+
 /// A segment shared by a group of ranks on one node.
 #[derive(Debug)]
 pub struct NodeSegment {
@@ -28,6 +37,10 @@ impl NodeSegment {
     /// `members[me]`): `members[0]` creates a zeroed segment of `len` bytes and the others map
     /// it. Messages travel on context `ctx` with tag `tag` (the caller's, unused by anything
     /// else in flight among these members).
+    ///
+    /// `Ok(None)` at every member when `members[0]` could not create it (a full /dev/shm,
+    /// say): it tells the others so, and returns why in `unmade` (the others get `None`
+    /// there), so that all go on without it alike.
     pub fn allocate<F: Fabric>(
         eng: &mut Engine<F>,
         ctx: u32,
@@ -35,7 +48,7 @@ impl NodeSegment {
         members: &[u32],
         me: usize,
         len: usize,
-    ) -> Result<NodeSegment> {
+    ) -> Result<Allocated> {
         const CALL: &str = "node-shared memory";
         let pattern = |from: u32| Pattern {
             context: ctx,
@@ -43,16 +56,19 @@ impl NodeSegment {
             tag: Some(tag),
         };
         let seg = if me == 0 {
-            let mut seg = Segment::create(len).map_err(|e| {
-                Error::new(
-                    ErrorClass::Resource,
-                    CALL,
-                    format!(
+            let mut seg = match Segment::create(len) {
+                Ok(seg) => seg,
+                Err(e) => {
+                    // An empty handle: "none", to every member.
+                    for &m in &members[1..] {
+                        eng.send(m, ctx, tag, &[], SendMode::Standard)?;
+                    }
+                    return Ok(Allocated::Unmade(Some(format!(
                         "cannot create a {len}-byte segment for {} ranks: {e}",
                         members.len()
-                    ),
-                )
-            })?;
+                    ))));
+                }
+            };
             let handle = seg.handle().as_bytes().to_vec();
             for &m in &members[1..] {
                 eng.send(m, ctx, tag, &handle, SendMode::Standard)?;
@@ -66,6 +82,9 @@ impl NodeSegment {
         } else {
             let mut buf = [0u8; HANDLE_MAX];
             let st = eng.recv(pattern(members[0]), &mut buf)?;
+            if st.len == 0 {
+                return Ok(Allocated::Unmade(None));
+            }
             let handle = std::str::from_utf8(&buf[..st.len]).map_err(|_| {
                 Error::new(ErrorClass::Internal, CALL, "a segment handle that is not text")
             })?;
@@ -86,7 +105,7 @@ impl NodeSegment {
             eng.send(members[0], ctx, tag, &[], SendMode::Standard)?;
             seg
         };
-        Ok(NodeSegment { seg })
+        Ok(Allocated::Made(NodeSegment { seg }))
     }
 
     /// The base of the mapping (page-aligned). Other processes read and write it: access it

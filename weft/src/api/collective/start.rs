@@ -9,7 +9,7 @@ use crate::api::point_to_point::{group_of, Staged};
 use crate::api::request::{Request, Scope};
 use crate::coll::shm::{NodeArea, SizeMismatch};
 use crate::coll::{Members, Schedule};
-use crate::comm::node_memory::NodeSegment;
+use crate::comm::node_memory::{Allocated, NodeSegment};
 use crate::comm::CommData;
 use crate::engine::buffer::{RawBuf, RawBufMut};
 use crate::engine::request::Handle;
@@ -306,7 +306,8 @@ pub(crate) fn blocking_shm(
 }
 
 /// The area of `comm` over its members on this node (made now, collectively among them), or
-/// `None` when this member is alone on its node. Every member of `comm` takes a collective
+/// `None` when this member is alone on its node, or when the node has no room for it and
+/// `comm` is on this node only (its collectives then send messages, at every member alike). Every member of `comm` takes a collective
 /// tag for it, so that all keep counting alike.
 fn new_area(
     rt: &mut runtime::Runtime,
@@ -322,8 +323,35 @@ fn new_area(
     let len = NodeArea::size_for(local.len(), slot);
     let me = topo.local_rank;
     let ctx = comm.coll_context();
-    let seg = NodeSegment::allocate(&mut rt.engine, ctx, tag, &local, me, len)?;
-    Ok(Some(NodeArea::new(seg, local, me, slot)))
+    match NodeSegment::allocate(&mut rt.engine, ctx, tag, &local, me, len)? {
+        Allocated::Made(seg) => Ok(Some(NodeArea::new(seg, local, me, slot))),
+        // On several nodes the other nodes' members, who cannot know, go through their
+        // areas: this node's must too.
+        Allocated::Unmade(why) if !topo.single_node() => Err(Error::new(
+            ErrorClass::Resource,
+            "node-shared memory",
+            why.unwrap_or_else(|| {
+                format!(
+                    "local rank 0 of this node could not make the collectives' area ({len} bytes)"
+                )
+            }),
+        )),
+        Allocated::Unmade(why) => {
+            // Slower, not wrong: say so once per process, at the member that knows why.
+            static SAID: std::sync::Once = std::sync::Once::new();
+            if let Some(why) = why {
+                SAID.call_once(|| {
+                    eprintln!(
+                        "weft: rank {}: no node-shared area for collectives ({why}); the \
+                         collectives of such communicators send messages instead (a larger \
+                         /dev/shm, or a smaller WEFT_COLL_SHM_SLOT, gives them one)",
+                        rt.boot.rank
+                    )
+                });
+            }
+            Ok(None)
+        }
+    }
 }
 
 /// Runs `f` over the collective's data as bytes: the input (packed when its layout is not
