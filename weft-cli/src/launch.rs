@@ -283,17 +283,14 @@ pub struct Starting {
 
 impl Starting {
     /// Asks the starter to start no more ranks; returns "(k of n ranks started)" when it
-    /// was still starting them.
+    /// was still starting them (not when the last one is started and only its `done` is yet
+    /// to be stored: that job was whole).
     pub fn stop(&self) -> Option<String> {
         // SYNC: pairs with the Acquire load in the starter's loop (and its Release of done).
         self.stop.store(true, Ordering::Release);
-        (!self.done.load(Ordering::Acquire)).then(|| {
-            format!(
-                "({} of {} ranks started)",
-                self.started.load(Ordering::Relaxed),
-                self.total
-            )
-        })
+        let started = self.started.load(Ordering::Relaxed);
+        (!self.done.load(Ordering::Acquire) && started < self.total)
+            .then(|| format!("({started} of {} ranks started)", self.total))
     }
 }
 
