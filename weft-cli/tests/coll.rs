@@ -142,6 +142,31 @@ fn a_node_without_room_for_the_area_sends_messages_and_says_so() {
             && out.stderr.contains("No space left on device"),
         "{out:?}"
     );
+    // On two (fake) nodes the other node's members cannot know: the job ends, promptly and
+    // saying why, instead of running half its collectives one way and half the other.
+    let Some(mut c) = weft_run_with_small_dev_shm("16m") else {
+        return;
+    };
+    c.args([
+        "-n",
+        "4",
+        "--process-mapping",
+        "(vector,(0,2,2))",
+        "-x",
+        "WEFT_COLL_SHM_SLOT=16m",
+    ])
+    .arg(&exe)
+    .arg("all")
+    .env("WEFT_TRANSPORTS", "shm,tcp");
+    let out = run(
+        c,
+        "coll_suite all on two nodes with a 16m /dev/shm and 16m slots",
+    );
+    assert_ne!(out.code, Some(0), "{out:?}");
+    assert!(
+        out.stderr.contains("node-shared memory") && out.stderr.contains("No space left on device"),
+        "{out:?}"
+    );
 }
 
 #[test]
