@@ -40,7 +40,10 @@ fn values(r: i32, len: usize, salt: u64) -> Vec<u64> {
         .collect()
 }
 
-const SIZES: &[usize] = &[0, 1, 7, 300, 9000];
+/// Elements a member (u64): none, a few, a slot line's worth and more, 6,000 (48 KB: within a
+/// 64 KiB slot, so an allreduce on 3 members or more goes by slices in the node area), and
+/// 9,000 (beyond the slot: by messages).
+const SIZES: &[usize] = &[0, 1, 7, 300, 6000, 9000];
 
 /// Element-wise wrapping sums of `vs`.
 fn fold_sums(vs: impl Iterator<Item = Vec<u64>>, len: usize) -> Vec<u64> {

@@ -156,12 +156,13 @@ impl Hierarchy<'_> {
             ShmOp::Reduce {
                 root: None,
                 combine,
+                elem,
                 ..
             } => {
                 // Each node reduces to its leader, the leaders allreduce, each leader
                 // broadcasts to its node: every member gets the leaders' identical result.
                 match area.as_deref_mut() {
-                    Some(a) => a.reduce(engine, Some(0), src, dst, &combine)?,
+                    Some(a) => a.reduce(engine, Some(0), src, dst, &combine, elem)?,
                     None => dst.copy_from_slice(src),
                 }
                 if leader {
@@ -178,6 +179,7 @@ impl Hierarchy<'_> {
             ShmOp::Reduce {
                 root: Some(root),
                 combine,
+                elem,
                 ..
             } => {
                 // Each node reduces to its leader, the leaders reduce to the root's leader,
@@ -185,7 +187,7 @@ impl Hierarchy<'_> {
                 let len = src.len();
                 let mut acc = vec![0u8; if leader { len } else { 0 }];
                 match area {
-                    Some(a) => a.reduce(engine, Some(0), src, &mut acc, &combine)?,
+                    Some(a) => a.reduce(engine, Some(0), src, &mut acc, &combine, elem)?,
                     None => acc.copy_from_slice(src),
                 }
                 let root_node = self.node_of(root);

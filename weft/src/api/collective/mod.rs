@@ -326,6 +326,7 @@ unsafe fn plan_reduction<O: Operation>(
             root: None,
             combine: red.combine.clone(),
             commutative: red.order == crate::coll::algorithm::Order::Commutative,
+            elem: red.elem,
         },
         Reduce::ScatterBlock => ShmOp::ReduceScatterBlock {
             combine: red.combine.clone(),

@@ -239,6 +239,7 @@ pub(super) unsafe fn plan_reduce<O: Operation>(
         root: Some(root),
         combine: red.combine.clone(),
         commutative: red.order == crate::coll::algorithm::Order::Commutative,
+        elem: red.elem,
     };
     if let Some(r) = through_shm(blocking, call, c, bufs, sl, shm) {
         return r;

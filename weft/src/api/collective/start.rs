@@ -216,6 +216,8 @@ pub(crate) enum ShmOp {
         combine: Combine,
         /// Whether the operation commutes (the hierarchical form needs it).
         commutative: bool,
+        /// Bytes of one element (the area cuts the vector at these).
+        elem: usize,
     },
     Scan {
         combine: Combine,
@@ -422,7 +424,12 @@ fn run_shm(
             Ok(())
         }
         ShmOp::Bcast { root } => area.bcast(engine, root, dst),
-        ShmOp::Reduce { root, combine, .. } => area.reduce(engine, root, src, dst, &combine),
+        ShmOp::Reduce {
+            root,
+            combine,
+            elem,
+            ..
+        } => area.reduce(engine, root, src, dst, &combine, elem),
         ShmOp::Scan { combine, exclusive } => area.scan(engine, src, dst, &combine, exclusive),
         ShmOp::Gather { root } => area.gather(engine, root, src, dst),
         ShmOp::Scatter { root } => area.scatter(engine, root, src, dst),
