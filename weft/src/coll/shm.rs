@@ -240,6 +240,14 @@ impl NodeArea {
         k
     }
 
+    /// Starts collective k with `src` as my data: written, published, the others woken.
+    fn put(&mut self, w: &mut impl Waiter, src: &[u8]) -> u64 {
+        let k = self.begin(w, Some(src.len()));
+        self.write(k, src);
+        self.publish(w, k, Some(src.len()));
+        k
+    }
+
     /// Writes `data` into my buffer for collective k.
     fn write(&self, k: u64, data: &[u8]) {
         if data.is_empty() {
@@ -354,7 +362,7 @@ impl NodeArea {
 
     /// Every member's `src` (at most a slot; `elem`-byte elements) folded in rank order into
     /// `dst` at `root` (`None`: at every member). A large allreduce goes by slices (see
-    /// [`SLICED_FROM`] and [`NodeArea::reduce_by_slices`]); otherwise every reader folds it
+    /// [`SLICED_FROM`] and [`NodeArea::allreduce_by_slices`]); otherwise every reader folds it
     /// all.
     pub fn reduce(
         &mut self,
@@ -366,11 +374,9 @@ impl NodeArea {
         elem: usize,
     ) -> Result<(), SizeMismatch> {
         if root.is_none() && self.n() >= 3 && src.len() * self.n() >= SLICED_FROM && elem > 0 {
-            return self.reduce_by_slices(w, root, src, dst, combine, elem);
+            return self.allreduce_by_slices(w, src, dst, combine, elem);
         }
-        let k = self.begin(w, Some(src.len()));
-        self.write(k, src);
-        self.publish(w, k, Some(src.len()));
+        let k = self.put(w, src);
         if root.is_none_or(|r| r == self.me) {
             self.wait_data(w, k, 0..self.n());
             self.check(k, 0..self.n(), src.len())?;
@@ -379,26 +385,23 @@ impl NodeArea {
         Ok(())
     }
 
-    /// [`NodeArea::reduce`] in two collectives of the area: k, where every member writes its
+    /// An allreduce ([`NodeArea::reduce`] at every member) in two collectives of the area: k, where every member writes its
     /// data; k + 1, where member j folds slice j of everyone's data (a whole number of
     /// elements, in rank order) straight into its own buffer, and the readers copy the slices
     /// out. Each member reads the data once and folds `1/n` of it, where folding it all would
     /// read it `n` times (issue 10's "each rank reduces a slice, then all read the result");
     /// every reader gets the same bytes, and the same algorithm at the same member count
     /// gives the same result from run to run.
-    fn reduce_by_slices(
+    fn allreduce_by_slices(
         &mut self,
         w: &mut impl Waiter,
-        root: Option<usize>,
         src: &[u8],
         dst: &mut [u8],
         combine: &Combine,
         elem: usize,
     ) -> Result<(), SizeMismatch> {
         let (n, len) = (self.n(), src.len());
-        let k = self.begin(w, Some(len));
-        self.write(k, src);
-        self.publish(w, k, Some(len));
+        let k = self.put(w, src);
         self.wait_data(w, k, 0..n);
         self.check(k, 0..n, len)?;
         let slice = |j: usize| {
@@ -417,13 +420,11 @@ impl NodeArea {
             }
         }
         self.publish(w, k2, Some(hi - lo));
-        if root.is_none_or(|r| r == self.me) {
-            self.wait_data(w, k2, 0..n);
-            for j in 0..n {
-                let (lo, hi) = slice(j);
-                self.check(k2, j..j + 1, hi - lo)?;
-                dst[lo..hi].copy_from_slice(self.read(j, k2, hi - lo));
-            }
+        self.wait_data(w, k2, 0..n);
+        for j in 0..n {
+            let (lo, hi) = slice(j);
+            self.check(k2, j..j + 1, hi - lo)?;
+            dst[lo..hi].copy_from_slice(self.read(j, k2, hi - lo));
         }
         Ok(())
     }
@@ -451,9 +452,7 @@ impl NodeArea {
         combine: &Combine,
         exclusive: bool,
     ) -> Result<(), SizeMismatch> {
-        let k = self.begin(w, Some(src.len()));
-        self.write(k, src);
-        self.publish(w, k, Some(src.len()));
+        let k = self.put(w, src);
         let upto = if exclusive { self.me } else { self.me + 1 };
         self.wait_data(w, k, 0..upto);
         self.check(k, 0..upto, src.len())?;
@@ -470,9 +469,7 @@ impl NodeArea {
         src: &[u8],
         dst: &mut [u8],
     ) -> Result<(), SizeMismatch> {
-        let k = self.begin(w, Some(src.len()));
-        self.write(k, src);
-        self.publish(w, k, Some(src.len()));
+        let k = self.put(w, src);
         if root.is_none_or(|r| r == self.me) {
             let len = src.len();
             self.wait_data(w, k, 0..self.n());
@@ -519,9 +516,7 @@ impl NodeArea {
         src: &[u8],
         dst: &mut [u8],
     ) -> Result<(), SizeMismatch> {
-        let k = self.begin(w, Some(src.len()));
-        self.write(k, src);
-        self.publish(w, k, Some(src.len()));
+        let k = self.put(w, src);
         let n = self.n();
         let len = src.len() / n;
         self.wait_data(w, k, 0..n);
@@ -542,9 +537,7 @@ impl NodeArea {
         dst: &mut [u8],
         combine: &Combine,
     ) -> Result<(), SizeMismatch> {
-        let k = self.begin(w, Some(src.len()));
-        self.write(k, src);
-        self.publish(w, k, Some(src.len()));
+        let k = self.put(w, src);
         let n = self.n();
         let len = dst.len();
         self.wait_data(w, k, 0..n);
