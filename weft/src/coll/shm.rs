@@ -385,13 +385,13 @@ impl NodeArea {
         Ok(())
     }
 
-    /// An allreduce ([`NodeArea::reduce`] at every member) in two collectives of the area: k, where every member writes its
-    /// data; k + 1, where member j folds slice j of everyone's data (a whole number of
-    /// elements, in rank order) straight into its own buffer, and the readers copy the slices
-    /// out. Each member reads the data once and folds `1/n` of it, where folding it all would
-    /// read it `n` times (issue 10's "each rank reduces a slice, then all read the result");
-    /// every reader gets the same bytes, and the same algorithm at the same member count
-    /// gives the same result from run to run.
+    /// An allreduce ([`NodeArea::reduce`] at every member) in two collectives of the area:
+    /// k, where every member writes its data; k + 1, where member j folds slice j of
+    /// everyone's data (a whole number of elements, in rank order) straight into its own
+    /// buffer, and the readers copy the slices out. Each member reads the data once and
+    /// folds `1/n` of it, where folding it all would read it `n` times (issue 10's "each rank
+    /// reduces a slice, then all read the result"); every reader gets the same bytes, and the
+    /// same algorithm at the same member count gives the same result from run to run.
     fn allreduce_by_slices(
         &mut self,
         w: &mut impl Waiter,
@@ -413,7 +413,8 @@ impl NodeArea {
         {
             // SAFETY: my own buffer for k2, inside the mapping: nobody reads it before I
             // publish k2, and `begin` waited until nobody reads what was there before.
-            let mine = unsafe { std::slice::from_raw_parts_mut(self.buf(self.me, k2, hi - lo), hi - lo) };
+            let mine =
+                unsafe { std::slice::from_raw_parts_mut(self.buf(self.me, k2, hi - lo), hi - lo) };
             mine.copy_from_slice(&self.read(n - 1, k, len)[lo..hi]);
             for j in (0..n - 1).rev() {
                 combine(&self.read(j, k, len)[lo..hi], mine);
@@ -719,6 +720,27 @@ mod tests {
                 }
             });
         }
+    }
+
+    #[test]
+    fn a_member_with_another_size_is_reported_before_slices_are_folded() {
+        // 3 members of 64 KiB each: the allreduce goes by slices, and the sizes are
+        // compared before any member folds another's data.
+        members(3, 65_536, |a, me| {
+            let c = affine();
+            let len = if me == 1 { 65_536 - 8 } else { 65_536 };
+            let mut r = vec![0; len];
+            let e = a.reduce(&mut Spin, None, &data(me, 0, len), &mut r, &c, 8);
+            let want = if me == 1 { (0, 65_536, 65_528) } else { (1, 65_528, 65_536) };
+            assert_eq!(
+                e,
+                Err(SizeMismatch {
+                    member: want.0,
+                    theirs: want.1,
+                    mine: want.2
+                })
+            );
+        });
     }
 
     #[test]

@@ -309,8 +309,8 @@ pub(crate) fn blocking_shm(
 
 /// The area of `comm` over its members on this node (made now, collectively among them), or
 /// `None` when this member is alone on its node, or when the node has no room for it and
-/// `comm` is on this node only (its collectives then send messages, at every member alike). Every member of `comm` takes a collective
-/// tag for it, so that all keep counting alike.
+/// `comm` is on this node only (its collectives then send messages, at every member alike).
+/// Every member of `comm` takes a collective tag for it, so that all keep counting alike.
 fn new_area(
     rt: &mut runtime::Runtime,
     comm: &CommData,
