@@ -71,6 +71,9 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
         // extent is the struct's size; the fields' types are themselves `Equivalence`.
         unsafe impl #krate::datatype::Equivalence for #name {
             type Out = #krate::datatype::DatatypeRef<'static>;
+            fn static_type_map() -> ::core::option::Option<&'static #krate::datatype::TypeMap> {
+                ::core::option::Option::Some(Self::equivalent_datatype().into_map())
+            }
             fn equivalent_datatype() -> Self::Out {
                 // SAFETY: this is `Self`'s own impl, and the list is every field of `Self` at
                 // its `offset_of!` with its own type's datatype.

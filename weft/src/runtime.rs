@@ -34,6 +34,9 @@ pub struct Runtime {
 thread_local! {
     static RUNTIME: RefCell<Option<Runtime>> = const { RefCell::new(None) };
     static STATE: Cell<State> = const { Cell::new(State::Uninitialized) };
+    /// `tunables.coll_check` of the running runtime: every collective call asks, so it is
+    /// kept where reading it costs a load, not a borrow of the runtime.
+    static COLL_CHECK: Cell<bool> = const { Cell::new(false) };
 }
 
 static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
@@ -77,6 +80,7 @@ pub fn init() -> Result<()> {
         names: HashMap::new(),
         tunables,
     };
+    COLL_CHECK.with(|c| c.set(rt.tunables.coll_check));
     RUNTIME.with(|r| *r.borrow_mut() = Some(rt));
     STATE.with(|s| s.set(State::Running));
     Ok(())
@@ -96,6 +100,12 @@ pub(crate) fn with<R>(f: impl FnOnce(&mut Runtime) -> R) -> R {
             None => panic!("{}", not_running()),
         }
     })
+}
+
+/// Whether the collectives' checking mode (`WEFT_COLL_CHECK`) is on in this thread's runtime.
+#[inline]
+pub(crate) fn coll_check() -> bool {
+    COLL_CHECK.with(|c| c.get())
 }
 
 /// Runs `f` with a shared view of the runtime (to read statistics, addresses, the bootstrap's
@@ -164,6 +174,7 @@ pub fn finalize() {
         return;
     };
     STATE.with(|s| s.set(State::Finalized));
+    COLL_CHECK.with(|c| c.set(false));
     if std::thread::panicking() {
         let rank = rt.boot.rank;
         rt.boot.pmi.abort(101, &format!("rank {rank} panicked"));

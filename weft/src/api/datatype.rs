@@ -67,6 +67,9 @@ pub struct TypeMap {
     basic: Option<Basic>,
     /// The (value, index) pair the data is made of, if it is (for minloc and maxloc).
     pair: Option<(Basic, Basic)>,
+    /// Whether `count` elements occupy exactly `count * size` consecutive bytes (kept, not
+    /// computed: every call asks).
+    contiguous: bool,
 }
 
 impl TypeMap {
@@ -97,7 +100,14 @@ impl TypeMap {
             restricted: Cow::Borrowed(restricted),
             basic: None,
             pair: None,
+            contiguous: Self::lies_contiguous(blocks, size, size),
         }
+    }
+
+    /// Whether elements of these blocks, `size` bytes of data each `extent` apart, lie
+    /// back to back.
+    const fn lies_contiguous(blocks: &[(isize, usize)], size: usize, extent: usize) -> bool {
+        size == extent && (size == 0 || (blocks.len() == 1 && blocks[0].0 == 0))
     }
 
     /// What the data is made of, for the predefined reductions (`pairs`: read it as (value,
@@ -195,6 +205,7 @@ impl TypeMap {
             }
         }
         let size = blocks.iter().map(|b| b.1).sum();
+        let contiguous = Self::lies_contiguous(&blocks, size, extent);
         TypeMap {
             blocks: Cow::Owned(blocks),
             size,
@@ -202,6 +213,7 @@ impl TypeMap {
             restricted: Cow::Borrowed(&[]),
             basic: None,
             pair: None,
+            contiguous,
         }
     }
 
@@ -220,8 +232,7 @@ impl TypeMap {
     /// Whether `count` elements occupy exactly `count * size` consecutive bytes.
     #[inline]
     pub fn is_contiguous(&self) -> bool {
-        self.size == self.extent
-            && (self.size == 0 || (self.blocks.len() == 1 && self.blocks[0].0 == 0))
+        self.contiguous
     }
 
     /// Appends the data of `count` elements at `base` to `out`.
@@ -287,6 +298,11 @@ impl<'a> DatatypeRef<'a> {
     /// Wraps a type map that lives long enough.
     pub fn from_map(map: &'a TypeMap) -> Self {
         DatatypeRef { map }
+    }
+    /// The map, for as long as it lives.
+    #[doc(hidden)]
+    pub fn into_map(self) -> &'a TypeMap {
+        self.map
     }
 }
 
@@ -450,6 +466,12 @@ pub unsafe trait Equivalence {
     type Out: Datatype;
     /// The datatype describing `Self`.
     fn equivalent_datatype() -> Self::Out;
+    /// The datatype's map when it lives as long as the program (every impl of this crate and
+    /// of its derive): buffers of `Self` then borrow it instead of copying it on every call.
+    #[doc(hidden)]
+    fn static_type_map() -> Option<&'static TypeMap> {
+        None
+    }
 }
 
 macro_rules! primitive {
@@ -462,8 +484,12 @@ macro_rules! primitive {
             type Out = SystemDatatype;
             #[inline]
             fn equivalent_datatype() -> Self::Out {
+                DatatypeRef { map: Self::static_type_map().expect("a static map") }
+            }
+            #[inline]
+            fn static_type_map() -> Option<&'static TypeMap> {
                 static MAP: TypeMap = $map;
-                DatatypeRef { map: &MAP }
+                Some(&MAP)
             }
         }
     )*};
@@ -529,6 +555,7 @@ pub unsafe fn cached_datatype<T: 'static>(
         restricted: Cow::Borrowed(restricted),
         basic: built.basic,
         pair: built.pair,
+        contiguous: built.contiguous,
     }));
     DERIVED.with(|d| d.borrow_mut().insert(id, map));
     DatatypeRef { map }
@@ -538,6 +565,9 @@ pub unsafe fn cached_datatype<T: 'static>(
 // `T`'s datatype with the array's extent.
 unsafe impl<T: Equivalence + 'static, const N: usize> Equivalence for [T; N] {
     type Out = DatatypeRef<'static>;
+    fn static_type_map() -> Option<&'static TypeMap> {
+        Some(Self::equivalent_datatype().map)
+    }
     fn equivalent_datatype() -> Self::Out {
         // SAFETY: `N` elements of `T`'s own datatype, contiguous: exactly the array.
         unsafe {
@@ -554,6 +584,9 @@ macro_rules! tuple {
         // datatype, and the extent is the tuple's size.
         unsafe impl<$($name: Equivalence + 'static),+> Equivalence for ($($name,)+) {
             type Out = DatatypeRef<'static>;
+            fn static_type_map() -> Option<&'static TypeMap> {
+                Some(Self::equivalent_datatype().map)
+            }
             fn equivalent_datatype() -> Self::Out {
                 // SAFETY: each field at its own offset with its own datatype, and the
                 // tuple's size as the extent: exactly the tuple.
@@ -588,8 +621,9 @@ tuple!(A.0, B.1, C.2, D.3, E.4, F.5, G.6, H.7);
 pub struct Layout<'a> {
     pub(crate) ptr: *const u8,
     pub(crate) count: usize,
-    /// The element layout (cheap to clone for primitives and derived types).
-    pub(crate) map: TypeMap,
+    /// The element layout: borrowed from the datatype when that lives long enough (the
+    /// common case, on every call's path), else a copy.
+    pub(crate) map: Cow<'a, TypeMap>,
     _buf: std::marker::PhantomData<&'a ()>,
 }
 
@@ -604,8 +638,36 @@ impl<'a> Layout<'a> {
         Layout {
             ptr,
             count,
-            map: map.clone(),
+            map: Cow::Owned(map.clone()),
             _buf: std::marker::PhantomData,
+        }
+    }
+
+    /// As [`Layout::new`] with a map that outlives the layout (borrowed, not copied).
+    ///
+    /// # Safety
+    /// As for [`Layout::new`].
+    #[inline]
+    pub unsafe fn borrowing(ptr: *const u8, count: usize, map: &'a TypeMap) -> Self {
+        Layout {
+            ptr,
+            count,
+            map: Cow::Borrowed(map),
+            _buf: std::marker::PhantomData,
+        }
+    }
+
+    /// `count` elements of `T` at `ptr`: the datatype's map borrowed when it is static.
+    ///
+    /// # Safety
+    /// As for [`Layout::new`].
+    #[inline]
+    unsafe fn of<T: Equivalence>(ptr: *const u8, count: usize) -> Self {
+        match T::static_type_map() {
+            // SAFETY: the caller's promise.
+            Some(map) => unsafe { Self::borrowing(ptr, count, map) },
+            // SAFETY: the caller's promise.
+            None => unsafe { Self::new(ptr, count, T::equivalent_datatype().type_map()) },
         }
     }
 
@@ -664,13 +726,7 @@ unsafe impl<T: Equivalence> Buffer for T {
     fn layout(&self) -> Layout<'_> {
         // SAFETY: the memory of `self`, borrowed for the layout's lifetime (the
         // impl's SAFETY comment says why it is `count` elements of the map).
-        unsafe {
-            Layout::new(
-                self as *const T as *const u8,
-                1,
-                T::equivalent_datatype().type_map(),
-            )
-        }
+        unsafe { Layout::of::<T>(self as *const T as *const u8, 1) }
     }
 }
 // SAFETY: one value of T, at its own address, writable through &mut.
@@ -679,13 +735,7 @@ unsafe impl<T: Equivalence> BufferMut for T {
     fn layout_mut(&mut self) -> Layout<'_> {
         // SAFETY: the memory of `self`, borrowed for the layout's lifetime (the
         // impl's SAFETY comment says why it is `count` elements of the map).
-        unsafe {
-            Layout::new(
-                self as *mut T as *const u8,
-                1,
-                T::equivalent_datatype().type_map(),
-            )
-        }
+        unsafe { Layout::of::<T>(self as *mut T as *const u8, 1) }
     }
 }
 // SAFETY: `len` consecutive values of T.
@@ -694,13 +744,7 @@ unsafe impl<T: Equivalence> Buffer for [T] {
     fn layout(&self) -> Layout<'_> {
         // SAFETY: the memory of `self`, borrowed for the layout's lifetime (the
         // impl's SAFETY comment says why it is `count` elements of the map).
-        unsafe {
-            Layout::new(
-                self.as_ptr() as *const u8,
-                self.len(),
-                T::equivalent_datatype().type_map(),
-            )
-        }
+        unsafe { Layout::of::<T>(self.as_ptr() as *const u8, self.len()) }
     }
 }
 // SAFETY: `len` consecutive writable values of T.
@@ -709,13 +753,7 @@ unsafe impl<T: Equivalence> BufferMut for [T] {
     fn layout_mut(&mut self) -> Layout<'_> {
         // SAFETY: the memory of `self`, borrowed for the layout's lifetime (the
         // impl's SAFETY comment says why it is `count` elements of the map).
-        unsafe {
-            Layout::new(
-                self.as_mut_ptr() as *const u8,
-                self.len(),
-                T::equivalent_datatype().type_map(),
-            )
-        }
+        unsafe { Layout::of::<T>(self.as_mut_ptr() as *const u8, self.len()) }
     }
 }
 // SAFETY: the Vec's elements, as for slices.
@@ -763,7 +801,7 @@ unsafe impl<D: Datatype, T: ?Sized> Buffer for View<'_, '_, D, T> {
     fn layout(&self) -> Layout<'_> {
         // SAFETY: the constructor's caller promised `count` elements of the datatype fit the
         // buffer, which this view keeps borrowed.
-        unsafe { Layout::new(self.ptr, self.count, self.datatype.type_map()) }
+        unsafe { Layout::borrowing(self.ptr, self.count, self.datatype.type_map()) }
     }
 }
 
@@ -799,7 +837,7 @@ unsafe impl<D: Datatype, T: ?Sized> BufferMut for MutView<'_, '_, D, T> {
     fn layout_mut(&mut self) -> Layout<'_> {
         // SAFETY: the constructor's caller promised `count` elements of the datatype fit the
         // buffer, which this view keeps borrowed.
-        unsafe { Layout::new(self.ptr, self.count, self.datatype.type_map()) }
+        unsafe { Layout::borrowing(self.ptr, self.count, self.datatype.type_map()) }
     }
 }
 

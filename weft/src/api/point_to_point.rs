@@ -413,7 +413,7 @@ impl Staged {
             tmp: l.pack(),
             ptr: l.ptr as *mut u8,
             count: l.count,
-            map: l.map.clone(),
+            map: l.map.as_ref().clone(),
         }
     }
 
@@ -423,7 +423,7 @@ impl Staged {
             tmp: vec![0u8; l.data_len()],
             ptr: l.ptr as *mut u8,
             count: l.count,
-            map: l.map.clone(),
+            map: l.map.as_ref().clone(),
         }
     }
 
@@ -440,7 +440,7 @@ impl Staged {
             tmp,
             ptr: l.ptr as *mut u8,
             count: l.count,
-            map: l.map.clone(),
+            map: l.map.as_ref().clone(),
         }
     }
 

@@ -121,20 +121,25 @@ impl SysOp {
 macro_rules! lanes {
     ($input:expr, $inout:expr, $t:ty, |$a:ident, $b:ident| $e:expr) => {{
         const N: usize = std::mem::size_of::<$t>();
-        // SAFETY: every bit pattern of the bytes is a valid value of the number type `$t`, and
-        // `align_to` hands out only its aligned middle part.
-        let (ip, im, is) = unsafe { $input.align_to::<$t>() };
-        // SAFETY: as above; any value written back is a valid `$t` and so valid bytes.
-        let (op, om, os) = unsafe { $inout.align_to_mut::<$t>() };
-        if ip.is_empty() && is.is_empty() && op.is_empty() && os.is_empty() {
+        const ALIGN: usize = std::mem::align_of::<$t>();
+        let (input, inout): (&[u8], &mut [u8]) = ($input, $inout);
+        let n = input.len().min(inout.len()) / N;
+        if input.as_ptr() as usize % ALIGN == 0 && inout.as_ptr() as usize % ALIGN == 0 {
             // Aligned (user buffers and scratch vectors usually are): a plain loop the
-            // compiler vectorises.
-            for (x, y) in im.iter().zip(om.iter_mut()) {
+            // compiler vectorises. (Tested by address, not by `align_to`, which costs more than
+            // the loop for the few elements of a small reduction.)
+            // SAFETY: `n` whole `$t`s lie in each slice (n counts the shorter one's), at an
+            // address aligned for `$t`, and every bit pattern is a valid `$t`.
+            let ins = unsafe { std::slice::from_raw_parts(input.as_ptr() as *const $t, n) };
+            // SAFETY: as above, borrowed exclusively through `inout`; any value written back
+            // is a valid `$t` and so valid bytes.
+            let outs = unsafe { std::slice::from_raw_parts_mut(inout.as_mut_ptr() as *mut $t, n) };
+            for (x, y) in ins.iter().zip(outs.iter_mut()) {
                 let ($a, $b) = (*x, *y);
                 *y = $e;
             }
         } else {
-            for (i, o) in $input.chunks_exact(N).zip($inout.chunks_exact_mut(N)) {
+            for (i, o) in input.chunks_exact(N).zip(inout.chunks_exact_mut(N)) {
                 let $a = <$t>::from_ne_bytes(i.try_into().expect("N bytes"));
                 let $b = <$t>::from_ne_bytes((&*o).try_into().expect("N bytes"));
                 let r: $t = $e;

@@ -113,7 +113,7 @@ impl Landing {
                         b.0,
                         p.layout.ptr as *mut u8,
                         p.layout.count,
-                        p.layout.map.clone(),
+                        p.layout.map.as_ref().clone(),
                     )
                 })
                 .collect(),

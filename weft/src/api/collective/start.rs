@@ -574,10 +574,10 @@ impl Called {
 /// allgather), and each compares; a difference is an error naming both members and what
 /// each called. Nothing when `WEFT_COLL_CHECK` is off.
 pub(crate) fn check_call(comm: &CommData, called: Called) -> Result<()> {
+    if !runtime::coll_check() {
+        return Ok(());
+    }
     runtime::with_call(called.call, |rt| {
-        if !rt.tunables.coll_check {
-            return Ok(());
-        }
         let mine = called.encode();
         let members = comm.group.members();
         let me = comm.rank as usize;
