@@ -185,25 +185,39 @@ pub fn applies(op: SysOp, e: Elements) -> bool {
 pub fn combine(op: SysOp, e: Elements) -> Option<Combine> {
     /// A program uses few pairs; past this many, new ones are made each time.
     const KEEP: usize = 32;
+    const OPS: usize = SysOp::NoOp as usize + 1;
+    const BASICS: usize = Basic::C64 as usize + 1;
     thread_local! {
-        static MADE: std::cell::RefCell<Vec<(SysOp, Elements, Combine)>> =
+        /// The functions on one predefined type, by operation and type: found without a
+        /// search (every small reduction asks).
+        static ON_BASICS: std::cell::RefCell<[[Option<Combine>; BASICS]; OPS]> =
+            const { std::cell::RefCell::new([const { [const { None }; BASICS] }; OPS]) };
+        /// The functions on (value, index) pairs.
+        static ON_PAIRS: std::cell::RefCell<Vec<(SysOp, Elements, Combine)>> =
             const { std::cell::RefCell::new(Vec::new()) };
     }
     if !applies(op, e) {
         return None;
     }
-    let found = MADE.with(|m| {
+    if let Elements::Basic(b) = e {
+        return Some(ON_BASICS.with(|t| {
+            t.borrow_mut()[op as usize][b as usize]
+                .get_or_insert_with(|| Rc::new(move |i: &[u8], o: &mut [u8]| basic(op, b, i, o)))
+                .clone()
+        }));
+    }
+    let found = ON_PAIRS.with(|m| {
         let m = m.borrow();
         m.iter().find(|(o, x, _)| *o == op && *x == e).map(|(_, _, c)| c.clone())
     });
     if found.is_some() {
         return found;
     }
-    let c: Combine = match e {
-        Elements::Basic(b) => Rc::new(move |i: &[u8], o: &mut [u8]| basic(op, b, i, o)),
-        Elements::Pair(v, x) => Rc::new(move |i: &[u8], o: &mut [u8]| pairs(op, v, x, i, o)),
+    let Elements::Pair(v, x) = e else {
+        unreachable!("one predefined type: answered above")
     };
-    MADE.with(|m| {
+    let c: Combine = Rc::new(move |i: &[u8], o: &mut [u8]| pairs(op, v, x, i, o));
+    ON_PAIRS.with(|m| {
         let mut m = m.borrow_mut();
         if m.len() < KEEP {
             m.push((op, e, c.clone()));

@@ -100,12 +100,19 @@ enum Memory {
     Test(#[allow(dead_code)] std::sync::Arc<Vec<AtomicU64>>),
 }
 
+/// The members of `world` other than member `me`.
+fn others_of(world: &[u32], me: usize) -> Vec<u32> {
+    world.iter().enumerate().filter(|&(j, _)| j != me).map(|(_, &r)| r).collect()
+}
+
 /// One member's view of a communicator's node-shared area.
 pub struct NodeArea {
     base: *mut u8,
     _memory: Memory,
     /// World ranks of the members, in member order.
     world: Vec<u32>,
+    /// World ranks of the other members: the ones a publish wakes.
+    others: Vec<u32>,
     me: usize,
     slot: usize,
     /// Collectives run on the area so far.
@@ -128,6 +135,7 @@ impl NodeArea {
         NodeArea {
             base: seg.as_ptr(),
             _memory: Memory::Segment(seg),
+            others: others_of(&world, me),
             world,
             me,
             slot: round_up(slot),
@@ -205,10 +213,11 @@ impl NodeArea {
 
     /// The lines of member j's slot for collective k that data of `len` bytes occupies (the
     /// first alone, with the sequence number and size, when the data goes to a large buffer).
-    fn slot_lines(&self, j: usize, k: u64, len: usize) -> impl Iterator<Item = *const u8> {
+    /// Returns the first line and how many lines there are.
+    fn slot_lines(&self, j: usize, k: u64, len: usize) -> (*const u8, usize) {
         let first = self.slot_line(j, k) as *const u8;
         let lines = if len <= INLINE { (16 + len).div_ceil(64) } else { 1 };
-        (0..lines).map(move |i| first.wrapping_add(i * 64))
+        (first, lines)
     }
 
     /// Starts collective k. A member that writes `len` bytes first waits until the buffer
@@ -269,13 +278,14 @@ impl NodeArea {
         }
         // Release: pairs with the Acquire loads in `wait_all` and `begin`.
         self.ready(self.me).store(k, Ordering::Release);
-        w.wake_all(&self.world);
+        w.wake_all(&self.others);
         if let Some(size) = size {
             // The next collective's slot lines (as many as this one's data took): taken over
             // now, while the caller goes on, the stores there (and the fence in the doorbell
             // after them) need not wait for the readers' copies to be invalidated.
-            for line in self.slot_lines(self.me, k + 1, size) {
-                crate::sys::cpu::prefetch_write(line);
+            let (first, lines) = self.slot_lines(self.me, k + 1, size);
+            for i in 0..lines {
+                crate::sys::cpu::prefetch_write(first.wrapping_add(i * 64));
             }
         }
     }
@@ -318,8 +328,9 @@ impl NodeArea {
             // Relaxed: the size was published with the sequence number seen above.
             let size = self.size(j, k).load(Ordering::Relaxed) as usize;
             let more = if at_once { usize::MAX } else { 1 };
-            for line in self.slot_lines(j, k + 2, size).take(more) {
-                crate::sys::cpu::prefetch_read(line);
+            let (first, lines) = self.slot_lines(j, k + 2, size);
+            for i in 0..lines.min(more) {
+                crate::sys::cpu::prefetch_read(first.wrapping_add(i * 64));
             }
         }
     }
@@ -592,10 +603,12 @@ mod tests {
     }
 
     fn area_in(mem: &Arc<Vec<AtomicU64>>, n: usize, me: usize, slot: usize) -> NodeArea {
+        let world: Vec<u32> = (0..n as u32).collect();
         NodeArea {
             base: mem.as_ptr() as *mut u8,
             _memory: Memory::Test(mem.clone()),
-            world: (0..n as u32).collect(),
+            others: others_of(&world, me),
+            world,
             me,
             slot: round_up(slot),
             seq: 0,
