@@ -121,7 +121,9 @@ pub struct Engine<F: Fabric> {
     /// Whether yields help now (see [`wait`]).
     yield_gate: wait::YieldGate,
     /// Collective schedules in progress.
-    schedules: Vec<schedule::Running>,
+    /// Boxed: every progress pass takes each out and puts it back, which moves a pointer,
+    /// not the whole schedule (a memcpy that showed in profiles of large collectives).
+    schedules: Vec<Box<schedule::Running>>,
     /// Scratch vectors of finished schedules, for the next ones.
     scratch_pool: schedule::ScratchPool,
 }

@@ -457,7 +457,7 @@ impl<F: Fabric> Engine<F> {
             .map(|&len| self.scratch_pool.take(len))
             .collect();
         let h = self.core.start_local();
-        self.schedules.push(Running::new(sched, h));
+        self.schedules.push(Box::new(Running::new(sched, h)));
         // Start what can start now: the first sends go out before we return.
         self.advance_schedules();
         h
