@@ -98,7 +98,14 @@ fn main() {
             let mut out = [0u64; 4];
             world.neighbor_all_gather_into(&1u64, &mut out[..]);
         }
-        "mismatch" => {
+        "mismatch" | "mismatch_later" => {
+            if case == "mismatch_later" {
+                // A first allreduce that agrees: the area exists when the second one starts,
+                // which then takes the area's lean path.
+                let mut x = 0u64;
+                world.all_reduce_into(&1u64, &mut x, SystemOperation::sum());
+                assert_eq!(x, u64::from(world.size() as u32));
+            }
             let mut out = vec![0u64; world.size() as usize * 2];
             let mine = vec![1u64; if world.rank() == 1 { 3 } else { 2 }];
             let mut r = vec![0u64; mine.len()];

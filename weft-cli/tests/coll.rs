@@ -204,12 +204,29 @@ fn many_nonblocking_collectives_in_flight_with_point_to_point() {
 fn members_that_disagree_on_a_size_end_the_job_naming_the_call() {
     // One node; two fake nodes where the odd member shares its node's area (4 ranks, round
     // robin) or is alone there, so only the node leaders' messages can see it (3 ranks).
-    for (n, args) in [
-        (3, &[][..]),
-        (4, &["--process-mapping", "(vector,(0,2,1))"][..]),
-        (3, &["--process-mapping", "(vector,(0,2,1))"][..]),
+    // "mismatch_later": after one allreduce that agrees, so that the area exists and the
+    // one that disagrees takes the area's lean path (one node) or the hierarchical one.
+    for (n, case, args) in [
+        (3, "mismatch", &[][..]),
+        (2, "mismatch_later", &[][..]),
+        (3, "mismatch_later", &[][..]),
+        (
+            4,
+            "mismatch",
+            &["--process-mapping", "(vector,(0,2,1))"][..],
+        ),
+        (
+            3,
+            "mismatch",
+            &["--process-mapping", "(vector,(0,2,1))"][..],
+        ),
+        (
+            4,
+            "mismatch_later",
+            &["--process-mapping", "(vector,(0,2,1))"][..],
+        ),
     ] {
-        let out = job(n, "mismatch", args);
+        let out = job(n, case, args);
         assert_ne!(out.code, Some(0), "{args:?}: {out:?}");
         assert!(
             out.stderr.contains("all_reduce_into") && out.stderr.contains("different sizes"),

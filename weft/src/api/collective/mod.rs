@@ -45,6 +45,16 @@ fn output(len: usize) -> Span {
     Span::new(Area::Output, 0, len)
 }
 
+/// Whether `len` bytes are whole `elem`-byte elements (without a division for the usual
+/// power-of-two sizes: this is on every reduction's path).
+fn whole_elements(len: usize, elem: usize) -> bool {
+    match elem {
+        0 => true,
+        e if e.is_power_of_two() => len & (e - 1) == 0,
+        e => len % e == 0,
+    }
+}
+
 /// Runs a blocking collective through the node-shared area when it applies (see
 /// `start::blocking_shm`); `None`: send messages instead.
 fn through_shm(
@@ -294,7 +304,7 @@ unsafe fn plan_reduction<O: Operation>(
         _ => check_len(call, "receive buffer", rl, sl, "the send buffer's")?,
     }
     let red = op.reduction(call, &s.map)?;
-    if sl % red.elem.max(1) != 0 {
+    if !whole_elements(sl, red.elem) {
         return Err(count_error(
             call,
             format!("{sl} bytes are not whole {}-byte elements", red.elem),
@@ -315,6 +325,11 @@ unsafe fn plan_reduction<O: Operation>(
             elem: elem_of(s),
         },
     )?;
+    if blocking && matches!(kind, Reduce::All) {
+        if let Some(done) = start::reduce_in_area(call, c, None, s, r, &red) {
+            return done.map(|()| Started::done());
+        }
+    }
     let bufs = Buffers {
         input: Some(s),
         output: Some(r),

@@ -168,10 +168,16 @@ impl Started {
     }
 
     /// Waits for completion and lands a staged output.
+    #[inline]
     pub(crate) fn wait(self, call: &'static str) -> Result<()> {
-        let Some(h) = self.handle else {
-            return Ok(());
-        };
+        match self.handle {
+            // Done already (the node-shared area's path): nothing to move or drop here.
+            None => Ok(()),
+            Some(h) => self.wait_for(h, call),
+        }
+    }
+
+    fn wait_for(self, h: Handle, call: &'static str) -> Result<()> {
         let r = runtime::with_call(call, |rt| rt.engine.wait(h));
         r?;
         if let Some(s) = &self.staged {
@@ -392,22 +398,69 @@ fn with_bytes(
         Some(s) => &mut s.tmp,
         None => direct,
     };
-    f(src, dst).map_err(|m| {
-        Error::new(
-            ErrorClass::Count,
-            call,
-            format!(
-                "member {} gave {} bytes where this member gave {}: the members called {call} \
-                 with different sizes",
-                m.member, m.theirs, m.mine
-            ),
-        )
-    })?;
+    f(src, dst).map_err(|m| sizes_differ(call, m))?;
     if let Some(s) = &staged {
         // SAFETY: the output buffer is still borrowed by the blocking call.
         unsafe { s.land(call, s.tmp.len())? };
     }
     Ok(())
+}
+
+/// The error of members that called `call` with different sizes.
+fn sizes_differ(call: &'static str, m: SizeMismatch) -> Error {
+    Error::new(
+        ErrorClass::Count,
+        call,
+        format!(
+            "member {} gave {} bytes where this member gave {}: the members called {call} with \
+             different sizes",
+            m.member, m.theirs, m.mine
+        ),
+    )
+}
+
+/// The lean path of a blocking allreduce (`root` `None`) or reduce: contiguous data of
+/// predefined or derived types, not in place, of a communicator on this node whose area
+/// exists already, within a slot: straight into the area, with none of the general path's
+/// staging (on the path of every small reduction, where it cost about as much as the
+/// collective itself: 2 ranks, 8 B allreduce 0.18 against 0.12 µs without it, measured with
+/// the CPUs together). `None`: take the general path ([`blocking_shm`], which also makes
+/// the area on first use, and runs the hierarchical form).
+pub(crate) fn reduce_in_area(
+    call: &'static str,
+    comm: &CommData,
+    root: Option<usize>,
+    input: &Layout<'_>,
+    output: &Layout<'_>,
+    red: &crate::api::collective::operation::Reduction,
+) -> Option<Result<()>> {
+    let src = input.contiguous_bytes()?;
+    if !output.map.is_contiguous() || output.map.is_restricted() {
+        return None;
+    }
+    let len = output.data_len();
+    let (a, b) = (src.as_ptr() as usize, output.ptr as usize);
+    if len > 0 && !src.is_empty() && a < b + len && b < a + src.len() {
+        return None; // in place: the general path copies the input first
+    }
+    runtime::with_call(call, |rt| {
+        let t = &rt.tunables;
+        if !t.coll_shm || !t.transports.shm || src.len() > t.coll_shm_slot {
+            return None;
+        }
+        if !comm.node_topology(&rt.boot.node_of).single_node() {
+            return None;
+        }
+        let runtime::Runtime {
+            engine, node_areas, ..
+        } = rt;
+        let area = node_areas.get_mut(comm.pair)?.as_mut()?;
+        // SAFETY: a BufferMut's layout, contiguous (checked above): `len` writable bytes,
+        // borrowed exclusively by the blocking call that runs this, and apart from `src`.
+        let dst = unsafe { std::slice::from_raw_parts_mut(output.ptr as *mut u8, len) };
+        let done = area.reduce(engine, root, src, dst, &red.combine, red.elem);
+        Some(done.map_err(|m| sizes_differ(call, m)))
+    })
 }
 
 /// A collective of a single-node communicator, in its area.
@@ -573,10 +626,15 @@ impl Called {
 /// The checking mode: every member of `comm` sends what it called to every other (an
 /// allgather), and each compares; a difference is an error naming both members and what
 /// each called. Nothing when `WEFT_COLL_CHECK` is off.
+#[inline]
 pub(crate) fn check_call(comm: &CommData, called: Called) -> Result<()> {
     if !runtime::coll_check() {
         return Ok(());
     }
+    compare_calls(comm, called)
+}
+
+fn compare_calls(comm: &CommData, called: Called) -> Result<()> {
     runtime::with_call(called.call, |rt| {
         let mine = called.encode();
         let members = comm.group.members();
