@@ -121,10 +121,9 @@ impl SysOp {
 macro_rules! lanes {
     ($input:expr, $inout:expr, $t:ty, |$a:ident, $b:ident| $e:expr) => {{
         const N: usize = std::mem::size_of::<$t>();
-        const ALIGN: usize = std::mem::align_of::<$t>();
         let (input, inout): (&[u8], &mut [u8]) = ($input, $inout);
         let n = input.len().min(inout.len()) / N;
-        if input.as_ptr() as usize % ALIGN == 0 && inout.as_ptr() as usize % ALIGN == 0 {
+        if (input.as_ptr() as *const $t).is_aligned() && (inout.as_ptr() as *const $t).is_aligned() {
             // Aligned (user buffers and scratch vectors usually are): a plain loop the
             // compiler vectorises. (Tested by address, not by `align_to`, which costs more than
             // the loop for the few elements of a small reduction.)

@@ -51,7 +51,7 @@ fn whole_elements(len: usize, elem: usize) -> bool {
     match elem {
         0 => true,
         e if e.is_power_of_two() => len & (e - 1) == 0,
-        e => len % e == 0,
+        e => len.is_multiple_of(e),
     }
 }
 
