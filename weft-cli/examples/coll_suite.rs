@@ -113,6 +113,14 @@ fn main() {
             world.all_reduce_into(&mine[..], &mut r[..], SystemOperation::sum());
             world.all_gather_into(&mine[..], &mut out[..]);
         }
+        "bcast_mismatch" => {
+            // The barrier makes the area; member 1 then expects 3 values where the root
+            // broadcasts 2 (the area's lean path sees it).
+            world.barrier();
+            let mut data = vec![7u64; if world.rank() == 1 { 3 } else { 2 }];
+            world.process_at_rank(0).broadcast_into(&mut data[..]);
+            world.barrier();
+        }
         "wmismatch" => alltoallw::mismatch(&world),
         "wrongop" => {
             // Run with WEFT_COLL_CHECK=1: the last member reduces with another operation.

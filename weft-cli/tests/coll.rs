@@ -236,6 +236,18 @@ fn members_that_disagree_on_a_size_end_the_job_naming_the_call() {
 }
 
 #[test]
+fn a_broadcast_into_buffers_of_another_size_ends_the_job_naming_the_call() {
+    for n in [2, 3] {
+        let out = job(n, "bcast_mismatch", &[]);
+        assert_ne!(out.code, Some(0), "{out:?}");
+        assert!(
+            out.stderr.contains("broadcast_into") && out.stderr.contains("different sizes"),
+            "{out:?}"
+        );
+    }
+}
+
+#[test]
 fn an_all_to_all_w_part_of_the_wrong_size_ends_the_job_naming_both_members() {
     let out = job(3, "wmismatch", &[]);
     assert_ne!(out.code, Some(0), "{out:?}");

@@ -84,6 +84,15 @@ fn plan_barrier(c: &CommData, blocking: bool) -> Result<Started> {
             elem: None,
         },
     )?;
+    if blocking {
+        let ran = start::in_area("barrier", c, 0, |area, engine| {
+            area.barrier(engine);
+            Ok(())
+        });
+        if let Some(done) = ran {
+            return done.map(|()| Started::done());
+        }
+    }
     let bufs = Buffers {
         input: None,
         output: None,
@@ -326,8 +335,15 @@ unsafe fn plan_reduction<O: Operation>(
         },
     )?;
     if blocking && matches!(kind, Reduce::All) {
-        if let Some(done) = start::reduce_in_area(call, c, None, s, r, &red) {
-            return done.map(|()| Started::done());
+        // SAFETY: the caller's promise (the buffers are borrowed for this blocking call).
+        if let Some((src, dst)) = unsafe { start::direct(Some(s), Some(r)) } {
+            let (combine, elem) = (&red.combine, red.elem);
+            let ran = start::in_area(call, c, sl, |area, engine| {
+                area.reduce(engine, None, src, dst, combine, elem)
+            });
+            if let Some(done) = ran {
+                return done.map(|()| Started::done());
+            }
         }
     }
     let bufs = Buffers {

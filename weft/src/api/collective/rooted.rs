@@ -50,6 +50,16 @@ unsafe fn plan_broadcast(
             elem: elem_of(buf),
         },
     )?;
+    if blocking {
+        // SAFETY: the caller's promise (the buffer is borrowed for this blocking call).
+        if let Some((_, data)) = unsafe { super::start::direct(None, Some(buf)) } {
+            let ran =
+                super::start::in_area(CALL, c, len, |area, engine| area.bcast(engine, root, data));
+            if let Some(done) = ran {
+                return done.map(|()| Started::done());
+            }
+        }
+    }
     let bufs = Buffers {
         input: None,
         output: Some(buf),
