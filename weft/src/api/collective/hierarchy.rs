@@ -162,12 +162,12 @@ impl Hierarchy<'_> {
                 // Each node reduces to its leader, the leaders allreduce, each leader
                 // broadcasts to its node: every member gets the leaders' identical result.
                 match area.as_deref_mut() {
-                    Some(a) => a.reduce(engine, Some(0), src, dst, &combine, elem)?,
+                    Some(a) => a.reduce(engine, Some(0), src, dst, combine, elem)?,
                     None => dst.copy_from_slice(src),
                 }
                 if leader {
                     let len = dst.len();
-                    let x = Exchange::on(dst).combining(combine);
+                    let x = Exchange::on(dst).combining(combine.clone());
                     self.among_leaders(call, engine, x, |s, m, _| {
                         reduce::recursive_doubling(s, m, output(len), output(len))
                     });
@@ -187,12 +187,12 @@ impl Hierarchy<'_> {
                 let len = src.len();
                 let mut acc = vec![0u8; if leader { len } else { 0 }];
                 match area {
-                    Some(a) => a.reduce(engine, Some(0), src, &mut acc, &combine, elem)?,
+                    Some(a) => a.reduce(engine, Some(0), src, &mut acc, combine, elem)?,
                     None => acc.copy_from_slice(src),
                 }
                 let root_node = self.node_of(root);
                 if leader {
-                    let x = Exchange::on(&mut acc).combining(combine);
+                    let x = Exchange::on(&mut acc).combining(combine.clone());
                     self.among_leaders(call, engine, x, |s, m, _| {
                         reduce::binomial(s, m, root_node, output(len), output(len), true)
                     });

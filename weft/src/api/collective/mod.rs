@@ -57,18 +57,23 @@ fn whole_elements(len: usize, elem: usize) -> bool {
 
 /// Runs a blocking collective through the node-shared area when it applies (see
 /// `start::blocking_shm`); `None`: send messages instead.
-fn through_shm(
+#[inline]
+fn through_shm<'c>(
     blocking: bool,
     call: &'static str,
     c: &CommData,
     bufs: Buffers<'_>,
     writes: usize,
-    op: impl FnOnce() -> ShmOp,
+    op: impl Fn() -> ShmOp<'c>,
 ) -> Option<Result<Started>> {
     if !blocking {
         return None;
     }
-    blocking_shm(call, c, bufs, writes, op()).map(|r| r.map(|()| Started::done()))
+    // SAFETY: `bufs` holds the layouts of the blocking call's buffers (its plan function's
+    // caller promised they stay borrowed, the output exclusively, until it returns).
+    let ran = unsafe { start::in_area_directly(call, c, bufs, writes, &op) }
+        .or_else(|| blocking_shm(call, c, bufs, writes, op()));
+    ran.map(|r| r.map(|()| Started::done()))
 }
 
 // ----- the collectives on a whole communicator -------------------------------------------
@@ -84,15 +89,6 @@ fn plan_barrier(c: &CommData, blocking: bool) -> Result<Started> {
             elem: None,
         },
     )?;
-    if blocking {
-        let ran = start::in_area("barrier", c, 0, |area, engine| {
-            area.barrier(engine);
-            Ok(())
-        });
-        if let Some(done) = ran {
-            return done.map(|()| Started::done());
-        }
-    }
     let bufs = Buffers {
         input: None,
         output: None,
@@ -335,6 +331,8 @@ unsafe fn plan_reduction<O: Operation>(
         },
     )?;
     if blocking && matches!(kind, Reduce::All) {
+        // The allreduce straight to the area, before the general preamble below (the 8 B
+        // allreduce is a target cell: 0.143 µs through `through_shm`'s lean case, 0.118 so).
         // SAFETY: the caller's promise (the buffers are borrowed for this blocking call).
         if let Some((src, dst)) = unsafe { start::direct(Some(s), Some(r)) } {
             let (combine, elem) = (&red.combine, red.elem);
@@ -355,15 +353,15 @@ unsafe fn plan_reduction<O: Operation>(
     let shm = || match kind {
         Reduce::All => ShmOp::Reduce {
             root: None,
-            combine: red.combine.clone(),
+            combine: &red.combine,
             commutative: red.order == crate::coll::algorithm::Order::Commutative,
             elem: red.elem,
         },
         Reduce::ScatterBlock => ShmOp::ReduceScatterBlock {
-            combine: red.combine.clone(),
+            combine: &red.combine,
         },
         Reduce::Scan | Reduce::ExclusiveScan => ShmOp::Scan {
-            combine: red.combine.clone(),
+            combine: &red.combine,
             exclusive: matches!(kind, Reduce::ExclusiveScan),
         },
     };

@@ -50,16 +50,6 @@ unsafe fn plan_broadcast(
             elem: elem_of(buf),
         },
     )?;
-    if blocking {
-        // SAFETY: the caller's promise (the buffer is borrowed for this blocking call).
-        if let Some((_, data)) = unsafe { super::start::direct(None, Some(buf)) } {
-            let ran =
-                super::start::in_area(CALL, c, len, |area, engine| area.bcast(engine, root, data));
-            if let Some(done) = ran {
-                return done.map(|()| Started::done());
-            }
-        }
-    }
     let bufs = Buffers {
         input: None,
         output: Some(buf),
@@ -247,7 +237,7 @@ pub(super) unsafe fn plan_reduce<O: Operation>(
     };
     let shm = || ShmOp::Reduce {
         root: Some(root),
-        combine: red.combine.clone(),
+        combine: &red.combine,
         commutative: red.order == crate::coll::algorithm::Order::Commutative,
         elem: red.elem,
     };

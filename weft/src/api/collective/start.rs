@@ -210,8 +210,9 @@ impl Started {
     }
 }
 
-/// A collective the node-shared area runs (`coll::shm`).
-pub(crate) enum ShmOp {
+/// A collective the node-shared area runs (`coll::shm`); it borrows the reduction's combine
+/// function (made once per call: no count to raise and drop on the area's path).
+pub(crate) enum ShmOp<'c> {
     Barrier,
     Bcast {
         root: usize,
@@ -219,14 +220,14 @@ pub(crate) enum ShmOp {
     /// Reduce to `root`, or allreduce (`None`).
     Reduce {
         root: Option<usize>,
-        combine: Combine,
+        combine: &'c Combine,
         /// Whether the operation commutes (the hierarchical form needs it).
         commutative: bool,
         /// Bytes of one element (the area cuts the vector at these).
         elem: usize,
     },
     Scan {
-        combine: Combine,
+        combine: &'c Combine,
         exclusive: bool,
     },
     /// Gather to `root`, or allgather (`None`).
@@ -238,7 +239,7 @@ pub(crate) enum ShmOp {
     },
     Alltoall,
     ReduceScatterBlock {
-        combine: Combine,
+        combine: &'c Combine,
     },
 }
 
@@ -426,6 +427,7 @@ fn sizes_differ(call: &'static str, m: SizeMismatch) -> Error {
 /// allreduce 0.18 against 0.126 µs with the CPUs together). `None`: take the general path
 /// ([`blocking_shm`], which also makes the area on first use and runs the hierarchical
 /// form).
+#[inline]
 pub(crate) fn in_area(
     call: &'static str,
     comm: &CommData,
@@ -448,6 +450,27 @@ pub(crate) fn in_area(
     })
 }
 
+/// [`blocking_shm`]'s lean case: the collective `op` makes, in the area, over the buffers'
+/// bytes as they lie ([`direct`]), through [`in_area`]. `None`: the general path must run it.
+///
+/// # Safety
+/// As for [`direct`]: `bufs` holds the layouts of the blocking call's buffers, borrowed (the
+/// output exclusively) until it returns.
+#[inline]
+pub(crate) unsafe fn in_area_directly<'c>(
+    call: &'static str,
+    comm: &CommData,
+    bufs: Buffers<'_>,
+    writes: usize,
+    op: &impl Fn() -> ShmOp<'c>,
+) -> Option<Result<()>> {
+    // SAFETY: the caller's promise.
+    let (src, dst) = unsafe { direct(bufs.input, bufs.output) }?;
+    in_area(call, comm, writes, |area, engine| {
+        run_shm(area, engine, op(), src, dst)
+    })
+}
+
 /// A blocking collective's data as they lie, for [`in_area`]: the input's bytes (none for
 /// `None`) and the output's (none for `None`), when both are contiguous, the output holds no
 /// restricted values and they do not overlap; `None` when the general path must pack, stage
@@ -456,6 +479,7 @@ pub(crate) fn in_area(
 /// # Safety
 /// `output` is the layout of a buffer borrowed exclusively by the blocking call that uses the
 /// bytes, as `input` is the layout of a borrowed one.
+#[inline]
 pub(crate) unsafe fn direct<'b>(
     input: Option<&'b Layout<'b>>,
     output: Option<&'b Layout<'b>>,
@@ -486,6 +510,7 @@ pub(crate) unsafe fn direct<'b>(
 }
 
 /// A collective of a single-node communicator, in its area.
+#[inline]
 fn run_shm(
     area: &mut NodeArea,
     engine: &mut NodeEngine,
@@ -504,13 +529,13 @@ fn run_shm(
             combine,
             elem,
             ..
-        } => area.reduce(engine, root, src, dst, &combine, elem),
-        ShmOp::Scan { combine, exclusive } => area.scan(engine, src, dst, &combine, exclusive),
+        } => area.reduce(engine, root, src, dst, combine, elem),
+        ShmOp::Scan { combine, exclusive } => area.scan(engine, src, dst, combine, exclusive),
         ShmOp::Gather { root } => area.gather(engine, root, src, dst),
         ShmOp::Scatter { root } => area.scatter(engine, root, src, dst),
         ShmOp::Alltoall => area.alltoall(engine, src, dst),
         ShmOp::ReduceScatterBlock { combine } => {
-            area.reduce_scatter_block(engine, src, dst, &combine)
+            area.reduce_scatter_block(engine, src, dst, combine)
         }
     }
 }
