@@ -43,12 +43,16 @@ impl Buffers<'_> {
     /// collective starts, so no algorithm reads what it has already overwritten.
     pub(super) fn in_place(&self) -> bool {
         match (self.input, self.output) {
-            (Some(i), Some(o)) => {
-                matches!((reach(i), reach(o)), (Some(a), Some(b)) if a.0 < b.1 && b.0 < a.1)
-            }
+            (Some(i), Some(o)) => overlap(i, o),
             _ => false,
         }
     }
+}
+
+/// Whether two layouts' data share addresses.
+#[inline]
+fn overlap(a: &Layout<'_>, b: &Layout<'_>) -> bool {
+    matches!((reach(a), reach(b)), (Some(a), Some(b)) if a.0 < b.1 && b.0 < a.1)
 }
 
 /// The addresses `[first, end)` a layout's data lies within (`None`: no data).
@@ -494,11 +498,10 @@ pub(crate) unsafe fn direct<'b>(
     if !out.map.is_contiguous() || out.map.is_restricted() {
         return None;
     }
-    let len = out.data_len();
-    let (a, b) = (src.as_ptr() as usize, out.ptr as usize);
-    if len > 0 && !src.is_empty() && a < b + len && b < a + src.len() {
+    if input.is_some_and(|i| overlap(i, out)) {
         return None; // in place: the general path copies the input first
     }
+    let len = out.data_len();
     if len == 0 {
         return Some((src, &mut []));
     }
