@@ -211,6 +211,17 @@ impl NodeArea {
         unsafe { std::slice::from_raw_parts(self.buf(j, k, len), len) }
     }
 
+    /// Member j's data of collective k, which is `mine` (as long) for this member: read from
+    /// where it is still in this CPU's cache, not from the area, where a large buffer's copy
+    /// went to memory (`write`).
+    fn data<'a>(&'a self, j: usize, k: u64, mine: &'a [u8]) -> &'a [u8] {
+        if j == self.me {
+            mine
+        } else {
+            self.read(j, k, mine.len())
+        }
+    }
+
     /// The lines of member j's slot for collective k that data of `len` bytes occupies (the
     /// first alone, with the sequence number and size, when the data goes to a large buffer).
     /// Returns the first line and how many lines there are.
@@ -257,14 +268,23 @@ impl NodeArea {
         k
     }
 
-    /// Writes `data` into my buffer for collective k.
+    /// Writes `data` into my buffer for collective k: from [`STREAM_FROM`] bytes by
+    /// non-temporal stores, which `copy_streaming` fences so that `publish`'s Release store
+    /// orders after them as after ordinary ones.
     fn write(&self, k: u64, data: &[u8]) {
         if data.is_empty() {
             return;
         }
+        let (dst, len) = (self.buf(self.me, k, data.len()), data.len());
         // SAFETY: my own buffer `k % 2`, inside the mapping, which no member reads until my
         // `ready = k` (and none reads for k − 2 any more: `begin` waited for that).
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.buf(self.me, k, data.len()), data.len()) };
+        unsafe {
+            if len >= STREAM_FROM {
+                crate::sys::cpu::copy_streaming(data.as_ptr(), dst, len)
+            } else {
+                std::ptr::copy_nonoverlapping(data.as_ptr(), dst, len)
+            }
+        };
     }
 
     /// Publishes that this member has started collective k (`ready = k`) and, when it wrote
@@ -400,7 +420,7 @@ impl NodeArea {
         if root.is_none_or(|r| r == self.me) {
             self.wait_data(w, k, 0..self.n());
             self.check(k, 0..self.n(), src.len())?;
-            self.fold(k, 0..self.n(), dst, combine);
+            self.fold(k, 0..self.n(), src, dst, combine, elem);
         }
         Ok(())
     }
@@ -435,10 +455,7 @@ impl NodeArea {
             // publish k2, and `begin` waited until nobody reads what was there before.
             let mine =
                 unsafe { std::slice::from_raw_parts_mut(self.buf(self.me, k2, hi - lo), hi - lo) };
-            mine.copy_from_slice(&self.read(n - 1, k, len)[lo..hi]);
-            for j in (0..n - 1).rev() {
-                combine(&self.read(j, k, len)[lo..hi], mine);
-            }
+            fold_blocks(mine, elem, 0..n, |j| &self.data(j, k, src)[lo..hi], combine);
         }
         self.publish(w, k2, Some(hi - lo));
         self.wait_data(w, k2, 0..n);
@@ -450,17 +467,18 @@ impl NodeArea {
         Ok(())
     }
 
-    /// `dst = data(first) ∘ … ∘ data(last)` of collective k.
-    fn fold(&self, k: u64, members: std::ops::Range<usize>, dst: &mut [u8], combine: &Combine) {
-        let len = dst.len();
-        let mut js = members.rev();
-        let Some(last) = js.next() else {
-            return;
-        };
-        dst.copy_from_slice(self.read(last, k, len));
-        for j in js {
-            combine(self.read(j, k, len), dst);
-        }
+    /// `dst = data(first) ∘ … ∘ data(last)` of collective k (`elem`-byte elements), where
+    /// this member's data is `mine`.
+    fn fold(
+        &self,
+        k: u64,
+        members: std::ops::Range<usize>,
+        mine: &[u8],
+        dst: &mut [u8],
+        combine: &Combine,
+        elem: usize,
+    ) {
+        fold_blocks(dst, elem, members, |j| self.data(j, k, mine), combine);
     }
 
     /// Inclusive (or exclusive) prefix reduction: member i folds members 0..=i (0..i) into
@@ -471,13 +489,14 @@ impl NodeArea {
         src: &[u8],
         dst: &mut [u8],
         combine: &Combine,
+        elem: usize,
         exclusive: bool,
     ) -> Result<(), SizeMismatch> {
         let k = self.put(w, src);
         let upto = if exclusive { self.me } else { self.me + 1 };
         self.wait_data(w, k, 0..upto);
         self.check(k, 0..upto, src.len())?;
-        self.fold(k, 0..upto, dst, combine);
+        self.fold(k, 0..upto, src, dst, combine, elem);
         Ok(())
     }
 
@@ -497,7 +516,7 @@ impl NodeArea {
             self.check(k, 0..self.n(), len)?;
             for (j, out) in dst.chunks_exact_mut(len.max(1)).take(self.n()).enumerate() {
                 if len > 0 {
-                    out.copy_from_slice(self.read(j, k, len));
+                    out.copy_from_slice(self.data(j, k, src));
                 }
             }
         }
@@ -543,7 +562,7 @@ impl NodeArea {
         self.wait_data(w, k, 0..n);
         self.check(k, 0..n, src.len())?;
         for j in 0..n {
-            let theirs = self.read(j, k, len * n);
+            let theirs = self.data(j, k, src);
             dst[j * len..(j + 1) * len].copy_from_slice(&theirs[self.me * len..(self.me + 1) * len]);
         }
         Ok(())
@@ -557,18 +576,59 @@ impl NodeArea {
         src: &[u8],
         dst: &mut [u8],
         combine: &Combine,
+        elem: usize,
     ) -> Result<(), SizeMismatch> {
         let k = self.put(w, src);
         let n = self.n();
         let len = dst.len();
         self.wait_data(w, k, 0..n);
         self.check(k, 0..n, src.len())?;
-        let block = |j: usize| &self.read(j, k, len * n)[self.me * len..(self.me + 1) * len];
-        dst.copy_from_slice(block(n - 1));
-        for j in (0..n - 1).rev() {
-            combine(block(j), dst);
-        }
+        let block = |j: usize| &self.data(j, k, src)[self.me * len..(self.me + 1) * len];
+        fold_blocks(dst, elem, 0..n, block, combine);
         Ok(())
+    }
+}
+
+/// From this size a member's data goes into its large buffer by non-temporal stores
+/// ([`crate::sys::cpu::copy_streaming`]): straight to memory, where the readers find it
+/// without taking each line from the writer's cache. Interleaved at 2 ranks
+/// (`docs/performance.md`, 2026-11-26): with the CPUs apart a 64 KiB broadcast took 4.1 µs
+/// so against 34.6, an allgather 9.3 against 40.3; together 4.2 against 10.1 and 9.6 against
+/// 13.3; at 8 KiB, together, ordinary stores were faster (broadcast 0.71 against 1.02 µs).
+const STREAM_FROM: usize = 16 * 1024;
+
+/// Bytes of the result [`fold_blocks`] makes at a time: small enough that the block stays in
+/// the first-level cache while every member's part of it is folded in.
+const FOLD_BLOCK: usize = 4096;
+
+/// `dst = part(first) ∘ … ∘ part(last)` over `members` in rank order, each part `dst.len()`
+/// bytes of `elem`-byte elements, one block of whole elements at a time: the result's block
+/// is written once (copied from the last part) and then folded in the first-level cache,
+/// where folding the whole vector member by member would read and write it from memory once
+/// per member.
+fn fold_blocks<'a>(
+    dst: &mut [u8],
+    elem: usize,
+    members: std::ops::Range<usize>,
+    part: impl Fn(usize) -> &'a [u8],
+    combine: &Combine,
+) {
+    let Some(last) = members.clone().next_back() else {
+        return;
+    };
+    let len = dst.len();
+    let block = if elem == 0 || elem > FOLD_BLOCK {
+        len.max(1)
+    } else {
+        FOLD_BLOCK / elem * elem
+    };
+    for (b, out) in dst.chunks_mut(block).enumerate() {
+        let lo = b * block;
+        let hi = lo + out.len();
+        out.copy_from_slice(&part(last)[lo..hi]);
+        for j in members.clone().rev().skip(1) {
+            combine(&part(j)[lo..hi], out);
+        }
     }
 }
 
@@ -700,6 +760,32 @@ mod tests {
     }
 
     #[test]
+    fn folding_in_blocks_gives_the_whole_vectors_fold_for_any_element_size() {
+        // A non-commutative operation on 12-byte elements (blocks of 4,092 bytes) and on
+        // 8-byte ones, over lengths around and across the block size.
+        let first_of_three: Combine = Rc::new(|input: &[u8], inout: &mut [u8]| {
+            for (i, o) in input.chunks_exact(12).zip(inout.chunks_exact_mut(12)) {
+                o[..4].copy_from_slice(&i[..4]);
+                o[4..].iter_mut().zip(&i[4..]).for_each(|(o, i)| *o = o.wrapping_mul(3) ^ i);
+            }
+        });
+        for (elem, c) in [(12, first_of_three), (8, affine())] {
+            for len in [0, elem, 4092, 4096 / elem * elem * 3 + elem * 5, 100_008 / elem * elem] {
+                for members in [0..1, 0..3, 1..4] {
+                    let parts: Vec<Vec<u8>> = (0..4).map(|j| data(j, elem, len)).collect();
+                    let mut want = parts[members.end - 1].clone();
+                    for j in members.clone().rev().skip(1) {
+                        c(&parts[j], &mut want);
+                    }
+                    let mut got = vec![0xee; len];
+                    fold_blocks(&mut got, elem, members.clone(), |j| &parts[j], &c);
+                    assert_eq!(got, want, "elem {elem}, len {len}, members {members:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
     fn scan_scatter_alltoall_and_reduce_scatter() {
         for n in [1, 2, 4, 7] {
             members(n, 8192, move |a, me| {
@@ -708,7 +794,8 @@ mod tests {
                 for round in 0..50 {
                     for exclusive in [false, true] {
                         let mut r = vec![0xee; len];
-                        a.scan(&mut Spin, &data(me, round, len), &mut r, &c, exclusive).unwrap();
+                        a.scan(&mut Spin, &data(me, round, len), &mut r, &c, 8, exclusive)
+                            .unwrap();
                         let upto = if exclusive { me } else { me + 1 };
                         if upto == 0 {
                             assert_eq!(r, vec![0xee; len]);
@@ -732,7 +819,7 @@ mod tests {
                         assert_eq!(d[j * len..(j + 1) * len], data(j, round, len * n)[me * len..(me + 1) * len]);
                     }
                     let mut rs = vec![0; len];
-                    a.reduce_scatter_block(&mut Spin, &src, &mut rs, &c).unwrap();
+                    a.reduce_scatter_block(&mut Spin, &src, &mut rs, &c, 8).unwrap();
                     let block = |j: usize| data(j, round, len * n)[me * len..(me + 1) * len].to_vec();
                     let mut want = block(n - 1);
                     for j in (0..n - 1).rev() {

@@ -360,9 +360,11 @@ unsafe fn plan_reduction<O: Operation>(
         },
         Reduce::ScatterBlock => ShmOp::ReduceScatterBlock {
             combine: &red.combine,
+            elem: red.elem,
         },
         Reduce::Scan | Reduce::ExclusiveScan => ShmOp::Scan {
             combine: &red.combine,
+            elem: red.elem,
             exclusive: matches!(kind, Reduce::ExclusiveScan),
         },
     };

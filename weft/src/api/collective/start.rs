@@ -232,6 +232,7 @@ pub(crate) enum ShmOp<'c> {
     },
     Scan {
         combine: &'c Combine,
+        elem: usize,
         exclusive: bool,
     },
     /// Gather to `root`, or allgather (`None`).
@@ -244,6 +245,7 @@ pub(crate) enum ShmOp<'c> {
     Alltoall,
     ReduceScatterBlock {
         combine: &'c Combine,
+        elem: usize,
     },
 }
 
@@ -533,12 +535,16 @@ fn run_shm(
             elem,
             ..
         } => area.reduce(engine, root, src, dst, combine, elem),
-        ShmOp::Scan { combine, exclusive } => area.scan(engine, src, dst, combine, exclusive),
+        ShmOp::Scan {
+            combine,
+            elem,
+            exclusive,
+        } => area.scan(engine, src, dst, combine, elem, exclusive),
         ShmOp::Gather { root } => area.gather(engine, root, src, dst),
         ShmOp::Scatter { root } => area.scatter(engine, root, src, dst),
         ShmOp::Alltoall => area.alltoall(engine, src, dst),
-        ShmOp::ReduceScatterBlock { combine } => {
-            area.reduce_scatter_block(engine, src, dst, combine)
+        ShmOp::ReduceScatterBlock { combine, elem } => {
+            area.reduce_scatter_block(engine, src, dst, combine, elem)
         }
     }
 }
