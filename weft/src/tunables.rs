@@ -125,8 +125,8 @@ tunables! {
         "Whether the collectives' cost model takes a node's CPUs to share cores (and caches) in pairs: 1 yes (data another CPU has just written costs nothing extra to read, and local work is spread over half the CPUs), 0 no, auto: measured at start-up by two local ranks (a cache-line round trip under 120 ns: shared; a job on one node with no more ranks than CPUs; otherwise no)";
     coll_shm: bool = "WEFT_COLL_SHM", "1",
         "Run the blocking collectives of communicators whose members share one node through a node-shared area (data written once, read in place); 0 sends messages instead";
-    coll_shm_slot: usize = "WEFT_COLL_SHM_SLOT", "64k",
-        "Bytes each member may write into the node-shared area per collective (a communicator's area takes members x (68 KiB + 2 x this) of /dev/shm, made at its first collective that fits); larger collectives send messages";
+    coll_shm_slot: SizeOrAuto = "WEFT_COLL_SHM_SLOT", "auto",
+        "Bytes each member may write into the node-shared area per collective (a communicator's area takes members x (68 KiB + 2 x this) of /dev/shm, made at its first collective that fits); larger collectives send messages. auto: 64 KiB per member of the communicator (a root scattering, or a member of an all-to-all, writes a 64 KiB block for each), at most what keeps the large buffers of an area within 16 MiB, at least 64 KiB: 128k at 2 members, 512k at 8 and 16, 128k at 64";
     coll_check: bool = "WEFT_COLL_CHECK", "0",
         "Before every collective, the members compare what they called (the collective, root, size per member, operation) and a mismatch ends the job with a message naming the members and the values, instead of wrong data or a hang (one more exchange per collective)";
     transports: Transports = "WEFT_TRANSPORTS", "shm,tcp",
@@ -166,7 +166,7 @@ impl Tunables {
         if self.shm_max_packet < 64 {
             return Some(("WEFT_SHM_MAX_PACKET", "a size of at least 64 bytes"));
         }
-        if self.coll_shm_slot > 1 << 30 {
+        if self.coll_shm_slot.0.is_some_and(|s| s > 1 << 30) {
             return Some(("WEFT_COLL_SHM_SLOT", "a size of at most 1g"));
         }
         if self.coll_segment == 0 {
@@ -490,6 +490,57 @@ impl Parse for Auto {
     }
 }
 
+/// A size that can be left to weft (`auto`) or set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SizeOrAuto(pub Option<usize>);
+
+impl std::fmt::Display for SizeOrAuto {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(v) => write!(f, "{v}"),
+            None => f.write_str("auto"),
+        }
+    }
+}
+
+impl Parse for SizeOrAuto {
+    fn parse(env: &'static str, text: &str) -> Result<Self> {
+        if text.trim().eq_ignore_ascii_case("auto") {
+            return Ok(SizeOrAuto(None));
+        }
+        parse_size(text)
+            .and_then(|v| usize::try_from(v).ok())
+            .map(|v| SizeOrAuto(Some(v)))
+            .ok_or_else(|| bad(env, text, "a size (e.g. 4096, 64k, 4m) or auto"))
+    }
+}
+
+impl Tunables {
+    /// Bytes each member of a communicator of `members` may write into its node-shared area
+    /// per collective: `WEFT_COLL_SHM_SLOT`, or [`auto_coll_slot`]. Every member of a
+    /// communicator must decide alike whether a collective goes through the area, so this
+    /// depends on the communicator's size only (not on how many of its members share a node).
+    #[inline]
+    pub fn coll_slot(&self, members: u32) -> usize {
+        match self.coll_shm_slot.0 {
+            Some(s) => s,
+            None => auto_coll_slot(members as usize),
+        }
+    }
+}
+
+/// `WEFT_COLL_SHM_SLOT=auto`: room for a 64 KiB block per member (a scatter's root and every
+/// member of an all-to-all write one for each member: at 8 ranks on 2 CPUs a 64 KiB scatter
+/// took 33-34 µs through a 512 KiB slot against 44-60 by messages, an all-to-all 176-189
+/// against 254-297; `docs/performance.md`, 2026-11-26), at most what keeps a communicator's
+/// large buffers (two per member) within 16 MiB, at least 64 KiB.
+pub fn auto_coll_slot(members: usize) -> usize {
+    const BLOCK: usize = 64 << 10;
+    const LARGE_BUFFERS: usize = 16 << 20;
+    let n = members.max(1);
+    (n * BLOCK).min(LARGE_BUFFERS / (2 * n)).max(BLOCK)
+}
+
 /// Parsing of a tunable's text.
 pub trait Parse: Sized + std::fmt::Display {
     /// Parses `text` given for `env`.
@@ -564,6 +615,23 @@ mod tests {
         assert_eq!(parse_size("64k"), Some(65536));
         assert_eq!(parse_size("4M"), Some(4 << 20));
         assert_eq!(parse_size("x"), None);
+    }
+
+    #[test]
+    fn the_collectives_slot_follows_the_members_within_its_bounds_unless_set() {
+        let d = Tunables::defaults();
+        let auto: Vec<usize> = [1, 2, 4, 8, 16, 32, 64, 128, 4096]
+            .map(|n| d.coll_slot(n) >> 10)
+            .to_vec();
+        assert_eq!(auto, [64, 128, 256, 512, 512, 256, 128, 64, 64]);
+        let set = |text: &str| {
+            Tunables::from_lookup(|k| (k == "WEFT_COLL_SHM_SLOT").then(|| text.into()))
+        };
+        assert_eq!(set("16m").unwrap().coll_slot(8), 16 << 20);
+        assert_eq!(set("AUTO").unwrap().coll_slot(8), 512 << 10);
+        let e = set("2g").unwrap_err().to_string();
+        assert!(e.contains("WEFT_COLL_SHM_SLOT") && e.contains("1g"), "{e}");
+        assert!(set("many").unwrap_err().to_string().contains("or auto"));
     }
 
     #[test]

@@ -271,13 +271,14 @@ pub(crate) fn blocking_shm(
         // The area is shared memory: not when the job keeps ranks off it (WEFT_TRANSPORTS
         // without shm), where nothing would wake a member asleep in its sockets' poll.
         let t = &rt.tunables;
-        if !t.coll_shm || !t.transports.shm || writes > t.coll_shm_slot || comm.size() < 2 {
+        let slot = t.coll_slot(comm.size());
+        if !t.coll_shm || !t.transports.shm || writes > slot || comm.size() < 2 {
             return None;
         }
         // Borrowed from the communicator (cached there): no copy on this fast path.
         let topo = comm.node_topology(&rt.boot.node_of);
         let hierarchical = !topo.single_node();
-        if hierarchical && !Hierarchy::applies(&op, writes, comm.size() as usize, t.coll_shm_slot) {
+        if hierarchical && !Hierarchy::applies(&op, writes, comm.size() as usize, slot) {
             return None;
         }
         if !rt.node_areas.contains(comm.pair) {
@@ -334,7 +335,7 @@ fn new_area(
         return Ok(None);
     }
     let local: Vec<u32> = topo.local.iter().map(|&r| comm.world_rank(r)).collect();
-    let slot = rt.tunables.coll_shm_slot;
+    let slot = rt.tunables.coll_slot(comm.size());
     let len = NodeArea::size_for(local.len(), slot);
     let me = topo.local_rank;
     let ctx = comm.coll_context();
@@ -442,7 +443,7 @@ pub(crate) fn in_area(
 ) -> Option<Result<()>> {
     runtime::with_call(call, |rt| {
         let t = &rt.tunables;
-        if !t.coll_shm || !t.transports.shm || writes > t.coll_shm_slot {
+        if !t.coll_shm || !t.transports.shm || writes > t.coll_slot(comm.size()) {
             return None;
         }
         if !comm.node_topology(&rt.boot.node_of).single_node() {
