@@ -272,19 +272,33 @@ impl NodeArea {
     /// non-temporal stores, which `copy_streaming` fences so that `publish`'s Release store
     /// orders after them as after ordinary ones.
     fn write(&self, k: u64, data: &[u8]) {
+        self.write_except(k, data, 0..0);
+    }
+
+    /// [`NodeArea::write`] but for the bytes of `data` in `skip` (a part of `data` no other
+    /// member reads: my own block of an all-to-all), which my buffer leaves as they were.
+    fn write_except(&self, k: u64, data: &[u8], skip: std::ops::Range<usize>) {
         if data.is_empty() {
             return;
         }
         let (dst, len) = (self.buf(self.me, k, data.len()), data.len());
-        // SAFETY: my own buffer `k % 2`, inside the mapping, which no member reads until my
-        // `ready = k` (and none reads for k − 2 any more: `begin` waited for that).
-        unsafe {
-            if len >= STREAM_FROM {
-                crate::sys::cpu::copy_streaming(data.as_ptr(), dst, len)
-            } else {
-                std::ptr::copy_nonoverlapping(data.as_ptr(), dst, len)
+        let stream = len >= STREAM_FROM;
+        for part in [0..skip.start.min(len), skip.end.min(len)..len] {
+            if part.is_empty() {
+                continue;
             }
-        };
+            // SAFETY: my own buffer `k % 2`, inside the mapping, which no member reads until
+            // my `ready = k` (and none reads for k − 2 any more: `begin` waited for that);
+            // `part` lies inside `data`, and so inside the `len` bytes of that buffer.
+            unsafe {
+                let (from, to) = (data.as_ptr().add(part.start), dst.add(part.start));
+                if stream {
+                    crate::sys::cpu::copy_streaming(from, to, part.len())
+                } else {
+                    std::ptr::copy_nonoverlapping(from, to, part.len())
+                }
+            };
+        }
     }
 
     /// Publishes that this member has started collective k (`ready = k`) and, when it wrote
@@ -556,9 +570,12 @@ impl NodeArea {
         src: &[u8],
         dst: &mut [u8],
     ) -> Result<(), SizeMismatch> {
-        let k = self.put(w, src);
         let n = self.n();
         let len = src.len() / n;
+        let k = self.begin(w, Some(src.len()));
+        // My own block goes from `src` to `dst` below: no one reads it from the area.
+        self.write_except(k, src, self.me * len..(self.me + 1) * len);
+        self.publish(w, k, Some(src.len()));
         self.wait_data(w, k, 0..n);
         self.check(k, 0..n, src.len())?;
         for j in 0..n {
