@@ -14,7 +14,9 @@
 //!
 //! The members number their collectives on the area 1, 2, …, in the order MPI makes them
 //! call them. In collective k a member that has data writes it into slot `k % DEPTH`
-//! (or, when larger, into large buffer `k % 2` with its size in that slot), stores the
+//! (or, when larger, into large buffer `k % 2` with its size in that slot; from
+//! `STREAM_FROM` bytes by non-temporal stores, fenced, so that readers take the data from
+//! memory rather than line by line from the writer's cache), stores the
 //! slot's number `k` (Release), then its progress `ready = k` (Release), and rings every other
 //! member's doorbell (the same Dekker handshake as a packet's delivery, so a member asleep on
 //! its futex is never missed; one fence serves all the doorbells); a member without data only
@@ -610,8 +612,9 @@ impl NodeArea {
 /// ([`crate::sys::cpu::copy_streaming`]): straight to memory, where the readers find it
 /// without taking each line from the writer's cache. Interleaved at 2 ranks
 /// (`docs/performance.md`, 2026-11-26): with the CPUs apart a 64 KiB broadcast took 4.1 µs
-/// so against 34.6, an allgather 9.3 against 40.3; together 4.2 against 10.1 and 9.6 against
-/// 13.3; at 8 KiB, together, ordinary stores were faster (broadcast 0.71 against 1.02 µs).
+/// against 34.6 with ordinary stores, an allgather 9.3 against 40.3; together 4.2 against
+/// 10.1 and 9.6 against 13.3; at 8 KiB, together, ordinary stores were faster (broadcast 0.71
+/// against 1.02 µs).
 const STREAM_FROM: usize = 16 * 1024;
 
 /// Bytes of the result [`fold_blocks`] makes at a time: small enough that the block stays in

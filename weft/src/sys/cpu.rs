@@ -35,10 +35,10 @@ pub fn prefetch_read<T>(p: *const T) {
 /// (x86's `movntdq`: the lines go to memory without being read first, and any copies other
 /// CPUs hold are invalidated on the way), then fences them, so that a plain Release store
 /// after the call orders after every byte. For data another CPU reads next: measured on this
-/// project's 2-CPU VM (`docs/performance.md`, 2026-11-26), a 64 KiB exchange between two
-/// processes took 8.6-12 µs so against 12-35 µs with ordinary stores, whose lines the reader
-/// then had to take from the writer's cache one by one; below 16 KiB, with both CPUs on one
-/// core, ordinary stores were faster.
+/// project's 2-CPU VM (`docs/performance.md`, 2026-11-26, `bench/c/exchange.c`), a 64 KiB
+/// exchange between two processes took 8.2-10.6 µs against 10.9-36.4 µs with ordinary
+/// stores, whose lines the reader had to take from the writer's cache one by one; below 16
+/// KiB, with both CPUs on one core, ordinary stores were faster.
 ///
 /// # Safety
 /// As for [`std::ptr::copy_nonoverlapping`]: `src` valid for reads and `dst` for writes of
