@@ -125,7 +125,7 @@ tunables! {
         "Whether the collectives' cost model takes a node's CPUs to share cores (and caches) in pairs: 1 yes (data another CPU has just written costs nothing extra to read, and local work is spread over half the CPUs), 0 no, auto: measured at start-up by two local ranks (a cache-line round trip under 120 ns: shared; a job on one node with no more ranks than CPUs; otherwise no)";
     coll_shm: bool = "WEFT_COLL_SHM", "1",
         "Run the blocking collectives of communicators whose members share one node through a node-shared area (data written once, read in place); 0 sends messages instead";
-    coll_shm_slot: SizeOrAuto = "WEFT_COLL_SHM_SLOT", "auto",
+    coll_shm_slot: Auto<usize> = "WEFT_COLL_SHM_SLOT", "auto",
         "Bytes each member may write into the node-shared area per collective (a communicator's area takes members x (68 KiB + 2 x this) of /dev/shm, made at its first collective that fits); larger collectives send messages. auto: 64 KiB per member of the communicator (a root scattering, or a member of an all-to-all, writes a 64 KiB block for each), at most what keeps the large buffers of an area within 16 MiB, at least 64 KiB: 128k at 2 members, 512k at 8 and 16, 128k at 64";
     coll_check: bool = "WEFT_COLL_CHECK", "0",
         "Before every collective, the members compare what they called (the collective, root, size per member, operation) and a mismatch ends the job with a message naming the members and the values, instead of wrong data or a hang (one more exchange per collective)";
@@ -458,27 +458,27 @@ impl Parse for LocalCost {
     }
 }
 
-/// A count that can be left to weft (`auto`) or set.
+/// A count (or a size) that can be left to weft (`auto`) or set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Auto(pub Option<u32>);
+pub struct Auto<T = u32>(pub Option<T>);
 
-impl Auto {
+impl<T: Copy> Auto<T> {
     /// The set value, or `auto` resolved to `default`.
-    pub fn or(self, default: u32) -> u32 {
+    pub fn or(self, default: T) -> T {
         self.0.unwrap_or(default)
     }
 }
 
-impl std::fmt::Display for Auto {
+impl<T: std::fmt::Display> std::fmt::Display for Auto<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.0 {
+        match &self.0 {
             Some(v) => write!(f, "{v}"),
             None => f.write_str("auto"),
         }
     }
 }
 
-impl Parse for Auto {
+impl Parse for Auto<u32> {
     fn parse(env: &'static str, text: &str) -> Result<Self> {
         if text.trim().eq_ignore_ascii_case("auto") {
             return Ok(Auto(None));
@@ -490,27 +490,14 @@ impl Parse for Auto {
     }
 }
 
-/// A size that can be left to weft (`auto`) or set.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SizeOrAuto(pub Option<usize>);
-
-impl std::fmt::Display for SizeOrAuto {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.0 {
-            Some(v) => write!(f, "{v}"),
-            None => f.write_str("auto"),
-        }
-    }
-}
-
-impl Parse for SizeOrAuto {
+impl Parse for Auto<usize> {
     fn parse(env: &'static str, text: &str) -> Result<Self> {
         if text.trim().eq_ignore_ascii_case("auto") {
-            return Ok(SizeOrAuto(None));
+            return Ok(Auto(None));
         }
         parse_size(text)
             .and_then(|v| usize::try_from(v).ok())
-            .map(|v| SizeOrAuto(Some(v)))
+            .map(|v| Auto(Some(v)))
             .ok_or_else(|| bad(env, text, "a size (e.g. 4096, 64k, 4m) or auto"))
     }
 }
