@@ -126,7 +126,7 @@ tunables! {
     coll_shm: bool = "WEFT_COLL_SHM", "1",
         "Run the blocking collectives of communicators whose members share one node through a node-shared area (data written once, read in place); 0 sends messages instead";
     coll_shm_slot: Auto<usize> = "WEFT_COLL_SHM_SLOT", "auto",
-        "Bytes each member may write into the node-shared area per collective (a communicator's area takes members x (68 KiB + 2 x this) of /dev/shm, made at its first collective that fits); larger collectives send messages. auto: 64 KiB per member of the communicator (a root scattering, or a member of an all-to-all, writes a 64 KiB block for each), at most what keeps the large buffers of an area within 16 MiB, at least 64 KiB: 128k at 2 members, 512k at 8 and 16, 128k at 64";
+        "Bytes each member may write into the node-shared area per collective (a communicator's area takes members x (68 KiB + 2 x this) of /dev/shm, made at its first collective that fits); larger collectives send messages. auto: from 3 members what keeps the area's large buffers within 16 MiB (2m at 4 members, 1m at 8, 512k at 16, 128k at 64), 128k at 2 members, at least 64k";
     coll_check: bool = "WEFT_COLL_CHECK", "0",
         "Before every collective, the members compare what they called (the collective, root, size per member, operation) and a mismatch ends the job with a message naming the members and the values, instead of wrong data or a hang (one more exchange per collective)";
     transports: Transports = "WEFT_TRANSPORTS", "shm,tcp",
@@ -516,16 +516,24 @@ impl Tunables {
     }
 }
 
-/// `WEFT_COLL_SHM_SLOT=auto`: room for a 64 KiB block per member (a scatter's root and every
-/// member of an all-to-all write one for each member: at 8 ranks on 2 CPUs a 64 KiB scatter
-/// took 33-34 µs through a 512 KiB slot against 44-60 by messages, an all-to-all 176-189
-/// against 254-297; `docs/performance.md`, 2026-11-26), at most what keeps a communicator's
-/// large buffers (two per member) within 16 MiB, at least 64 KiB.
+/// `WEFT_COLL_SHM_SLOT=auto`. At 3 members or more, what keeps a communicator's large
+/// buffers (two per member) within 16 MiB: 2 MiB at 4 members, 1 MiB at 8, 512 KiB at 16, 128
+/// KiB at 64. Through the area a 1 MiB broadcast at 8 ranks on 2 CPUs took 141 µs against 405
+/// by messages, an allreduce 698 against 952, at 4 ranks with the CPUs apart 99 against 312
+/// and 428 against 971 (gathers and reduces 5-12% slower; `docs/performance.md`,
+/// 2026-11-26). At 2 members, where messages were faster from 1 MiB (a broadcast 44 µs against
+/// 52 through a 4 MiB slot, a gather 66 against 98), room for a 64 KiB block per member: the
+/// all-to-all of 64 KiB blocks goes through the area. Never less than 64 KiB.
 pub fn auto_coll_slot(members: usize) -> usize {
     const BLOCK: usize = 64 << 10;
     const LARGE_BUFFERS: usize = 16 << 20;
     let n = members.max(1);
-    (n * BLOCK).min(LARGE_BUFFERS / (2 * n)).max(BLOCK)
+    let slot = if n <= 2 {
+        n * BLOCK
+    } else {
+        LARGE_BUFFERS / (2 * n) / 4096 * 4096
+    };
+    slot.max(BLOCK)
 }
 
 /// Parsing of a tunable's text.
@@ -610,12 +618,13 @@ mod tests {
         let auto: Vec<usize> = [1, 2, 4, 8, 16, 32, 64, 128, 4096]
             .map(|n| d.coll_slot(n) >> 10)
             .to_vec();
-        assert_eq!(auto, [64, 128, 256, 512, 512, 256, 128, 64, 64]);
+        assert_eq!(auto, [64, 128, 2048, 1024, 512, 256, 128, 64, 64]);
+        assert_eq!(d.coll_slot(3), 2728 << 10);
         let set = |text: &str| {
             Tunables::from_lookup(|k| (k == "WEFT_COLL_SHM_SLOT").then(|| text.into()))
         };
         assert_eq!(set("16m").unwrap().coll_slot(8), 16 << 20);
-        assert_eq!(set("AUTO").unwrap().coll_slot(8), 512 << 10);
+        assert_eq!(set("AUTO").unwrap().coll_slot(8), 1 << 20);
         let e = set("2g").unwrap_err().to_string();
         assert!(e.contains("WEFT_COLL_SHM_SLOT") && e.contains("1g"), "{e}");
         assert!(set("many").unwrap_err().to_string().contains("or auto"));
