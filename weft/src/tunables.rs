@@ -480,25 +480,32 @@ impl<T: std::fmt::Display> std::fmt::Display for Auto<T> {
 
 impl Parse for Auto<u32> {
     fn parse(env: &'static str, text: &str) -> Result<Self> {
-        if text.trim().eq_ignore_ascii_case("auto") {
-            return Ok(Auto(None));
-        }
-        text.trim()
-            .parse()
-            .map(|v| Auto(Some(v)))
-            .map_err(|_| bad(env, text, "a whole number or auto"))
+        Auto::parse_with(env, text, "a whole number or auto", |t| t.parse().ok())
     }
 }
 
 impl Parse for Auto<usize> {
     fn parse(env: &'static str, text: &str) -> Result<Self> {
+        Auto::parse_with(env, text, "a size (e.g. 4096, 64k, 4m) or auto", |t| {
+            parse_size(t).and_then(|v| usize::try_from(v).ok())
+        })
+    }
+}
+
+impl<T> Auto<T> {
+    /// `auto`, or what `value` makes of the text (`want` says what it takes in the error).
+    fn parse_with(
+        env: &'static str,
+        text: &str,
+        want: &str,
+        value: impl FnOnce(&str) -> Option<T>,
+    ) -> Result<Self> {
         if text.trim().eq_ignore_ascii_case("auto") {
             return Ok(Auto(None));
         }
-        parse_size(text)
-            .and_then(|v| usize::try_from(v).ok())
+        value(text.trim())
             .map(|v| Auto(Some(v)))
-            .ok_or_else(|| bad(env, text, "a size (e.g. 4096, 64k, 4m) or auto"))
+            .ok_or_else(|| bad(env, text, want))
     }
 }
 

@@ -116,6 +116,9 @@ pub struct NodeArea {
     /// World ranks of the other members, in member order: the ones a publish wakes.
     others: Vec<u32>,
     me: usize,
+    /// Bytes of each large buffer (the slot rounded up to whole lines).
+    buffer: usize,
+    /// The slot the members agreed on: the most one member may write per collective.
     slot: usize,
     /// Collectives run on the area so far.
     seq: u64,
@@ -140,13 +143,17 @@ impl NodeArea {
             n: world.len(),
             others: others_of(&world, me),
             me,
-            slot: round_up(slot),
+            buffer: round_up(slot),
+            slot,
             seq: 0,
             progress_seen: 0,
         }
     }
 
-    /// Largest data one member's buffer holds.
+    /// The most one member may write per collective: the slot the area was made with
+    /// (`Tunables::coll_slot` of its communicator), so that a member with the area at hand
+    /// decides as one without it does.
+    #[inline]
     pub fn slot(&self) -> usize {
         self.slot
     }
@@ -157,7 +164,7 @@ impl NodeArea {
 
     fn header(&self, j: usize) -> *mut u8 {
         debug_assert!(j < self.n());
-        self.base.wrapping_add(j * (HEADER + 2 * self.slot))
+        self.base.wrapping_add(j * (HEADER + 2 * self.buffer))
     }
 
     /// Member j's slot for collective k: its sequence number, the size of its data,
@@ -194,9 +201,9 @@ impl NodeArea {
         if len <= INLINE {
             self.slot_line(j, k).wrapping_add(16)
         } else {
-            debug_assert!(len <= self.slot);
+            debug_assert!(len <= self.buffer);
             self.header(j)
-                .wrapping_add(HEADER + parity * self.slot)
+                .wrapping_add(HEADER + parity * self.buffer)
         }
     }
 
@@ -690,7 +697,8 @@ mod tests {
             n: world.len(),
             others: others_of(&world, me),
             me,
-            slot: round_up(slot),
+            buffer: round_up(slot),
+            slot,
             seq: 0,
             progress_seen: 0,
         }

@@ -443,7 +443,7 @@ pub(crate) fn in_area(
 ) -> Option<Result<()>> {
     runtime::with_call(call, |rt| {
         let t = &rt.tunables;
-        if !t.coll_shm || !t.transports.shm || writes > t.coll_slot(comm.size()) {
+        if !t.coll_shm || !t.transports.shm {
             return None;
         }
         if !comm.node_topology(&rt.boot.node_of).single_node() {
@@ -453,6 +453,10 @@ pub(crate) fn in_area(
             engine, node_areas, ..
         } = rt;
         let area = node_areas.get_mut(comm.pair)?.as_mut()?;
+        // The area keeps the slot it was made with: no need to work it out again per call.
+        if writes > area.slot() {
+            return None;
+        }
         Some(run(area, engine).map_err(|m| sizes_differ(call, m)))
     })
 }
