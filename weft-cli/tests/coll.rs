@@ -69,6 +69,10 @@ fn vectors_of_several_mib() {
         passes(n, "large", &[]);
     }
     passes(3, "large", &["-x", "WEFT_COLL_SHM=0"]);
+    // Pieces that are not whole lines nor powers of two (99,992 bytes: whole 8- and 16-byte
+    // elements), and messages for the same sizes.
+    passes(4, "large", &["-x", "WEFT_COLL_SHM_SLOT=100000"]);
+    passes(4, "large", &["-x", "WEFT_COLL_SHM_PIECES=0"]);
 }
 
 #[test]
@@ -109,8 +113,8 @@ fn the_node_shared_area_with_members_asleep_and_a_small_slot() {
     for n in [2, 5, 8] {
         passes(n, "all", &asleep);
     }
-    // A 64-byte slot: small collectives through the area, the rest by messages, mixed on
-    // one communicator.
+    // A 64-byte slot: small collectives through the area, broadcasts, reductions and
+    // allgathers a slot line at a time, the rest by messages, mixed on one communicator.
     passes(4, "all", &["-x", "WEFT_COLL_SHM_SLOT=64"]);
     passes(4, "immediate", &["-x", "WEFT_COLL_SHM_SLOT=64"]);
 }

@@ -127,6 +127,8 @@ tunables! {
         "Run the blocking collectives of communicators whose members share one node through a node-shared area (data written once, read in place); 0 sends messages instead";
     coll_shm_slot: Auto<usize> = "WEFT_COLL_SHM_SLOT", "auto",
         "Bytes each member may write into the node-shared area per collective (a communicator's area takes members x (68 KiB + 2 x this) of /dev/shm, made at its first collective that fits); larger collectives send messages. auto: from 3 members what keeps the area's large buffers within 16 MiB (2m at 4 members, 1m at 8, 512k at 16, 128k at 64), 128k at 2 members, at least 64k";
+    coll_shm_pieces: bool = "WEFT_COLL_SHM_PIECES", "1",
+        "Blocking broadcasts, reductions and allgathers of communicators of 3 members or more on one node whose members write more than a slot (WEFT_COLL_SHM_SLOT) also go through the node-shared area, a slot at a time; 0 sends messages for them";
     coll_check: bool = "WEFT_COLL_CHECK", "0",
         "Before every collective, the members compare what they called (the collective, root, size per member, operation) and a mismatch ends the job with a message naming the members and the values, instead of wrong data or a hang (one more exchange per collective)";
     transports: Transports = "WEFT_TRANSPORTS", "shm,tcp",

@@ -165,6 +165,30 @@ pub fn large(c: &SimpleCommunicator) {
         }
     }
     assert!(s == want, "3 MiB allreduce");
+    // Beyond the slot from 3 members: the area a slot at a time (rank order kept: the
+    // operation does not commute, its elements are 16 bytes).
+    let pairs = len / 2;
+    let mut r = vec![[0u64; 2]; if me == 0 { pairs } else { 0 }];
+    let mine = affine(me, pairs, 64);
+    if me == 0 {
+        c.process_at_rank(0)
+            .reduce_into_root(&mine[..], &mut r[..], compose());
+        assert!(
+            r == fold_affine(0, n, pairs, 64),
+            "3 MiB non-commutative reduce"
+        );
+    } else {
+        c.process_at_rank(0).reduce_into(&mine[..], compose());
+    }
+    let mine = values(me, len, 65);
+    let mut g = vec![0u64; len * n as usize];
+    c.all_gather_into(&mine[..], &mut g[..]);
+    for q in 0..n as usize {
+        assert!(
+            g[q * len..(q + 1) * len] == values(q as i32, len, 65)[..],
+            "3 MiB allgather from {q}"
+        );
+    }
     let per = (1 << 20) / 8; // 1 MiB a member
     let mine = values(me, per, 62);
     let mut g = vec![0u64; per * n as usize];

@@ -125,6 +125,10 @@ pub struct NodeArea {
     /// The lowest progress (`ready`) seen among the members lately: a writer checks the
     /// lines again only when this is too low.
     progress_seen: u64,
+    /// While a call larger than a slot runs a piece at a time ([`NodeArea::in_pieces`]): the
+    /// bytes the whole call writes per member, which every large piece carries so that
+    /// members whose calls differ in size but not in the piece being read still find out.
+    whole: Option<usize>,
 }
 
 impl NodeArea {
@@ -147,6 +151,7 @@ impl NodeArea {
             slot,
             seq: 0,
             progress_seen: 0,
+            whole: None,
         }
     }
 
@@ -185,6 +190,14 @@ impl NodeArea {
     fn size(&self, j: usize, k: u64) -> &AtomicU32 {
         // SAFETY: as in `slot_seq`: the 4-aligned word after it, accessed only atomically.
         unsafe { &*(self.slot_line(j, k).wrapping_add(8) as *const AtomicU32) }
+    }
+
+    /// The bytes of the whole call whose data member j wrote for collective k into its large
+    /// buffer (in the slot line, where the data would be if it were small).
+    fn whole_of(&self, j: usize, k: u64) -> &AtomicU64 {
+        // SAFETY: as in `slot_seq`: the 8-aligned word 16 bytes after it, which only data of
+        // at most `INLINE` bytes uses otherwise; accessed only atomically.
+        unsafe { &*(self.slot_line(j, k).wrapping_add(16) as *const AtomicU64) }
     }
 
     fn ready(&self, j: usize) -> &AtomicU64 {
@@ -315,6 +328,10 @@ impl NodeArea {
     fn publish(&self, w: &mut impl Waiter, k: u64, size: Option<usize>) {
         if let Some(size) = size {
             self.size(self.me, k).store(size as u32, Ordering::Relaxed);
+            if size > INLINE {
+                let whole = self.whole.unwrap_or(size) as u64;
+                self.whole_of(self.me, k).store(whole, Ordering::Relaxed);
+            }
             // Release: pairs with the Acquire loads in `wait_data`, so readers see the data
             // and the size written before it.
             self.slot_seq(self.me, k).store(k, Ordering::Release);
@@ -392,8 +409,52 @@ impl NodeArea {
                     mine: want,
                 });
             }
+            if want > INLINE {
+                // Relaxed, as the size: published with the sequence number.
+                let theirs = self.whole_of(j, k).load(Ordering::Relaxed) as usize;
+                let mine = self.whole.unwrap_or(want);
+                if theirs != mine {
+                    return Err(SizeMismatch {
+                        member: j,
+                        theirs,
+                        mine,
+                    });
+                }
+            }
         }
         Ok(())
+    }
+
+    /// Runs a call that writes `whole` bytes per member (`elem`-byte elements): in one
+    /// collective of the area, `piece(self, 0..whole)`, when they fit in a slot; otherwise
+    /// a piece of at most a slot (whole elements, the pieces as equal as they can be) at a
+    /// time, `piece(self, range)` per piece in order, each its own collective of the area.
+    /// Pieces alternate between the two large buffers, so a member writes the next piece
+    /// while the others still read this one.
+    #[inline]
+    fn in_pieces(
+        &mut self,
+        whole: usize,
+        elem: usize,
+        mut piece: impl FnMut(&mut Self, std::ops::Range<usize>) -> Result<(), SizeMismatch>,
+    ) -> Result<(), SizeMismatch> {
+        if whole <= self.slot {
+            return piece(self, 0..whole);
+        }
+        let elem = elem.max(1);
+        let elements = whole / elem;
+        let pieces = whole.div_ceil(self.slot / elem * elem);
+        self.whole = Some(whole);
+        let mut ran = Ok(());
+        for i in 0..pieces {
+            let range = elements * i / pieces * elem..elements * (i + 1) / pieces * elem;
+            ran = piece(self, range);
+            if ran.is_err() {
+                break;
+            }
+        }
+        self.whole = None;
+        ran
     }
 
     /// Barrier.
@@ -403,8 +464,17 @@ impl NodeArea {
         self.wait_all(w, k, 0..self.n());
     }
 
-    /// Broadcast of `data` (at most a slot) from member `root`.
+    /// Broadcast of `data` from member `root` (a slot at a time when larger).
     pub fn bcast(
+        &mut self,
+        w: &mut impl Waiter,
+        root: usize,
+        data: &mut [u8],
+    ) -> Result<(), SizeMismatch> {
+        self.in_pieces(data.len(), 1, |a, r| a.bcast_piece(w, root, &mut data[r]))
+    }
+
+    fn bcast_piece(
         &mut self,
         w: &mut impl Waiter,
         root: usize,
@@ -423,11 +493,30 @@ impl NodeArea {
         Ok(())
     }
 
-    /// Every member's `src` (at most a slot; `elem`-byte elements) folded in rank order into
-    /// `dst` at `root` (`None`: at every member). A large allreduce goes by slices (see
-    /// [`SLICED_FROM`] and [`NodeArea::allreduce_by_slices`]); otherwise every reader folds it
-    /// all.
+    /// Every member's `src` (`elem`-byte elements; a slot at a time when larger) folded in
+    /// rank order into `dst` at `root` (`None`: at every member; `dst` may be empty at the
+    /// others). A large allreduce goes by slices (see [`SLICED_FROM`] and
+    /// [`NodeArea::allreduce_by_slices`]); otherwise every reader folds it all.
     pub fn reduce(
+        &mut self,
+        w: &mut impl Waiter,
+        root: Option<usize>,
+        src: &[u8],
+        dst: &mut [u8],
+        combine: &Combine,
+        elem: usize,
+    ) -> Result<(), SizeMismatch> {
+        if src.len() <= self.slot {
+            // The common case, without the pieces' closure (small allreduces are target cells).
+            return self.reduce_piece(w, root, src, dst, combine, elem);
+        }
+        self.in_pieces(src.len(), elem, |a, r| {
+            let out = if dst.is_empty() { &mut [][..] } else { &mut dst[r.clone()] };
+            a.reduce_piece(w, root, &src[r], out, combine, elem)
+        })
+    }
+
+    fn reduce_piece(
         &mut self,
         w: &mut impl Waiter,
         root: Option<usize>,
@@ -523,8 +612,8 @@ impl NodeArea {
         Ok(())
     }
 
-    /// Gather of every member's `src` (equal lengths, at most a slot) into `dst` at `root`
-    /// (`None`: at every member: allgather).
+    /// Gather of every member's `src` (equal lengths; a slot at a time when larger) into
+    /// `dst` at `root` (`None`: at every member: allgather).
     pub fn gather(
         &mut self,
         w: &mut impl Waiter,
@@ -532,14 +621,30 @@ impl NodeArea {
         src: &[u8],
         dst: &mut [u8],
     ) -> Result<(), SizeMismatch> {
-        let k = self.put(w, src);
+        let whole = src.len();
+        self.in_pieces(whole, 1, |a, r| a.gather_piece(w, root, src, r, dst))
+    }
+
+    /// Bytes `part` of every member's `src` into the same bytes of its block of `dst` (blocks
+    /// of `src.len()` bytes).
+    fn gather_piece(
+        &mut self,
+        w: &mut impl Waiter,
+        root: Option<usize>,
+        src: &[u8],
+        part: std::ops::Range<usize>,
+        dst: &mut [u8],
+    ) -> Result<(), SizeMismatch> {
+        let (whole, len) = (src.len(), part.len());
+        let mine = &src[part.clone()];
+        let k = self.put(w, mine);
         if root.is_none_or(|r| r == self.me) {
-            let len = src.len();
             self.wait_data(w, k, 0..self.n());
             self.check(k, 0..self.n(), len)?;
-            for (j, out) in dst.chunks_exact_mut(len.max(1)).take(self.n()).enumerate() {
-                if len > 0 {
-                    out.copy_from_slice(self.data(j, k, src));
+            if len > 0 {
+                for j in 0..self.n() {
+                    let at = j * whole + part.start;
+                    dst[at..at + len].copy_from_slice(self.data(j, k, mine));
                 }
             }
         }
@@ -701,6 +806,7 @@ mod tests {
             slot,
             seq: 0,
             progress_seen: 0,
+            whole: None,
         }
     }
 
@@ -785,6 +891,56 @@ mod tests {
                 });
             }
         }
+    }
+
+    #[test]
+    fn calls_larger_than_a_slot_go_a_slot_at_a_time() {
+        // A 4 KiB slot: lengths of one piece more than a slot, of pieces that are not whole
+        // lines, of many pieces. With a 64 KiB slot, 200,000 bytes go in pieces of 50,000,
+        // which 3 members allreduce by slices (SLICED_FROM) piece after piece.
+        for (n, slot) in [(1, 4096), (2, 4096), (3, 4096), (5, 4096), (3, 65_536)] {
+            for len in [4104, 10_000, 3 * 4096 + 8, 200_000] {
+                members(n, slot, move |a, me| {
+                    let c = affine();
+                    for round in 0..4 {
+                        let root = (round + 1) % n;
+                        let mut b = if me == root { data(root, round, len) } else { vec![0; len] };
+                        a.bcast(&mut Spin, root, &mut b).unwrap();
+                        assert_eq!(b, data(root, round, len), "bcast n={n} len={len}");
+                        let mut want = data(n - 1, round, len);
+                        for j in (0..n - 1).rev() {
+                            c(&data(j, round, len), &mut want);
+                        }
+                        let mut r = vec![0; len];
+                        a.reduce(&mut Spin, None, &data(me, round, len), &mut r, &c, 8).unwrap();
+                        assert_eq!(r, want, "allreduce n={n} len={len}");
+                        // The others give no output buffer.
+                        let mut r = vec![0; if me == root { len } else { 0 }];
+                        a.reduce(&mut Spin, Some(root), &data(me, round, len), &mut r, &c, 8)
+                            .unwrap();
+                        if me == root {
+                            assert_eq!(r, want, "reduce n={n} len={len}");
+                        }
+                        for to in [None, Some(root)] {
+                            let mut g = vec![0; if to.is_none_or(|r| r == me) { len * n } else { 0 }];
+                            a.gather(&mut Spin, to, &data(me, round, len), &mut g).unwrap();
+                            if to.is_none_or(|r| r == me) {
+                                let all: Vec<u8> = (0..n).flat_map(|j| data(j, round, len)).collect();
+                                assert_eq!(g, all, "gather to {to:?} n={n} len={len}");
+                            }
+                        }
+                    }
+                });
+            }
+        }
+    }
+
+    #[test]
+    fn members_whose_calls_differ_in_size_but_not_in_a_piece_are_reported() {
+        // A 4 KiB slot: 8 KiB go in two pieces of 4 KiB, 12 KiB in three; 4 KiB in one
+        // collective. The first pieces have the same size; their whole calls do not.
+        an_odd_member_is_reported(4096, 8192, 4096);
+        an_odd_member_is_reported(4096, 8192, 12_288);
     }
 
     #[test]

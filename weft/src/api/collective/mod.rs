@@ -337,7 +337,13 @@ unsafe fn plan_reduction<O: Operation>(
         // SAFETY: the caller's promise (the buffers are borrowed for this blocking call).
         if let Some((src, dst)) = unsafe { start::direct(Some(s), Some(r)) } {
             let (combine, elem) = (&red.combine, red.elem);
-            let ran = start::in_area(call, c, sl, |area, engine| {
+            let shape = ShmOp::Reduce {
+                root: None,
+                combine,
+                commutative: red.order == crate::coll::algorithm::Order::Commutative,
+                elem,
+            };
+            let ran = start::in_area(call, c, sl, &shape, |area, engine| {
                 area.reduce(engine, None, src, dst, combine, elem)
             });
             if let Some(done) = ran {

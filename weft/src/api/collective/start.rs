@@ -216,6 +216,7 @@ impl Started {
 
 /// A collective the node-shared area runs (`coll::shm`); it borrows the reduction's combine
 /// function (made once per call: no count to raise and drop on the area's path).
+#[derive(Clone, Copy)]
 pub(crate) enum ShmOp<'c> {
     Barrier,
     Bcast {
@@ -272,13 +273,19 @@ pub(crate) fn blocking_shm(
         // without shm), where nothing would wake a member asleep in its sockets' poll.
         let t = &rt.tunables;
         let slot = t.coll_slot(comm.size());
-        if !t.coll_shm || !t.transports.shm || writes > slot || comm.size() < 2 {
+        if !t.coll_shm
+            || !t.transports.shm
+            || !op.fits(writes, slot, comm.size() as usize, t)
+            || comm.size() < 2
+        {
             return None;
         }
         // Borrowed from the communicator (cached there): no copy on this fast path.
         let topo = comm.node_topology(&rt.boot.node_of);
         let hierarchical = !topo.single_node();
-        if hierarchical && !Hierarchy::applies(&op, writes, comm.size() as usize, slot) {
+        if hierarchical
+            && (writes > slot || !Hierarchy::applies(&op, writes, comm.size() as usize, slot))
+        {
             return None;
         }
         if !rt.node_areas.contains(comm.pair) {
@@ -439,6 +446,7 @@ pub(crate) fn in_area(
     call: &'static str,
     comm: &CommData,
     writes: usize,
+    op: &ShmOp<'_>,
     run: impl FnOnce(&mut NodeArea, &mut NodeEngine) -> std::result::Result<(), SizeMismatch>,
 ) -> Option<Result<()>> {
     runtime::with_call(call, |rt| {
@@ -450,11 +458,14 @@ pub(crate) fn in_area(
             return None;
         }
         let runtime::Runtime {
-            engine, node_areas, ..
+            engine,
+            node_areas,
+            tunables,
+            ..
         } = rt;
         let area = node_areas.get_mut(comm.pair)?.as_mut()?;
         // The area keeps the slot it was made with: no need to work it out again per call.
-        if writes > area.slot() {
+        if !op.fits(writes, area.slot(), comm.size() as usize, tunables) {
             return None;
         }
         Some(run(area, engine).map_err(|m| sizes_differ(call, m)))
@@ -477,8 +488,9 @@ pub(crate) unsafe fn in_area_directly<'c>(
 ) -> Option<Result<()>> {
     // SAFETY: the caller's promise.
     let (src, dst) = unsafe { direct(bufs.input, bufs.output) }?;
-    in_area(call, comm, writes, |area, engine| {
-        run_shm(area, engine, op(), src, dst)
+    let op = op();
+    in_area(call, comm, writes, &op, |area, engine| {
+        run_shm(area, engine, op, src, dst)
     })
 }
 
@@ -517,6 +529,33 @@ pub(crate) unsafe fn direct<'b>(
     Some((src, unsafe {
         std::slice::from_raw_parts_mut(out.ptr as *mut u8, len)
     }))
+}
+
+impl ShmOp<'_> {
+    /// Whether the node-shared area of a communicator of `members` runs this collective when
+    /// a member writes `writes` bytes into it, with `slot`-byte slots: within a slot, always.
+    /// Larger, a slot at a time (`NodeArea::in_pieces`), when `WEFT_COLL_SHM_PIECES` allows,
+    /// from 3 members, for the collectives where that was measured faster than messages
+    /// (`docs/performance.md`, 2026-11-26, second part): broadcasts, reductions (an element
+    /// within a slot) and allgathers. At 4 and 8 ranks on 2 CPUs a 4 MiB broadcast took
+    /// 374-491 µs and 958 through the area against 780-1,353 and 1,736 by messages, an
+    /// allreduce 1,693-2,365 and 4,146 against 1,852-3,604 and 5,800, an allgather
+    /// 3,931-4,590 and 14,426 against 4,487-6,375 and 23,071. A gather to one root stays with
+    /// messages, where the root copies each block once (4 ranks: 1,408-1,454 µs against
+    /// 1,588-1,827), as do 2 members (with the CPUs on one core messages were faster: 1 MiB
+    /// allreduce 120 against 139 µs). Communicators on several nodes take the hierarchical
+    /// form within a slot only.
+    #[inline]
+    pub(crate) fn fits(&self, writes: usize, slot: usize, members: usize, t: &Tunables) -> bool {
+        writes <= slot
+            || t.coll_shm_pieces
+                && members >= 3
+                && match self {
+                    ShmOp::Bcast { .. } | ShmOp::Gather { root: None } => true,
+                    ShmOp::Reduce { elem, .. } => *elem <= slot,
+                    _ => false,
+                }
+    }
 }
 
 /// A collective of a single-node communicator, in its area.
