@@ -126,9 +126,9 @@ tunables! {
     coll_shm: bool = "WEFT_COLL_SHM", "1",
         "Run the blocking collectives of communicators whose members share one node through a node-shared area (data written once, read in place); 0 sends messages instead";
     coll_shm_slot: Auto<usize> = "WEFT_COLL_SHM_SLOT", "auto",
-        "Bytes each member may write into the node-shared area per collective (a communicator's area takes members x (68 KiB + 2 x this) of /dev/shm, made at its first collective that fits); larger collectives send messages. auto: from 3 members what keeps the area's large buffers within 16 MiB (2m at 4 members, 1m at 8, 512k at 16, 128k at 64), 128k at 2 members, at least 64k";
+        "Bytes each member may write into the node-shared area per collective (a communicator's area takes members x (68 KiB + 2 x this) of /dev/shm, made at its first collective that fits); larger collectives send messages, or go in pieces (WEFT_COLL_SHM_PIECES). auto: from 3 members what keeps the area's large buffers within 16 MiB (2m at 4 members, 1m at 8, 512k at 16, 128k at 64), 128k at 2 members (with large buffers of 1m), at least 64k";
     coll_shm_pieces: bool = "WEFT_COLL_SHM_PIECES", "1",
-        "Blocking broadcasts, reductions and allgathers of communicators of 3 members or more on one node whose members write more than a slot (WEFT_COLL_SHM_SLOT) also go through the node-shared area, a slot at a time; 0 sends messages for them";
+        "Blocking broadcasts, reductions and allgathers of communicators of 3 members or more on one node (of 2: allreduces) whose members write more than a slot (WEFT_COLL_SHM_SLOT) also go through the node-shared area, a large buffer at a time (the slot; 1 MiB at 2 members under auto); 0 sends messages for them";
     coll_check: bool = "WEFT_COLL_CHECK", "0",
         "Before every collective, the members compare what they called (the collective, root, size per member, operation) and a mismatch ends the job with a message naming the members and the values, instead of wrong data or a hang (one more exchange per collective)";
     transports: Transports = "WEFT_TRANSPORTS", "shm,tcp",
@@ -525,6 +525,28 @@ impl Tunables {
     }
 }
 
+/// Bytes of each large buffer of a member in the node-shared area of a 2-member communicator
+/// under `WEFT_COLL_SHM_SLOT=auto` (its slot stays 128 KiB): allreduces above the slot go
+/// through the area a piece of up to this at a time. At 2 ranks, 1 MiB allreduce through the
+/// area in one piece against messages: 101 against 126 µs with the vCPUs on one core, 97
+/// against 191 apart; the broadcast and allgather lost with them on one core, and stay with
+/// messages (`docs/performance.md`, 2026-11-26, second session).
+pub const PAIR_PIECE: usize = 1 << 20;
+
+impl Tunables {
+    /// Bytes of each of a member's two large buffers in the node-shared area of a
+    /// communicator of `members`: the most a member writes in one collective of the area,
+    /// and so the size of the pieces a larger call goes in. The slot ([`Tunables::coll_slot`]),
+    /// but [`PAIR_PIECE`] at 2 members under `auto`.
+    pub fn coll_piece(&self, members: u32) -> usize {
+        match self.coll_shm_slot.0 {
+            Some(s) => s,
+            None if members == 2 => auto_coll_slot(2).max(PAIR_PIECE),
+            None => auto_coll_slot(members as usize),
+        }
+    }
+}
+
 /// `WEFT_COLL_SHM_SLOT=auto`. At 3 members or more, what keeps a communicator's large
 /// buffers (two per member) within 16 MiB: 2 MiB at 4 members, 1 MiB at 8, 512 KiB at 16, 128
 /// KiB at 64. Through the area a 1 MiB broadcast at 8 ranks on 2 CPUs took 141 µs against 405
@@ -633,6 +655,9 @@ mod tests {
             Tunables::from_lookup(|k| (k == "WEFT_COLL_SHM_SLOT").then(|| text.into()))
         };
         assert_eq!(set("16m").unwrap().coll_slot(8), 16 << 20);
+        // The large buffers: the slot's size, but 1 MiB at 2 members under auto.
+        assert_eq!((d.coll_piece(2), d.coll_piece(3)), (1 << 20, 2728 << 10));
+        assert_eq!(set("64k").unwrap().coll_piece(2), 64 << 10);
         assert_eq!(set("AUTO").unwrap().coll_slot(8), 1 << 20);
         let e = set("2g").unwrap_err().to_string();
         assert!(e.contains("WEFT_COLL_SHM_SLOT") && e.contains("1g"), "{e}");

@@ -116,10 +116,14 @@ pub struct NodeArea {
     /// World ranks of the other members, in member order: the ones a publish wakes.
     others: Vec<u32>,
     me: usize,
-    /// Bytes of each large buffer (the slot rounded up to whole lines).
+    /// Bytes of each large buffer (`piece` rounded up to whole lines).
     buffer: usize,
-    /// The slot the members agreed on: the most one member may write per collective.
+    /// The slot the members agreed on: the most one member may write in a call that is not
+    /// cut in pieces (`Tunables::coll_slot`).
     slot: usize,
+    /// The most one member writes in one collective of the area (`Tunables::coll_piece`: the
+    /// slot, or more at 2 members): the size of a call's pieces.
+    piece: usize,
     /// Collectives run on the area so far.
     seq: u64,
     /// The lowest progress (`ready`) seen among the members lately: a writer checks the
@@ -132,23 +136,25 @@ pub struct NodeArea {
 }
 
 impl NodeArea {
-    /// Bytes of an area for `n` members with `slot`-byte buffers.
-    pub fn size_for(n: usize, slot: usize) -> usize {
-        n * (HEADER + 2 * round_up(slot))
+    /// Bytes of an area for `n` members with `piece`-byte large buffers.
+    pub fn size_for(n: usize, piece: usize) -> usize {
+        n * (HEADER + 2 * round_up(piece))
     }
 
     /// This member's view of `seg` (of [`NodeArea::size_for`] bytes, zeroed), shared by the
-    /// members `world` (world ranks in member order; this one is `world[me]`).
-    pub fn new(seg: NodeSegment, world: Vec<u32>, me: usize, slot: usize) -> Self {
-        assert!(seg.len() >= Self::size_for(world.len(), slot));
+    /// members `world` (world ranks in member order; this one is `world[me]`), for calls of
+    /// up to `slot` bytes a member, in collectives of up to `piece` (at least `slot`).
+    pub fn new(seg: NodeSegment, world: Vec<u32>, me: usize, slot: usize, piece: usize) -> Self {
+        assert!(piece >= slot && seg.len() >= Self::size_for(world.len(), piece));
         NodeArea {
             base: seg.as_ptr(),
             _memory: Memory::Segment(seg),
             n: world.len(),
             others: others_of(&world, me),
             me,
-            buffer: round_up(slot),
+            buffer: round_up(piece),
             slot,
+            piece,
             seq: 0,
             progress_seen: 0,
             whole: None,
@@ -426,9 +432,9 @@ impl NodeArea {
     }
 
     /// Runs a call that writes `whole` bytes per member (`elem`-byte elements): in one
-    /// collective of the area, `piece(self, 0..whole)`, when they fit in a slot; otherwise
-    /// a piece of at most a slot (whole elements, the pieces as equal as they can be) at a
-    /// time, `piece(self, range)` per piece in order, each its own collective of the area.
+    /// collective of the area, `piece(self, 0..whole)`, when they fit in a large buffer
+    /// (`piece` bytes: the slot, or more at 2 members); otherwise a piece of at most that
+    /// (whole elements, the pieces as equal as they can be) at a time, `piece(self, range)` per piece in order, each its own collective of the area.
     /// Pieces alternate between the two large buffers, so a member writes the next piece
     /// while the others still read this one.
     #[inline]
@@ -438,12 +444,12 @@ impl NodeArea {
         elem: usize,
         mut piece: impl FnMut(&mut Self, std::ops::Range<usize>) -> Result<(), SizeMismatch>,
     ) -> Result<(), SizeMismatch> {
-        if whole <= self.slot {
+        if whole <= self.piece {
             return piece(self, 0..whole);
         }
         let elem = elem.max(1);
         let elements = whole / elem;
-        let pieces = whole.div_ceil(self.slot / elem * elem);
+        let pieces = whole.div_ceil(self.piece / elem * elem);
         self.whole = Some(whole);
         let mut ran = Ok(());
         for i in 0..pieces {
@@ -506,7 +512,7 @@ impl NodeArea {
         combine: &Combine,
         elem: usize,
     ) -> Result<(), SizeMismatch> {
-        if src.len() <= self.slot {
+        if src.len() <= self.piece {
             // The common case, without the pieces' closure (small allreduces are target cells).
             return self.reduce_piece(w, root, src, dst, combine, elem);
         }
@@ -804,6 +810,7 @@ mod tests {
             me,
             buffer: round_up(slot),
             slot,
+            piece: slot,
             seq: 0,
             progress_seen: 0,
             whole: None,

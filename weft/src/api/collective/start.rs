@@ -343,11 +343,12 @@ fn new_area(
     }
     let local: Vec<u32> = topo.local.iter().map(|&r| comm.world_rank(r)).collect();
     let slot = rt.tunables.coll_slot(comm.size());
-    let len = NodeArea::size_for(local.len(), slot);
+    let piece = rt.tunables.coll_piece(comm.size());
+    let len = NodeArea::size_for(local.len(), piece);
     let me = topo.local_rank;
     let ctx = comm.coll_context();
     match NodeSegment::allocate(&mut rt.engine, ctx, tag, &local, me, len)? {
-        Allocated::Made(seg) => Ok(Some(NodeArea::new(seg, local, me, slot))),
+        Allocated::Made(seg) => Ok(Some(NodeArea::new(seg, local, me, slot, piece))),
         // On several nodes the other nodes' members, who cannot know, go through their
         // areas: this node's must too.
         Allocated::Unmade(why) if !topo.single_node() => Err(Error::new(
@@ -534,27 +535,36 @@ pub(crate) unsafe fn direct<'b>(
 impl ShmOp<'_> {
     /// Whether the node-shared area of a communicator of `members` runs this collective when
     /// a member writes `writes` bytes into it, with `slot`-byte slots: within a slot, always.
-    /// Larger, a slot at a time (`NodeArea::in_pieces`), when `WEFT_COLL_SHM_PIECES` allows,
-    /// from 3 members, for the collectives where that was measured faster than messages
-    /// (`docs/performance.md`, 2026-11-26, second part): broadcasts, reductions (an element
-    /// within a slot) and allgathers. At 4 and 8 ranks on 2 CPUs a 4 MiB broadcast took
-    /// 374-491 µs and 958 through the area against 780-1,353 and 1,736 by messages, an
-    /// allreduce 1,693-2,365 and 4,146 against 1,852-3,604 and 5,800, an allgather
-    /// 3,931-4,590 and 14,426 against 4,487-6,375 and 23,071. A gather to one root stays with
-    /// messages, where the root copies each block once (4 ranks: 1,408-1,454 µs against
-    /// 1,588-1,827), as do 2 members (with the CPUs on one core messages were faster: 1 MiB
-    /// allreduce 120 against 139 µs). Communicators on several nodes take the hierarchical
-    /// form within a slot only.
+    /// Larger, a piece of at most `Tunables::coll_piece` at a time (`NodeArea::in_pieces`),
+    /// when `WEFT_COLL_SHM_PIECES` allows, for the collectives where that was measured faster
+    /// than messages (`docs/performance.md`, 2026-11-26, second session): from 3 members
+    /// broadcasts, reductions and allgathers, at 2 the allreduce (an element within a piece).
+    /// At 4 and 8 ranks on 2 CPUs a 4 MiB broadcast took 374-491 µs and 958 through the area
+    /// against 780-1,353 and 1,736 by messages, an allreduce 1,693-2,365 and 4,146 against
+    /// 1,852-3,604 and 5,800, an allgather 3,931-4,590 and 14,426 against 4,487-6,375 and
+    /// 23,071; at 2 ranks a 1 MiB allreduce 97-101 against 126-191. A gather to one root stays
+    /// with messages, where the root copies each block once (4 ranks: 1,408-1,454 µs against
+    /// 1,588-1,827), and at 2 members so do the others (with both vCPUs on one core messages
+    /// were faster: 1 MiB broadcast 47 against 51 µs, 4 MiB allgather 580 against 730).
+    /// Communicators on several nodes take the hierarchical form within a slot only.
     #[inline]
     pub(crate) fn fits(&self, writes: usize, slot: usize, members: usize, t: &Tunables) -> bool {
-        writes <= slot
-            || t.coll_shm_pieces
-                && members >= 3
-                && match self {
-                    ShmOp::Bcast { .. } | ShmOp::Gather { root: None } => true,
-                    ShmOp::Reduce { elem, .. } => *elem <= slot,
-                    _ => false,
-                }
+        if writes <= slot {
+            return true;
+        }
+        if !t.coll_shm_pieces || members < 2 {
+            return false;
+        }
+        let piece = t.coll_piece(members as u32);
+        match self {
+            ShmOp::Reduce {
+                root: None, elem, ..
+            } => *elem <= piece,
+            _ if members == 2 => false,
+            ShmOp::Bcast { .. } | ShmOp::Gather { root: None } => true,
+            ShmOp::Reduce { elem, .. } => *elem <= piece,
+            _ => false,
+        }
     }
 }
 
