@@ -128,7 +128,7 @@ tunables! {
     coll_shm_slot: Auto<usize> = "WEFT_COLL_SHM_SLOT", "auto",
         "Bytes each member may write into the node-shared area per collective (a communicator's area takes members x (68 KiB + 2 x this) of /dev/shm, made at its first collective that fits); larger collectives send messages, or go in pieces (WEFT_COLL_SHM_PIECES). auto: from 3 members what keeps the area's large buffers within 16 MiB (2m at 4 members, 1m at 8, 512k at 16, 128k at 64), 128k at 2 members (with large buffers of 1m), at least 64k";
     coll_shm_pieces: bool = "WEFT_COLL_SHM_PIECES", "1",
-        "Blocking broadcasts, reductions and allgathers of communicators of 3 members or more on one node (of 2: allreduces) whose members write more than a slot (WEFT_COLL_SHM_SLOT) also go through the node-shared area, a large buffer at a time (the slot; 1 MiB at 2 members under auto); 0 sends messages for them";
+        "Blocking broadcasts, reductions and allgathers of communicators on one node whose members write more than a slot (WEFT_COLL_SHM_SLOT) also go through the node-shared area, a large buffer at a time (the slot; 1 MiB at 2 members under auto; at 2 members not reduces to one root, and broadcasts from 1 MiB); 0 sends messages for them";
     coll_check: bool = "WEFT_COLL_CHECK", "0",
         "Before every collective, the members compare what they called (the collective, root, size per member, operation) and a mismatch ends the job with a message naming the members and the values, instead of wrong data or a hang (one more exchange per collective)";
     transports: Transports = "WEFT_TRANSPORTS", "shm,tcp",
@@ -526,11 +526,11 @@ impl Tunables {
 }
 
 /// Bytes of each large buffer of a member in the node-shared area of a 2-member communicator
-/// under `WEFT_COLL_SHM_SLOT=auto` (its slot stays 128 KiB): allreduces above the slot go
-/// through the area a piece of up to this at a time. At 2 ranks, 1 MiB allreduce through the
-/// area in one piece against messages: 101 against 126 µs with the vCPUs on one core, 97
-/// against 191 apart; the broadcast and allgather lost with them on one core, and stay with
-/// messages (`docs/performance.md`, 2026-11-26, second session).
+/// under `WEFT_COLL_SHM_SLOT=auto` (its slot stays 128 KiB): allreduces and allgathers above
+/// the slot, and broadcasts of this much or more, go through the area a piece of up to this at
+/// a time. At 2 ranks a 1 MiB allreduce took 81 µs so against 119 by messages with the vCPUs
+/// on one core and 91 against 183 on two, an allgather 78 against 106 and 88 against 136
+/// (`docs/performance.md`, 2026-11-26, second session).
 pub const PAIR_PIECE: usize = 1 << 20;
 
 impl Tunables {

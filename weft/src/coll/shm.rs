@@ -129,6 +129,13 @@ pub struct NodeArea {
     /// The lowest progress (`ready`) seen among the members lately: a writer checks the
     /// lines again only when this is too low.
     progress_seen: u64,
+    /// Whether this member writes data of [`PROBE_FROM`] bytes or more by non-temporal
+    /// stores: yes, unless the last probe of a 2-member area found both members on CPUs that
+    /// share a core ([`NodeArea::cores_shared_now`]).
+    stream_large: bool,
+    /// Calls of [`PROBE_FROM`] bytes or more on a 2-member area so far: every
+    /// [`PROBE_EVERY`]-th of them probes the CPUs again (both members count alike).
+    large_calls: u64,
     /// While a call larger than a slot runs a piece at a time ([`NodeArea::in_pieces`]): the
     /// bytes the whole call writes per member, which every large piece carries so that
     /// members whose calls differ in size but not in the piece being read still find out.
@@ -157,6 +164,8 @@ impl NodeArea {
             piece,
             seq: 0,
             progress_seen: 0,
+            stream_large: true,
+            large_calls: 0,
             whole: None,
         }
     }
@@ -204,6 +213,13 @@ impl NodeArea {
         // SAFETY: as in `slot_seq`: the 8-aligned word 16 bytes after it, which only data of
         // at most `INLINE` bytes uses otherwise; accessed only atomically.
         unsafe { &*(self.slot_line(j, k).wrapping_add(16) as *const AtomicU64) }
+    }
+
+    /// Member j's probe word, in its progress line after `ready` ([`NodeArea::cores_shared_now`]).
+    fn probe(&self, j: usize) -> &AtomicU64 {
+        // SAFETY: as in `ready`: the 8-aligned word after it in member j's progress line,
+        // accessed only atomically.
+        unsafe { &*(self.header(j).wrapping_add(8) as *const AtomicU64) }
     }
 
     fn ready(&self, j: usize) -> &AtomicU64 {
@@ -310,7 +326,7 @@ impl NodeArea {
             return;
         }
         let (dst, len) = (self.buf(self.me, k, data.len()), data.len());
-        let stream = len >= STREAM_FROM;
+        let stream = len >= STREAM_FROM && (len < PROBE_FROM || self.stream_large);
         for part in [0..skip.start.min(len), skip.end.min(len)..len] {
             if part.is_empty() {
                 continue;
@@ -438,14 +454,21 @@ impl NodeArea {
     /// Pieces alternate between the two large buffers, so a member writes the next piece
     /// while the others still read this one.
     #[inline]
-    fn in_pieces(
+    fn in_pieces<W: Waiter>(
         &mut self,
+        w: &mut W,
         whole: usize,
         elem: usize,
-        mut piece: impl FnMut(&mut Self, std::ops::Range<usize>) -> Result<(), SizeMismatch>,
+        mut piece: impl FnMut(&mut Self, &mut W, std::ops::Range<usize>) -> Result<(), SizeMismatch>,
     ) -> Result<(), SizeMismatch> {
+        if self.n == 2 && whole >= PROBE_FROM {
+            self.large_calls += 1;
+            if self.large_calls % PROBE_EVERY == 1 {
+                self.stream_large = !self.cores_shared_now(w);
+            }
+        }
         if whole <= self.piece {
-            return piece(self, 0..whole);
+            return piece(self, w, 0..whole);
         }
         let elem = elem.max(1);
         let elements = whole / elem;
@@ -454,13 +477,76 @@ impl NodeArea {
         let mut ran = Ok(());
         for i in 0..pieces {
             let range = elements * i / pieces * elem..elements * (i + 1) / pieces * elem;
-            ran = piece(self, range);
+            ran = piece(self, w, range);
             if ran.is_err() {
                 break;
             }
         }
         self.whole = None;
         ran
+    }
+
+    /// Whether the two members of a 2-member area run on CPUs that share a core (and its
+    /// caches) now: [`PROBE_TRIPS`] round trips of a line between them, each under
+    /// [`SHARED_TRIP_NS`]. Both members call it at the start of the same calls (counted
+    /// alike); one that finds the other gone on to the call's collectives without it (their
+    /// sizes differ, which the collective then reports) answers no, as does one that does not
+    /// see the other's next trip within [`PROBE_WAIT`] (its CPU was taken: it gives up and
+    /// tells the other so). No is the default: non-temporal stores.
+    ///
+    /// Why: a host may move the two vCPUs of a VM between one core and two every few
+    /// seconds, and large data is best written for the reader in different ways: through the
+    /// shared caches with ordinary stores on one core, to memory with non-temporal ones
+    /// across two (`bench/c/exchange.c`: 1 MiB exchange 78-80 µs against 142-172 on one
+    /// core, 414-509 against 129-131 on two).
+    fn cores_shared_now(&mut self, w: &mut impl Waiter) -> bool {
+        debug_assert_eq!(self.n, 2);
+        let other = 1 - self.me;
+        let (mine, theirs) = (self.probe(self.me), self.probe(other));
+        // Values above every earlier call's (the area's collectives are numbered alike at
+        // both members): this call's, its trips', and a mark that a member gave up. The
+        // probe words carry no data, only their own values: Relaxed.
+        let (seq, base) = (self.seq, (self.seq + 1) << 5);
+        let gave_up = base | 31;
+        // Both here: each says so and wakes the other (which may sleep in the wait policy).
+        mine.store(base, Ordering::Relaxed);
+        w.wake_all(&self.others);
+        // Acquire: pairs with the Release store of `ready` in `publish`.
+        let went_on = |a: &NodeArea| a.ready(other).load(Ordering::Acquire) > seq;
+        w.wait_until(&mut || theirs.load(Ordering::Relaxed) >= base || went_on(self));
+        if theirs.load(Ordering::Relaxed) < base {
+            return false;
+        }
+        // The trips: member 0 stores, member 1 echoes; both spin (the other is here).
+        let trip = |v: u64| -> bool {
+            let start = std::time::Instant::now();
+            let mut spins = 0u32;
+            loop {
+                let t = theirs.load(Ordering::Relaxed);
+                if t >= v {
+                    return t != gave_up;
+                }
+                spins += 1;
+                if spins.is_multiple_of(256) && start.elapsed() > PROBE_WAIT {
+                    mine.store(gave_up, Ordering::Relaxed);
+                    return false;
+                }
+            }
+        };
+        let pinger = self.me == 0;
+        let start = std::time::Instant::now();
+        for i in 1..=PROBE_TRIPS {
+            if pinger {
+                mine.store(base | i, Ordering::Relaxed);
+            }
+            if !trip(base | i) {
+                return false;
+            }
+            if !pinger {
+                mine.store(base | i, Ordering::Relaxed);
+            }
+        }
+        start.elapsed() < SHARED_TRIP_NS * PROBE_TRIPS as u32
     }
 
     /// Barrier.
@@ -477,7 +563,7 @@ impl NodeArea {
         root: usize,
         data: &mut [u8],
     ) -> Result<(), SizeMismatch> {
-        self.in_pieces(data.len(), 1, |a, r| a.bcast_piece(w, root, &mut data[r]))
+        self.in_pieces(w, data.len(), 1, |a, w, r| a.bcast_piece(w, root, &mut data[r]))
     }
 
     fn bcast_piece(
@@ -512,11 +598,11 @@ impl NodeArea {
         combine: &Combine,
         elem: usize,
     ) -> Result<(), SizeMismatch> {
-        if src.len() <= self.piece {
+        if src.len() <= self.slot {
             // The common case, without the pieces' closure (small allreduces are target cells).
             return self.reduce_piece(w, root, src, dst, combine, elem);
         }
-        self.in_pieces(src.len(), elem, |a, r| {
+        self.in_pieces(w, src.len(), elem, |a, w, r| {
             let out = if dst.is_empty() { &mut [][..] } else { &mut dst[r.clone()] };
             a.reduce_piece(w, root, &src[r], out, combine, elem)
         })
@@ -628,7 +714,7 @@ impl NodeArea {
         dst: &mut [u8],
     ) -> Result<(), SizeMismatch> {
         let whole = src.len();
-        self.in_pieces(whole, 1, |a, r| a.gather_piece(w, root, src, r, dst))
+        self.in_pieces(w, whole, 1, |a, w, r| a.gather_piece(w, root, src, r, dst))
     }
 
     /// Bytes `part` of every member's `src` into the same bytes of its block of `dst` (blocks
@@ -735,6 +821,26 @@ impl NodeArea {
 /// against 1.02 µs).
 const STREAM_FROM: usize = 16 * 1024;
 
+/// From this size a call on a 2-member area writes with ordinary stores when the members'
+/// CPUs share a core ([`NodeArea::cores_shared_now`]), with non-temporal ones otherwise: at 2
+/// ranks through 1 MiB buffers, with the vCPUs on one core, a 1 MiB allreduce took 77 µs with
+/// ordinary stores against 101 with non-temporal ones, a 256 KiB one 30 against 39, a 1 MiB
+/// allgather 74 against 109; on two cores ordinary stores took 4-5 times as long (1 MiB
+/// allreduce 513 against 97; `docs/performance.md`, 2026-11-26, second session). Below it
+/// the probe would cost more than it saves.
+const PROBE_FROM: usize = 256 * 1024;
+/// A 2-member area probes its CPUs at the first of every this many calls of [`PROBE_FROM`]
+/// bytes or more (the host moves them every few seconds; a probe costs up to ~2 µs).
+const PROBE_EVERY: u64 = 8;
+/// Round trips a probe times.
+const PROBE_TRIPS: u64 = 8;
+/// A round trip of a line between CPUs that share a core takes about 65 ns here, between two
+/// cores 300-340 (`bench/out/build/floor` prints half of it); a probe's 8 trips, started cold,
+/// took 115-125 ns each on one core.
+const SHARED_TRIP_NS: std::time::Duration = std::time::Duration::from_nanos(180);
+/// How long a member waits for the other at a probe before it gives up.
+const PROBE_WAIT: std::time::Duration = std::time::Duration::from_micros(20);
+
 /// Bytes of the result [`fold_blocks`] makes at a time: small enough that the block stays in
 /// the first-level cache while every member's part of it is folded in.
 const FOLD_BLOCK: usize = 4096;
@@ -800,7 +906,7 @@ mod tests {
         fn wake_all(&mut self, _world: &[u32]) {}
     }
 
-    fn area_in(mem: &Arc<Vec<AtomicU64>>, n: usize, me: usize, slot: usize) -> NodeArea {
+    fn area_in(mem: &Arc<Vec<AtomicU64>>, n: usize, me: usize, slot: usize, piece: usize) -> NodeArea {
         let world: Vec<u32> = (0..n as u32).collect();
         NodeArea {
             base: mem.as_ptr() as *mut u8,
@@ -808,11 +914,13 @@ mod tests {
             n: world.len(),
             others: others_of(&world, me),
             me,
-            buffer: round_up(slot),
+            buffer: round_up(piece),
             slot,
-            piece: slot,
+            piece,
             seq: 0,
             progress_seen: 0,
+            stream_large: true,
+            large_calls: 0,
             whole: None,
         }
     }
@@ -822,14 +930,22 @@ mod tests {
     where
         F: Fn(&mut NodeArea, usize) + Send + Sync + 'static,
     {
-        let words = NodeArea::size_for(n, slot).div_ceil(8);
+        members_with(n, slot, slot, body)
+    }
+
+    /// [`members`] with large buffers of `piece` bytes.
+    fn members_with<F>(n: usize, slot: usize, piece: usize, body: F)
+    where
+        F: Fn(&mut NodeArea, usize) + Send + Sync + 'static,
+    {
+        let words = NodeArea::size_for(n, piece).div_ceil(8);
         let mem: Arc<Vec<AtomicU64>> = Arc::new((0..words).map(|_| AtomicU64::new(0)).collect());
         let body = Arc::new(body);
         let hs: Vec<_> = (0..n)
             .map(|me| {
                 let (mem, body) = (mem.clone(), body.clone());
                 std::thread::spawn(move || {
-                    let mut a = area_in(&mem, n, me, slot);
+                    let mut a = area_in(&mem, n, me, slot, piece);
                     body(&mut a, me);
                 })
             })
@@ -940,6 +1056,46 @@ mod tests {
                 });
             }
         }
+    }
+
+    #[test]
+    fn two_members_probe_their_cpus_and_get_the_same_data_either_way() {
+        // A 4 KiB slot with 1 MiB large buffers, as 2 members have: calls from PROBE_FROM
+        // bytes probe the CPUs (every PROBE_EVERY-th) and write by ordinary or non-temporal
+        // stores as the probe says, in one piece or several.
+        for len in [PROBE_FROM, 1 << 20, 2_500_000] {
+            members_with(2, 4096, 1 << 20, move |a, me| {
+                let c = affine();
+                for round in 0..PROBE_EVERY as usize + 2 {
+                    let root = round % 2;
+                    let mut b = if me == root { data(root, round, len) } else { vec![0; len] };
+                    a.bcast(&mut Spin, root, &mut b).unwrap();
+                    assert_eq!(b, data(root, round, len), "bcast len={len}");
+                    let mut want = data(1, round, len);
+                    c(&data(0, round, len), &mut want);
+                    let mut r = vec![0; len];
+                    a.reduce(&mut Spin, None, &data(me, round, len), &mut r, &c, 8).unwrap();
+                    assert_eq!(r, want, "allreduce len={len}");
+                    let mut g = vec![0; 2 * len];
+                    a.gather(&mut Spin, None, &data(me, round, len), &mut g).unwrap();
+                    assert_eq!(g, [data(0, round, len), data(1, round, len)].concat());
+                }
+            });
+        }
+    }
+
+    #[test]
+    fn a_member_alone_at_a_probe_goes_on_when_the_other_did() {
+        // Member 0 allreduces PROBE_FROM bytes (and probes), member 1 8 bytes (no probe):
+        // member 0 sees member 1 go on, gives up the probe, and both report the sizes.
+        members_with(2, 4096, 1 << 20, move |a, me| {
+            let c = affine();
+            let len = if me == 0 { PROBE_FROM } else { 8 };
+            let mut r = vec![0; len];
+            let e = a.reduce(&mut Spin, None, &data(me, 0, len), &mut r, &c, 8);
+            let (member, theirs, mine) = if me == 0 { (1, 8, PROBE_FROM) } else { (0, PROBE_FROM, 8) };
+            assert_eq!(e, Err(SizeMismatch { member, theirs, mine }));
+        });
     }
 
     #[test]

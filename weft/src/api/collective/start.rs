@@ -537,16 +537,19 @@ impl ShmOp<'_> {
     /// a member writes `writes` bytes into it, with `slot`-byte slots: within a slot, always.
     /// Larger, a piece of at most `Tunables::coll_piece` at a time (`NodeArea::in_pieces`),
     /// when `WEFT_COLL_SHM_PIECES` allows, for the collectives where that was measured faster
-    /// than messages (`docs/performance.md`, 2026-11-26, second session): from 3 members
-    /// broadcasts, reductions and allgathers, at 2 the allreduce (an element within a piece).
-    /// At 4 and 8 ranks on 2 CPUs a 4 MiB broadcast took 374-491 µs and 958 through the area
-    /// against 780-1,353 and 1,736 by messages, an allreduce 1,693-2,365 and 4,146 against
-    /// 1,852-3,604 and 5,800, an allgather 3,931-4,590 and 14,426 against 4,487-6,375 and
-    /// 23,071; at 2 ranks a 1 MiB allreduce 97-101 against 126-191. A gather to one root stays
-    /// with messages, where the root copies each block once (4 ranks: 1,408-1,454 µs against
-    /// 1,588-1,827), and at 2 members so do the others (with both vCPUs on one core messages
-    /// were faster: 1 MiB broadcast 47 against 51 µs, 4 MiB allgather 580 against 730).
-    /// Communicators on several nodes take the hierarchical form within a slot only.
+    /// than messages (`docs/performance.md`, 2026-11-26, second session): broadcasts,
+    /// allreduces and allgathers, from 3 members reduces to one root too (an element within a
+    /// piece), at 2 members broadcasts of a large buffer or more. At 4 and 8 ranks on 2 CPUs
+    /// a 4 MiB broadcast took 374-491 µs and 958 through the area against 780-1,353 and 1,736
+    /// by messages, an allreduce 1,693-2,365 and 4,146 against 1,852-3,604 and 5,800, an
+    /// allgather 3,931-4,590 and 14,426 against 4,487-6,375 and 23,071; at 2 ranks (writing
+    /// as the CPUs' probe says, `NodeArea::cores_shared_now`) a 1 MiB allreduce 81-91 against
+    /// 119-183, an allgather 78-88 against 106-136, a broadcast 38-44 against 44-57. A gather
+    /// to one root stays with messages, where the root copies each block once (4 ranks:
+    /// 1,408-1,454 µs against 1,588-1,827), and so do a 2-member reduce to one root and a
+    /// 2-member broadcast below a large buffer (256 KiB with both vCPUs on one core: 12 µs
+    /// by messages, 16-31 through the area). Communicators on several nodes take the
+    /// hierarchical form within a slot only.
     #[inline]
     pub(crate) fn fits(&self, writes: usize, slot: usize, members: usize, t: &Tunables) -> bool {
         if writes <= slot {
@@ -557,12 +560,12 @@ impl ShmOp<'_> {
         }
         let piece = t.coll_piece(members as u32);
         match self {
+            ShmOp::Bcast { .. } => members >= 3 || writes >= piece,
+            ShmOp::Gather { root: None } => true,
             ShmOp::Reduce {
                 root: None, elem, ..
             } => *elem <= piece,
-            _ if members == 2 => false,
-            ShmOp::Bcast { .. } | ShmOp::Gather { root: None } => true,
-            ShmOp::Reduce { elem, .. } => *elem <= piece,
+            ShmOp::Reduce { elem, .. } => members >= 3 && *elem <= piece,
             _ => false,
         }
     }
