@@ -180,24 +180,16 @@ pub fn large(c: &SimpleCommunicator) {
     } else {
         c.process_at_rank(0).reduce_into(&mine[..], compose());
     }
-    let mine = values(me, len, 65);
-    let mut g = vec![0u64; len * n as usize];
-    c.all_gather_into(&mine[..], &mut g[..]);
-    for q in 0..n as usize {
-        assert!(
-            g[q * len..(q + 1) * len] == values(q as i32, len, 65)[..],
-            "3 MiB allgather from {q}"
-        );
-    }
     let per = (1 << 20) / 8; // 1 MiB a member
-    let mine = values(me, per, 62);
-    let mut g = vec![0u64; per * n as usize];
-    c.all_gather_into(&mine[..], &mut g[..]);
-    for q in 0..n as usize {
-        assert!(
-            g[q * per..(q + 1) * per] == values(q as i32, per, 62)[..],
-            "1 MiB allgather from {q}"
-        );
+    for (each, salt) in [(len, 65), (per, 62)] {
+        let mut g = vec![0u64; each * n as usize];
+        c.all_gather_into(&values(me, each, salt)[..], &mut g[..]);
+        for q in 0..n as usize {
+            assert!(
+                g[q * each..(q + 1) * each] == values(q as i32, each, salt)[..],
+                "allgather of {each} u64 from {q}"
+            );
+        }
     }
     let send = values(me, per * n as usize, 63);
     let mut recv = vec![0u64; per * n as usize];

@@ -448,11 +448,13 @@ impl NodeArea {
     }
 
     /// Runs a call that writes `whole` bytes per member (`elem`-byte elements): in one
-    /// collective of the area, `piece(self, 0..whole)`, when they fit in a large buffer
+    /// collective of the area, `piece(self, w, 0..whole)`, when they fit in a large buffer
     /// (`piece` bytes: the slot, or more at 2 members); otherwise a piece of at most that
-    /// (whole elements, the pieces as equal as they can be) at a time, `piece(self, range)` per piece in order, each its own collective of the area.
-    /// Pieces alternate between the two large buffers, so a member writes the next piece
-    /// while the others still read this one.
+    /// (whole elements, the pieces as equal as they can be) at a time, `piece(self, w,
+    /// range)` per piece in order, each its own collective of the area. Pieces alternate
+    /// between the two large buffers, so a member writes the next piece while the others
+    /// still read this one. A 2-member area probes its CPUs first at every [`PROBE_EVERY`]-th
+    /// call of [`PROBE_FROM`] bytes or more.
     #[inline]
     fn in_pieces<W: Waiter>(
         &mut self,
