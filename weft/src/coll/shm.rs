@@ -565,9 +565,25 @@ impl NodeArea {
         root: usize,
         data: &mut [u8],
     ) -> Result<(), SizeMismatch> {
+        if data.len() <= self.slot {
+            // The common case, without the pieces' closure (small broadcasts are target cells).
+            return self.bcast_piece(w, root, data);
+        }
+        self.bcast_in_pieces(w, root, data)
+    }
+
+    /// [`NodeArea::bcast`] of more than a slot (out of line: the small case stays lean).
+    #[inline(never)]
+    fn bcast_in_pieces(
+        &mut self,
+        w: &mut impl Waiter,
+        root: usize,
+        data: &mut [u8],
+    ) -> Result<(), SizeMismatch> {
         self.in_pieces(w, data.len(), 1, |a, w, r| a.bcast_piece(w, root, &mut data[r]))
     }
 
+    #[inline]
     fn bcast_piece(
         &mut self,
         w: &mut impl Waiter,
@@ -604,12 +620,29 @@ impl NodeArea {
             // The common case, without the pieces' closure (small allreduces are target cells).
             return self.reduce_piece(w, root, src, dst, combine, elem);
         }
+        self.reduce_in_pieces(w, root, src, dst, combine, elem)
+    }
+
+    /// [`NodeArea::reduce`] of more than a slot (out of line: the small case stays lean).
+    #[inline(never)]
+    fn reduce_in_pieces(
+        &mut self,
+        w: &mut impl Waiter,
+        root: Option<usize>,
+        src: &[u8],
+        dst: &mut [u8],
+        combine: &Combine,
+        elem: usize,
+    ) -> Result<(), SizeMismatch> {
         self.in_pieces(w, src.len(), elem, |a, w, r| {
             let out = if dst.is_empty() { &mut [][..] } else { &mut dst[r.clone()] };
             a.reduce_piece(w, root, &src[r], out, combine, elem)
         })
     }
 
+    // Always: the small allreduce's path is this function inside `reduce` (a call more cost
+    // 5% of a 2-rank 8 B allreduce, 0.124 against 0.117 µs).
+    #[inline(always)]
     fn reduce_piece(
         &mut self,
         w: &mut impl Waiter,

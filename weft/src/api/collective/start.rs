@@ -552,9 +552,12 @@ impl ShmOp<'_> {
     /// hierarchical form within a slot only.
     #[inline]
     pub(crate) fn fits(&self, writes: usize, slot: usize, members: usize, t: &Tunables) -> bool {
-        if writes <= slot {
-            return true;
-        }
+        writes <= slot || self.fits_in_pieces(writes, members, t)
+    }
+
+    /// [`ShmOp::fits`] beyond the slot (out of line: small collectives never get here).
+    #[inline(never)]
+    fn fits_in_pieces(&self, writes: usize, members: usize, t: &Tunables) -> bool {
         if !t.coll_shm_pieces || members < 2 {
             return false;
         }
