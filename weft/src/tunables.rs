@@ -523,17 +523,7 @@ impl Tunables {
             None => auto_coll_slot(members as usize),
         }
     }
-}
 
-/// Bytes of each large buffer of a member in the node-shared area of a 2-member communicator
-/// under `WEFT_COLL_SHM_SLOT=auto` (its slot stays 128 KiB): allreduces and allgathers above
-/// the slot, and broadcasts of this much or more, go through the area a piece of up to this at
-/// a time. At 2 ranks a 1 MiB allreduce took 81 µs so against 119 by messages with the vCPUs
-/// on one core and 91 against 183 on two, an allgather 78 against 106 and 88 against 136
-/// (`docs/performance.md`, 2026-11-26, second session).
-pub const PAIR_PIECE: usize = 1 << 20;
-
-impl Tunables {
     /// Bytes of each of a member's two large buffers in the node-shared area of a
     /// communicator of `members`: the most a member writes in one collective of the area,
     /// and so the size of the pieces a larger call goes in. The slot ([`Tunables::coll_slot`]),
@@ -546,6 +536,14 @@ impl Tunables {
         }
     }
 }
+
+/// Bytes of each large buffer of a member in the node-shared area of a 2-member communicator
+/// under `WEFT_COLL_SHM_SLOT=auto` (its slot stays 128 KiB): allreduces and allgathers above
+/// the slot, and broadcasts of this much or more, go through the area a piece of up to this at
+/// a time. At 2 ranks a 1 MiB allreduce took 81 µs so against 119 by messages with the vCPUs
+/// on one core and 91 against 183 on two, an allgather 78 against 106 and 88 against 136
+/// (`docs/performance.md`, 2026-11-26, second session).
+pub const PAIR_PIECE: usize = 1 << 20;
 
 /// `WEFT_COLL_SHM_SLOT=auto`. At 3 members or more, what keeps a communicator's large
 /// buffers (two per member) within 16 MiB: 2 MiB at 4 members, 1 MiB at 8, 512 KiB at 16, 128
