@@ -3,6 +3,10 @@
 
 use super::{Members, Schedule, Span};
 
+/// Receive buffers of at least this many bytes take the member's own block by non-temporal
+/// stores ([`Schedule::copy_streaming`]).
+pub const STREAM_OWN_FROM: usize = 4 << 20;
+
 /// Pairwise exchange: in step i every member sends to the one i places after it and
 /// receives from the one i places before, one pair at a time (n−1 steps); nothing floods a
 /// member.
@@ -55,9 +59,11 @@ fn own_block(
     recv: &[(usize, usize)],
 ) -> (usize, usize) {
     let me = m.me;
-    s.copy(
-        src.sub(send[me].0, send[me].1),
-        dst.sub(recv[me].0, recv[me].1),
-    );
+    let (from, to) = (src.sub(send[me].0, send[me].1), dst.sub(recv[me].0, recv[me].1));
+    if dst.len >= STREAM_OWN_FROM {
+        s.copy_streaming(from, to);
+    } else {
+        s.copy(from, to);
+    }
     (m.n(), me)
 }

@@ -760,6 +760,50 @@ fn alltoall_with_uneven_blocks_every_algorithm() {
 }
 
 #[test]
+fn a_streaming_copy_moves_the_same_bytes_as_a_plain_one_at_any_offset() {
+    let len = 10_000;
+    for (from, to) in [(0, 0), (1, 3), (17, 64), (63, 5)] {
+        let bufs = vec![Bufs {
+            input: data(0, len + 64, 3),
+            output: vec![0xaa; len + 64],
+        }];
+        let input = bufs[0].input.clone();
+        let out = run(1, bufs, None, |s, _, _| {
+            s.copy_streaming(span(Area::Input, len + 64).sub(from, len), span(Area::Output, len + 64).sub(to, len))
+        });
+        assert_eq!(&out[0][to..to + len], &input[from..from + len], "from {from} to {to}");
+        assert!(out[0][..to].iter().chain(&out[0][to + len..]).all(|&b| b == 0xaa), "outside touched");
+    }
+}
+
+#[test]
+fn an_all_to_all_into_a_buffer_that_streams_its_own_block_moves_every_block() {
+    let block = super::alltoall::STREAM_OWN_FROM / 2 + 8;
+    for name in ["pairwise", "scattered"] {
+        let t = forced(|t| t.coll_alltoall = Algorithm(Some(name)));
+        let blocks = vec![(0, block), (block, block)];
+        let bufs = (0..2)
+            .map(|i| Bufs {
+                input: data(i, 2 * block, 9),
+                output: vec![0; 2 * block],
+            })
+            .collect::<Vec<_>>();
+        let inputs: Vec<Vec<u8>> = bufs.iter().map(|b| b.input.clone()).collect();
+        let out = run(2, bufs, None, |s, m, _| {
+            let whole = |a| span(a, 2 * block);
+            algorithm::alltoall(s, m, &t, whole(Area::Input), &blocks, whole(Area::Output), &blocks, None)
+        });
+        for (j, got) in out.iter().enumerate() {
+            for (i, input) in inputs.iter().enumerate() {
+                // Block i of member j's output is block j of member i's input.
+                let (to, from) = (i * block, j * block);
+                assert!(got[to..to + block] == input[from..from + block], "{name} {i}->{j}");
+            }
+        }
+    }
+}
+
+#[test]
 fn reduce_scatter_every_algorithm() {
     for (name, order) in [("pairwise", Order::Commutative), ("by_reduce", Order::RankOrder)] {
         let t = forced(|t| t.coll_reduce_scatter = Algorithm(Some(name)));

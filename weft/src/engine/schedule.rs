@@ -111,6 +111,10 @@ pub enum Step {
         from: Span,
         /// Destination bytes.
         to: Span,
+        /// Whether the copy writes by non-temporal stores, which send the lines to memory
+        /// without reading them first (for data this rank does not read again in the
+        /// collective, in a call larger than the caches: see [`Schedule::copy_streaming`]).
+        stream: bool,
     },
     /// `into = from ∘ into` (`from_first`) or `into = into ∘ from`, element-wise.
     Reduce {
@@ -258,7 +262,26 @@ impl Schedule {
     /// Appends a copy (nothing when `from == to`).
     pub fn copy(&mut self, from: Span, to: Span) {
         if from != to {
-            self.push(Step::Copy { from, to });
+            self.push(Step::Copy {
+                from,
+                to,
+                stream: false,
+            });
+        }
+    }
+
+    /// Appends a copy by non-temporal stores: for data that nothing reads again in the
+    /// collective, when the call's data do not fit in the caches, where a copy is bound by
+    /// memory's bandwidth and ordinary stores cost a read of every destination line first
+    /// (4 ranks on 2 CPUs, all-to-all of 1 MiB blocks: the own block so took 1,015-1,110 µs
+    /// a call against 865-945; `docs/performance.md`).
+    pub fn copy_streaming(&mut self, from: Span, to: Span) {
+        if from != to {
+            self.push(Step::Copy {
+                from,
+                to,
+                stream: true,
+            });
         }
     }
 
@@ -320,7 +343,7 @@ impl Schedule {
                         return Err(at("receives into the input".into()));
                     }
                 }
-                Step::Copy { from, to } | Step::Reduce { from, into: to, .. } => {
+                Step::Copy { from, to, .. } | Step::Reduce { from, into: to, .. } => {
                     check(from).map_err(at)?;
                     check(to).map_err(at)?;
                     if from.len != to.len {
@@ -416,7 +439,14 @@ fn write_view(sched: &mut Schedule, s: Span) -> RawBufMut {
 }
 
 /// Copies or reduces between two spans of `sched`'s buffers.
-fn local_step(sched: &mut Schedule, from: Span, into: Span, reduce: Option<bool>) {
+/// What a local step does.
+#[derive(Clone, Copy)]
+enum Local {
+    Copy { stream: bool },
+    Reduce { from_first: bool },
+}
+
+fn local_step(sched: &mut Schedule, from: Span, into: Span, what: Local) {
     if from.len == 0 {
         return;
     }
@@ -424,9 +454,14 @@ fn local_step(sched: &mut Schedule, from: Span, into: Span, reduce: Option<bool>
     let mut dst = write_view(sched, into);
     let src = src.slice(0..from.len);
     let dst = dst.slice_mut(0, into.len);
-    match reduce {
-        None => dst.copy_from_slice(src),
-        Some(from_first) => {
+    match what {
+        Local::Copy { stream: false } => dst.copy_from_slice(src),
+        // SAFETY: two views of the schedule's buffers, `from.len` bytes each (validated: same
+        // length, not overlapping).
+        Local::Copy { stream: true } => unsafe {
+            crate::sys::cpu::copy_streaming(src.as_ptr(), dst.as_mut_ptr(), src.len())
+        },
+        Local::Reduce { from_first } => {
             let f = sched.combine.as_ref().expect("validated: has a combine");
             if from_first {
                 f(src, dst);
@@ -523,12 +558,14 @@ impl<F: Fabric> Engine<F> {
                         }
                     }
                 }
-                Step::Copy { from, to } => local_step(&mut run.sched, from, to, None),
+                Step::Copy { from, to, stream } => {
+                    local_step(&mut run.sched, from, to, Local::Copy { stream })
+                }
                 Step::Reduce {
                     from,
                     into,
                     from_first,
-                } => local_step(&mut run.sched, from, into, Some(from_first)),
+                } => local_step(&mut run.sched, from, into, Local::Reduce { from_first }),
             }
             run.next += 1;
             did = true;
