@@ -133,6 +133,10 @@ pub struct NodeArea {
     /// stores: yes, unless the last probe of a 2-member area found both members on CPUs that
     /// share a core ([`NodeArea::cores_shared_now`]).
     stream_large: bool,
+    /// Whether this member writes its large data by ordinary stores only: set when
+    /// [`NodeArea::calibrate_stores`] found non-temporal ones clearly dearer here (or by
+    /// `WEFT_COLL_SHM_STREAM=0`); otherwise the rules of [`STREAM_FROM`] and [`PROBE_FROM`].
+    ordinary_only: bool,
     /// Calls of [`PROBE_FROM`] bytes or more on a 2-member area so far: every
     /// [`PROBE_EVERY`]-th of them probes the CPUs again (both members count alike).
     large_calls: u64,
@@ -165,6 +169,7 @@ impl NodeArea {
             seq: 0,
             progress_seen: 0,
             stream_large: true,
+            ordinary_only: false,
             large_calls: 0,
             whole: None,
         }
@@ -325,8 +330,15 @@ impl NodeArea {
         if data.is_empty() {
             return;
         }
+        let len = data.len();
+        let stream =
+            len >= STREAM_FROM && !self.ordinary_only && (len < PROBE_FROM || self.stream_large);
+        self.write_by(k, data, skip, stream);
+    }
+
+    /// [`NodeArea::write_except`] by non-temporal stores (`stream`) or ordinary ones.
+    fn write_by(&self, k: u64, data: &[u8], skip: std::ops::Range<usize>, stream: bool) {
         let (dst, len) = (self.buf(self.me, k, data.len()), data.len());
-        let stream = len >= STREAM_FROM && (len < PROBE_FROM || self.stream_large);
         for part in [0..skip.start.min(len), skip.end.min(len)..len] {
             if part.is_empty() {
                 continue;
@@ -463,7 +475,7 @@ impl NodeArea {
         elem: usize,
         mut piece: impl FnMut(&mut Self, &mut W, std::ops::Range<usize>) -> Result<(), SizeMismatch>,
     ) -> Result<(), SizeMismatch> {
-        if self.n == 2 && whole >= PROBE_FROM {
+        if self.n == 2 && whole >= PROBE_FROM && !self.ordinary_only {
             self.large_calls += 1;
             if self.large_calls % PROBE_EVERY == 1 {
                 self.stream_large = !self.cores_shared_now(w);
@@ -549,6 +561,67 @@ impl NodeArea {
             }
         }
         start.elapsed() < SHARED_TRIP_NS * PROBE_TRIPS as u32
+    }
+
+    /// Decides how this member writes its large data from now on: with `ordinary` (the
+    /// `WEFT_COLL_SHM_STREAM` tunable: 0 `Some(true)`, 1 `Some(false)`) as said; with `None`,
+    /// collectively with every member, by timing exchanges of [`CALIBRATION_BYTES`] through
+    /// the large buffers, written alternately by each kind of store. Each member keeps its
+    /// cheapest exchange by each kind (its write and its reads of every other member's data,
+    /// not its waits); then all share their figures, and all keep to ordinary stores when the
+    /// non-temporal exchanges took over [`ORDINARY_WHEN`] times as long in sum. Made for
+    /// machines that differ: on the AMD EPYC VM the built-in rules come from, non-temporal
+    /// stores were up to 4 times as fast with the two vCPUs on two cores and as fast or
+    /// faster on one; on an Intel Xeon VM (a 300 MiB L3 that both cores share) they took
+    /// half as long again (`bench/c/exchange.c`, 64 KiB: 15.2-16.0 µs against 10.5).
+    /// Costs one exchange of 64 KiB per kind per round at area creation: 0.2 ms at 2
+    /// members, 0.6-0.8 at 4 and 1.6-2.2 at 8 on 2 CPUs.
+    pub fn calibrate_stores(&mut self, w: &mut impl Waiter, ordinary: Option<bool>) {
+        if let Some(ordinary) = ordinary {
+            self.ordinary_only = ordinary;
+            return;
+        }
+        // Every member alike: the same piece size, agreed when the area was made.
+        if self.piece < CALIBRATION_BYTES {
+            return;
+        }
+        let len = CALIBRATION_BYTES;
+        let mine = vec![self.me as u8 ^ 0x5a; len];
+        let mut into = vec![0u8; len];
+        let mut best = [std::time::Duration::MAX; 2];
+        for round in 0..=CALIBRATION_ROUNDS {
+            for (kind, stream) in [false, true].into_iter().enumerate() {
+                let k = self.begin(w, Some(len));
+                let start = std::time::Instant::now();
+                self.write_by(k, &mine, 0..0, stream);
+                let mut spent = start.elapsed();
+                self.publish(w, k, Some(len));
+                self.wait_data(w, k, 0..self.n());
+                let start = std::time::Instant::now();
+                for j in (0..self.n()).filter(|&j| j != self.me) {
+                    into.copy_from_slice(self.read(j, k, len));
+                    // Kept: a copy into memory nothing reads could be left out.
+                    std::hint::black_box(&mut into);
+                }
+                spent += start.elapsed();
+                // Round 0 warms the buffers (their pages' first touch) and is not counted.
+                if round > 0 {
+                    best[kind] = best[kind].min(spent);
+                }
+            }
+        }
+        // Every member decides alike, from the sums of every member's figures: one member's
+        // alone, oversubscribed, depends on which of the others shared its CPU.
+        let mine: Vec<u8> = best.iter().flat_map(|d| (d.as_nanos() as u64).to_ne_bytes()).collect();
+        let mut all = vec![0u8; mine.len() * self.n()];
+        if self.gather(w, None, &mine, &mut all).is_err() {
+            return; // not reached: every member writes 16 bytes
+        }
+        let mut sums = [0f64; 2];
+        for (i, figure) in all.chunks_exact(8).enumerate() {
+            sums[i % 2] += u64::from_ne_bytes(figure.try_into().expect("8 bytes")) as f64;
+        }
+        self.ordinary_only = sums[1] > sums[0] * ORDINARY_WHEN;
     }
 
     /// Barrier.
@@ -856,6 +929,20 @@ impl NodeArea {
 /// against 1.02 µs).
 const STREAM_FROM: usize = 16 * 1024;
 
+/// Bytes each member writes per exchange of [`NodeArea::calibrate_stores`]: a size where the
+/// kinds of store differ most (64 KiB: `bench/c/exchange.c`).
+const CALIBRATION_BYTES: usize = 64 * 1024;
+/// Exchanges timed per kind of store by [`NodeArea::calibrate_stores`] (after one that is not).
+const CALIBRATION_ROUNDS: usize = 3;
+/// The members keep to ordinary stores when their exchanges by non-temporal ones took over
+/// this many times as long in sum as by ordinary ones. On the Intel VM: 1.6 at 2 members,
+/// 1.4 at 4, about 1.2 at 8 (oversubscribed, a member's reads of data written on its own
+/// CPU are cheap either way), and ordinary stores won at every count (8 ranks, 64 KiB
+/// allreduce 51 µs against 75). On the AMD VM, where the built-in rules stay, non-temporal
+/// ones were never slower from 16 KiB (2 ranks, one core, 64 KiB allgather 9.6 µs against
+/// 13.3).
+const ORDINARY_WHEN: f64 = 1.1;
+
 /// From this size a call on a 2-member area writes with ordinary stores when the members'
 /// CPUs share a core ([`NodeArea::cores_shared_now`]), with non-temporal ones otherwise: at 2
 /// ranks through 1 MiB buffers, with the vCPUs on one core, a 1 MiB allreduce took 77 µs with
@@ -955,6 +1042,7 @@ mod tests {
             seq: 0,
             progress_seen: 0,
             stream_large: true,
+            ordinary_only: false,
             large_calls: 0,
             whole: None,
         }
@@ -1117,6 +1205,42 @@ mod tests {
                 }
             });
         }
+    }
+
+    #[test]
+    fn the_members_agree_on_their_stores_and_go_on_as_before() {
+        // Timed by threads that may share CPUs: either kind may win, but every member must
+        // take the same one, and the area's later collectives must find their data (the
+        // calibration's own collectives were counted alike everywhere).
+        for n in [2, 3, 5] {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let tx = std::sync::Mutex::new(tx);
+            members_with(n, 4096, CALIBRATION_BYTES, move |a, me| {
+                a.calibrate_stores(&mut Spin, None);
+                tx.lock().unwrap().send(a.ordinary_only).unwrap();
+                for (round, len) in [100, 5000, CALIBRATION_BYTES].into_iter().enumerate() {
+                    let mut g = vec![0; n * len];
+                    a.gather(&mut Spin, None, &data(me, round, len), &mut g).unwrap();
+                    let want: Vec<u8> = (0..n).flat_map(|j| data(j, round, len)).collect();
+                    assert_eq!(g, want, "allgather of {len} after the calibration");
+                }
+            });
+            let took: Vec<bool> = rx.iter().collect();
+            assert_eq!(took.len(), n);
+            assert!(took.iter().all(|&t| t == took[0]), "{n} members disagree: {took:?}");
+        }
+        // Set, not measured: nothing runs on the area.
+        members_with(2, 4096, CALIBRATION_BYTES, |a, _| {
+            a.calibrate_stores(&mut Spin, Some(true));
+            assert!(a.ordinary_only && a.seq == 0);
+            a.calibrate_stores(&mut Spin, Some(false));
+            assert!(!a.ordinary_only && a.seq == 0);
+        });
+        // Too small an area for the exchange: nothing runs, the built-in rules stay.
+        members_with(2, 4096, 4096, |a, _| {
+            a.calibrate_stores(&mut Spin, None);
+            assert!(!a.ordinary_only && a.seq == 0);
+        });
     }
 
     #[test]

@@ -348,7 +348,12 @@ fn new_area(
     let me = topo.local_rank;
     let ctx = comm.coll_context();
     match NodeSegment::allocate(&mut rt.engine, ctx, tag, &local, me, len)? {
-        Allocated::Made(seg) => Ok(Some(NodeArea::new(seg, local, me, slot, piece))),
+        Allocated::Made(seg) => {
+            let mut area = NodeArea::new(seg, local, me, slot, piece);
+            let ordinary = rt.tunables.coll_shm_stream.0.map(|v| v == 0);
+            area.calibrate_stores(&mut rt.engine, ordinary);
+            Ok(Some(area))
+        }
         // On several nodes the other nodes' members, who cannot know, go through their
         // areas: this node's must too.
         Allocated::Unmade(why) if !topo.single_node() => Err(Error::new(
