@@ -863,7 +863,8 @@ impl NodeArea {
         let k = self.begin(w, (self.me == root).then_some(src.len()));
         let len = dst.len();
         if self.me == root {
-            self.write(k, src);
+            // My own block goes from `src` to `dst` below: no one reads it from the area.
+            self.write_except(k, src, root * len..(root + 1) * len);
             self.publish(w, k, Some(src.len()));
             dst.copy_from_slice(&src[root * len..(root + 1) * len]);
         } else {
