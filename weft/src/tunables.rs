@@ -130,7 +130,7 @@ tunables! {
     coll_shm_pieces: bool = "WEFT_COLL_SHM_PIECES", "1",
         "Blocking broadcasts, reductions and allgathers of communicators on one node whose members write more than a slot (WEFT_COLL_SHM_SLOT) also go through the node-shared area, a large buffer at a time (the slot; 1 MiB at 2 members under auto; at 2 members not reduces to one root, and broadcasts from 1 MiB); 0 sends messages for them";
     coll_shm_stream: Auto = "WEFT_COLL_SHM_STREAM", "auto",
-        "How members write data of 16 KiB or more into the node-shared area: 1 by non-temporal stores (straight to memory; at 2 members from 256 KiB by ordinary ones while a probe finds both CPUs on one core), 0 by ordinary stores, auto: each member times both kinds on the area's first exchange and keeps the ordinary ones when the other kind costs a quarter more (docs/collectives.md)";
+        "How members write data of 16 KiB or more into the node-shared area: 1 by non-temporal stores (straight to memory; at 2 members from 256 KiB by ordinary ones while a probe finds both CPUs on one core), 0 by ordinary stores (and at 2 members broadcasts and allgathers larger than a slot by messages, single copies), auto: the members time both kinds when the area is made and take 0 when the non-temporal stores cost over 1.1 times as much in sum, else 1 (docs/collectives.md)";
     coll_check: bool = "WEFT_COLL_CHECK", "0",
         "Before every collective, the members compare what they called (the collective, root, size per member, operation) and a mismatch ends the job with a message naming the members and the values, instead of wrong data or a hang (one more exchange per collective)";
     transports: Transports = "WEFT_TRANSPORTS", "shm,tcp",

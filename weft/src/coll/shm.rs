@@ -137,6 +137,11 @@ pub struct NodeArea {
     /// [`NodeArea::calibrate_stores`] found non-temporal ones clearly dearer here (or by
     /// `WEFT_COLL_SHM_STREAM=0`); otherwise the rules of [`STREAM_FROM`] and [`PROBE_FROM`].
     ordinary_only: bool,
+    /// Whether [`NodeArea::calibrate_stores`] measured (or was told) at 2 members that
+    /// ordinary stores win here: a reader takes lines another core has just written faster than from memory, so
+    /// a single copy straight from a member's buffer beats the area's write and read
+    /// ([`NodeArea::single_copies_win`]).
+    fresh_reads_cheap: bool,
     /// Calls of [`PROBE_FROM`] bytes or more on a 2-member area so far: every
     /// [`PROBE_EVERY`]-th of them probes the CPUs again (both members count alike).
     large_calls: u64,
@@ -170,6 +175,7 @@ impl NodeArea {
             progress_seen: 0,
             stream_large: true,
             ordinary_only: false,
+            fresh_reads_cheap: false,
             large_calls: 0,
             whole: None,
         }
@@ -579,6 +585,7 @@ impl NodeArea {
     pub fn calibrate_stores(&mut self, w: &mut impl Waiter, ordinary: Option<bool>) {
         if let Some(ordinary) = ordinary {
             self.ordinary_only = ordinary;
+            self.fresh_reads_cheap = ordinary && self.n == 2;
             return;
         }
         // Every member alike: the same piece size, agreed when the area was made.
@@ -622,6 +629,19 @@ impl NodeArea {
             sums[i % 2] += u64::from_ne_bytes(figure.try_into().expect("8 bytes")) as f64;
         }
         self.ordinary_only = sums[1] > sums[0] * ORDINARY_WHEN;
+        self.fresh_reads_cheap = self.ordinary_only && self.n == 2;
+    }
+
+    /// Whether data larger than a slot that every member only copies (a broadcast, an
+    /// allgather) moves faster by messages, each byte copied once from the writer's buffer,
+    /// than through this area a piece at a time, each byte written and read: at 2 members
+    /// where the calibration measured cheap reads of fresh lines. On the Intel VM, 2 ranks,
+    /// 1 MiB broadcast 31 µs by messages against 65-75 through the area, 1 MiB allgather 168
+    /// against 237; on the AMD VM (non-temporal stores kept) the area won (38-44 against
+    /// 44-57, 78-88 against 106-136). Every member decides alike: the calibration's figures
+    /// are shared.
+    pub fn single_copies_win(&self) -> bool {
+        self.fresh_reads_cheap
     }
 
     /// Barrier.
@@ -1044,6 +1064,7 @@ mod tests {
             progress_seen: 0,
             stream_large: true,
             ordinary_only: false,
+            fresh_reads_cheap: false,
             large_calls: 0,
             whole: None,
         }
@@ -1219,6 +1240,7 @@ mod tests {
             members_with(n, 4096, CALIBRATION_BYTES, move |a, me| {
                 a.calibrate_stores(&mut Spin, None);
                 tx.lock().unwrap().send(a.ordinary_only).unwrap();
+                assert_eq!(a.single_copies_win(), a.ordinary_only && n == 2);
                 for (round, len) in [100, 5000, CALIBRATION_BYTES].into_iter().enumerate() {
                     let mut g = vec![0; n * len];
                     a.gather(&mut Spin, None, &data(me, round, len), &mut g).unwrap();
@@ -1233,9 +1255,9 @@ mod tests {
         // Set, not measured: nothing runs on the area.
         members_with(2, 4096, CALIBRATION_BYTES, |a, _| {
             a.calibrate_stores(&mut Spin, Some(true));
-            assert!(a.ordinary_only && a.seq == 0);
+            assert!(a.ordinary_only && a.single_copies_win() && a.seq == 0);
             a.calibrate_stores(&mut Spin, Some(false));
-            assert!(!a.ordinary_only && a.seq == 0);
+            assert!(!a.ordinary_only && !a.single_copies_win() && a.seq == 0);
         });
         // Too small an area for the exchange: nothing runs, the built-in rules stay.
         members_with(2, 4096, 4096, |a, _| {

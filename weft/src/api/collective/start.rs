@@ -300,6 +300,9 @@ pub(crate) fn blocking_shm(
                 engine, node_areas, ..
             } = rt;
             let area = node_areas.get_mut(comm.pair)?.as_mut()?;
+            if op.by_messages_on(area, writes) {
+                return None;
+            }
             return Some(with_bytes(call, bufs, |src, dst| {
                 run_shm(area, engine, op, src, dst)
             }));
@@ -471,7 +474,9 @@ pub(crate) fn in_area(
         } = rt;
         let area = node_areas.get_mut(comm.pair)?.as_mut()?;
         // The area keeps the slot it was made with: no need to work it out again per call.
-        if !op.fits(writes, area.slot(), comm.size() as usize, tunables) {
+        if !op.fits(writes, area.slot(), comm.size() as usize, tunables)
+            || op.by_messages_on(area, writes)
+        {
             return None;
         }
         Some(run(area, engine).map_err(|m| sizes_differ(call, m)))
@@ -558,6 +563,16 @@ impl ShmOp<'_> {
     #[inline]
     pub(crate) fn fits(&self, writes: usize, slot: usize, members: usize, t: &Tunables) -> bool {
         writes <= slot || self.fits_in_pieces(writes, members, t)
+    }
+
+    /// Whether a collective that [`ShmOp::fits`] beyond the slot goes by messages after all
+    /// on `area`: a broadcast or an allgather where single copies win
+    /// ([`NodeArea::single_copies_win`]).
+    #[inline]
+    fn by_messages_on(&self, area: &NodeArea, writes: usize) -> bool {
+        writes > area.slot()
+            && matches!(self, ShmOp::Bcast { .. } | ShmOp::Gather { root: None })
+            && area.single_copies_win()
     }
 
     /// [`ShmOp::fits`] beyond the slot (out of line: small collectives never get here).
