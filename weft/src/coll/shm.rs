@@ -16,7 +16,8 @@
 //! call them. In collective k a member that has data writes it into slot `k % DEPTH`
 //! (or, when larger, into large buffer `k % 2` with its size in that slot; from
 //! `STREAM_FROM` bytes by non-temporal stores, fenced, so that readers take the data from
-//! memory rather than line by line from the writer's cache), stores the
+//! memory rather than line by line from the writer's cache, unless the members found
+//! ordinary stores cheaper when they made the area: `NodeArea::calibrate_stores`), stores the
 //! slot's number `k` (Release), then its progress `ready = k` (Release), and rings every other
 //! member's doorbell (the same Dekker handshake as a packet's delivery, so a member asleep on
 //! its futex is never missed; one fence serves all the doorbells); a member without data only
@@ -138,9 +139,9 @@ pub struct NodeArea {
     /// `WEFT_COLL_SHM_STREAM=0`); otherwise the rules of [`STREAM_FROM`] and [`PROBE_FROM`].
     ordinary_only: bool,
     /// Whether [`NodeArea::calibrate_stores`] measured (or was told) at 2 members that
-    /// ordinary stores win here: a reader takes lines another core has just written faster than from memory, so
-    /// a single copy straight from a member's buffer beats the area's write and read
-    /// ([`NodeArea::single_copies_win`]).
+    /// ordinary stores win here: a reader takes lines another core has just written faster
+    /// than from memory, so a single copy straight from a member's buffer beats the area's
+    /// write and read ([`NodeArea::single_copies_win`]).
     fresh_reads_cheap: bool,
     /// Calls of [`PROBE_FROM`] bytes or more on a 2-member area so far: every
     /// [`PROBE_EVERY`]-th of them probes the CPUs again (both members count alike).

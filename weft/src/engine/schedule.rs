@@ -273,8 +273,9 @@ impl Schedule {
     /// Appends a copy by non-temporal stores: for data that nothing reads again in the
     /// collective, when the call's data do not fit in the caches, where a copy is bound by
     /// memory's bandwidth and ordinary stores cost a read of every destination line first
-    /// (4 ranks on 2 CPUs, all-to-all of 1 MiB blocks: the own block so took 1,015-1,110 µs
-    /// a call against 865-945; `docs/performance.md`).
+    /// (the AMD VM, 4 ranks on 2 CPUs, all-to-all of 1 MiB blocks: 865-945 µs a call with the
+    /// own block so copied against 1,015-1,110; the Intel VM, 2 ranks, 4 MiB: 686 against
+    /// 728; `docs/performance.md`, 2026-11-26, third session).
     pub fn copy_streaming(&mut self, from: Span, to: Span) {
         if from != to {
             self.push(Step::Copy {
@@ -438,14 +439,14 @@ fn write_view(sched: &mut Schedule, s: Span) -> RawBufMut {
     }
 }
 
-/// Copies or reduces between two spans of `sched`'s buffers.
-/// What a local step does.
+/// What a local step does: a copy (by non-temporal stores or not), or a reduction.
 #[derive(Clone, Copy)]
 enum Local {
     Copy { stream: bool },
     Reduce { from_first: bool },
 }
 
+/// Copies or reduces between two spans of `sched`'s buffers.
 fn local_step(sched: &mut Schedule, from: Span, into: Span, what: Local) {
     if from.len == 0 {
         return;
@@ -456,8 +457,8 @@ fn local_step(sched: &mut Schedule, from: Span, into: Span, what: Local) {
     let dst = dst.slice_mut(0, into.len);
     match what {
         Local::Copy { stream: false } => dst.copy_from_slice(src),
-        // SAFETY: two views of the schedule's buffers, `from.len` bytes each (validated: same
-        // length, not overlapping).
+        // SAFETY: `src` and `dst` are views of the schedule's buffers, `from.len` bytes each
+        // (`validate` checked: same length, not overlapping).
         Local::Copy { stream: true } => unsafe {
             crate::sys::cpu::copy_streaming(src.as_ptr(), dst.as_mut_ptr(), src.len())
         },

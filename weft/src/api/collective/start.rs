@@ -559,7 +559,9 @@ impl ShmOp<'_> {
     /// 1,408-1,454 µs against 1,588-1,827), and so do a 2-member reduce to one root and a
     /// 2-member broadcast below a large buffer (256 KiB with both vCPUs on one core: 12 µs
     /// by messages, 16-31 through the area). Communicators on several nodes take the
-    /// hierarchical form within a slot only.
+    /// hierarchical form within a slot only. Where the area's members found ordinary stores
+    /// cheaper, 2-member broadcasts and allgathers beyond the slot go by messages after all
+    /// ([`ShmOp::by_messages_on`]).
     #[inline]
     pub(crate) fn fits(&self, writes: usize, slot: usize, members: usize, t: &Tunables) -> bool {
         writes <= slot || self.fits_in_pieces(writes, members, t)
