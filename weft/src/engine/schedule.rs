@@ -261,13 +261,7 @@ impl Schedule {
 
     /// Appends a copy (nothing when `from == to`).
     pub fn copy(&mut self, from: Span, to: Span) {
-        if from != to {
-            self.push(Step::Copy {
-                from,
-                to,
-                stream: false,
-            });
-        }
+        self.copy_by(from, to, false);
     }
 
     /// Appends a copy by non-temporal stores: for data that nothing reads again in the
@@ -277,12 +271,12 @@ impl Schedule {
     /// own block so copied against 1,015-1,110; the Intel VM, 2 ranks, 4 MiB: 686 against
     /// 728; `docs/performance.md`, 2026-11-26, third session).
     pub fn copy_streaming(&mut self, from: Span, to: Span) {
+        self.copy_by(from, to, true);
+    }
+
+    fn copy_by(&mut self, from: Span, to: Span, stream: bool) {
         if from != to {
-            self.push(Step::Copy {
-                from,
-                to,
-                stream: true,
-            });
+            self.push(Step::Copy { from, to, stream });
         }
     }
 
