@@ -574,15 +574,15 @@ impl NodeArea {
     /// `WEFT_COLL_SHM_STREAM` tunable: 0 `Some(true)`, 1 `Some(false)`) as said; with `None`,
     /// collectively with every member, by timing exchanges of [`CALIBRATION_BYTES`] through
     /// the large buffers, written alternately by each kind of store. Each member keeps its
-    /// cheapest exchange by each kind (its write and its reads of every other member's data,
-    /// not its waits); then all share their figures, and all keep to ordinary stores when the
+    /// cheapest exchange by each kind (its write and its read of the next member's data, not
+    /// its waits); then all share their figures, and all keep to ordinary stores when the
     /// non-temporal exchanges took over [`ORDINARY_WHEN`] times as long in sum. Made for
     /// machines that differ: on the AMD EPYC VM the built-in rules come from, non-temporal
     /// stores were up to 4 times as fast with the two vCPUs on two cores and as fast or
     /// faster on one; on an Intel Xeon VM (a 300 MiB L3 that both cores share) they took
     /// half as long again (`bench/c/exchange.c`, 64 KiB: 15.2-16.0 µs against 10.5).
-    /// Costs one exchange of 64 KiB per kind per round at area creation: 0.2 ms at 2
-    /// members, 0.6-0.8 at 4 and 1.6-2.2 at 8 on 2 CPUs.
+    /// Costs 8 exchanges of 64 KiB when the area is made: on 2 CPUs 0.2 ms at 2 members,
+    /// 0.3-0.4 at 4, 0.7-1.0 at 8, 1.1 at 16.
     pub fn calibrate_stores(&mut self, w: &mut impl Waiter, ordinary: Option<bool>) {
         if let Some(ordinary) = ordinary {
             self.ordinary_only = ordinary;
@@ -604,13 +604,14 @@ impl NodeArea {
                 self.write_by(k, &mine, 0..0, stream);
                 let mut spent = start.elapsed();
                 self.publish(w, k, Some(len));
-                self.wait_data(w, k, 0..self.n());
+                let next = (self.me + 1) % self.n();
+                self.wait_data(w, k, next..next + 1);
+                // The next member's data only: the calibration's copies grow with the members,
+                // not with their square.
                 let start = std::time::Instant::now();
-                for j in (0..self.n()).filter(|&j| j != self.me) {
-                    into.copy_from_slice(self.read(j, k, len));
-                    // Kept: a copy into memory nothing reads could be left out.
-                    std::hint::black_box(&mut into);
-                }
+                into.copy_from_slice(self.read((self.me + 1) % self.n(), k, len));
+                // Kept: a copy into memory nothing reads could be left out.
+                std::hint::black_box(&mut into);
                 spent += start.elapsed();
                 // Round 0 warms the buffers (their pages' first touch) and is not counted.
                 if round > 0 {
@@ -957,12 +958,11 @@ const CALIBRATION_BYTES: usize = 64 * 1024;
 /// Exchanges timed per kind of store by [`NodeArea::calibrate_stores`] (after one that is not).
 const CALIBRATION_ROUNDS: usize = 3;
 /// The members keep to ordinary stores when their exchanges by non-temporal ones took over
-/// this many times as long in sum as by ordinary ones. On the Intel VM: 1.6 at 2 members,
-/// 1.4 at 4, about 1.2 at 8 (oversubscribed, a member's reads of data written on its own
-/// CPU are cheap either way), and ordinary stores won at every count (8 ranks, 64 KiB
-/// allreduce 51 µs against 75). On the AMD VM, where the built-in rules stay, non-temporal
-/// ones were never slower from 16 KiB (2 ranks, one core, 64 KiB allgather 9.6 µs against
-/// 13.3).
+/// this many times as long in sum as by ordinary ones. On the Intel VM: 1.55 at 2 members,
+/// 1.56-1.59 at 4, 2.1 at 8, 1.5 at 16 (oversubscribed from 3), and ordinary stores won at
+/// every count measured (8 ranks, 64 KiB allreduce 51 µs against 75). On the AMD VM, where
+/// the built-in rules stay, non-temporal ones were never slower from 16 KiB (2 ranks, one
+/// core, 64 KiB allgather 9.6 µs against 13.3).
 const ORDINARY_WHEN: f64 = 1.1;
 
 /// From this size a call on a 2-member area writes with ordinary stores when the members'
