@@ -138,11 +138,6 @@ pub struct NodeArea {
     /// [`NodeArea::calibrate_stores`] found non-temporal ones clearly dearer here (or by
     /// `WEFT_COLL_SHM_STREAM=0`); otherwise the rules of [`STREAM_FROM`] and [`PROBE_FROM`].
     ordinary_only: bool,
-    /// Whether [`NodeArea::calibrate_stores`] measured (or was told) at 2 members that
-    /// ordinary stores win here: a reader takes lines another core has just written faster
-    /// than from memory, so a single copy straight from a member's buffer beats the area's
-    /// write and read ([`NodeArea::single_copies_win`]).
-    fresh_reads_cheap: bool,
     /// Calls of [`PROBE_FROM`] bytes or more on a 2-member area so far: every
     /// [`PROBE_EVERY`]-th of them probes the CPUs again (both members count alike).
     large_calls: u64,
@@ -176,7 +171,6 @@ impl NodeArea {
             progress_seen: 0,
             stream_large: true,
             ordinary_only: false,
-            fresh_reads_cheap: false,
             large_calls: 0,
             whole: None,
         }
@@ -586,7 +580,6 @@ impl NodeArea {
     pub fn calibrate_stores(&mut self, w: &mut impl Waiter, ordinary: Option<bool>) {
         if let Some(ordinary) = ordinary {
             self.ordinary_only = ordinary;
-            self.fresh_reads_cheap = ordinary && self.n == 2;
             return;
         }
         // Every member alike: the same piece size, agreed when the area was made.
@@ -604,12 +597,12 @@ impl NodeArea {
                 self.write_by(k, &mine, 0..0, stream);
                 let mut spent = start.elapsed();
                 self.publish(w, k, Some(len));
-                let next = (self.me + 1) % self.n();
-                self.wait_data(w, k, next..next + 1);
                 // The next member's data only: the calibration's copies grow with the members,
                 // not with their square.
+                let next = (self.me + 1) % self.n();
+                self.wait_data(w, k, next..next + 1);
                 let start = std::time::Instant::now();
-                into.copy_from_slice(self.read((self.me + 1) % self.n(), k, len));
+                into.copy_from_slice(self.read(next, k, len));
                 // Kept: a copy into memory nothing reads could be left out.
                 std::hint::black_box(&mut into);
                 spent += start.elapsed();
@@ -631,19 +624,19 @@ impl NodeArea {
             sums[i % 2] += u64::from_ne_bytes(figure.try_into().expect("8 bytes")) as f64;
         }
         self.ordinary_only = sums[1] > sums[0] * ORDINARY_WHEN;
-        self.fresh_reads_cheap = self.ordinary_only && self.n == 2;
     }
 
     /// Whether data larger than a slot that every member only copies (a broadcast, an
     /// allgather) moves faster by messages, each byte copied once from the writer's buffer,
     /// than through this area a piece at a time, each byte written and read: at 2 members
-    /// where the calibration measured cheap reads of fresh lines. On the Intel VM, 2 ranks,
+    /// where ordinary stores won the calibration (or were set), since a reader there takes
+    /// lines another core has just written faster than memory gives them. On the Intel VM, 2 ranks,
     /// 1 MiB broadcast 31 µs by messages against 65-75 through the area, 1 MiB allgather 168
     /// against 237; on the AMD VM (non-temporal stores kept) the area won (38-44 against
     /// 44-57, 78-88 against 106-136). Every member decides alike: the calibration's figures
     /// are shared.
     pub fn single_copies_win(&self) -> bool {
-        self.fresh_reads_cheap
+        self.ordinary_only && self.n == 2
     }
 
     /// Barrier.
@@ -1065,7 +1058,6 @@ mod tests {
             progress_seen: 0,
             stream_large: true,
             ordinary_only: false,
-            fresh_reads_cheap: false,
             large_calls: 0,
             whole: None,
         }
