@@ -14,6 +14,7 @@ pub mod alltoall;
 pub mod barrier;
 pub mod bcast;
 pub mod gather;
+mod large_ring;
 pub mod model;
 pub mod neighbor;
 mod node_aware;
