@@ -25,6 +25,9 @@ pub struct Runtime {
     /// Each context pair's node-shared collective area, once a collective has asked for it
     /// (`None`: its members are not all on this node, or it has one member).
     pub node_areas: crate::comm::context::PairTable<Option<crate::coll::shm::NodeArea>>,
+    /// Whether the node-shared areas' large data goes by ordinary stores only, as this
+    /// process last found by timing (`NodeArea::calibrate_stores`); `None` before it did.
+    pub coll_stores: Option<bool>,
     /// Communicator names by context pair.
     pub names: HashMap<u32, String>,
     /// The tunables in force.
@@ -77,6 +80,7 @@ pub fn init() -> Result<()> {
         contexts: ContextMask::default(),
         sequences: Default::default(),
         node_areas: Default::default(),
+        coll_stores: None,
         names: HashMap::new(),
         tunables,
     };

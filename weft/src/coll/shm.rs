@@ -608,14 +608,32 @@ impl NodeArea {
     /// faster on one; on an Intel Xeon VM (a 300 MiB L3 that both cores share) they took
     /// half as long again (`bench/c/exchange.c`, 64 KiB: 15.2-16.0 µs against 10.5).
     /// Costs 8 exchanges of 64 KiB when the area is made: on 2 CPUs 0.2 ms at 2 members,
-    /// 0.3-0.4 at 4, 0.7-1.0 at 8, 1.1 at 16.
-    pub fn calibrate_stores(&mut self, w: &mut impl Waiter, ordinary: Option<bool>) {
+    /// 0.3-0.4 at 4, 0.7-1.0 at 8, 1.1 at 16, but about 30 at 32 and 100 at 64 (each member
+    /// must get a CPU for each exchange). So a process keeps what it found (`kept`: ordinary
+    /// stores or not), and the members of a new area first share what they kept, in one
+    /// collective of a byte each: when every one of them found the same, they keep to it and
+    /// time nothing.
+    pub fn calibrate_stores(
+        &mut self,
+        w: &mut impl Waiter,
+        ordinary: Option<bool>,
+        kept: &mut Option<bool>,
+    ) {
         if let Some(ordinary) = ordinary {
             self.ordinary_only = ordinary;
             return;
         }
         // Every member alike: the same piece size, agreed when the area was made.
         if self.piece < CALIBRATION_BYTES {
+            return;
+        }
+        let said = [kept.map_or(0, |o| 1 + u8::from(o))];
+        let mut all = vec![0u8; self.n()];
+        if self.gather(w, None, &said, &mut all).is_ok()
+            && said[0] != 0
+            && all.iter().all(|&b| b == said[0])
+        {
+            self.ordinary_only = said[0] == 2;
             return;
         }
         let len = CALIBRATION_BYTES;
@@ -656,6 +674,7 @@ impl NodeArea {
             sums[i % 2] += u64::from_ne_bytes(figure.try_into().expect("8 bytes")) as f64;
         }
         self.ordinary_only = sums[1] > sums[0] * ORDINARY_WHEN;
+        *kept = Some(self.ordinary_only);
     }
 
     /// Whether data larger than a slot that every member only copies (a broadcast, an
@@ -1298,9 +1317,22 @@ mod tests {
             let (tx, rx) = std::sync::mpsc::channel();
             let tx = std::sync::Mutex::new(tx);
             members_with(n, 4096, CALIBRATION_BYTES, move |a, me| {
-                a.calibrate_stores(&mut Spin, None);
+                let mut kept = None;
+                a.calibrate_stores(&mut Spin, None, &mut kept);
+                assert_eq!(kept, Some(a.ordinary_only), "what it found is kept");
                 tx.lock().unwrap().send(a.ordinary_only).unwrap();
                 assert_eq!(a.single_copies_win(), a.ordinary_only && n == 2);
+                // All kept the same: one collective (they share it), nothing timed.
+                let (found, seq) = (a.ordinary_only, a.seq);
+                a.calibrate_stores(&mut Spin, None, &mut kept);
+                assert_eq!((a.ordinary_only, a.seq), (found, seq + 1));
+                // One member kept nothing, or the other kind: every member times again.
+                for odd in [None, Some(!found)] {
+                    let seq = a.seq;
+                    let mut mine = if me == n - 1 { odd } else { kept };
+                    a.calibrate_stores(&mut Spin, None, &mut mine);
+                    assert!(a.seq > seq + 1 && mine == Some(a.ordinary_only));
+                }
                 for (round, len) in [100, 5000, CALIBRATION_BYTES].into_iter().enumerate() {
                     let mut g = vec![0; n * len];
                     a.gather(&mut Spin, None, &data(me, round, len), &mut g).unwrap();
@@ -1314,14 +1346,17 @@ mod tests {
         }
         // Set, not measured: nothing runs on the area.
         members_with(2, 4096, CALIBRATION_BYTES, |a, _| {
-            a.calibrate_stores(&mut Spin, Some(true));
+            let mut kept = Some(false);
+            a.calibrate_stores(&mut Spin, Some(true), &mut kept);
             assert!(a.ordinary_only && a.single_copies_win() && a.seq == 0);
-            a.calibrate_stores(&mut Spin, Some(false));
+            a.calibrate_stores(&mut Spin, Some(false), &mut kept);
             assert!(!a.ordinary_only && !a.single_copies_win() && a.seq == 0);
+            assert_eq!(kept, Some(false), "a setting is not a finding");
         });
         // Too small an area for the exchange: nothing runs, the built-in rules stay.
         members_with(2, 4096, 4096, |a, _| {
-            a.calibrate_stores(&mut Spin, None);
+            let mut kept = Some(true);
+            a.calibrate_stores(&mut Spin, None, &mut kept);
             assert!(!a.ordinary_only && a.seq == 0);
         });
     }

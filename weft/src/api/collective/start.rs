@@ -357,7 +357,7 @@ fn new_area(
         Allocated::Made(seg) => {
             let mut area = NodeArea::new(seg, local, me, slot, piece);
             let ordinary = rt.tunables.coll_shm_stream.0.map(|v| v == 0);
-            area.calibrate_stores(&mut rt.engine, ordinary);
+            area.calibrate_stores(&mut rt.engine, ordinary, &mut rt.coll_stores);
             Ok(Some(area))
         }
         // On several nodes the other nodes' members, who cannot know, go through their
