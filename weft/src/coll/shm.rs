@@ -349,6 +349,14 @@ impl NodeArea {
         k
     }
 
+    /// Starts collective k with data no other member reads (a root's own part of a gather or
+    /// reduce to it): none written, only `ready = k` published and the others woken.
+    fn put_nothing(&mut self, w: &mut impl Waiter) -> u64 {
+        let k = self.begin(w, None);
+        self.publish(w, k, None);
+        k
+    }
+
     /// Writes `data` into my buffer for collective k: from [`STREAM_FROM`] bytes by
     /// non-temporal stores, which `copy_streaming` fences so that `publish`'s Release store
     /// orders after them as after ordinary ones.
@@ -692,8 +700,7 @@ impl NodeArea {
 
     /// Barrier.
     pub fn barrier(&mut self, w: &mut impl Waiter) {
-        let k = self.begin(w, None);
-        self.publish(w, k, None);
+        let k = self.put_nothing(w);
         self.wait_all(w, k, 0..self.n());
     }
 
@@ -794,7 +801,12 @@ impl NodeArea {
         if root.is_none() && self.n() >= 3 && src.len() * self.n() >= SLICED_FROM && elem > 0 {
             return self.allreduce_by_slices(w, src, dst, combine, elem);
         }
-        let k = self.put(w, src);
+        // A root folds its own data from `src`: no one reads it from the area.
+        let k = if root == Some(self.me) {
+            self.put_nothing(w)
+        } else {
+            self.put(w, src)
+        };
         if root.is_none_or(|r| r == self.me) {
             self.wait_data(w, k, 0..self.n());
             self.check(k, 0..self.n(), src.len())?;
@@ -903,7 +915,12 @@ impl NodeArea {
     ) -> Result<(), SizeMismatch> {
         let (whole, len) = (src.len(), part.len());
         let mine = &src[part.clone()];
-        let k = self.put(w, mine);
+        // A root copies its own block from `src`: no one reads it from the area.
+        let k = if root == Some(self.me) {
+            self.put_nothing(w)
+        } else {
+            self.put(w, mine)
+        };
         if root.is_none_or(|r| r == self.me) {
             self.wait_data(w, k, 0..self.n());
             self.check(k, 0..self.n(), len)?;
