@@ -831,14 +831,17 @@ impl NodeArea {
         elem: usize,
     ) -> Result<(), SizeMismatch> {
         let (n, len) = (self.n(), src.len());
-        let k = self.put(w, src);
-        self.wait_data(w, k, 0..n);
-        self.check(k, 0..n, len)?;
         let slice = |j: usize| {
             let elements = len / elem;
             (elements * j / n * elem, elements * (j + 1) / n * elem)
         };
         let (lo, hi) = slice(self.me);
+        // My own slice I fold from `src`: no one reads it from the area.
+        let k = self.begin(w, Some(len));
+        self.write_except(k, src, lo..hi);
+        self.publish(w, k, Some(len));
+        self.wait_data(w, k, 0..n);
+        self.check(k, 0..n, len)?;
         let k2 = self.begin(w, Some(hi - lo));
         {
             // SAFETY: my own buffer for k2, inside the mapping: nobody reads it before I
