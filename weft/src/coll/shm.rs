@@ -506,8 +506,8 @@ impl NodeArea {
     /// (whole elements, the pieces as equal as they can be) at a time, `piece(self, w,
     /// range)` per piece in order, each its own collective of the area. Pieces alternate
     /// between the two large buffers (the ring places no data across a buffer's end), so a
-    /// member writes the next piece while the others still read this one. A 2-member area probes its CPUs first at every [`PROBE_EVERY`]-th
-    /// call of [`PROBE_FROM`] bytes or more.
+    /// member writes the next piece while the others still read this one. A 2-member area
+    /// probes its CPUs first at every [`PROBE_EVERY`]-th call of [`PROBE_FROM`] bytes or more.
     #[inline]
     fn in_pieces<W: Waiter>(
         &mut self,
