@@ -1,0 +1,417 @@
+use super::stores::CALIBRATION_BYTES;
+use super::*;
+use std::rc::Rc;
+use std::sync::Arc;
+
+/// Threads as members, spinning on the flags.
+struct Spin;
+impl Waiter for Spin {
+    fn wait_until(&mut self, ready: &mut dyn FnMut() -> bool) {
+        let (start, mut spins) = (std::time::Instant::now(), 0u64);
+        while !ready() {
+            spins += 1;
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(60),
+                "a member waited a minute: the protocol lost a step"
+            );
+            std::hint::spin_loop();
+            if spins % 1024 == 0 {
+                std::thread::yield_now();
+            }
+        }
+    }
+    fn wake_all(&mut self, _world: &[u32]) {}
+}
+
+fn area_in(mem: &Arc<Vec<AtomicU64>>, n: usize, me: usize, slot: usize, piece: usize) -> NodeArea {
+    let world: Vec<u32> = (0..n as u32).collect();
+    NodeArea {
+        base: mem.as_ptr() as *mut u8,
+        _memory: Memory::Test(mem.clone()),
+        n: world.len(),
+        others: others_of(&world, me),
+        me,
+        buffer: round_up(piece),
+        slot,
+        piece,
+        seq: 0,
+        large: LargeRing::new(2 * round_up(piece)),
+        progress_seen: 0,
+        stream_large: true,
+        ordinary_only: false,
+        large_calls: 0,
+        whole: None,
+    }
+}
+
+/// Runs `body(area, member)` on `n` threads sharing one area.
+fn members<F>(n: usize, slot: usize, body: F)
+where
+    F: Fn(&mut NodeArea, usize) + Send + Sync + 'static,
+{
+    members_with(n, slot, slot, body)
+}
+
+/// [`members`] with large buffers of `piece` bytes.
+fn members_with<F>(n: usize, slot: usize, piece: usize, body: F)
+where
+    F: Fn(&mut NodeArea, usize) + Send + Sync + 'static,
+{
+    let words = NodeArea::size_for(n, piece).div_ceil(8);
+    let mem: Arc<Vec<AtomicU64>> = Arc::new((0..words).map(|_| AtomicU64::new(0)).collect());
+    let body = Arc::new(body);
+    let hs: Vec<_> = (0..n)
+        .map(|me| {
+            let (mem, body) = (mem.clone(), body.clone());
+            std::thread::spawn(move || {
+                let mut a = area_in(&mem, n, me, slot, piece);
+                body(&mut a, me);
+            })
+        })
+        .collect();
+    for h in hs {
+        h.join().expect("a member panicked");
+    }
+}
+
+fn affine() -> Combine {
+    Rc::new(|input: &[u8], inout: &mut [u8]| {
+        for (i, o) in input.chunks_exact(8).zip(inout.chunks_exact_mut(8)) {
+            let a1 = u32::from_ne_bytes(i[..4].try_into().unwrap());
+            let b1 = u32::from_ne_bytes(i[4..].try_into().unwrap());
+            let a2 = u32::from_ne_bytes(o[..4].try_into().unwrap());
+            let b2 = u32::from_ne_bytes(o[4..].try_into().unwrap());
+            o[..4].copy_from_slice(&a1.wrapping_mul(a2).to_ne_bytes());
+            o[4..].copy_from_slice(&a1.wrapping_mul(b2).wrapping_add(b1).to_ne_bytes());
+        }
+    })
+}
+
+fn data(member: usize, round: usize, len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i * 7 + member * 31 + round * 13) as u8 | 1).collect()
+}
+
+#[test]
+fn back_to_back_collectives_of_every_kind_reuse_the_buffers_safely() {
+    for n in [1, 2, 3, 5] {
+        // Up to a slot line, through the slots; then the large buffers; allreduces of
+        // SLICED_FROM in all by slices (3 and 5 members; 46,000 bytes: 5,750 elements,
+        // slices of unequal sizes).
+        for len in [0, 8, 24, 40, 200, INLINE, INLINE + 8, 1024, 46_000, 65_536] {
+            members(n, 65_536, move |a, me| {
+                let c = affine();
+                for round in 0..300 {
+                    a.barrier(&mut Spin);
+                    // Broadcast from a changing root.
+                    let root = round % n;
+                    let mut b = if me == root { data(root, round, len) } else { vec![0; len] };
+                    a.bcast(&mut Spin, root, &mut b).unwrap();
+                    assert_eq!(b, data(root, round, len), "bcast n={n} len={len} round {round}");
+                    // Allreduce in rank order.
+                    let mut r = vec![0; len];
+                    a.reduce(&mut Spin, None, &data(me, round, len), &mut r, &c, 8).unwrap();
+                    let mut want = data(n - 1, round, len);
+                    for j in (0..n - 1).rev() {
+                        c(&data(j, round, len), &mut want);
+                    }
+                    assert_eq!(r, want, "allreduce n={n} len={len} round {round}");
+                    // Reduce to a changing root: the others' outputs stay untouched.
+                    let mut r = vec![0xee; len];
+                    a.reduce(&mut Spin, Some(root), &data(me, round, len), &mut r, &c, 8)
+                        .unwrap();
+                    if me == root {
+                        assert_eq!(r, want, "reduce n={n} len={len} round {round}");
+                    } else {
+                        assert!(r.iter().all(|&b| b == 0xee), "reduce n={n} len={len}");
+                    }
+                    // Allgather.
+                    let mut g = vec![0; len * n];
+                    a.gather(&mut Spin, None, &data(me, round, len), &mut g).unwrap();
+                    let all: Vec<u8> = (0..n).flat_map(|j| data(j, round, len)).collect();
+                    assert_eq!(g, all, "allgather n={n} len={len} round {round}");
+                }
+            });
+        }
+    }
+}
+
+#[test]
+fn calls_larger_than_a_slot_go_a_slot_at_a_time() {
+    // A 4 KiB slot: lengths of one piece more than a slot, of pieces that are not whole
+    // lines, of many pieces. With a 64 KiB slot, 200,000 bytes go in pieces of 50,000,
+    // which 3 members allreduce by slices (SLICED_FROM) piece after piece.
+    for (n, slot) in [(1, 4096), (2, 4096), (3, 4096), (5, 4096), (3, 65_536)] {
+        for len in [4104, 10_000, 3 * 4096 + 8, 200_000] {
+            members(n, slot, move |a, me| {
+                let c = affine();
+                for round in 0..4 {
+                    let root = (round + 1) % n;
+                    let mut b = if me == root { data(root, round, len) } else { vec![0; len] };
+                    a.bcast(&mut Spin, root, &mut b).unwrap();
+                    assert_eq!(b, data(root, round, len), "bcast n={n} len={len}");
+                    let mut want = data(n - 1, round, len);
+                    for j in (0..n - 1).rev() {
+                        c(&data(j, round, len), &mut want);
+                    }
+                    let mut r = vec![0; len];
+                    a.reduce(&mut Spin, None, &data(me, round, len), &mut r, &c, 8).unwrap();
+                    assert_eq!(r, want, "allreduce n={n} len={len}");
+                    // The others give no output buffer.
+                    let mut r = vec![0; if me == root { len } else { 0 }];
+                    a.reduce(&mut Spin, Some(root), &data(me, round, len), &mut r, &c, 8)
+                        .unwrap();
+                    if me == root {
+                        assert_eq!(r, want, "reduce n={n} len={len}");
+                    }
+                    for to in [None, Some(root)] {
+                        let mut g = vec![0; if to.is_none_or(|r| r == me) { len * n } else { 0 }];
+                        a.gather(&mut Spin, to, &data(me, round, len), &mut g).unwrap();
+                        if to.is_none_or(|r| r == me) {
+                            let all: Vec<u8> = (0..n).flat_map(|j| data(j, round, len)).collect();
+                            assert_eq!(g, all, "gather to {to:?} n={n} len={len}");
+                        }
+                    }
+                }
+            });
+        }
+    }
+}
+
+#[test]
+fn a_writer_of_medium_data_runs_ahead_of_a_late_reader_without_overwriting_it() {
+    // A 16 KiB slot: two 16 KiB buffers, a ring of 32 KiB. Member 0 broadcasts (and
+    // scatters) data of sizes from just over a slot line to a slot; member 2 starts late.
+    // The root must get several collectives ahead of it (the ring holds eight of 4 KiB;
+    // before, one), and every reader must read every collective's data intact.
+    const ROUNDS: usize = 300;
+    let started: Arc<Vec<AtomicU64>> = Arc::new((0..3).map(|_| AtomicU64::new(0)).collect());
+    let root_ahead = Arc::new(AtomicU64::new(0));
+    let (s, ahead) = (started.clone(), root_ahead.clone());
+    members(3, 16_384, move |a, me| {
+        if me == 2 {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            ahead.store(s[0].load(Ordering::SeqCst), Ordering::SeqCst);
+        }
+        for round in 0..ROUNDS {
+            s[me].store(round as u64 + 1, Ordering::SeqCst);
+            let len = INLINE + 1 + (round * 977) % (16_384 - INLINE);
+            let len = if round < 20 { 4096 } else { len };
+            let mut b = if me == 0 { data(0, round, len) } else { vec![0; len] };
+            a.bcast(&mut Spin, 0, &mut b).unwrap();
+            assert_eq!(b, data(0, round, len), "bcast round {round} of {len} bytes");
+            let block = len / 3;
+            let src = if me == 0 { data(0, round, 3 * block) } else { Vec::new() };
+            let mut got = vec![0; block];
+            a.scatter(&mut Spin, 0, &src, &mut got).unwrap();
+            let want = data(0, round, 3 * block);
+            assert_eq!(got, want[me * block..(me + 1) * block], "scatter round {round}");
+        }
+    });
+    let ahead = root_ahead.load(Ordering::SeqCst);
+    assert!(ahead >= 3, "the root got to round {ahead} only while a reader was late");
+}
+
+#[test]
+fn two_members_probe_their_cpus_and_get_the_same_data_either_way() {
+    // A 4 KiB slot with 1 MiB large buffers, as 2 members have: calls from PROBE_FROM
+    // bytes probe the CPUs (every PROBE_EVERY-th) and write by ordinary or non-temporal
+    // stores as the probe says, in one piece or several.
+    for len in [PROBE_FROM, 1 << 20, 2_500_000] {
+        members_with(2, 4096, 1 << 20, move |a, me| {
+            let c = affine();
+            for round in 0..PROBE_EVERY as usize + 2 {
+                let root = round % 2;
+                let mut b = if me == root { data(root, round, len) } else { vec![0; len] };
+                a.bcast(&mut Spin, root, &mut b).unwrap();
+                assert_eq!(b, data(root, round, len), "bcast len={len}");
+                let mut want = data(1, round, len);
+                c(&data(0, round, len), &mut want);
+                let mut r = vec![0; len];
+                a.reduce(&mut Spin, None, &data(me, round, len), &mut r, &c, 8).unwrap();
+                assert_eq!(r, want, "allreduce len={len}");
+                let mut g = vec![0; 2 * len];
+                a.gather(&mut Spin, None, &data(me, round, len), &mut g).unwrap();
+                assert_eq!(g, [data(0, round, len), data(1, round, len)].concat());
+            }
+        });
+    }
+}
+
+#[test]
+fn the_members_agree_on_their_stores_and_go_on_as_before() {
+    // Timed by threads that may share CPUs: either kind may win, but every member must
+    // take the same one, and the area's later collectives must find their data (the
+    // calibration's own collectives were counted alike everywhere).
+    for n in [2, 3, 5] {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let tx = std::sync::Mutex::new(tx);
+        members_with(n, 4096, CALIBRATION_BYTES, move |a, me| {
+            let mut kept = None;
+            a.calibrate_stores(&mut Spin, None, &mut kept);
+            assert_eq!(kept, Some(a.ordinary_only), "what it found is kept");
+            tx.lock().unwrap().send(a.ordinary_only).unwrap();
+            assert_eq!(a.single_copies_win(), a.ordinary_only && n == 2);
+            // All kept the same: one collective (they share it), nothing timed.
+            let (found, seq) = (a.ordinary_only, a.seq);
+            a.calibrate_stores(&mut Spin, None, &mut kept);
+            assert_eq!((a.ordinary_only, a.seq), (found, seq + 1));
+            // One member kept nothing, or the other kind: every member times again.
+            for odd in [None, Some(!found)] {
+                let seq = a.seq;
+                let mut mine = if me == n - 1 { odd } else { kept };
+                a.calibrate_stores(&mut Spin, None, &mut mine);
+                assert!(a.seq > seq + 1 && mine == Some(a.ordinary_only));
+            }
+            for (round, len) in [100, 5000, CALIBRATION_BYTES].into_iter().enumerate() {
+                let mut g = vec![0; n * len];
+                a.gather(&mut Spin, None, &data(me, round, len), &mut g).unwrap();
+                let want: Vec<u8> = (0..n).flat_map(|j| data(j, round, len)).collect();
+                assert_eq!(g, want, "allgather of {len} after the calibration");
+            }
+        });
+        let took: Vec<bool> = rx.iter().collect();
+        assert_eq!(took.len(), n);
+        assert!(took.iter().all(|&t| t == took[0]), "{n} members disagree: {took:?}");
+    }
+    // Set, not measured: nothing runs on the area.
+    members_with(2, 4096, CALIBRATION_BYTES, |a, _| {
+        let mut kept = Some(false);
+        a.calibrate_stores(&mut Spin, Some(true), &mut kept);
+        assert!(a.ordinary_only && a.single_copies_win() && a.seq == 0);
+        a.calibrate_stores(&mut Spin, Some(false), &mut kept);
+        assert!(!a.ordinary_only && !a.single_copies_win() && a.seq == 0);
+        assert_eq!(kept, Some(false), "a setting is not a finding");
+    });
+    // Too small an area for the exchange: nothing runs, the built-in rules stay.
+    members_with(2, 4096, 4096, |a, _| {
+        let mut kept = Some(true);
+        a.calibrate_stores(&mut Spin, None, &mut kept);
+        assert!(!a.ordinary_only && a.seq == 0);
+    });
+}
+
+#[test]
+fn a_member_alone_at_a_probe_goes_on_when_the_other_did() {
+    // Member 0 allreduces PROBE_FROM bytes (and probes), member 1 8 bytes (no probe):
+    // member 0 sees member 1 go on, gives up the probe, and both report the sizes.
+    members_with(2, 4096, 1 << 20, move |a, me| {
+        let c = affine();
+        let len = if me == 0 { PROBE_FROM } else { 8 };
+        let mut r = vec![0; len];
+        let e = a.reduce(&mut Spin, None, &data(me, 0, len), &mut r, &c, 8);
+        let (member, theirs, mine) = if me == 0 { (1, 8, PROBE_FROM) } else { (0, PROBE_FROM, 8) };
+        assert_eq!(e, Err(SizeMismatch { member, theirs, mine }));
+    });
+}
+
+#[test]
+fn members_whose_calls_differ_in_size_but_not_in_a_piece_are_reported() {
+    // A 4 KiB slot: 8 KiB go in two pieces of 4 KiB, 12 KiB in three; 4 KiB in one
+    // collective. The first pieces have the same size; their whole calls do not.
+    an_odd_member_is_reported(4096, 8192, 4096);
+    an_odd_member_is_reported(4096, 8192, 12_288);
+}
+
+#[test]
+fn folding_in_blocks_gives_the_whole_vectors_fold_for_any_element_size() {
+    // A non-commutative operation on 12-byte elements (blocks of 4,092 bytes) and on
+    // 8-byte ones, over lengths around and across the block size.
+    let first_of_three: Combine = Rc::new(|input: &[u8], inout: &mut [u8]| {
+        for (i, o) in input.chunks_exact(12).zip(inout.chunks_exact_mut(12)) {
+            o[..4].copy_from_slice(&i[..4]);
+            o[4..].iter_mut().zip(&i[4..]).for_each(|(o, i)| *o = o.wrapping_mul(3) ^ i);
+        }
+    });
+    for (elem, c) in [(12, first_of_three), (8, affine())] {
+        for len in [0, elem, 4092, 4096 / elem * elem * 3 + elem * 5, 100_008 / elem * elem] {
+            for members in [0..1, 0..3, 1..4] {
+                let parts: Vec<Vec<u8>> = (0..4).map(|j| data(j, elem, len)).collect();
+                let mut want = parts[members.end - 1].clone();
+                for j in members.clone().rev().skip(1) {
+                    c(&parts[j], &mut want);
+                }
+                let mut got = vec![0xee; len];
+                fold_blocks(&mut got, elem, members.clone(), |j| &parts[j], &c);
+                assert_eq!(got, want, "elem {elem}, len {len}, members {members:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn scan_scatter_alltoall_and_reduce_scatter() {
+    for n in [1, 2, 4, 7] {
+        members(n, 8192, move |a, me| {
+            let c = affine();
+            let len = 16;
+            for round in 0..50 {
+                for exclusive in [false, true] {
+                    let mut r = vec![0xee; len];
+                    a.scan(&mut Spin, &data(me, round, len), &mut r, &c, 8, exclusive)
+                        .unwrap();
+                    let upto = if exclusive { me } else { me + 1 };
+                    if upto == 0 {
+                        assert_eq!(r, vec![0xee; len]);
+                    } else {
+                        let mut want = data(upto - 1, round, len);
+                        for j in (0..upto - 1).rev() {
+                            c(&data(j, round, len), &mut want);
+                        }
+                        assert_eq!(r, want, "scan n={n} excl={exclusive}");
+                    }
+                }
+                let root = (round + 1) % n;
+                let all: Vec<u8> = (0..n).flat_map(|j| data(j, round, len)).collect();
+                let mut s = vec![0; len];
+                a.scatter(&mut Spin, root, if me == root { &all } else { &[] }, &mut s).unwrap();
+                assert_eq!(s, data(me, round, len), "scatter");
+                let src = data(me, round, len * n);
+                let mut d = vec![0; len * n];
+                a.alltoall(&mut Spin, &src, &mut d).unwrap();
+                for j in 0..n {
+                    assert_eq!(d[j * len..(j + 1) * len], data(j, round, len * n)[me * len..(me + 1) * len]);
+                }
+                let mut rs = vec![0; len];
+                a.reduce_scatter_block(&mut Spin, &src, &mut rs, &c, 8).unwrap();
+                let block = |j: usize| data(j, round, len * n)[me * len..(me + 1) * len].to_vec();
+                let mut want = block(n - 1);
+                for j in (0..n - 1).rev() {
+                    c(&block(j), &mut want);
+                }
+                assert_eq!(rs, want, "reduce_scatter_block");
+            }
+        });
+    }
+}
+
+/// Member 1 of 3 reduces `odd` bytes where the others reduce `most` (slots of `slot`
+/// bytes): every member reports the other size it sees, none reads past it.
+fn an_odd_member_is_reported(slot: usize, most: usize, odd: usize) {
+    members(3, slot, move |a, me| {
+        let c = affine();
+        let len = if me == 1 { odd } else { most };
+        let mut r = vec![0; len];
+        let e = a.reduce(&mut Spin, None, &data(me, 0, len), &mut r, &c, 8);
+        let want = if me == 1 { (0, most, odd) } else { (1, odd, most) };
+        assert_eq!(
+            e,
+            Err(SizeMismatch {
+                member: want.0,
+                theirs: want.1,
+                mine: want.2
+            })
+        );
+    });
+}
+
+#[test]
+fn a_member_with_another_size_is_reported_before_slices_are_folded() {
+    // 3 members of 64 KiB each: the allreduce goes by slices, and the sizes are
+    // compared before any member folds another's data.
+    an_odd_member_is_reported(65_536, 65_536, 65_536 - 8);
+}
+
+#[test]
+fn a_member_with_another_size_is_reported_not_read() {
+    an_odd_member_is_reported(4096, 8, 16);
+}
