@@ -346,8 +346,15 @@ impl NodeArea {
 
     /// Starts collective k with `src` as my data: written, published, the others woken.
     fn put(&mut self, w: &mut impl Waiter, src: &[u8]) -> u64 {
+        self.put_except(w, src, 0..0)
+    }
+
+    /// [`NodeArea::put`] but for the bytes of `src` in `skip`, which no other member reads
+    /// (my own block or slice, which I take from `src`).
+    #[inline]
+    fn put_except(&mut self, w: &mut impl Waiter, src: &[u8], skip: std::ops::Range<usize>) -> u64 {
         let k = self.begin(w, Some(src.len()));
-        self.write(k, src);
+        self.write_except(k, src, skip);
         self.publish(w, k, Some(src.len()));
         k
     }
@@ -683,9 +690,7 @@ impl NodeArea {
         };
         let (lo, hi) = slice(self.me);
         // My own slice I fold from `src`: no one reads it from the area.
-        let k = self.begin(w, Some(len));
-        self.write_except(k, src, lo..hi);
-        self.publish(w, k, Some(len));
+        let k = self.put_except(w, src, lo..hi);
         self.wait_data(w, k, 0..n);
         self.check(k, 0..n, len)?;
         let k2 = self.begin(w, Some(hi - lo));
@@ -819,10 +824,8 @@ impl NodeArea {
     ) -> Result<(), SizeMismatch> {
         let n = self.n();
         let len = src.len() / n;
-        let k = self.begin(w, Some(src.len()));
         // My own block goes from `src` to `dst` below: no one reads it from the area.
-        self.write_except(k, src, self.me * len..(self.me + 1) * len);
-        self.publish(w, k, Some(src.len()));
+        let k = self.put_except(w, src, self.me * len..(self.me + 1) * len);
         self.wait_data(w, k, 0..n);
         self.check(k, 0..n, src.len())?;
         for j in 0..n {

@@ -181,15 +181,19 @@ fn calls_larger_than_a_slot_go_a_slot_at_a_time() {
 fn a_writer_of_medium_data_runs_ahead_of_a_late_reader_without_overwriting_it() {
     // A 16 KiB slot: two 16 KiB buffers, a ring of 32 KiB. Member 0 broadcasts (and
     // scatters) data of sizes from just over a slot line to a slot; member 2 starts late.
-    // The root must get several collectives ahead of it (the ring holds eight of 4 KiB;
-    // before, one), and every reader must read every collective's data intact.
+    // Member 2 starts only once the root has started its fourth round (six collectives of
+    // 4 KiB on: the ring holds eight; before, the root stopped at the third), or after a
+    // minute without it; every reader must read every collective's data intact.
     const ROUNDS: usize = 300;
     let started: Arc<Vec<AtomicU64>> = Arc::new((0..3).map(|_| AtomicU64::new(0)).collect());
     let root_ahead = Arc::new(AtomicU64::new(0));
     let (s, ahead) = (started.clone(), root_ahead.clone());
     members(3, 16_384, move |a, me| {
         if me == 2 {
-            std::thread::sleep(std::time::Duration::from_millis(50));
+            let since = std::time::Instant::now();
+            while s[0].load(Ordering::SeqCst) < 4 && since.elapsed().as_secs() < 60 {
+                std::thread::yield_now();
+            }
             ahead.store(s[0].load(Ordering::SeqCst), Ordering::SeqCst);
         }
         for round in 0..ROUNDS {
@@ -208,7 +212,7 @@ fn a_writer_of_medium_data_runs_ahead_of_a_late_reader_without_overwriting_it() 
         }
     });
     let ahead = root_ahead.load(Ordering::SeqCst);
-    assert!(ahead >= 3, "the root got to round {ahead} only while a reader was late");
+    assert!(ahead >= 4, "the root got to round {ahead} only while a reader was late");
 }
 
 #[test]
