@@ -345,6 +345,7 @@ unsafe fn plan_reduction<O: Operation>(
             };
             let ran = start::in_area(call, c, sl, &shape, |area, engine| {
                 area.reduce(engine, None, src, dst, combine, elem)
+                    .map_err(Into::into)
             });
             if let Some(done) = ran {
                 return done.map(|()| Started::done());

@@ -7,7 +7,7 @@ use super::hierarchy::{Hierarchy, NodeEngine};
 use crate::api::datatype::Layout;
 use crate::api::point_to_point::{group_of, Staged};
 use crate::api::request::{Request, Scope};
-use crate::coll::shm::{NodeArea, SizeMismatch};
+use crate::coll::shm::{AreaError, NodeArea, SizeMismatch};
 use crate::coll::{Members, Schedule};
 use crate::comm::node_memory::{Allocated, NodeSegment};
 use crate::comm::CommData;
@@ -330,6 +330,7 @@ pub(crate) fn blocking_shm(
         };
         Some(with_bytes(call, bufs, |src, dst| {
             h.run(call, area, engine, op, src, dst)
+                .map_err(AreaError::from)
         }))
     })
 }
@@ -358,6 +359,8 @@ fn new_area(
             let mut area = NodeArea::new(seg, local, me, slot, piece);
             let ordinary = rt.tunables.coll_shm_stream.0.map(|v| v == 0);
             area.calibrate_stores(&mut rt.engine, ordinary, &mut rt.coll_stores);
+            let t = &rt.tunables;
+            area.agree_on_single_copy(&mut rt.engine, t.shm_single_copy, t.eager_limit);
             Ok(Some(area))
         }
         // On several nodes the other nodes' members, who cannot know, go through their
@@ -394,7 +397,7 @@ fn new_area(
 fn with_bytes(
     call: &'static str,
     bufs: Buffers<'_>,
-    f: impl FnOnce(&[u8], &mut [u8]) -> std::result::Result<(), SizeMismatch>,
+    f: impl FnOnce(&[u8], &mut [u8]) -> std::result::Result<(), AreaError>,
 ) -> Result<()> {
     let packed;
     let in_place = bufs.in_place();
@@ -425,12 +428,20 @@ fn with_bytes(
         Some(s) => &mut s.tmp,
         None => direct,
     };
-    f(src, dst).map_err(|m| sizes_differ(call, m))?;
+    f(src, dst).map_err(|e| area_error(call, e))?;
     if let Some(s) = &staged {
         // SAFETY: the output buffer is still borrowed by the blocking call.
         unsafe { s.land(call, s.tmp.len())? };
     }
     Ok(())
+}
+
+/// The error of a collective `call` of the area that failed at this member.
+fn area_error(call: &'static str, e: AreaError) -> Error {
+    match e {
+        AreaError::Sizes(m) => sizes_differ(call, m),
+        AreaError::Copy(e) => Error::new(e.class, call, format!("{}: {}", e.call, e.detail)),
+    }
 }
 
 /// The error of members that called `call` with different sizes.
@@ -459,7 +470,7 @@ pub(crate) fn in_area(
     comm: &CommData,
     writes: usize,
     op: &ShmOp<'_>,
-    run: impl FnOnce(&mut NodeArea, &mut NodeEngine) -> std::result::Result<(), SizeMismatch>,
+    run: impl FnOnce(&mut NodeArea, &mut NodeEngine) -> std::result::Result<(), AreaError>,
 ) -> Option<Result<()>> {
     runtime::with_call(call, |rt| {
         let t = &rt.tunables;
@@ -482,7 +493,7 @@ pub(crate) fn in_area(
         {
             return None;
         }
-        Some(run(area, engine).map_err(|m| sizes_differ(call, m)))
+        Some(run(area, engine).map_err(|e| area_error(call, e)))
     })
 }
 
@@ -564,28 +575,35 @@ impl ShmOp<'_> {
     /// by messages, 16-31 through the area). Communicators on several nodes take the
     /// hierarchical form within a slot only. Where the area's members found ordinary stores
     /// cheaper, 2-member broadcasts and allgathers beyond the slot go by messages after all
-    /// ([`ShmOp::by_messages_on`]).
+    /// ([`ShmOp::by_messages_on`]). All-to-alls of blocks over the eager limit go by single
+    /// copies from member to member, whatever their size, where the members can copy from
+    /// each other's memory (`NodeArea::alltoall_by_copies`; by messages where they cannot,
+    /// when larger than a slot).
     #[inline]
     pub(crate) fn fits(&self, writes: usize, slot: usize, members: usize, t: &Tunables) -> bool {
-        writes <= slot || self.fits_in_pieces(writes, members, t)
+        writes <= slot
+            || self.fits_in_pieces(writes, members, t)
+            || matches!(self, ShmOp::Alltoall)
+                && t.shm_single_copy
+                && writes / members.max(1) > t.eager_limit
     }
 
-    /// Whether a collective that [`ShmOp::fits`] goes by messages after all on `area`, where
-    /// single copies win ([`NodeArea::single_copies_win`]: 2 members): a broadcast or an
-    /// allgather beyond the slot; a scatter or an all-to-all whose blocks are sent by
-    /// rendezvous (over `eager_limit`), each copied once from the sender's buffer to the
-    /// receiver's. On the Intel VM, 2 ranks, 64 KiB blocks: all-to-all 7.9 µs by messages
-    /// against 11.0 through the area, scatter 5.8 against 6.3; 32 KiB (sent eagerly, copied
-    /// twice): 8.2 against 7.2 and 7.2 against 5.1.
+    /// Whether a collective that [`ShmOp::fits`] goes by messages after all on `area`: an
+    /// all-to-all larger than a slot whose members cannot copy from each other's memory
+    /// ([`NodeArea::alltoall_by_copies_applies`]); and where single copies win
+    /// ([`NodeArea::single_copies_win`]: 2 members), a broadcast or an allgather beyond the
+    /// slot, and a scatter whose blocks are sent by rendezvous (over `eager_limit`), each
+    /// copied once from the sender's buffer to the receiver's. On the Intel VM, 2 ranks, 64
+    /// KiB blocks: scatter 5.8 µs by messages against 6.3 through the area; 32 KiB (sent
+    /// eagerly, copied twice): 7.2 against 5.1.
     #[inline]
     fn by_messages_on(&self, area: &NodeArea, writes: usize, eager_limit: usize) -> bool {
         match self {
             ShmOp::Bcast { .. } | ShmOp::Gather { root: None } => {
                 writes > area.slot() && area.single_copies_win()
             }
-            ShmOp::Scatter { .. } | ShmOp::Alltoall => {
-                writes / 2 > eager_limit && area.single_copies_win()
-            }
+            ShmOp::Scatter { .. } => writes / 2 > eager_limit && area.single_copies_win(),
+            ShmOp::Alltoall => writes > area.slot() && !area.alltoall_by_copies_applies(writes),
             _ => false,
         }
     }
@@ -617,31 +635,32 @@ fn run_shm(
     op: ShmOp,
     src: &[u8],
     dst: &mut [u8],
-) -> std::result::Result<(), SizeMismatch> {
+) -> std::result::Result<(), AreaError> {
     match op {
-        ShmOp::Barrier => {
-            area.barrier(engine);
-            Ok(())
-        }
-        ShmOp::Bcast { root } => area.bcast(engine, root, dst),
+        ShmOp::Barrier => area.barrier(engine),
+        ShmOp::Bcast { root } => area.bcast(engine, root, dst)?,
         ShmOp::Reduce {
             root,
             combine,
             elem,
             ..
-        } => area.reduce(engine, root, src, dst, combine, elem),
+        } => area.reduce(engine, root, src, dst, combine, elem)?,
         ShmOp::Scan {
             combine,
             elem,
             exclusive,
-        } => area.scan(engine, src, dst, combine, elem, exclusive),
-        ShmOp::Gather { root } => area.gather(engine, root, src, dst),
-        ShmOp::Scatter { root } => area.scatter(engine, root, src, dst),
-        ShmOp::Alltoall => area.alltoall(engine, src, dst),
+        } => area.scan(engine, src, dst, combine, elem, exclusive)?,
+        ShmOp::Gather { root } => area.gather(engine, root, src, dst)?,
+        ShmOp::Scatter { root } => area.scatter(engine, root, src, dst)?,
+        ShmOp::Alltoall if area.alltoall_by_copies_applies(src.len()) => {
+            area.alltoall_by_copies(engine, src, dst)?
+        }
+        ShmOp::Alltoall => area.alltoall(engine, src, dst)?,
         ShmOp::ReduceScatterBlock { combine, elem } => {
-            area.reduce_scatter_block(engine, src, dst, combine, elem)
+            area.reduce_scatter_block(engine, src, dst, combine, elem)?
         }
     }
+    Ok(())
 }
 
 /// What a member called, as the checking mode (`WEFT_COLL_CHECK`) compares it.

@@ -42,9 +42,10 @@ use stores::{PROBE_EVERY, PROBE_FROM, STREAM_FROM};
 use crate::comm::node_memory::NodeSegment;
 use crate::engine::schedule::Combine;
 use crate::engine::Engine;
-use crate::fabric::Fabric;
+use crate::fabric::{Fabric, PullError};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
+mod single_copy;
 mod stores;
 
 /// Small-data slots per member: a member may run this many collectives less one ahead of the
@@ -86,6 +87,21 @@ pub struct SizeMismatch {
     pub mine: usize,
 }
 
+/// Why a collective of the area failed at this member.
+#[derive(Debug)]
+pub enum AreaError {
+    /// The members called it with different sizes.
+    Sizes(SizeMismatch),
+    /// A copy from another member's memory failed.
+    Copy(crate::Error),
+}
+
+impl From<SizeMismatch> for AreaError {
+    fn from(m: SizeMismatch) -> Self {
+        AreaError::Sizes(m)
+    }
+}
+
 /// How a member waits for the others and wakes them: the progress engine in production
 /// (other traffic progresses meanwhile, and the wait policy spins, yields, then sleeps),
 /// threads in tests.
@@ -94,6 +110,12 @@ pub trait Waiter {
     fn wait_until(&mut self, ready: &mut dyn FnMut() -> bool);
     /// Wakes the members with world ranks `world` (this one may be among them) that sleep.
     fn wake_all(&mut self, world: &[u32]);
+    /// Copies `dst.len()` bytes from address `remote` in the memory of the member with world
+    /// rank `peer`, in one copy (`process_vm_readv`).
+    ///
+    /// # Safety
+    /// As for [`Fabric::pull`]: `peer` lent that buffer for this copy.
+    unsafe fn pull(&mut self, peer: u32, remote: u64, dst: &mut [u8]) -> Result<(), PullError>;
 }
 
 impl<F: Fabric> Waiter for Engine<F> {
@@ -102,6 +124,10 @@ impl<F: Fabric> Waiter for Engine<F> {
     }
     fn wake_all(&mut self, world: &[u32]) {
         Engine::wake_all(self, world);
+    }
+    unsafe fn pull(&mut self, peer: u32, remote: u64, dst: &mut [u8]) -> Result<(), PullError> {
+        // SAFETY: the caller's promise.
+        unsafe { self.fabric.pull(peer, remote, dst) }
     }
 }
 
@@ -156,6 +182,10 @@ pub struct NodeArea {
     /// bytes the whole call writes per member, which every large piece carries so that
     /// members whose calls differ in size but not in the piece being read still find out.
     whole: Option<usize>,
+    /// All-to-alls whose blocks are larger than this go by single copies, from member to
+    /// member ([`NodeArea::alltoall_by_copies`]); `None` when the members cannot copy from
+    /// each other's memory ([`NodeArea::agree_on_single_copy`]).
+    copies_over: Option<usize>,
 }
 
 impl NodeArea {
@@ -185,6 +215,7 @@ impl NodeArea {
             ordinary_only: false,
             large_calls: 0,
             whole: None,
+            copies_over: None,
         }
     }
 
@@ -198,6 +229,12 @@ impl NodeArea {
 
     fn n(&self) -> usize {
         self.n
+    }
+
+    /// The world rank of member j (not this member).
+    fn world_of(&self, j: usize) -> u32 {
+        debug_assert!(j != self.me);
+        self.others[if j < self.me { j } else { j - 1 }]
     }
 
     fn header(&self, j: usize) -> *mut u8 {

@@ -21,6 +21,12 @@ impl Waiter for Spin {
         }
     }
     fn wake_all(&mut self, _world: &[u32]) {}
+    unsafe fn pull(&mut self, _peer: u32, remote: u64, dst: &mut [u8]) -> Result<(), crate::fabric::PullError> {
+        // SAFETY: the members are threads of this process: `remote` is a buffer another
+        // member lent for this copy (the caller's promise).
+        unsafe { std::ptr::copy_nonoverlapping(remote as *const u8, dst.as_mut_ptr(), dst.len()) };
+        Ok(())
+    }
 }
 
 fn area_in(mem: &Arc<Vec<AtomicU64>>, n: usize, me: usize, slot: usize, piece: usize) -> NodeArea {
@@ -41,6 +47,7 @@ fn area_in(mem: &Arc<Vec<AtomicU64>>, n: usize, me: usize, slot: usize, piece: u
         ordinary_only: false,
         large_calls: 0,
         whole: None,
+        copies_over: None,
     }
 }
 
@@ -418,4 +425,117 @@ fn a_member_with_another_size_is_reported_before_slices_are_folded() {
 #[test]
 fn a_member_with_another_size_is_reported_not_read() {
     an_odd_member_is_reported(4096, 8, 16);
+}
+
+/// Threads as members that cannot copy from each other: every copy is refused (`Unsupported`,
+/// as under Yama's ptrace scope) or fails (`Failed`).
+struct NoCopies {
+    refused: bool,
+}
+impl Waiter for NoCopies {
+    fn wait_until(&mut self, ready: &mut dyn FnMut() -> bool) {
+        Spin.wait_until(ready)
+    }
+    fn wake_all(&mut self, _world: &[u32]) {}
+    unsafe fn pull(&mut self, peer: u32, _remote: u64, _dst: &mut [u8]) -> Result<(), PullError> {
+        if self.refused {
+            return Err(PullError::Unsupported);
+        }
+        let e = std::io::Error::from_raw_os_error(libc::EFAULT);
+        let what = format!("process_vm_readv with rank {peer}");
+        Err(PullError::Failed(crate::Error::os("single-copy transfer", what, e)))
+    }
+}
+
+/// The all-to-all of `len`-byte blocks every member `me` of `n` expects in `round`.
+fn alltoall_want(n: usize, me: usize, round: usize, len: usize) -> Vec<u8> {
+    (0..n)
+        .flat_map(|j| data(j, round, n * len)[me * len..(me + 1) * len].to_vec())
+        .collect()
+}
+
+#[test]
+fn members_that_can_copy_from_each_other_exchange_large_blocks_by_single_copies() {
+    for n in [2, 3, 5] {
+        members(n, 4096, move |a, me| {
+            a.agree_on_single_copy(&mut Spin, true, 1000);
+            assert_eq!(a.copies_over, Some(1000), "n={n}: the members agreed");
+            for round in 0..200 {
+                // Blocks over the bound by single copies, between them through the area: the
+                // counts stay alike either way.
+                let len = [1001, 8, 4096 + 8, 40_000][round % 4];
+                assert_eq!(a.alltoall_by_copies_applies(n * len), len > 1000);
+                let mut got = vec![0; n * len];
+                let src = data(me, round, n * len);
+                if len > 1000 {
+                    a.alltoall_by_copies(&mut Spin, &src, &mut got).unwrap();
+                } else {
+                    a.alltoall(&mut Spin, &src, &mut got).unwrap();
+                }
+                assert_eq!(got, alltoall_want(n, me, round, len), "n={n} round {round}");
+            }
+        });
+    }
+}
+
+#[test]
+fn members_that_cannot_copy_from_each_other_agree_to_use_the_area() {
+    for refused in [true, false] {
+        members(3, 4096, move |a, _| {
+            a.agree_on_single_copy(&mut NoCopies { refused }, true, 1000);
+            assert_eq!(a.copies_over, None);
+            assert!(!a.alltoall_by_copies_applies(3 * 2000));
+        });
+    }
+    // Not allowed: no collective at all (a member alone at it would wait forever).
+    members(1, 4096, |a, _| {
+        a.agree_on_single_copy(&mut NoCopies { refused: true }, true, 1000);
+        a.agree_on_single_copy(&mut Spin, false, 1000);
+        assert_eq!((a.copies_over, a.seq), (None, 0));
+    });
+}
+
+#[test]
+fn a_member_whose_copies_fail_reports_it_and_the_others_go_on() {
+    members(3, 4096, |a, me| {
+        a.agree_on_single_copy(&mut Spin, true, 0);
+        let src = data(me, 0, 3 * 2048);
+        let mut got = vec![0; 3 * 2048];
+        if me == 1 {
+            let e = a.alltoall_by_copies(&mut NoCopies { refused: false }, &src, &mut got);
+            match e {
+                Err(AreaError::Copy(e)) => assert!(e.detail.contains("rank 2"), "{e}"),
+                other => panic!("member 1 got {other:?}"),
+            }
+        } else {
+            a.alltoall_by_copies(&mut Spin, &src, &mut got).unwrap();
+        }
+        // Everyone kept count: the next collective works at every member.
+        let mut b = [0; 3];
+        a.gather(&mut Spin, None, &[me as u8], &mut b).unwrap();
+        assert_eq!(b, [0, 1, 2]);
+    });
+}
+
+#[test]
+fn a_member_with_another_block_size_is_reported_by_every_member_and_none_copies_past_it() {
+    members(3, 4096, |a, me| {
+        a.agree_on_single_copy(&mut Spin, true, 0);
+        let len = if me == 2 { 1500 } else { 1000 };
+        let src = data(me, 0, 3 * len);
+        let mut got = vec![0xee; 3 * len];
+        let e = a.alltoall_by_copies(&mut Spin, &src, &mut got);
+        let want = if me == 2 { (0, 3000, 4500) } else { (2, 4500, 3000) };
+        match e {
+            Err(AreaError::Sizes(m)) => assert_eq!((m.member, m.theirs, m.mine), want),
+            other => panic!("member {me} got {other:?}"),
+        }
+        // Nothing was copied into a member that found the other size before its copies.
+        if me != 0 {
+            assert!(got.iter().all(|&b| b == 0xee), "member {me}");
+        }
+        let mut b = [0; 3];
+        a.gather(&mut Spin, None, &[me as u8], &mut b).unwrap();
+        assert_eq!(b, [0, 1, 2]);
+    });
 }
