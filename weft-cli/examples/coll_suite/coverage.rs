@@ -202,6 +202,28 @@ pub fn large(c: &SimpleCommunicator) {
             "1 MiB alltoall from {q}"
         );
     }
+    // Reduce-scatters of 1 MiB blocks: on 2 members by single copies with the commutative
+    // sum, through the area or by messages with the operation that does not commute.
+    let mut block = vec![0u64; per];
+    c.reduce_scatter_block_into(&send[..], &mut block[..], SystemOperation::sum());
+    let m = me as usize;
+    let mut want = vec![0u64; per];
+    for q in 0..n {
+        let theirs = values(q, per * n as usize, 63);
+        for (w, x) in want.iter_mut().zip(&theirs[m * per..(m + 1) * per]) {
+            *w = w.wrapping_add(*x);
+        }
+    }
+    assert!(block == want, "1 MiB reduce_scatter_block");
+    let pairs = per / 2;
+    let mut mine = vec![[0u64; 2]; pairs];
+    let all = affine(me, pairs * n as usize, 66);
+    c.reduce_scatter_block_into(&all[..], &mut mine[..], compose());
+    let whole = fold_affine(0, n, pairs * n as usize, 66);
+    assert!(
+        mine[..] == whole[m * pairs..(m + 1) * pairs],
+        "1 MiB non-commutative reduce_scatter_block"
+    );
 }
 
 /// `reduce_local_into` with a non-commutative operation (`inout = in ∘ inout`), the

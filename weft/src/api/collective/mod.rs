@@ -337,15 +337,15 @@ unsafe fn plan_reduction<O: Operation>(
         // SAFETY: the caller's promise (the buffers are borrowed for this blocking call).
         if let Some((src, dst)) = unsafe { start::direct(Some(s), Some(r)) } {
             let (combine, elem) = (&red.combine, red.elem);
+            let commutative = red.order == crate::coll::algorithm::Order::Commutative;
             let shape = ShmOp::Reduce {
                 root: None,
                 combine,
-                commutative: red.order == crate::coll::algorithm::Order::Commutative,
+                commutative,
                 elem,
             };
             let ran = start::in_area(call, c, sl, &shape, |area, engine| {
-                area.reduce(engine, None, src, dst, combine, elem)
-                    .map_err(Into::into)
+                start::reduce_in_area(area, engine, None, src, dst, combine, commutative, elem)
             });
             if let Some(done) = ran {
                 return done.map(|()| Started::done());
@@ -367,6 +367,7 @@ unsafe fn plan_reduction<O: Operation>(
         },
         Reduce::ScatterBlock => ShmOp::ReduceScatterBlock {
             combine: &red.combine,
+            commutative: red.order == crate::coll::algorithm::Order::Commutative,
             elem: red.elem,
         },
         Reduce::Scan | Reduce::ExclusiveScan => ShmOp::Scan {

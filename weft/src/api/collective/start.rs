@@ -7,7 +7,7 @@ use super::hierarchy::{Hierarchy, NodeEngine};
 use crate::api::datatype::Layout;
 use crate::api::point_to_point::{group_of, Staged};
 use crate::api::request::{Request, Scope};
-use crate::coll::shm::{AreaError, NodeArea, SizeMismatch};
+use crate::coll::shm::{AreaError, NodeArea, SizeMismatch, REDUCE_SCATTER_COPIES_FROM};
 use crate::coll::{Members, Schedule};
 use crate::comm::node_memory::{Allocated, NodeSegment};
 use crate::comm::CommData;
@@ -246,6 +246,8 @@ pub(crate) enum ShmOp<'c> {
     Alltoall,
     ReduceScatterBlock {
         combine: &'c Combine,
+        /// Whether the operation commutes (2 members then go by single copies).
+        commutative: bool,
         elem: usize,
     },
 }
@@ -583,9 +585,25 @@ impl ShmOp<'_> {
     pub(crate) fn fits(&self, writes: usize, slot: usize, members: usize, t: &Tunables) -> bool {
         writes <= slot
             || self.fits_in_pieces(writes, members, t)
-            || matches!(self, ShmOp::Alltoall)
-                && t.shm_single_copy
-                && writes / members.max(1) > t.eager_limit
+            || self.by_copies_maybe(writes, members, t)
+    }
+
+    /// Whether the area may run this collective of more than a slot by single copies, from
+    /// member to member (if its members can copy from each other's memory: `by_messages_on`
+    /// says when they cannot): an all-to-all of blocks over the eager limit; a reduce-scatter
+    /// on 2 members with a commutative operation from `REDUCE_SCATTER_COPIES_FROM` bytes a
+    /// block.
+    fn by_copies_maybe(&self, writes: usize, members: usize, t: &Tunables) -> bool {
+        if !t.shm_single_copy || members < 2 {
+            return false;
+        }
+        match self {
+            ShmOp::Alltoall => writes / members > t.eager_limit,
+            ShmOp::ReduceScatterBlock {
+                commutative: true, ..
+            } => members == 2 && writes / 2 >= REDUCE_SCATTER_COPIES_FROM,
+            _ => false,
+        }
     }
 
     /// Whether a collective that [`ShmOp::fits`] goes by messages after all on `area`: an
@@ -604,6 +622,10 @@ impl ShmOp<'_> {
             }
             ShmOp::Scatter { .. } => writes / 2 > eager_limit && area.single_copies_win(),
             ShmOp::Alltoall => writes > area.slot() && !area.alltoall_by_copies_applies(writes),
+            ShmOp::ReduceScatterBlock { commutative, .. } => {
+                writes > area.slot()
+                    && !area.reduce_scatter_by_copies_applies(writes / 2, *commutative)
+            }
             _ => false,
         }
     }
@@ -642,9 +664,9 @@ fn run_shm(
         ShmOp::Reduce {
             root,
             combine,
+            commutative,
             elem,
-            ..
-        } => area.reduce(engine, root, src, dst, combine, elem)?,
+        } => reduce_in_area(area, engine, root, src, dst, combine, commutative, elem)?,
         ShmOp::Scan {
             combine,
             elem,
@@ -656,11 +678,39 @@ fn run_shm(
             area.alltoall_by_copies(engine, src, dst)?
         }
         ShmOp::Alltoall => area.alltoall(engine, src, dst)?,
-        ShmOp::ReduceScatterBlock { combine, elem } => {
-            area.reduce_scatter_block(engine, src, dst, combine, elem)?
+        ShmOp::ReduceScatterBlock {
+            combine,
+            commutative,
+            elem,
+        } => {
+            if area.reduce_scatter_by_copies_applies(dst.len(), commutative) {
+                area.reduce_scatter_by_copies(engine, src, dst, combine)?
+            } else {
+                area.reduce_scatter_block(engine, src, dst, combine, elem)?
+            }
         }
     }
     Ok(())
+}
+
+/// A reduce to `root` or an allreduce (`None`) of a single-node communicator, in its area: by
+/// single copies where that applies (`NodeArea::allreduce_by_copies_applies`).
+#[inline]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn reduce_in_area(
+    area: &mut NodeArea,
+    engine: &mut NodeEngine,
+    root: Option<usize>,
+    src: &[u8],
+    dst: &mut [u8],
+    combine: &Combine,
+    commutative: bool,
+    elem: usize,
+) -> std::result::Result<(), AreaError> {
+    if root.is_none() && area.allreduce_by_copies_applies(src.len(), commutative) {
+        return area.allreduce_by_copies(engine, src, dst, combine, elem);
+    }
+    Ok(area.reduce(engine, root, src, dst, combine, elem)?)
 }
 
 /// What a member called, as the checking mode (`WEFT_COLL_CHECK`) compares it.

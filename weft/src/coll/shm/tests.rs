@@ -539,3 +539,68 @@ fn a_member_with_another_block_size_is_reported_by_every_member_and_none_copies_
         assert_eq!(b, [0, 1, 2]);
     });
 }
+
+/// A commutative combine: wrapping sums of 8-byte words.
+fn sums() -> Combine {
+    Rc::new(|input: &[u8], inout: &mut [u8]| {
+        for (i, o) in input.chunks_exact(8).zip(inout.chunks_exact_mut(8)) {
+            let s = u64::from_ne_bytes(i.try_into().unwrap())
+                .wrapping_add(u64::from_ne_bytes(o.try_into().unwrap()));
+            o.copy_from_slice(&s.to_ne_bytes());
+        }
+    })
+}
+
+#[test]
+fn two_members_reduce_large_data_by_single_copies() {
+    members(2, 4096, |a, me| {
+        a.agree_on_single_copy(&mut Spin, true, 1000);
+        assert!(!a.allreduce_by_copies_applies(ALLREDUCE_COPIES_FROM - 8, true));
+        assert!(!a.allreduce_by_copies_applies(ALLREDUCE_COPIES_FROM, false));
+        assert!(a.allreduce_by_copies_applies(ALLREDUCE_COPIES_FROM, true));
+        let block = REDUCE_SCATTER_COPIES_FROM;
+        assert!(!a.reduce_scatter_by_copies_applies(block - 8, true));
+        assert!(!a.reduce_scatter_by_copies_applies(block, false));
+        assert!(a.reduce_scatter_by_copies_applies(block, true));
+        let c = sums();
+        for round in 0..20 {
+            // An odd count of elements: the slices differ by one.
+            let len = ALLREDUCE_COPIES_FROM + 8 * (2 * round + 1);
+            let mut want = data(1, round, len);
+            c(&data(0, round, len), &mut want);
+            let mut got = vec![0; len];
+            a.allreduce_by_copies(&mut Spin, &data(me, round, len), &mut got, &c, 8)
+                .unwrap();
+            assert_eq!(got, want, "allreduce round {round}");
+            let mut block = vec![0; len];
+            a.reduce_scatter_by_copies(&mut Spin, &data(me, round, 2 * len), &mut block, &c)
+                .unwrap();
+            let mut want = data(1, round, 2 * len);
+            c(&data(0, round, 2 * len), &mut want);
+            assert_eq!(block, want[me * len..(me + 1) * len], "reduce-scatter round {round}");
+        }
+    });
+}
+
+#[test]
+fn a_member_whose_reduce_copy_fails_makes_both_report_it() {
+    members(2, 4096, |a, me| {
+        a.agree_on_single_copy(&mut Spin, true, 1000);
+        let (c, len) = (sums(), 4096);
+        let mut got = vec![0; len];
+        let src = data(me, 0, len);
+        let e = if me == 0 {
+            a.allreduce_by_copies(&mut NoCopies { refused: false }, &src, &mut got, &c, 8)
+        } else {
+            a.allreduce_by_copies(&mut Spin, &src, &mut got, &c, 8)
+        };
+        match e {
+            Err(AreaError::Copy(e)) if me == 0 => assert!(e.detail.contains("rank 1"), "{e}"),
+            Err(AreaError::Copy(e)) => assert!(e.detail.contains("member 0"), "{e}"),
+            other => panic!("member {me} got {other:?}"),
+        }
+        let mut b = [0; 2];
+        a.gather(&mut Spin, None, &[me as u8], &mut b).unwrap();
+        assert_eq!(b, [0, 1]);
+    });
+}
