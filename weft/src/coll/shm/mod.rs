@@ -46,7 +46,7 @@ use crate::fabric::{Fabric, PullError};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 mod single_copy;
-pub use single_copy::{ALLREDUCE_COPIES_FROM, REDUCE_SCATTER_COPIES_FROM};
+pub use single_copy::REDUCE_SCATTER_COPIES_FROM;
 mod stores;
 
 /// Small-data slots per member: a member may run this many collectives less one ahead of the

@@ -216,9 +216,9 @@ impl NodeArea {
             )));
         }
         if failed.is_none() {
+            let from = at_dst + theirs.start as u64;
             // SAFETY: the other member lent its `dst`, which holds its slice of the result now
             // (it said so above), until it has seen this member at the barrier below.
-            let from = at_dst + theirs.start as u64;
             failed = unsafe { self.copy_from(w, other, from, &mut dst[theirs]) }.err();
         }
         self.barrier(w);

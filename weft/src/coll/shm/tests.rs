@@ -555,9 +555,9 @@ fn sums() -> Combine {
 fn two_members_reduce_large_data_by_single_copies() {
     members(2, 4096, |a, me| {
         a.agree_on_single_copy(&mut Spin, true, 1000);
-        assert!(!a.allreduce_by_copies_applies(ALLREDUCE_COPIES_FROM - 8, true));
-        assert!(!a.allreduce_by_copies_applies(ALLREDUCE_COPIES_FROM, false));
-        assert!(a.allreduce_by_copies_applies(ALLREDUCE_COPIES_FROM, true));
+        assert!(!a.allreduce_by_copies_applies(single_copy::ALLREDUCE_COPIES_FROM - 8, true));
+        assert!(!a.allreduce_by_copies_applies(single_copy::ALLREDUCE_COPIES_FROM, false));
+        assert!(a.allreduce_by_copies_applies(single_copy::ALLREDUCE_COPIES_FROM, true));
         let block = REDUCE_SCATTER_COPIES_FROM;
         assert!(!a.reduce_scatter_by_copies_applies(block - 8, true));
         assert!(!a.reduce_scatter_by_copies_applies(block, false));
@@ -565,7 +565,7 @@ fn two_members_reduce_large_data_by_single_copies() {
         let c = sums();
         for round in 0..20 {
             // An odd count of elements: the slices differ by one.
-            let len = ALLREDUCE_COPIES_FROM + 8 * (2 * round + 1);
+            let len = single_copy::ALLREDUCE_COPIES_FROM + 8 * (2 * round + 1);
             let mut want = data(1, round, len);
             c(&data(0, round, len), &mut want);
             let mut got = vec![0; len];
