@@ -202,11 +202,24 @@ pub fn large(c: &SimpleCommunicator) {
             "1 MiB alltoall from {q}"
         );
     }
+    // A scatter of 1 MiB blocks from the last member (by single copies where the members may
+    // copy from each other's memory).
+    let mut mine = vec![0u64; per];
+    let rp = c.process_at_rank(root);
+    if me == root {
+        rp.scatter_into_root(&send[..], &mut mine[..]);
+    } else {
+        rp.scatter_into(&mut mine[..]);
+    }
+    let m = me as usize;
+    assert!(
+        mine[..] == values(root, per * n as usize, 63)[m * per..(m + 1) * per],
+        "1 MiB scatter from {root}"
+    );
     // Reduce-scatters of 1 MiB blocks: on 2 members by single copies with the commutative
     // sum, through the area or by messages with the operation that does not commute.
     let mut block = vec![0u64; per];
     c.reduce_scatter_block_into(&send[..], &mut block[..], SystemOperation::sum());
-    let m = me as usize;
     let mut want = vec![0u64; per];
     for q in 0..n {
         let theirs = values(q, per * n as usize, 63);

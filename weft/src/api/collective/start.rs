@@ -598,7 +598,7 @@ impl ShmOp<'_> {
             return false;
         }
         match self {
-            ShmOp::Alltoall => writes / members > t.eager_limit,
+            ShmOp::Alltoall | ShmOp::Scatter { .. } => writes / members > t.eager_limit,
             ShmOp::ReduceScatterBlock {
                 commutative: true, ..
             } => members == 2 && writes / 2 >= REDUCE_SCATTER_COPIES_FROM,
@@ -607,10 +607,11 @@ impl ShmOp<'_> {
     }
 
     /// Whether a collective that [`ShmOp::fits`] goes by messages after all on `area`: an
-    /// all-to-all larger than a slot whose members cannot copy from each other's memory
-    /// ([`NodeArea::alltoall_by_copies_applies`]); and where single copies win
-    /// ([`NodeArea::single_copies_win`]: 2 members), a broadcast or an allgather beyond the
-    /// slot, and a scatter whose blocks are sent by rendezvous (over `eager_limit`), each
+    /// all-to-all, scatter or reduce-scatter larger than a slot whose members cannot copy
+    /// from each other's memory (`NodeArea::*_by_copies_applies`); and where single copies
+    /// win ([`NodeArea::single_copies_win`]: 2 members), a broadcast or an allgather beyond
+    /// the slot, and a scatter whose blocks are sent by rendezvous (over `eager_limit`) when
+    /// the members cannot copy from each other's memory in the area's own way, each block
     /// copied once from the sender's buffer to the receiver's. On the Intel VM, 2 ranks, 64
     /// KiB blocks: scatter 5.8 µs by messages against 6.3 through the area; 32 KiB (sent
     /// eagerly, copied twice): 7.2 against 5.1.
@@ -620,7 +621,10 @@ impl ShmOp<'_> {
             ShmOp::Bcast { .. } | ShmOp::Gather { root: None } => {
                 writes > area.slot() && area.single_copies_win()
             }
-            ShmOp::Scatter { .. } => writes / 2 > eager_limit && area.single_copies_win(),
+            ShmOp::Scatter { .. } if area.scatter_by_copies_applies(writes / area.n()) => false,
+            ShmOp::Scatter { .. } => {
+                writes > area.slot() || writes / 2 > eager_limit && area.single_copies_win()
+            }
             ShmOp::Alltoall => writes > area.slot() && !area.alltoall_by_copies_applies(writes),
             ShmOp::ReduceScatterBlock { commutative, .. } => {
                 writes > area.slot()
@@ -673,6 +677,9 @@ fn run_shm(
             exclusive,
         } => area.scan(engine, src, dst, combine, elem, exclusive)?,
         ShmOp::Gather { root } => area.gather(engine, root, src, dst)?,
+        ShmOp::Scatter { root } if area.scatter_by_copies_applies(dst.len()) => {
+            area.scatter_by_copies(engine, root, src, dst)?
+        }
         ShmOp::Scatter { root } => area.scatter(engine, root, src, dst)?,
         ShmOp::Alltoall if area.alltoall_by_copies_applies(src.len()) => {
             area.alltoall_by_copies(engine, src, dst)?

@@ -228,7 +228,9 @@ impl NodeArea {
         self.slot
     }
 
-    fn n(&self) -> usize {
+    /// How many members the area has.
+    #[inline]
+    pub(crate) fn n(&self) -> usize {
         self.n
     }
 

@@ -1,10 +1,12 @@
-//! All-to-alls of large blocks by single copies: every member says in the area where its
-//! input lies and copies its blocks straight from the others' inputs into its output
-//! (`process_vm_readv`), so each block is copied once, where through the area's buffers it
-//! would be copied twice (in by its writer, out by its reader). The area carries only the
-//! addresses and the flags; whether the members may copy from each other's memory at all (a
-//! seccomp filter, Yama's ptrace scope or `WEFT_SHM_SINGLE_COPY=0` may forbid it) they find
-//! out by trying when the area is made ([`NodeArea::agree_on_single_copy`]).
+//! All-to-alls and scatters of large blocks, and large reductions on 2 members, by single
+//! copies: every
+//! member says in the area where its buffers lie and copies what it needs straight from the
+//! others' buffers into its own (`process_vm_readv`), so each block is copied once, where
+//! through the area's buffers it would be copied twice (in by its writer, out by its reader).
+//! The area carries only the addresses and the flags; whether the members may copy from each
+//! other's memory at all (a seccomp filter, Yama's ptrace scope or `WEFT_SHM_SINGLE_COPY=0`
+//! may forbid it) they find out by trying when the area is made
+//! ([`NodeArea::agree_on_single_copy`]).
 //!
 //! Measured on the Intel VM (`bench/ab.py`, µs, through the area's buffers → by single
 //! copies; Open MPI 5 beside): 4 ranks on 2 CPUs, 64 KiB blocks 78 → 54 (58), 256 KiB 349 →
@@ -42,8 +44,8 @@ impl NodeArea {
     }
 
     /// Finds out, with the other members, whether every member can copy from the next one's
-    /// memory, and if so lets all-to-alls of blocks larger than `over` bytes go by single
-    /// copies. Every member tries a copy of a word of the next member's memory, then all
+    /// memory, and if so lets all-to-alls of blocks larger than `over` bytes, and the large
+    /// reductions of 2 members, go by single copies. Every member tries a copy of a word of the next member's memory, then all
     /// gather what they found: two collectives of the area, once per area. Nothing when
     /// `allowed` is false (the same at every member: a tunable).
     pub fn agree_on_single_copy(&mut self, w: &mut impl Waiter, allowed: bool, over: usize) {
@@ -77,10 +79,16 @@ impl NodeArea {
     /// addresses and lengths) and waits until every member has said where theirs lie.
     /// Returns the collective's number and whether every member gave as many words.
     fn say_where(&mut self, w: &mut impl Waiter, words: &[u64]) -> (u64, Result<(), SizeMismatch>) {
-        let said: Vec<u8> = words.iter().flat_map(|x| x.to_ne_bytes()).collect();
-        let k = self.put(w, &said);
+        let k = self.say(w, words);
         self.wait_data(w, k, 0..self.n());
-        (k, self.check(k, 0..self.n(), said.len()))
+        (k, self.check(k, 0..self.n(), 8 * words.len()))
+    }
+
+    /// Says where this member's buffers lie (`words`) in a new collective of the area, without
+    /// waiting for the others; returns the collective's number.
+    fn say(&mut self, w: &mut impl Waiter, words: &[u64]) -> u64 {
+        let said: Vec<u8> = words.iter().flat_map(|x| x.to_ne_bytes()).collect();
+        self.put(w, &said)
     }
 
     /// Word `i` of what member j said in collective k ([`NodeArea::say_where`]).
@@ -144,6 +152,54 @@ impl NodeArea {
             dst[mine.clone()].copy_from_slice(&src[mine]);
         }
         self.barrier(w);
+        failed.map_or(Ok(()), Err)
+    }
+
+    /// Whether a scatter with blocks of `len` bytes goes by single copies
+    /// ([`NodeArea::scatter_by_copies`]): when the members can copy from each other's memory
+    /// and the blocks are larger than the bound the area was made with (the eager limit).
+    #[inline]
+    pub fn scatter_by_copies_applies(&self, len: usize) -> bool {
+        self.copies_over.is_some_and(|over| len > over)
+    }
+
+    /// Scatter of equal blocks by single copies: the root says where its `src` lies and every
+    /// other member copies its block straight from there into `dst`; then every member says
+    /// it is done and the root waits for all (a second collective of the area), so that it
+    /// keeps `src` lent until no member copies from it. The others need not wait for each
+    /// other. A member that finds an error (sizes that differ, a failed copy) still says it
+    /// is done, and reports it after.
+    pub fn scatter_by_copies(
+        &mut self,
+        w: &mut impl Waiter,
+        root: usize,
+        src: &[u8],
+        dst: &mut [u8],
+    ) -> Result<(), AreaError> {
+        let (n, len) = (self.n(), dst.len());
+        let mut failed = None;
+        if self.me == root {
+            self.say(w, &[src.as_ptr() as u64, src.len() as u64]);
+            dst.copy_from_slice(&src[root * len..(root + 1) * len]);
+        } else {
+            let k = self.put_nothing(w);
+            self.wait_data(w, k, root..root + 1);
+            failed = self.check(k, root..root + 1, 16).err().map(AreaError::Sizes);
+            if failed.is_none() {
+                failed = same_size(root, self.said(root, k, 1) as usize, len * n).err();
+            }
+            if failed.is_none() {
+                let from = self.said(root, k, 0) + (self.me * len) as u64;
+                // SAFETY: the root lent its `src` (`len * n` bytes, so my block lies inside
+                // it) until every member has said it is done below, which this one does only
+                // after its copy.
+                failed = unsafe { self.copy_from(w, root, from, dst) }.err();
+            }
+        }
+        let k = self.put_nothing(w);
+        if self.me == root {
+            self.wait_all(w, k, 0..n);
+        }
         failed.map_or(Ok(()), Err)
     }
 

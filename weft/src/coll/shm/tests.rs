@@ -604,3 +604,62 @@ fn a_member_whose_reduce_copy_fails_makes_both_report_it() {
         assert_eq!(b, [0, 1]);
     });
 }
+
+#[test]
+fn members_scatter_large_blocks_by_single_copies_from_any_root() {
+    for n in [2, 3, 5] {
+        members(n, 4096, move |a, me| {
+            a.agree_on_single_copy(&mut Spin, true, 1000);
+            for round in 0..100 {
+                let (root, len) = (round % n, [1001, 8, 40_000][round % 3]);
+                assert_eq!(a.scatter_by_copies_applies(len), len > 1000);
+                let src = if me == root {
+                    data(root, round, n * len)
+                } else {
+                    Vec::new()
+                };
+                let mut got = vec![0; len];
+                if len > 1000 {
+                    a.scatter_by_copies(&mut Spin, root, &src, &mut got).unwrap();
+                } else {
+                    a.scatter(&mut Spin, root, &src, &mut got).unwrap();
+                }
+                let want = &data(root, round, n * len)[me * len..(me + 1) * len];
+                assert_eq!(got, want, "n={n} round {round}");
+            }
+        });
+    }
+}
+
+#[test]
+fn a_member_whose_scatter_copy_fails_or_whose_block_differs_reports_it_and_the_others_go_on() {
+    members(3, 4096, |a, me| {
+        a.agree_on_single_copy(&mut Spin, true, 0);
+        let src = if me == 0 { data(0, 0, 3 * 2048) } else { Vec::new() };
+        let mut got = vec![0; 2048];
+        if me == 1 {
+            let e = a.scatter_by_copies(&mut NoCopies { refused: false }, 0, &src, &mut got);
+            match e {
+                Err(AreaError::Copy(e)) => assert!(e.detail.contains("rank 0"), "{e}"),
+                other => panic!("member 1 got {other:?}"),
+            }
+        } else {
+            a.scatter_by_copies(&mut Spin, 0, &src, &mut got).unwrap();
+        }
+        // A member expecting another block size reports the root's, and copies nothing.
+        let mut other = vec![0xee; if me == 2 { 1024 } else { 2048 }];
+        let e = a.scatter_by_copies(&mut Spin, 0, &src, &mut other);
+        match (me, e) {
+            (2, Err(AreaError::Sizes(e))) => {
+                assert_eq!((e.member, e.theirs, e.mine), (0, 3 * 2048, 3 * 1024));
+                assert!(other.iter().all(|&b| b == 0xee));
+            }
+            (2, other) => panic!("member 2 got {other:?}"),
+            (_, e) => e.unwrap(),
+        }
+        // Everyone kept count: the next collective works at every member.
+        let mut b = [0; 3];
+        a.gather(&mut Spin, None, &[me as u8], &mut b).unwrap();
+        assert_eq!(b, [0, 1, 2]);
+    });
+}
