@@ -1,11 +1,10 @@
 //! All-to-alls and scatters of large blocks, and large reductions on 2 members, by single
-//! copies: every
-//! member says in the area where its buffers lie and copies what it needs straight from the
-//! others' buffers into its own (`process_vm_readv`), so each block is copied once, where
-//! through the area's buffers it would be copied twice (in by its writer, out by its reader).
-//! The area carries only the addresses and the flags; whether the members may copy from each
-//! other's memory at all (a seccomp filter, Yama's ptrace scope or `WEFT_SHM_SINGLE_COPY=0`
-//! may forbid it) they find out by trying when the area is made
+//! copies: every member says in the area where its buffers lie and copies what it needs
+//! straight from the others' buffers into its own (`process_vm_readv`), so each block is
+//! copied once, where through the area's buffers it would be copied twice (in by its writer,
+//! out by its reader). The area carries only the addresses and the flags; whether the members
+//! may copy from each other's memory at all (a seccomp filter, Yama's ptrace scope or
+//! `WEFT_SHM_SINGLE_COPY=0` may forbid it) they find out by trying when the area is made
 //! ([`NodeArea::agree_on_single_copy`]).
 //!
 //! Measured on the Intel VM (`bench/ab.py`, µs, through the area's buffers → by single
@@ -44,10 +43,11 @@ impl NodeArea {
     }
 
     /// Finds out, with the other members, whether every member can copy from the next one's
-    /// memory, and if so lets all-to-alls of blocks larger than `over` bytes, and the large
-    /// reductions of 2 members, go by single copies. Every member tries a copy of a word of the next member's memory, then all
-    /// gather what they found: two collectives of the area, once per area. Nothing when
-    /// `allowed` is false (the same at every member: a tunable).
+    /// memory, and if so lets all-to-alls and scatters of blocks larger than `over` bytes, and
+    /// the large reductions of 2 members, go by single copies. Every member tries a copy of a
+    /// word of the next member's memory, then all gather what they found: two collectives of
+    /// the area, once per area. Nothing when `allowed` is false (the same at every member: a
+    /// tunable).
     pub fn agree_on_single_copy(&mut self, w: &mut impl Waiter, allowed: bool, over: usize) {
         if !allowed || self.n() < 2 {
             return;
