@@ -725,8 +725,8 @@ impl NodeArea {
     ) -> Result<(), SizeMismatch> {
         let (n, len) = (self.n(), src.len());
         let slice = |j: usize| {
-            let elements = len / elem;
-            (elements * j / n * elem, elements * (j + 1) / n * elem)
+            let r = slice_of(len, elem, n, j);
+            (r.start, r.end)
         };
         let (lo, hi) = slice(self.me);
         // My own slice I fold from `src`: no one reads it from the area.
@@ -937,3 +937,10 @@ fn round_up(x: usize) -> usize {
 
 #[cfg(test)]
 mod tests;
+
+/// Member j's slice of `len` bytes of `elem`-byte elements cut among `n` members: whole
+/// elements, the slices differing by one element at most.
+fn slice_of(len: usize, elem: usize, n: usize, j: usize) -> std::ops::Range<usize> {
+    let elements = len / elem.max(1);
+    elements * j / n * elem..elements * (j + 1) / n * elem
+}

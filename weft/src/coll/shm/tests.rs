@@ -599,6 +599,25 @@ fn a_member_whose_reduce_copy_fails_makes_both_report_it() {
             Err(AreaError::Copy(e)) => assert!(e.detail.contains("member 0"), "{e}"),
             other => panic!("member {me} got {other:?}"),
         }
+        // A reduce-scatter whose copy fails at member 1: it reports it, naming member 0's
+        // rank; member 0, whose copy worked, gets its block.
+        let (all, mut block) = (data(me, 1, 2 * len), vec![0; len]);
+        let e = if me == 1 {
+            a.reduce_scatter_by_copies(&mut NoCopies { refused: false }, &all, &mut block, &c)
+        } else {
+            a.reduce_scatter_by_copies(&mut Spin, &all, &mut block, &c)
+        };
+        if me == 1 {
+            match e {
+                Err(AreaError::Copy(e)) => assert!(e.detail.contains("rank 0"), "{e}"),
+                other => panic!("member 1 got {other:?}"),
+            }
+        } else {
+            e.unwrap();
+            let mut want = data(1, 1, 2 * len);
+            c(&data(0, 1, 2 * len), &mut want);
+            assert_eq!(block, want[..len]);
+        }
         let mut b = [0; 2];
         a.gather(&mut Spin, None, &[me as u8], &mut b).unwrap();
         assert_eq!(b, [0, 1]);
