@@ -58,7 +58,7 @@ const DEPTH: usize = 64;
 /// the rest. Small collectives (up to `INLINE` bytes a member writes) use the slots, so a
 /// member runs up to `DEPTH - 1` of them ahead of its slowest reader; larger ones the ring
 /// over the two large buffers, as far ahead as it holds them.
-const SLOT_BYTES: usize = 1088;
+pub(super) const SLOT_BYTES: usize = 1088;
 /// Bytes of a member's header: its progress line, then `DEPTH` slots, rounded up to a
 /// multiple of 128 (so that the next member's progress line is not the adjacent-line
 /// prefetcher's pair of one of these).
@@ -117,6 +117,13 @@ pub trait Waiter {
     /// # Safety
     /// As for [`Fabric::pull`]: `peer` lent that buffer for this copy.
     unsafe fn pull(&mut self, peer: u32, remote: u64, dst: &mut [u8]) -> Result<(), PullError>;
+    /// Copies `src` to address `remote` in the memory of the member with world rank `peer`,
+    /// in one copy (`process_vm_writev`).
+    ///
+    /// # Safety
+    /// As for [`Fabric::push`]: `peer` lent that buffer for this copy, and nothing else reads
+    /// or writes it meanwhile.
+    unsafe fn push(&mut self, peer: u32, remote: u64, src: &[u8]) -> Result<(), PullError>;
 }
 
 impl<F: Fabric> Waiter for Engine<F> {
@@ -129,6 +136,10 @@ impl<F: Fabric> Waiter for Engine<F> {
     unsafe fn pull(&mut self, peer: u32, remote: u64, dst: &mut [u8]) -> Result<(), PullError> {
         // SAFETY: the caller's promise.
         unsafe { self.fabric.pull(peer, remote, dst) }
+    }
+    unsafe fn push(&mut self, peer: u32, remote: u64, src: &[u8]) -> Result<(), PullError> {
+        // SAFETY: the caller's promise.
+        unsafe { self.fabric.push(peer, remote, src) }
     }
 }
 

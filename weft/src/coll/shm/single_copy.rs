@@ -2,7 +2,10 @@
 //! copies: every member says in the area where its buffers lie and copies what it needs
 //! straight from the others' buffers into its own (`process_vm_readv`), so each block is
 //! copied once, where through the area's buffers it would be copied twice (in by its writer,
-//! out by its reader). The area carries only the addresses and the flags; whether the members
+//! out by its reader). In an all-to-all either member of a pair may copy the block between
+//! them (into its own buffer, or out of it with `process_vm_writev`): whichever claims it
+//! first in the area, so that the members that have a CPU do the copies of those that wait
+//! for one. The area carries only the addresses, the claims and the flags; whether the members
 //! may copy from each other's memory at all (a seccomp filter, Yama's ptrace scope or
 //! `WEFT_SHM_SINGLE_COPY=0` may forbid it) they find out by trying when the area is made
 //! ([`NodeArea::agree_on_single_copy`]).
@@ -11,10 +14,31 @@
 //! copies; Open MPI 5 beside): 4 ranks on 2 CPUs, 64 KiB blocks 78 → 54 (58), 256 KiB 349 →
 //! 285 (295); 8 ranks, 64 KiB 359 → 329 (386); 2 ranks, 4 MiB 1,004 → 912 (984, by messages
 //! before). Below the eager limit the system call costs more than the second copy: 2 ranks,
-//! 32 KiB blocks 8.0 through the area against 11.9.
+//! 32 KiB blocks 8.0 through the area against 11.9. Claimed copies against each member making
+//! its own and a barrier (interleaved, CPUs together, µs; Open MPI 4.1 beside): 4 ranks 256
+//! KiB 302 against 343 (345), 1 MiB 1,232 against 1,341 (1,258), 4 MiB 7,826 against 8,760
+//! (8,021); 8 ranks 64 KiB 332 against 378 (388), 256 KiB 1,087 against 1,267 (1,224); 2
+//! ranks 64 KiB 8.0 against 10.5 (10.2), 4 MiB 952 against 1,078 (1,007).
 
 use super::{AreaError, NodeArea, SizeMismatch, Waiter};
 use crate::engine::schedule::Combine;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The most members an all-to-all by single copies may have: each member's slot holds its
+/// three sets of marks (a bit per member each) after its first line.
+const MOST_MARKED: usize = 64 * ((super::SLOT_BYTES - 64) / (3 * 8));
+
+/// The sets of bits a member's slot holds in a collective by claims
+/// ([`NodeArea::alltoall_by_copies`]), a bit per member whose block comes into its buffer.
+#[derive(Clone, Copy)]
+enum Mark {
+    /// A member has taken on the copy.
+    Claimed,
+    /// The copy is over.
+    Done,
+    /// The copy failed (set before `Done`).
+    Failed,
+}
 
 /// What a member's probe word holds (with its member rank folded in), for the next member to
 /// copy and check in [`NodeArea::agree_on_single_copy`].
@@ -43,7 +67,7 @@ impl NodeArea {
     /// where a message would go by a single copy too).
     #[inline]
     pub fn alltoall_by_copies_applies(&self, writes: usize) -> bool {
-        self.copies_over.is_some_and(|over| writes / self.n() > over)
+        self.n() <= MOST_MARKED && self.copies_over.is_some_and(|over| writes / self.n() > over)
     }
 
     /// Finds out, with the other members, whether every member can copy from the next one's
@@ -96,7 +120,15 @@ impl NodeArea {
         for (into, x) in said.chunks_exact_mut(8).zip(words) {
             into.copy_from_slice(&x.to_ne_bytes());
         }
-        self.put(w, &said[..8 * words.len()])
+        let k = self.begin(w, Some(8 * words.len()));
+        let marks = if self.n() <= MOST_MARKED { 3 * self.n().div_ceil(64) } else { 0 };
+        for i in 0..marks {
+            // Relaxed: published by the Release in `publish`, before any other member claims.
+            self.mark_word(self.me, k, i).store(0, Ordering::Relaxed);
+        }
+        self.write(k, &said[..8 * words.len()]);
+        self.publish(w, k, Some(8 * words.len()));
+        k
     }
 
     /// Word `i` of what member j said in collective k ([`NodeArea::say_where`]).
@@ -122,45 +154,148 @@ impl NodeArea {
             .map_err(|e| AreaError::Copy(copy_failed(e, j, into.len())))
     }
 
-    /// All-to-all with equal blocks by single copies: `src` holds a block for each member;
-    /// `dst` gets member j's block for me at block j, copied straight from j's `src`. Every
-    /// member says where its `src` lies, copies its block from every other member's (the
-    /// next member's first, so that not all copy from one at once), then waits until every
-    /// member has copied from its own (a barrier: a second collective of the area). A member
-    /// that finds an error (sizes that differ, a failed copy) still joins the barrier, so
-    /// that the others neither wait forever nor lose count, and reports it after.
+    /// All-to-all with equal blocks by single copies, each block copied once by whichever of
+    /// its two members gets to it first: `src` holds a block for each member, `dst` gets
+    /// member j's block for me as its block j. Every member says where its `src` and `dst`
+    /// lie; then it copies the blocks meant for it from the others' `src` (pulls), its own
+    /// block, and its blocks for the others into their `dst` (pushes), each copy claimed
+    /// first in the destination's [`Mark::Claimed`] set, so that a member with a CPU does the
+    /// copies of members that wait for one (ranks outnumbering cores). A member leaves once
+    /// every copy into its `dst` and out of its `src` is done: no barrier.
+    ///
+    /// Sizes that differ are seen alike by every member (each reads every member's sizes
+    /// before any copy): then none copies, and each reports the first member whose size
+    /// differs from its own. A failed copy is reported by the member that made it and by the
+    /// member whose block it was to fill; everything else still completes.
     pub fn alltoall_by_copies(
         &mut self,
         w: &mut impl Waiter,
         src: &[u8],
         dst: &mut [u8],
     ) -> Result<(), AreaError> {
-        let n = self.n();
+        let (n, me) = (self.n(), self.me);
         let len = src.len() / n;
-        let (k, sizes) = self.say_where(w, &[src.as_ptr() as u64, src.len() as u64]);
-        let mut failed = sizes.err().map(AreaError::Sizes);
+        let words = [src.as_ptr() as u64, src.len() as u64, dst.as_mut_ptr() as u64];
+        let (k, sizes) = self.say_where(w, &words);
+        sizes.map_err(AreaError::Sizes)?;
+        for j in (0..n).filter(|&j| j != me) {
+            same_size(j, self.said(j, k, 1) as usize, src.len())?;
+        }
+        let mut failed = None;
         for step in 1..n {
-            if failed.is_some() {
-                break;
+            let j = (me + step) % n;
+            if self.claim(j, me, k) {
+                let from = self.said(j, k, 0) + (me * len) as u64;
+                // SAFETY: member j lent its `src` (as long as mine, so my block lies inside
+                // it) until every copy out of it is done, this one among them (`done` below).
+                let r = unsafe { self.copy_from(w, j, from, &mut dst[j * len..(j + 1) * len]) };
+                self.done(w, j, me, k, r.is_err());
+                failed = failed.or(r.err());
             }
-            let j = (self.me + step) % n;
-            let (at, whole) = (self.said(j, k, 0), self.said(j, k, 1) as usize);
-            if let Err(e) = same_size(j, whole, src.len()) {
-                failed = Some(e);
-                break;
+        }
+        let mine = me * len..(me + 1) * len;
+        dst[mine.clone()].copy_from_slice(&src[mine]);
+        for step in 1..n {
+            let m = (me + step) % n;
+            if self.claim(me, m, k) {
+                let into = self.said(m, k, 2) + (me * len) as u64;
+                // SAFETY: member m lent its `dst` (as long as my `src`, so my block's place lies
+                // inside it) until every copy into it is done, this one among them; no other
+                // member writes that block (this one claimed it).
+                let r = unsafe { self.copy_to(w, m, into, &src[m * len..(m + 1) * len]) };
+                self.done(w, me, m, k, r.is_err());
+                failed = failed.or(r.err());
             }
-            let from = at + (self.me * len) as u64;
-            // SAFETY: member j lent its `src` (`whole` bytes at `at`, as long as mine, so my
-            // block lies inside it) until every member has joined the barrier below, which
-            // this one does only after its copies.
-            failed = unsafe { self.copy_from(w, j, from, &mut dst[j * len..(j + 1) * len]) }.err();
+        }
+        let all_done = |a: &NodeArea| {
+            (0..n).all(|j| j == me || a.is_marked(Mark::Done, j, me, k) && a.is_marked(Mark::Done, me, j, k))
+        };
+        if !all_done(self) {
+            w.wait_until(&mut || all_done(self));
         }
         if failed.is_none() {
-            let mine = self.me * len..(self.me + 1) * len;
-            dst[mine.clone()].copy_from_slice(&src[mine]);
+            if let Some(j) = (0..n).find(|&j| j != me && self.is_marked(Mark::Failed, j, me, k)) {
+                failed = Some(AreaError::Copy(crate::Error::new(
+                    crate::ErrorClass::Internal,
+                    "single-copy transfer",
+                    format!(
+                        "member {j} of the node-shared area could not copy its block of {len} \
+                         bytes into this member's buffer"
+                    ),
+                )));
+            }
         }
-        self.barrier(w);
         failed.map_or(Ok(()), Err)
+    }
+
+    /// Claims the copy of member `from`'s block into member `to`'s buffer in collective k
+    /// (by collectives by claims: [`NodeArea::alltoall_by_copies`]): true for the one member
+    /// that claims it first.
+    fn claim(&self, from: usize, to: usize, k: u64) -> bool {
+        let (word, bit) = self.mark(Mark::Claimed, from, to, k);
+        // Relaxed: the claim orders nothing, it only elects one member; the copy's data is
+        // published by the Release in `done`.
+        word.fetch_or(bit, Ordering::Relaxed) & bit == 0
+    }
+
+    /// Marks the copy of member `from`'s block into member `to`'s buffer in collective k done
+    /// (and `failed` or not), and wakes the other member of the two.
+    fn done(&self, w: &mut impl Waiter, from: usize, to: usize, k: u64, failed: bool) {
+        if failed {
+            let (word, bit) = self.mark(Mark::Failed, from, to, k);
+            // Relaxed: published by the Release below.
+            word.fetch_or(bit, Ordering::Relaxed);
+        }
+        let (word, bit) = self.mark(Mark::Done, from, to, k);
+        // Release: pairs with the Acquire load in `is_marked`, so `to` sees its block (written
+        // before, by this member's system call) and `from` may reuse its buffer.
+        word.fetch_or(bit, Ordering::Release);
+        let other = if from == self.me { to } else { from };
+        w.wake_all(&[self.world_of(other)]);
+    }
+
+    /// Whether the copy of member `from`'s block into member `to`'s buffer in collective k is
+    /// marked `mark`.
+    fn is_marked(&self, mark: Mark, from: usize, to: usize, k: u64) -> bool {
+        let (word, bit) = self.mark(mark, from, to, k);
+        // Acquire: pairs with the Release in `done`.
+        word.load(Ordering::Acquire) & bit != 0
+    }
+
+    /// The word and bit of set `mark` for the copy of member `from`'s block into member
+    /// `to`'s buffer in collective k: in `to`'s slot for k, after its first line (which holds
+    /// what it said), a set of `n` bits per mark.
+    fn mark(&self, mark: Mark, from: usize, to: usize, k: u64) -> (&AtomicU64, u64) {
+        let words = self.n().div_ceil(64);
+        (self.mark_word(to, k, mark as usize * words + from / 64), 1 << (from % 64))
+    }
+
+    /// Word i of the sets of marks in member `to`'s slot for collective k.
+    fn mark_word(&self, to: usize, k: u64, i: usize) -> &AtomicU64 {
+        let at = 64 + 8 * i;
+        debug_assert!(at + 8 <= super::SLOT_BYTES);
+        // SAFETY: an 8-aligned word of member `to`'s slot for k (64-aligned, `SLOT_BYTES`
+        // long), inside the mapping, which lives as long as `self`; accessed only atomically.
+        // `to` clears it when it says where its buffers lie (`say`), before the Release of
+        // its slot's sequence number that every other member sees before it marks or reads it.
+        unsafe { &*(self.slot_line(to, k).wrapping_add(at) as *const AtomicU64) }
+    }
+
+    /// Copies `src` to address `into` in member m's memory, reporting a failure as the error
+    /// of this member's collective.
+    ///
+    /// # Safety
+    /// As for [`Waiter::push`]: member m lent that buffer for this copy.
+    unsafe fn copy_to(
+        &self,
+        w: &mut impl Waiter,
+        m: usize,
+        into: u64,
+        src: &[u8],
+    ) -> Result<(), AreaError> {
+        // SAFETY: the caller's promise.
+        unsafe { w.push(self.world_of(m), into, src) }
+            .map_err(|e| AreaError::Copy(copy_failed(e, m, src.len())))
     }
 
     /// Whether a scatter with blocks of `len` bytes goes by single copies

@@ -27,6 +27,12 @@ impl Waiter for Spin {
         unsafe { std::ptr::copy_nonoverlapping(remote as *const u8, dst.as_mut_ptr(), dst.len()) };
         Ok(())
     }
+    unsafe fn push(&mut self, _peer: u32, remote: u64, src: &[u8]) -> Result<(), crate::fabric::PullError> {
+        // SAFETY: the members are threads of this process: `remote` is a buffer another
+        // member lent for this copy, which nothing else touches meanwhile (the caller's promise).
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), remote as *mut u8, src.len()) };
+        Ok(())
+    }
 }
 
 fn area_in(mem: &Arc<Vec<AtomicU64>>, n: usize, me: usize, slot: usize, piece: usize) -> NodeArea {
@@ -445,6 +451,14 @@ impl Waiter for NoCopies {
         let what = format!("process_vm_readv with rank {peer}");
         Err(PullError::Failed(crate::Error::os("single-copy transfer", what, e)))
     }
+    unsafe fn push(&mut self, peer: u32, _remote: u64, _src: &[u8]) -> Result<(), PullError> {
+        if self.refused {
+            return Err(PullError::Unsupported);
+        }
+        let e = std::io::Error::from_raw_os_error(libc::EFAULT);
+        let what = format!("process_vm_writev with rank {peer}");
+        Err(PullError::Failed(crate::Error::os("single-copy transfer", what, e)))
+    }
 }
 
 /// The all-to-all of `len`-byte blocks every member `me` of `n` expects in `round`.
@@ -497,24 +511,114 @@ fn members_that_cannot_copy_from_each_other_agree_to_use_the_area() {
 
 #[test]
 fn a_member_whose_copies_fail_reports_it_and_the_others_go_on() {
+    for round in 0..20 {
+        members(3, 4096, move |a, me| {
+            a.agree_on_single_copy(&mut Spin, true, 0);
+            let src = data(me, round, 3 * 2048);
+            let mut got = vec![0; 3 * 2048];
+            let r = if me == 1 {
+                a.alltoall_by_copies(&mut NoCopies { refused: false }, &src, &mut got)
+            } else {
+                a.alltoall_by_copies(&mut Spin, &src, &mut got)
+            };
+            // Which copies member 1 took on depends on who got there first: it reports the
+            // copies it failed, the others the blocks member 1 failed to bring them; what
+            // was copied is right.
+            match r {
+                Ok(()) => assert_eq!(got, alltoall_want(3, me, round, 2048), "member {me}"),
+                Err(AreaError::Copy(e)) if me == 1 => {
+                    assert!(e.detail.contains("with rank"), "{e}")
+                }
+                Err(AreaError::Copy(e)) => {
+                    assert!(e.detail.contains("member 1 "), "member {me}: {e}");
+                    let theirs = alltoall_want(3, me, round, 2048);
+                    for j in [0, 2] {
+                        assert_eq!(got[j * 2048..][..2048], theirs[j * 2048..][..2048]);
+                    }
+                }
+                Err(other) => panic!("member {me} got {other:?}"),
+            }
+            // Everyone kept count: the next collective works at every member.
+            let mut b = [0; 3];
+            a.gather(&mut Spin, None, &[me as u8], &mut b).unwrap();
+            assert_eq!(b, [0, 1, 2]);
+        });
+    }
+    // Where no member can copy, every member reports it.
     members(3, 4096, |a, me| {
         a.agree_on_single_copy(&mut Spin, true, 0);
-        let src = data(me, 0, 3 * 2048);
-        let mut got = vec![0; 3 * 2048];
-        if me == 1 {
-            let e = a.alltoall_by_copies(&mut NoCopies { refused: false }, &src, &mut got);
-            match e {
-                Err(AreaError::Copy(e)) => assert!(e.detail.contains("rank 2"), "{e}"),
-                other => panic!("member 1 got {other:?}"),
-            }
-        } else {
-            a.alltoall_by_copies(&mut Spin, &src, &mut got).unwrap();
-        }
-        // Everyone kept count: the next collective works at every member.
+        let (src, mut got) = (data(me, 0, 3 * 2048), vec![0; 3 * 2048]);
+        let r = a.alltoall_by_copies(&mut NoCopies { refused: false }, &src, &mut got);
+        assert!(matches!(r, Err(AreaError::Copy(_))), "member {me}: {r:?}");
         let mut b = [0; 3];
         a.gather(&mut Spin, None, &[me as u8], &mut b).unwrap();
         assert_eq!(b, [0, 1, 2]);
     });
+}
+
+/// A waiter that counts its copies (and everyone's in `all`); its first pull opens `opens`
+/// and then waits until `gate` opens.
+struct Counting {
+    pulls: usize,
+    all: Arc<std::sync::atomic::AtomicUsize>,
+    opens: Option<Arc<std::sync::atomic::AtomicBool>>,
+    gate: Option<Arc<std::sync::atomic::AtomicBool>>,
+}
+impl Waiter for Counting {
+    fn wait_until(&mut self, ready: &mut dyn FnMut() -> bool) {
+        Spin.wait_until(ready)
+    }
+    fn wake_all(&mut self, _world: &[u32]) {}
+    unsafe fn pull(&mut self, peer: u32, remote: u64, dst: &mut [u8]) -> Result<(), PullError> {
+        if let Some(opens) = self.opens.take() {
+            opens.store(true, Ordering::Release);
+        }
+        if let Some(gate) = self.gate.take() {
+            Spin.wait_until(&mut || gate.load(Ordering::Acquire));
+        }
+        self.pulls += 1;
+        self.all.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller's promise, passed on.
+        unsafe { Spin.pull(peer, remote, dst) }
+    }
+    unsafe fn push(&mut self, peer: u32, remote: u64, src: &[u8]) -> Result<(), PullError> {
+        self.all.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller's promise, passed on.
+        unsafe { Spin.push(peer, remote, src) }
+    }
+}
+
+#[test]
+fn members_with_a_cpu_make_the_copies_of_a_member_without_one() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize};
+    // Member 2 is held in its first copy (from member 0, claimed before anyone else could:
+    // members 0 and 1 wait in their first copies until it is there) until member 1 has left
+    // the all-to-all: member 1 must have copied its block into member 2's buffer itself.
+    let (there, gone) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+    let all = Arc::new(AtomicUsize::new(0));
+    let all_then = all.clone();
+    members(3, 4096, move |a, me| {
+        a.agree_on_single_copy(&mut Spin, true, 0);
+        let (opens, gate) = match me {
+            2 => (Some(there.clone()), Some(gone.clone())),
+            _ => (None, Some(there.clone())),
+        };
+        let mut w = Counting { pulls: 0, all: all.clone(), opens, gate };
+        let (src, mut got) = (data(me, 7, 3 * 5000), vec![0; 3 * 5000]);
+        a.alltoall_by_copies(&mut w, &src, &mut got).unwrap();
+        if me == 1 {
+            gone.store(true, Ordering::Release);
+        }
+        assert_eq!(got, alltoall_want(3, me, 7, 5000), "member {me}");
+        if me == 2 {
+            assert_eq!(w.pulls, 1, "member 2 copied the block member 1 had copied for it");
+        }
+        // And the area goes on as usual.
+        let mut b = [0; 3];
+        a.gather(&mut Spin, None, &[me as u8], &mut b).unwrap();
+        assert_eq!(b, [0, 1, 2]);
+    });
+    assert_eq!(all_then.load(Ordering::Relaxed), 6, "each block copied once");
 }
 
 #[test]
