@@ -113,7 +113,8 @@ impl NodeArea {
     }
 
     /// Says where this member's buffers lie (`words`) in a new collective of the area, without
-    /// waiting for the others; returns the collective's number.
+    /// waiting for the others, with this member's sets of [`Mark`]s for it cleared; returns the
+    /// collective's number.
     fn say(&mut self, w: &mut impl Waiter, words: &[u64]) -> u64 {
         debug_assert!(words.len() <= MOST_WORDS);
         let mut said = [0u8; 8 * MOST_WORDS];
