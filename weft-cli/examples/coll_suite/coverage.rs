@@ -216,6 +216,17 @@ pub fn large(c: &SimpleCommunicator) {
         mine[..] == values(root, per * n as usize, 63)[m * per..(m + 1) * per],
         "1 MiB scatter from {root}"
     );
+    // And a gather of the same blocks back to that member (by single copies as well).
+    let mut back = vec![0u64; if me == root { per * n as usize } else { 0 }];
+    if me == root {
+        rp.gather_into_root(&mine[..], &mut back[..]);
+        assert!(
+            back == values(root, per * n as usize, 63),
+            "1 MiB gather to {root}"
+        );
+    } else {
+        rp.gather_into(&mine[..]);
+    }
     // Reduce-scatters of 1 MiB blocks: on 2 members by single copies with the commutative
     // sum, through the area or by messages with the operation that does not commute.
     let mut block = vec![0u64; per];

@@ -590,7 +590,8 @@ impl ShmOp<'_> {
 
     /// Whether the area may run this collective of more than a slot by single copies, from
     /// member to member (if its members can copy from each other's memory: `by_messages_on`
-    /// says when they cannot): an all-to-all of blocks over the eager limit; a reduce-scatter
+    /// says when they cannot): an all-to-all, a scatter or a gather to one root of blocks
+    /// over the eager limit; a reduce-scatter
     /// on 2 members with a commutative operation from `REDUCE_SCATTER_COPIES_FROM` bytes a
     /// block.
     fn by_copies_maybe(&self, writes: usize, members: usize, t: &Tunables) -> bool {
@@ -599,6 +600,7 @@ impl ShmOp<'_> {
         }
         match self {
             ShmOp::Alltoall | ShmOp::Scatter { .. } => writes / members > t.eager_limit,
+            ShmOp::Gather { root: Some(_) } => writes > t.eager_limit,
             ShmOp::ReduceScatterBlock {
                 commutative: true, ..
             } => members == 2 && writes / 2 >= REDUCE_SCATTER_COPIES_FROM,
@@ -607,7 +609,7 @@ impl ShmOp<'_> {
     }
 
     /// Whether a collective that [`ShmOp::fits`] goes by messages after all on `area`: an
-    /// all-to-all, scatter or reduce-scatter larger than a slot whose members cannot copy
+    /// all-to-all, scatter, gather to a root or reduce-scatter larger than a slot whose members cannot copy
     /// from each other's memory (`NodeArea::*_by_copies_applies`); and where single copies
     /// win ([`NodeArea::single_copies_win`]: 2 members), a broadcast or an allgather beyond
     /// the slot, and a scatter whose blocks are sent by rendezvous (over `eager_limit`) when
@@ -626,6 +628,9 @@ impl ShmOp<'_> {
                 writes > area.slot() || writes / 2 > eager_limit && area.single_copies_win()
             }
             ShmOp::Alltoall => writes > area.slot() && !area.alltoall_by_copies_applies(writes),
+            ShmOp::Gather { root: Some(_) } => {
+                writes > area.slot() && !area.gather_by_copies_applies(writes)
+            }
             ShmOp::ReduceScatterBlock { commutative, .. } => {
                 writes > area.slot()
                     && !area.reduce_scatter_by_copies_applies(writes / 2, *commutative)
@@ -676,6 +681,9 @@ fn run_shm(
             elem,
             exclusive,
         } => area.scan(engine, src, dst, combine, elem, exclusive)?,
+        ShmOp::Gather { root: Some(root) } if area.gather_by_copies_applies(src.len()) => {
+            area.gather_by_copies(engine, root, src, dst)?
+        }
         ShmOp::Gather { root } => area.gather(engine, root, src, dst)?,
         ShmOp::Scatter { root } if area.scatter_by_copies_applies(dst.len()) => {
             area.scatter_by_copies(engine, root, src, dst)?

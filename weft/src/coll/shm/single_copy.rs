@@ -216,17 +216,99 @@ impl NodeArea {
         }
         if failed.is_none() {
             if let Some(j) = (0..n).find(|&j| j != me && self.is_marked(Mark::Failed, j, me, k)) {
-                failed = Some(AreaError::Copy(crate::Error::new(
-                    crate::ErrorClass::Internal,
-                    "single-copy transfer",
-                    format!(
-                        "member {j} of the node-shared area could not copy its block of {len} \
-                         bytes into this member's buffer"
-                    ),
-                )));
+                failed = Some(self.not_copied(j, len));
             }
         }
         failed.map_or(Ok(()), Err)
+    }
+
+    /// Whether a gather with blocks of `len` bytes goes by single copies
+    /// ([`NodeArea::gather_by_copies`]): as for a scatter ([`NodeArea::scatter_by_copies_applies`]).
+    #[inline]
+    pub fn gather_by_copies_applies(&self, len: usize) -> bool {
+        self.n() <= MOST_MARKED && self.scatter_by_copies_applies(len)
+    }
+
+    /// Gather of equal blocks to `root` by claimed single copies: the root says where its
+    /// `dst` lies, every other member where its `src` lies; each block is copied once, by the
+    /// root (a pull) or by its member (a push), whichever claims it first
+    /// ([`NodeArea::alltoall_by_copies`]'s marks). A member leaves once its block is marked
+    /// done, the root once every block is. A member whose size differs from the root's is
+    /// seen by both, and neither copies its block; a failed copy is reported by the member
+    /// that made it, and by the root when its block did not arrive.
+    pub fn gather_by_copies(
+        &mut self,
+        w: &mut impl Waiter,
+        root: usize,
+        src: &[u8],
+        dst: &mut [u8],
+    ) -> Result<(), AreaError> {
+        let (n, me, len) = (self.n(), self.me, src.len());
+        if me != root {
+            let k = self.say(w, &[src.as_ptr() as u64, src.len() as u64]);
+            self.wait_data(w, k, root..root + 1);
+            self.check(k, root..root + 1, 16)?;
+            same_size(root, self.said(root, k, 1) as usize, n * len)?;
+            let mut failed = None;
+            if self.claim(me, root, k) {
+                let into = self.said(root, k, 0) + (me * len) as u64;
+                // SAFETY: the root lent its `dst` (`n * len` bytes, so my block's place lies
+                // inside it) until every block is marked done, this one among them; no other
+                // member writes that place (this one claimed it).
+                let r = unsafe { self.copy_to(w, root, into, src) };
+                self.done(w, me, root, k, r.is_err());
+                failed = r.err();
+            }
+            if !self.is_marked(Mark::Done, me, root, k) {
+                w.wait_until(&mut || self.is_marked(Mark::Done, me, root, k));
+            }
+            return failed.map_or(Ok(()), Err);
+        }
+        let k = self.say(w, &[dst.as_mut_ptr() as u64, dst.len() as u64]);
+        dst[root * len..(root + 1) * len].copy_from_slice(src);
+        self.wait_data(w, k, 0..n);
+        let mut failed = None;
+        let mut coming = vec![false; n];
+        for step in 1..n {
+            let j = (root + step) % n;
+            let fits = self.check(k, j..j + 1, 16).map_err(AreaError::Sizes);
+            if let Err(e) = fits.and_then(|()| same_size(j, self.said(j, k, 1) as usize, len)) {
+                failed = failed.or(Some(e));
+                continue;
+            }
+            coming[j] = true;
+            if self.claim(j, root, k) {
+                let from = self.said(j, k, 0);
+                // SAFETY: member j lent its `src` (`len` bytes, checked) until its block is
+                // marked done (`done` below).
+                let r = unsafe { self.copy_from(w, j, from, &mut dst[j * len..(j + 1) * len]) };
+                self.done(w, j, root, k, r.is_err());
+                failed = failed.or(r.err());
+            }
+        }
+        let all_done = |a: &NodeArea| (0..n).all(|j| !coming[j] || a.is_marked(Mark::Done, j, root, k));
+        if !all_done(self) {
+            w.wait_until(&mut || all_done(self));
+        }
+        if failed.is_none() {
+            if let Some(j) = (0..n).find(|&j| coming[j] && self.is_marked(Mark::Failed, j, root, k)) {
+                failed = Some(self.not_copied(j, len));
+            }
+        }
+        failed.map_or(Ok(()), Err)
+    }
+
+    /// The error of a member whose block from member j did not arrive (`len` bytes): member j
+    /// failed to copy it.
+    fn not_copied(&self, j: usize, len: usize) -> AreaError {
+        AreaError::Copy(crate::Error::new(
+            crate::ErrorClass::Internal,
+            "single-copy transfer",
+            format!(
+                "member {j} of the node-shared area could not copy its block of {len} bytes \
+                 into this member's buffer"
+            ),
+        ))
     }
 
     /// Claims the copy of member `from`'s block into member `to`'s buffer in collective k

@@ -755,6 +755,77 @@ fn members_scatter_large_blocks_by_single_copies_from_any_root() {
 }
 
 #[test]
+fn members_gather_large_blocks_by_single_copies_to_any_root() {
+    for n in [2, 3, 5] {
+        members(n, 4096, move |a, me| {
+            a.agree_on_single_copy(&mut Spin, true, 1000);
+            for round in 0..100 {
+                let (root, len) = (round % n, [1001, 8, 40_000][round % 3]);
+                assert_eq!(a.gather_by_copies_applies(len), len > 1000);
+                let src = data(me, round, len);
+                let mut got = vec![0; if me == root { n * len } else { 0 }];
+                if len > 1000 {
+                    a.gather_by_copies(&mut Spin, root, &src, &mut got).unwrap();
+                } else {
+                    a.gather(&mut Spin, Some(root), &src, &mut got).unwrap();
+                }
+                if me == root {
+                    let want: Vec<u8> = (0..n).flat_map(|j| data(j, round, len)).collect();
+                    assert_eq!(got, want, "n={n} round {round}");
+                }
+            }
+        });
+    }
+}
+
+#[test]
+fn a_member_whose_gather_copy_fails_or_whose_block_differs_is_reported_and_the_others_go_on() {
+    for round in 0..20 {
+        members(3, 4096, move |a, me| {
+            a.agree_on_single_copy(&mut Spin, true, 0);
+            let src = data(me, round, 2048);
+            let mut got = vec![0; if me == 0 { 3 * 2048 } else { 0 }];
+            let r = if me == 1 {
+                a.gather_by_copies(&mut NoCopies { refused: false }, 0, &src, &mut got)
+            } else {
+                a.gather_by_copies(&mut Spin, 0, &src, &mut got)
+            };
+            // Member 1's block came by the root's pull, or member 1's push failed: then both
+            // say so.
+            match (me, r) {
+                (1, Err(AreaError::Copy(e))) => assert!(e.detail.contains("rank 0"), "{e}"),
+                (0, Err(AreaError::Copy(e))) => assert!(e.detail.contains("member 1 "), "{e}"),
+                (_, Ok(())) => {}
+                (_, other) => panic!("member {me} got {other:?}"),
+            }
+            if me == 0 {
+                assert_eq!(got[..2048], data(0, round, 2048)[..]);
+                assert_eq!(got[4096..], data(2, round, 2048)[..]);
+            }
+            // A member with another block size: it and the root report each other, and
+            // nothing is copied into the root for it; the third member's block arrives.
+            let len = if me == 2 { 3000 } else { 2048 };
+            let src = data(me, round, len);
+            let mut got = vec![0xee; if me == 0 { 3 * 2048 } else { 0 }];
+            let r = a.gather_by_copies(&mut Spin, 0, &src, &mut got);
+            match (me, r) {
+                (0, Err(AreaError::Sizes(m))) => assert_eq!((m.member, m.theirs, m.mine), (2, 3000, 2048)),
+                (2, Err(AreaError::Sizes(m))) => assert_eq!((m.member, m.theirs, m.mine), (0, 6144, 9000)),
+                (1, Ok(())) => {}
+                (_, other) => panic!("member {me} got {other:?}"),
+            }
+            if me == 0 {
+                assert_eq!(got[2048..4096], data(1, round, 2048)[..]);
+                assert!(got[4096..].iter().all(|&b| b == 0xee));
+            }
+            let mut b = [0; 3];
+            a.gather(&mut Spin, None, &[me as u8], &mut b).unwrap();
+            assert_eq!(b, [0, 1, 2]);
+        });
+    }
+}
+
+#[test]
 fn a_member_whose_scatter_copy_fails_or_whose_block_differs_reports_it_and_the_others_go_on() {
     members(3, 4096, |a, me| {
         a.agree_on_single_copy(&mut Spin, true, 0);
