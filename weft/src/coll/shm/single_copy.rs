@@ -176,9 +176,20 @@ impl NodeArea {
     ) -> Result<(), AreaError> {
         let (n, me) = (self.n(), self.me);
         let len = src.len() / n;
-        let words = [src.as_ptr() as u64, src.len() as u64, dst.as_mut_ptr() as u64];
+        // The others write my `dst` as far as my `src` is long: a `dst` of another length is
+        // said as a size no member has, so that nobody copies.
+        let fits = dst.len() == src.len();
+        let said_len = if fits { src.len() as u64 } else { u64::MAX };
+        let words = [src.as_ptr() as u64, said_len, dst.as_mut_ptr() as u64];
         let (k, sizes) = self.say_where(w, &words);
         sizes.map_err(AreaError::Sizes)?;
+        if !fits {
+            return Err(AreaError::Sizes(SizeMismatch {
+                member: me,
+                theirs: dst.len(),
+                mine: src.len(),
+            }));
+        }
         for j in (0..n).filter(|&j| j != me) {
             same_size(j, self.said(j, k, 1) as usize, src.len())?;
         }

@@ -634,10 +634,18 @@ fn a_member_with_another_block_size_is_reported_by_every_member_and_none_copies_
             Err(AreaError::Sizes(m)) => assert_eq!((m.member, m.theirs, m.mine), want),
             other => panic!("member {me} got {other:?}"),
         }
-        // Nothing was copied into a member that found the other size before its copies.
-        if me != 0 {
-            assert!(got.iter().all(|&b| b == 0xee), "member {me}");
+        // Nothing was copied: every member saw the other size before any copy.
+        assert!(got.iter().all(|&b| b == 0xee), "member {me}");
+        // A member whose output is shorter than its input: every member reports it, and
+        // nobody writes past that output.
+        let src = data(me, 1, 3 * 1000);
+        let mut got = vec![0xee; if me == 1 { 2000 } else { 3000 }];
+        let want = if me == 1 { (1, 2000, 3000) } else { (1, usize::MAX, 3000) };
+        match a.alltoall_by_copies(&mut Spin, &src, &mut got) {
+            Err(AreaError::Sizes(m)) => assert_eq!((m.member, m.theirs, m.mine), want),
+            other => panic!("member {me} got {other:?}"),
         }
+        assert!(got.iter().all(|&b| b == 0xee), "member {me}");
         let mut b = [0; 3];
         a.gather(&mut Spin, None, &[me as u8], &mut b).unwrap();
         assert_eq!(b, [0, 1, 2]);
