@@ -196,28 +196,21 @@ impl NodeArea {
         let mut failed = None;
         for step in 1..n {
             let j = (me + step) % n;
-            if self.claim(j, me, k) {
-                let from = self.said(j, k, 0) + (me * len) as u64;
-                // SAFETY: member j lent its `src` (as long as mine, so my block lies inside
-                // it) until every copy out of it is done, this one among them (`done` below).
-                let r = unsafe { self.copy_from(w, j, from, &mut dst[j * len..(j + 1) * len]) };
-                self.done(w, j, me, k, r.is_err());
-                failed = failed.or(r.err());
-            }
+            let from = self.said(j, k, 0) + (me * len) as u64;
+            // SAFETY: member j lent its `src` (as long as mine, so my block lies inside it)
+            // until every copy out of it is marked done, this one among them.
+            let r = unsafe { self.pull_claimed(w, j, k, from, &mut dst[j * len..(j + 1) * len]) };
+            failed = failed.or(r);
         }
         let mine = me * len..(me + 1) * len;
         dst[mine.clone()].copy_from_slice(&src[mine]);
         for step in 1..n {
             let m = (me + step) % n;
-            if self.claim(me, m, k) {
-                let into = self.said(m, k, 2) + (me * len) as u64;
-                // SAFETY: member m lent its `dst` (as long as my `src`, so my block's place lies
-                // inside it) until every copy into it is done, this one among them; no other
-                // member writes that block (this one claimed it).
-                let r = unsafe { self.copy_to(w, m, into, &src[m * len..(m + 1) * len]) };
-                self.done(w, me, m, k, r.is_err());
-                failed = failed.or(r.err());
-            }
+            let into = self.said(m, k, 2) + (me * len) as u64;
+            // SAFETY: member m lent its `dst` (as long as my `src`, so my block's place lies
+            // inside it) until every copy into it is marked done, this one among them.
+            let r = unsafe { self.push_claimed(w, m, k, into, &src[m * len..(m + 1) * len]) };
+            failed = failed.or(r);
         }
         let all_done = |a: &NodeArea| {
             (0..n).all(|j| j == me || a.is_marked(Mark::Done, j, me, k) && a.is_marked(Mark::Done, me, j, k))
@@ -260,16 +253,10 @@ impl NodeArea {
             self.wait_data(w, k, root..root + 1);
             self.check(k, root..root + 1, 16)?;
             same_size(root, self.said(root, k, 1) as usize, n * len)?;
-            let mut failed = None;
-            if self.claim(me, root, k) {
-                let into = self.said(root, k, 0) + (me * len) as u64;
-                // SAFETY: the root lent its `dst` (`n * len` bytes, so my block's place lies
-                // inside it) until every block is marked done, this one among them; no other
-                // member writes that place (this one claimed it).
-                let r = unsafe { self.copy_to(w, root, into, src) };
-                self.done(w, me, root, k, r.is_err());
-                failed = r.err();
-            }
+            let into = self.said(root, k, 0) + (me * len) as u64;
+            // SAFETY: the root lent its `dst` (`n * len` bytes, so my block's place lies inside
+            // it) until every block is marked done, this one among them.
+            let failed = unsafe { self.push_claimed(w, root, k, into, src) };
             if !self.is_marked(Mark::Done, me, root, k) {
                 w.wait_until(&mut || self.is_marked(Mark::Done, me, root, k));
             }
@@ -288,14 +275,11 @@ impl NodeArea {
                 continue;
             }
             coming[j] = true;
-            if self.claim(j, root, k) {
-                let from = self.said(j, k, 0);
-                // SAFETY: member j lent its `src` (`len` bytes, checked) until its block is
-                // marked done (`done` below).
-                let r = unsafe { self.copy_from(w, j, from, &mut dst[j * len..(j + 1) * len]) };
-                self.done(w, j, root, k, r.is_err());
-                failed = failed.or(r.err());
-            }
+            let from = self.said(j, k, 0);
+            // SAFETY: member j lent its `src` (`len` bytes, checked) until its block is marked
+            // done.
+            let r = unsafe { self.pull_claimed(w, j, k, from, &mut dst[j * len..(j + 1) * len]) };
+            failed = failed.or(r);
         }
         let all_done = |a: &NodeArea| (0..n).all(|j| !coming[j] || a.is_marked(Mark::Done, j, root, k));
         if !all_done(self) {
@@ -320,6 +304,53 @@ impl NodeArea {
                  into this member's buffer"
             ),
         ))
+    }
+
+    /// Copies member j's block at address `from` into `into` (in this member's buffer) in
+    /// collective k if this member claims that copy first, and marks it done; returns the
+    /// copy's error.
+    ///
+    /// # Safety
+    /// As for [`Waiter::pull`]: member j lent that block until the copy is marked done.
+    unsafe fn pull_claimed(
+        &self,
+        w: &mut impl Waiter,
+        j: usize,
+        k: u64,
+        from: u64,
+        into: &mut [u8],
+    ) -> Option<AreaError> {
+        if !self.claim(j, self.me, k) {
+            return None;
+        }
+        // SAFETY: the caller's promise.
+        let r = unsafe { self.copy_from(w, j, from, into) };
+        self.done(w, j, self.me, k, r.is_err());
+        r.err()
+    }
+
+    /// Copies `src` (this member's block for member m) to address `into` in m's buffer in
+    /// collective k if this member claims that copy first, and marks it done; returns the
+    /// copy's error.
+    ///
+    /// # Safety
+    /// As for [`Waiter::push`]: member m lent that place until the copy is marked done (no
+    /// other member writes it: only the claimant copies).
+    unsafe fn push_claimed(
+        &self,
+        w: &mut impl Waiter,
+        m: usize,
+        k: u64,
+        into: u64,
+        src: &[u8],
+    ) -> Option<AreaError> {
+        if !self.claim(self.me, m, k) {
+            return None;
+        }
+        // SAFETY: the caller's promise; the claim makes this the one copy into that place.
+        let r = unsafe { self.copy_to(w, m, into, src) };
+        self.done(w, self.me, m, k, r.is_err());
+        r.err()
     }
 
     /// Claims the copy of member `from`'s block into member `to`'s buffer in collective k
