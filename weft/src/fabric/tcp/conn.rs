@@ -92,15 +92,30 @@ impl TxQueue {
     }
 }
 
-/// Writes `parts` with one `writev` as far as the socket takes them; returns the number of
-/// bytes written (0 when the socket is full).
+/// Frames up to this many bytes are gathered into one buffer and written with `send`, which
+/// takes one buffer, rather than with `writev`, which first copies in an array of them.
+const GATHER_UP_TO: usize = 256;
+
+/// Writes `parts` (at most two) with one system call as far as the socket takes them;
+/// returns the number of bytes written (0 when the socket is full).
 pub fn write_parts(stream: &mut TcpStream, parts: &[&[u8]]) -> io::Result<usize> {
-    let slices: [IoSlice; 2] = [
-        IoSlice::new(parts[0]),
-        IoSlice::new(parts.get(1).copied().unwrap_or(&[])),
-    ];
+    debug_assert!(!parts.is_empty() && parts.len() <= 2);
+    let second = parts.get(1).copied().unwrap_or(&[]);
+    let total = parts[0].len() + second.len();
+    if total <= GATHER_UP_TO {
+        let mut one = [0u8; GATHER_UP_TO];
+        one[..parts[0].len()].copy_from_slice(parts[0]);
+        one[parts[0].len()..total].copy_from_slice(second);
+        return retry_interrupted(|| stream.write(&one[..total]));
+    }
+    let slices = [IoSlice::new(parts[0]), IoSlice::new(second)];
+    retry_interrupted(|| stream.write_vectored(&slices))
+}
+
+/// Runs a write until it is not interrupted; a full socket is 0 bytes written.
+fn retry_interrupted(mut write: impl FnMut() -> io::Result<usize>) -> io::Result<usize> {
     loop {
-        match stream.write_vectored(&slices[..parts.len().min(2)]) {
+        match write() {
             Ok(n) => return Ok(n),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(0),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
