@@ -199,7 +199,9 @@ fn node_aware(c: Collective, q: &Query) -> bool {
         Collective::Bcast | Collective::Gather | Collective::Scatter | Collective::Allgather => {
             shared
         }
-        Collective::Reduce | Collective::Allreduce => shared && q.op == OpKind::Commutative,
+        Collective::Reduce | Collective::Allreduce | Collective::ReduceScatter => {
+            shared && q.op == OpKind::Commutative
+        }
         _ => false,
     }
 }

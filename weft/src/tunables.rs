@@ -100,7 +100,7 @@ tunables! {
     coll_alltoall: Algorithm = "WEFT_COLL_ALLTOALL", "auto",
         "All-to-all algorithm: auto, pairwise or scattered";
     coll_reduce_scatter: Algorithm = "WEFT_COLL_REDUCE_SCATTER", "auto",
-        "Reduce-scatter algorithm: auto, pairwise (a commutative operation, else by_reduce) or by_reduce";
+        "Reduce-scatter algorithm: auto, pairwise (a commutative operation, else by_reduce), by_reduce or hierarchical (through one leader per node: the default on several nodes for a commutative operation)";
     coll_segment: usize = "WEFT_COLL_SEGMENT", "64k",
         "Piece size of pipelined collectives (the chain broadcast)";
     // The cost model's link defaults were measured on this machine (2 shared cores) on
@@ -343,7 +343,10 @@ pub const COLL_ALGORITHMS: &[(&str, &[&str])] = &[
     ("WEFT_COLL_GATHER", &["binomial", "linear", "hierarchical"]),
     ("WEFT_COLL_SCATTER", &["binomial", "linear", "hierarchical"]),
     ("WEFT_COLL_ALLTOALL", &["pairwise", "scattered"]),
-    ("WEFT_COLL_REDUCE_SCATTER", &["pairwise", "by_reduce"]),
+    (
+        "WEFT_COLL_REDUCE_SCATTER",
+        &["pairwise", "by_reduce", "hierarchical"],
+    ),
 ];
 
 /// A collective algorithm forced by name, or `auto` (`None`): the cost model chooses.

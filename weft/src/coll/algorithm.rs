@@ -154,29 +154,48 @@ pub fn reduce_scatter(
     dst: Span,
     order: Order,
 ) {
-    let name = reduce_scatter_algorithm(m, t, dst, order);
+    let name = reduce_scatter_algorithm(m, t, src, order);
     match name {
+        "hierarchical" => node_aware::reduce_scatter(s, m, t, src, block, dst),
         "pairwise" => reduce::reduce_scatter_pairwise(s, m, src, block, dst),
         _ => reduce::reduce_scatter_by_reduce(s, m, src, block, dst, order.commutative()),
     }
 }
 
-/// The reduce-scatter's algorithm (a member's view: the same at every member).
-pub fn reduce_scatter_algorithm(m: &Members, t: &Tunables, dst: Span, order: Order) -> &'static str {
-    // The blocks are equal (reduce-scatter-block), so my block's size is everyone's.
+/// The reduce-scatter's algorithm (the same at every member): node-aware on several nodes for
+/// an operation that commutes (see [`bcast_algorithm`]). `src` holds every member's block:
+/// its length, unlike a block's, is the same at every member, so the model weighs the mean
+/// block (each member's, in the block form).
+pub fn reduce_scatter_algorithm(m: &Members, t: &Tunables, src: Span, order: Order) -> &'static str {
     let shape = Shape {
         commutative: order.commutative(),
-        ..shape(m, Some(dst.len))
+        ..shape(m, Some(src.len / m.n().max(1)))
     };
     match t.coll_reduce_scatter.0 {
         Some("pairwise") if !order.commutative() => "by_reduce",
+        // The node-aware form combines in node order: the operation must commute.
+        _ if order.commutative() => choose_aware(m, t, t.coll_reduce_scatter, Collective::ReduceScatter, shape),
+        Some("hierarchical") => choose(t, Algorithm(None), Collective::ReduceScatter, shape),
         forced => choose(t, Algorithm(forced), Collective::ReduceScatter, shape),
     }
 }
 
-/// Inclusive (or exclusive) prefix reduction.
-pub fn scan(s: &mut Schedule, m: &Members, src: Span, dst: Span, exclusive: bool) {
+/// Inclusive (or exclusive) prefix reduction: node-aware on several nodes that each hold
+/// consecutive ranks (some node two or more), else recursive doubling.
+pub fn scan(s: &mut Schedule, m: &Members, t: &Tunables, src: Span, dst: Span, exclusive: bool) {
+    if scan_algorithm(m) == "hierarchical" {
+        return node_aware::scan(s, m, t, src, dst, exclusive);
+    }
     scan::recursive_doubling(s, m, src, dst, exclusive);
+}
+
+/// The scan's algorithm (the same at every member).
+pub fn scan_algorithm(m: &Members) -> &'static str {
+    if node_aware(m) && node_aware::nodes_in_rank_order(m) {
+        "hierarchical"
+    } else {
+        "recursive_doubling"
+    }
 }
 
 /// Gather of `len`-byte blocks (every member's `src`) into `dst` at `root`.

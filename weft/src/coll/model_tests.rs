@@ -232,7 +232,7 @@ fn picks_of_every_member(t: &Tunables, n: usize, nodes: usize, len: usize, root:
             ];
             for order in [Order::Commutative, Order::RankOrder] {
                 p.push(algorithm::allreduce_algorithm(&m, t, span(Area::Input, len8), 8, order));
-                p.push(algorithm::reduce_scatter_algorithm(&m, t, span(Area::Output, len), order));
+                p.push(algorithm::reduce_scatter_algorithm(&m, t, span(Area::Input, n * len), order));
             }
             p
         })

@@ -8,7 +8,7 @@
 
 use super::algorithm::{self, Order};
 use super::gather as flat;
-use super::{blocks, reduce as flat_reduce, Members, Schedule, Span};
+use super::{blocks, reduce as flat_reduce, scan as flat_scan, Members, Schedule, Span};
 use crate::tunables::Tunables;
 
 /// Whether node-aware forms apply to `m`: members on several nodes, whose nodes are known,
@@ -183,6 +183,147 @@ pub(super) fn allreduce(s: &mut Schedule, m: &Members, t: &Tunables, src: Span, 
         s.fence();
     }
     algorithm::bcast(s, &n.within(), t, n.my_leader_pos(), dst);
+}
+
+/// Node-aware reduce-scatter (an operation that commutes): `src` holds every member's block
+/// (`block[j]` is member j's byte range), `dst` gets mine reduced over all members. Each node
+/// reduces the whole vector to its leader; each leader puts the blocks in node order (each
+/// node's members' blocks together, as [`Nodes::node_parts`] lays them out) and the leaders
+/// reduce-scatter that among themselves, a node's part each; then each leader scatters its
+/// part within its node. So each node sends across the other nodes' parts once, where a flat
+/// reduce-scatter sends them once per member.
+pub(super) fn reduce_scatter(
+    s: &mut Schedule,
+    m: &Members,
+    t: &Tunables,
+    src: Span,
+    block: &[(usize, usize)],
+    dst: Span,
+) {
+    let n = Nodes::of(m, 0);
+    // Each member's place in node order, and each node's part there.
+    let mut at = vec![0usize; m.n()];
+    let mut parts = vec![(0usize, 0usize); m.nodes];
+    let mut off = 0;
+    for (k, part) in parts.iter_mut().enumerate() {
+        let start = off;
+        for j in (0..m.n()).filter(|&j| m.node_of[j] as usize == k) {
+            at[j] = off;
+            off += block[j].1;
+        }
+        *part = (start, off - start);
+    }
+    // My node's members' blocks within its part, in rank order.
+    let local: Vec<(usize, usize)> = n.local.iter().map(|&j| (at[j] - parts[n.my_node()].0, block[j].1)).collect();
+    if !n.leads() {
+        // Nothing of `src` is written: only a tree's root writes its `dst`, and only a
+        // scatter's root reads its `src`.
+        flat_reduce::binomial(s, &n.within(), n.my_leader_pos(), src, src, true);
+        flat::scatterv_linear(s, &n.within(), n.my_leader_pos(), dst, &local, dst);
+        return;
+    }
+    let whole = Span::new(s.scratch(src.len), 0, src.len);
+    flat_reduce::binomial(s, &n.within(), n.my_leader_pos(), src, whole, true);
+    s.fence();
+    // Nodes holding runs of members in rank order (a block placement) need no reordering.
+    let in_order = block.iter().zip(&at).all(|(b, &a)| b.0 == a);
+    let ordered = if in_order {
+        whole
+    } else {
+        let ordered = Span::new(s.scratch(off), 0, off);
+        for (j, &(from, len)) in block.iter().enumerate() {
+            s.copy(whole.sub(from, len), ordered.sub(at[j], len));
+        }
+        s.fence();
+        ordered
+    };
+    let mine = parts[n.my_node()].1;
+    let node_part = Span::new(s.scratch(mine), 0, mine);
+    algorithm::reduce_scatter(s, &n.among(), t, ordered, &parts, node_part, Order::Commutative);
+    s.fence();
+    flat::scatterv_linear(s, &n.within(), n.my_leader_pos(), node_part, &local, dst);
+}
+
+/// Whether each node's members are consecutive in rank order (a block placement), as a
+/// node-aware scan needs: then the nodes' prefixes chain in rank order.
+pub(super) fn nodes_in_rank_order(m: &Members) -> bool {
+    let mut seen = vec![false; m.nodes];
+    let mut last = None;
+    for &k in m.node_of {
+        if last != Some(k) {
+            if std::mem::replace(&mut seen[k as usize], true) {
+                return false;
+            }
+            last = Some(k);
+        }
+    }
+    true
+}
+
+/// Node-aware scan (inclusive, or `exclusive`) for members whose nodes hold consecutive
+/// ranks ([`nodes_in_rank_order`]), for any operation: each node scans within itself; the
+/// last member of each node, which then holds its node's reduction, takes part in an
+/// exclusive scan of those among the nodes' last members; each of them broadcasts what came
+/// from the nodes before within its node, and every member there folds it in on the left.
+/// Operands stay in rank order throughout. Inter-node messages: one scan among the nodes,
+/// where a flat scan has every member exchange across nodes.
+pub(super) fn scan(s: &mut Schedule, m: &Members, t: &Tunables, src: Span, dst: Span, exclusive: bool) {
+    let my_node = m.node_of[m.me];
+    let local: Vec<usize> = (0..m.n()).filter(|&j| m.node_of[j] == my_node).collect();
+    let local_world: Vec<u32> = local.iter().map(|&j| m.at(j)).collect();
+    let pos = local.iter().position(|&j| j == m.me).expect("a member of its node");
+    let within = Members {
+        world: &local_world,
+        me: pos,
+        nodes: 1,
+        node_of: &[],
+    };
+    // The nodes' last members, nodes in rank order, and my node's place among them.
+    let mut lasts: Vec<u32> = Vec::new();
+    for j in 0..m.n() {
+        if j + 1 == m.n() || m.node_of[j + 1] != m.node_of[j] {
+            lasts.push(m.at(j));
+        }
+    }
+    let node_pos = lasts.iter().position(|&w| w == m.at(*local.last().expect("a member"))).expect("a node");
+    flat_scan::recursive_doubling(s, &within, src, dst, exclusive);
+    s.fence();
+    let len = src.len;
+    let last = pos + 1 == local.len();
+    let before = Span::new(s.scratch(len), 0, len);
+    if last {
+        // My node's reduction: my inclusive result (the exclusive one with my own on the right).
+        let total = if !exclusive {
+            dst
+        } else if pos == 0 {
+            src
+        } else {
+            let total = Span::new(s.scratch(len), 0, len);
+            s.copy(src, total);
+            s.reduce(dst, total, true);
+            s.fence();
+            total
+        };
+        let among = Members {
+            world: &lasts,
+            me: node_pos,
+            nodes: lasts.len(),
+            node_of: &[],
+        };
+        flat_scan::recursive_doubling(s, &among, total, before, true);
+        s.fence();
+    }
+    if node_pos == 0 {
+        // The first node: nothing comes before it.
+        return;
+    }
+    algorithm::bcast(s, &within, t, local.len() - 1, before);
+    s.fence();
+    if exclusive && pos == 0 {
+        s.copy(before, dst);
+    } else {
+        s.reduce(before, dst, true);
+    }
 }
 
 /// Node-aware gather of `len`-byte blocks: each node gathers to its leader, the leaders send

@@ -373,6 +373,91 @@ fn reduce_and_allreduce_across_nodes_combine_each_node_at_its_leader() {
 }
 
 #[test]
+fn a_reduce_scatter_across_nodes_combines_each_node_at_its_leader() {
+    let t = Tunables::defaults();
+    let c = sum();
+    for n in 2..=9 {
+        for (nodes, node_of) in placements(n) {
+            let aware = nodes > 1 && nodes < n;
+            // Equal blocks (the block form), and member j's of j % 3 elements.
+            for uneven in [false, true] {
+                let mut block = Vec::new();
+                let mut off = 0;
+                for j in 0..n {
+                    let len = 4 * if uneven { j % 3 } else { 5 };
+                    block.push((off, len));
+                    off += len;
+                }
+                let inputs: Vec<Vec<u8>> = (0..n).map(|r| data(r, off, 10)).collect();
+                let want = fold(&c, &inputs);
+                let bufs = (0..n)
+                    .map(|r| Bufs {
+                        input: inputs[r].clone(),
+                        output: vec![0; block[r].1],
+                    })
+                    .collect();
+                let out = run(n, bufs, Some(c.clone()), |s, m, me| {
+                    let m = placed(m, nodes, &node_of);
+                    let src = span(Area::Input, off);
+                    let name = algorithm::reduce_scatter_algorithm(&m, &t, src, Order::Commutative);
+                    assert_eq!(name == "hierarchical", aware, "{node_of:?}");
+                    let dst = span(Area::Output, block[me].1);
+                    algorithm::reduce_scatter(s, &m, &t, src, &block, dst, Order::Commutative)
+                });
+                for (r, o) in out.iter().enumerate() {
+                    let (at, len) = block[r];
+                    assert_eq!(o[..], want[at..at + len], "n={n} {node_of:?} uneven={uneven} rank {r}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_scan_across_nodes_of_consecutive_ranks_chains_the_nodes_in_rank_order() {
+    // An operation that does not commute: a node's reduction out of rank order would show.
+    let t = Tunables::defaults();
+    let c = affine();
+    for n in 2..=9 {
+        // And blocks of three numbered from the last: node numbers need not follow ranks.
+        let mut cases = placements(n);
+        let last_node = (n - 1) / 3;
+        cases.push((n.div_ceil(3), (0..n).map(|j| (last_node - j / 3) as u32).collect()));
+        for (nodes, node_of) in cases {
+            let runs = node_of.windows(2).filter(|w| w[0] != w[1]).count() + 1;
+            let aware = nodes > 1 && nodes < n && runs == nodes;
+            for count in [0, 1, 7] {
+                let len = count * 8;
+                let inputs: Vec<Vec<u8>> = (0..n).map(|r| data(r, len, 11)).collect();
+                for exclusive in [false, true] {
+                    let bufs = inputs
+                        .iter()
+                        .map(|i| Bufs {
+                            input: i.clone(),
+                            output: vec![0x55; len],
+                        })
+                        .collect();
+                    let out = run(n, bufs, Some(c.clone()), |s, m, _| {
+                        let m = placed(m, nodes, &node_of);
+                        assert_eq!(algorithm::scan_algorithm(&m) == "hierarchical", aware, "{node_of:?}");
+                        algorithm::scan(s, &m, &t, span(Area::Input, len), span(Area::Output, len), exclusive)
+                    });
+                    for (r, o) in out.iter().enumerate() {
+                        let upto = if exclusive { r } else { r + 1 };
+                        let what = format!("n={n} {node_of:?} count={count} excl={exclusive} rank {r}");
+                        if upto == 0 {
+                            assert!(o.iter().all(|&b| b == 0x55), "{what}: exscan rank 0 output touched");
+                        } else {
+                            assert_eq!(o, &fold(&c, &inputs[..upto]), "{what}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn gather_scatter_and_allgather_across_nodes_go_through_the_leaders() {
     let t = Tunables::defaults();
     for n in 2..=9 {
@@ -849,6 +934,45 @@ fn reduce_scatter_every_algorithm() {
 }
 
 #[test]
+fn a_reduce_scatter_with_counts_that_differ_runs_one_algorithm_at_every_member() {
+    // Blocks on both sides of what the model weighs (a few bytes, and 40 KB: the sizes of
+    // the reductions it prices), with the model choosing: every member must choose alike.
+    let t = Tunables::defaults();
+    let c = sum();
+    for lens in [[0, 4, 40_000, 8], [40_000, 0, 4, 40_000]] {
+        let n = lens.len();
+        let mut block = Vec::new();
+        let mut off = 0;
+        for &len in &lens {
+            block.push((off, len));
+            off += len;
+        }
+        let inputs: Vec<Vec<u8>> = (0..n).map(|r| data(r, off, 9)).collect();
+        let want = fold(&c, &inputs);
+        let bufs = (0..n)
+            .map(|r| Bufs {
+                input: inputs[r].clone(),
+                output: vec![0; lens[r]],
+            })
+            .collect();
+        let out = run(n, bufs, Some(c.clone()), |s, m, me| {
+            algorithm::reduce_scatter(
+                s,
+                m,
+                &t,
+                span(Area::Input, off),
+                &block,
+                span(Area::Output, lens[me]),
+                Order::Commutative,
+            )
+        });
+        for (r, o) in out.iter().enumerate() {
+            assert_eq!(o[..], want[block[r].0..block[r].0 + lens[r]], "{lens:?} rank {r}");
+        }
+    }
+}
+
+#[test]
 fn scan_and_exclusive_scan_in_rank_order() {
     let c = affine();
     for n in 1..=9 {
@@ -863,8 +987,9 @@ fn scan_and_exclusive_scan_in_rank_order() {
                         output: vec![0x55; len],
                     })
                     .collect();
+                let t = Tunables::defaults();
                 let out = run(n, bufs, Some(c.clone()), |s, m, _| {
-                    algorithm::scan(s, m, span(Area::Input, len), span(Area::Output, len), exclusive)
+                    algorithm::scan(s, m, &t, span(Area::Input, len), span(Area::Output, len), exclusive)
                 });
                 for (r, o) in out.iter().enumerate() {
                     let upto = if exclusive { r } else { r + 1 };

@@ -392,8 +392,8 @@ unsafe fn plan_reduction<O: Operation>(
                 let blocks = crate::coll::reduce::equal_blocks(n, rl);
                 algorithm::reduce_scatter(sc, m, t, input(sl), &blocks, output(rl), order)
             }
-            Reduce::Scan => algorithm::scan(sc, m, input(sl), output(rl), false),
-            Reduce::ExclusiveScan => algorithm::scan(sc, m, input(sl), output(rl), true),
+            Reduce::Scan => algorithm::scan(sc, m, t, input(sl), output(rl), false),
+            Reduce::ExclusiveScan => algorithm::scan(sc, m, t, input(sl), output(rl), true),
         })
     }
 }
