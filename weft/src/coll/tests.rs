@@ -375,52 +375,34 @@ fn reduce_and_allreduce_across_nodes_combine_each_node_at_its_leader() {
 #[test]
 fn a_reduce_scatter_across_nodes_combines_each_node_at_its_leader() {
     let t = Tunables::defaults();
-    let c = sum();
     for n in 2..=9 {
         for (nodes, node_of) in placements(n) {
             let aware = nodes > 1 && nodes < n;
             // Equal blocks (the block form), and member j's of j % 3 elements.
-            for uneven in [false, true] {
-                let mut block = Vec::new();
-                let mut off = 0;
-                for j in 0..n {
-                    let len = 4 * if uneven { j % 3 } else { 5 };
-                    block.push((off, len));
-                    off += len;
-                }
-                let inputs: Vec<Vec<u8>> = (0..n).map(|r| data(r, off, 10)).collect();
-                let want = fold(&c, &inputs);
-                let bufs = (0..n)
-                    .map(|r| Bufs {
-                        input: inputs[r].clone(),
-                        output: vec![0; block[r].1],
-                    })
-                    .collect();
-                let out = run(n, bufs, Some(c.clone()), |s, m, me| {
+            for lens in [vec![20; n], (0..n).map(|j| 4 * (j % 3)).collect()] {
+                let label = format!("n={n} {node_of:?}");
+                reduce_scatter_checked(&label, &lens, &sum(), |s, m, src, block, dst| {
                     let m = placed(m, nodes, &node_of);
-                    let src = span(Area::Input, off);
                     let name = algorithm::reduce_scatter_algorithm(&m, &t, src, Order::Commutative);
                     assert_eq!(name == "hierarchical", aware, "{node_of:?}");
-                    let dst = span(Area::Output, block[me].1);
-                    algorithm::reduce_scatter(s, &m, &t, src, &block, dst, Order::Commutative)
+                    algorithm::reduce_scatter(s, &m, &t, src, block, dst, Order::Commutative)
                 });
-                for (r, o) in out.iter().enumerate() {
-                    let (at, len) = block[r];
-                    assert_eq!(o[..], want[at..at + len], "n={n} {node_of:?} uneven={uneven} rank {r}");
-                }
             }
         }
     }
 }
 
 #[test]
-fn a_scan_across_nodes_of_consecutive_ranks_chains_the_nodes_in_rank_order() {
-    // An operation that does not commute: a node's reduction out of rank order would show.
+fn scan_and_exclusive_scan_in_rank_order_on_one_node_and_across_nodes() {
+    // An operation that does not commute: an operand (or a node's reduction) out of rank
+    // order would show.
     let t = Tunables::defaults();
     let c = affine();
-    for n in 2..=9 {
-        // And blocks of three numbered from the last: node numbers need not follow ranks.
-        let mut cases = placements(n);
+    for n in 1..=9 {
+        // One node; the usual placements; and blocks of three numbered from the last (node
+        // numbers need not follow ranks).
+        let mut cases = vec![(1, Vec::new())];
+        cases.extend(placements(n));
         let last_node = (n - 1) / 3;
         cases.push((n.div_ceil(3), (0..n).map(|j| (last_node - j / 3) as u32).collect()));
         for (nodes, node_of) in cases {
@@ -888,6 +870,39 @@ fn an_all_to_all_into_a_buffer_that_streams_its_own_block_moves_every_block() {
     }
 }
 
+/// Runs a reduce-scatter of blocks of `lens` bytes (member j's block `lens[j]` long, back to
+/// back in every member's input) on `lens.len()` simulated ranks with `build(schedule,
+/// members, src, blocks, dst)`, and checks every member's block against `c`'s fold.
+fn reduce_scatter_checked(
+    label: &str,
+    lens: &[usize],
+    c: &Combine,
+    build: impl Fn(&mut Schedule, &Members, Span, &[(usize, usize)], Span),
+) {
+    let n = lens.len();
+    let mut block = Vec::new();
+    let mut off = 0;
+    for &len in lens {
+        block.push((off, len));
+        off += len;
+    }
+    let inputs: Vec<Vec<u8>> = (0..n).map(|r| data(r, off, 8)).collect();
+    let want = fold(c, &inputs);
+    let bufs = (0..n)
+        .map(|r| Bufs {
+            input: inputs[r].clone(),
+            output: vec![0; lens[r]],
+        })
+        .collect();
+    let out = run(n, bufs, Some(c.clone()), |s, m, me| {
+        build(s, m, span(Area::Input, off), &block, span(Area::Output, lens[me]))
+    });
+    for (r, o) in out.iter().enumerate() {
+        let (at, len) = block[r];
+        assert_eq!(o[..], want[at..at + len], "{label} lens={lens:?} rank {r}");
+    }
+}
+
 #[test]
 fn reduce_scatter_every_algorithm() {
     for (name, order) in [("pairwise", Order::Commutative), ("by_reduce", Order::RankOrder)] {
@@ -899,36 +914,10 @@ fn reduce_scatter_every_algorithm() {
         };
         for n in 1..=9 {
             // Member j's block holds j % 3 elements.
-            let mut block = Vec::new();
-            let mut off = 0;
-            for j in 0..n {
-                block.push((off, j % 3 * elem));
-                off += j % 3 * elem;
-            }
-            let inputs: Vec<Vec<u8>> = (0..n).map(|r| data(r, off, 8)).collect();
-            let want = fold(&c, &inputs);
-            let bufs = inputs
-                .iter()
-                .enumerate()
-                .map(|(r, i)| Bufs {
-                    input: i.clone(),
-                    output: vec![0; block[r].1],
-                })
-                .collect();
-            let out = run(n, bufs, Some(c.clone()), |s, m, me| {
-                algorithm::reduce_scatter(
-                    s,
-                    m,
-                    &t,
-                    span(Area::Input, off),
-                    &block,
-                    span(Area::Output, block[me].1),
-                    order,
-                )
+            let lens: Vec<usize> = (0..n).map(|j| j % 3 * elem).collect();
+            reduce_scatter_checked(name, &lens, &c, |s, m, src, block, dst| {
+                algorithm::reduce_scatter(s, m, &t, src, block, dst, order)
             });
-            for (r, o) in out.iter().enumerate() {
-                assert_eq!(o[..], want[block[r].0..block[r].0 + block[r].1], "{name} n={n} rank {r}");
-            }
         }
     }
 }
@@ -938,69 +927,10 @@ fn a_reduce_scatter_with_counts_that_differ_runs_one_algorithm_at_every_member()
     // Blocks on both sides of what the model weighs (a few bytes, and 40 KB: the sizes of
     // the reductions it prices), with the model choosing: every member must choose alike.
     let t = Tunables::defaults();
-    let c = sum();
     for lens in [[0, 4, 40_000, 8], [40_000, 0, 4, 40_000]] {
-        let n = lens.len();
-        let mut block = Vec::new();
-        let mut off = 0;
-        for &len in &lens {
-            block.push((off, len));
-            off += len;
-        }
-        let inputs: Vec<Vec<u8>> = (0..n).map(|r| data(r, off, 9)).collect();
-        let want = fold(&c, &inputs);
-        let bufs = (0..n)
-            .map(|r| Bufs {
-                input: inputs[r].clone(),
-                output: vec![0; lens[r]],
-            })
-            .collect();
-        let out = run(n, bufs, Some(c.clone()), |s, m, me| {
-            algorithm::reduce_scatter(
-                s,
-                m,
-                &t,
-                span(Area::Input, off),
-                &block,
-                span(Area::Output, lens[me]),
-                Order::Commutative,
-            )
+        reduce_scatter_checked("auto", &lens, &sum(), |s, m, src, block, dst| {
+            algorithm::reduce_scatter(s, m, &t, src, block, dst, Order::Commutative)
         });
-        for (r, o) in out.iter().enumerate() {
-            assert_eq!(o[..], want[block[r].0..block[r].0 + lens[r]], "{lens:?} rank {r}");
-        }
-    }
-}
-
-#[test]
-fn scan_and_exclusive_scan_in_rank_order() {
-    let c = affine();
-    for n in 1..=9 {
-        for count in [0, 1, 7] {
-            let len = count * 8;
-            let inputs: Vec<Vec<u8>> = (0..n).map(|r| data(r, len, 9)).collect();
-            for exclusive in [false, true] {
-                let bufs = inputs
-                    .iter()
-                    .map(|i| Bufs {
-                        input: i.clone(),
-                        output: vec![0x55; len],
-                    })
-                    .collect();
-                let t = Tunables::defaults();
-                let out = run(n, bufs, Some(c.clone()), |s, m, _| {
-                    algorithm::scan(s, m, &t, span(Area::Input, len), span(Area::Output, len), exclusive)
-                });
-                for (r, o) in out.iter().enumerate() {
-                    let upto = if exclusive { r } else { r + 1 };
-                    if upto == 0 {
-                        assert!(o.iter().all(|&b| b == 0x55), "exscan rank 0 output touched");
-                    } else {
-                        assert_eq!(o, &fold(&c, &inputs[..upto]), "n={n} excl={exclusive} rank {r}");
-                    }
-                }
-            }
-        }
     }
 }
 
