@@ -178,7 +178,7 @@ pub fn answer(out: &mut String, t: &Tunables, q: &Query) -> Result<(), String> {
             let _ = writeln!(out, "pick: {pick}");
         }
     }
-    if node_aware(c, q) {
+    if node_aware(c, q, &model, bytes) {
         let _ = writeln!(
             out,
             "  (on several nodes with members sharing a node this collective runs node-aware: \
@@ -190,14 +190,15 @@ pub fn answer(out: &mut String, t: &Tunables, q: &Query) -> Result<(), String> {
     Ok(())
 }
 
-/// Whether the library runs `c` node-aware for the shape `q` describes (see
-/// `coll/node_aware.rs`): members on several nodes, some node with two or more, and for a
-/// reduction a commutative operation.
-fn node_aware(c: Collective, q: &Query) -> bool {
+/// Whether the library runs `c` node-aware for the shape `q` describes with blocks or vectors
+/// of `bytes` (see `coll/node_aware.rs`): members on several nodes, some node with two or
+/// more; for a reduction a commutative operation; for a gather or scatter while that pays.
+fn node_aware(c: Collective, q: &Query, model: &Model, bytes: usize) -> bool {
     let shared = q.nodes > 1 && q.members > q.nodes;
     match c {
-        Collective::Bcast | Collective::Gather | Collective::Scatter | Collective::Allgather => {
-            shared
+        Collective::Bcast | Collective::Allgather => shared,
+        Collective::Gather | Collective::Scatter => {
+            shared && model.rooted_node_aware_pays(q.members, q.nodes, bytes)
         }
         Collective::Reduce | Collective::Allreduce | Collective::ReduceScatter => {
             shared && q.op == OpKind::Commutative

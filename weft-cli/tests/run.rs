@@ -966,6 +966,20 @@ fn info_shows_the_cost_model_and_what_it_picks() {
         !flat.stdout.contains("runs node-aware"),
         "one member a node: {flat:?}"
     );
+    // A gather goes node-aware only while the start-ups it saves outweigh its extra copies.
+    let gather = [
+        "--coll",
+        "gather",
+        "--members",
+        "8",
+        "--nodes",
+        "2",
+        "--size",
+    ];
+    let few = ask(&[&gather[..], &["8"]].concat(), &[]);
+    assert!(few.stdout.contains("runs node-aware"), "{few:?}");
+    let many = ask(&[&gather[..], &["1m"]].concat(), &[]);
+    assert!(!many.stdout.contains("runs node-aware"), "{many:?}");
     assert!(
         ["rabenseifner", "ring"].contains(&large.as_str()),
         "{large}"

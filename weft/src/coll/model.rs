@@ -339,6 +339,18 @@ impl Model {
             .collect()
     }
 
+    /// Whether a gather or scatter of `len`-byte blocks on `members` members over `nodes`
+    /// nodes goes node-aware (when no tunable forces an algorithm): each block still crosses
+    /// between nodes once, as in the linear forms, so it pays only while the start-ups it
+    /// saves, (members − nodes) TCP α, outweigh copying every block twice more on shared
+    /// memory (docs/collectives.md: 1 MiB blocks on 2 hosts of 2 ranks went 1.1-1.5 times
+    /// slower node-aware).
+    pub fn rooted_node_aware_pays(&self, members: usize, nodes: usize, len: usize) -> bool {
+        let saved = members.saturating_sub(nodes) as f64 * self.tcp.alpha_ns;
+        let per_byte = (self.shm.rdv_beta_ps_per_byte + 2.0 * self.local.copy_ps_per_byte) / 1000.0;
+        ((members * len) as f64 * per_byte) < saved
+    }
+
     /// The cheapest eligible algorithm of `c` for `s` (the first listed among equals).
     pub fn pick(&self, c: Collective, s: &Shape) -> &'static str {
         let k = self.terms(s);
