@@ -268,16 +268,9 @@ pub(super) fn nodes_in_rank_order(m: &Members) -> bool {
 /// Operands stay in rank order throughout. Inter-node messages: one scan among the nodes,
 /// where a flat scan has every member exchange across nodes.
 pub(super) fn scan(s: &mut Schedule, m: &Members, t: &Tunables, src: Span, dst: Span, exclusive: bool) {
-    let my_node = m.node_of[m.me];
-    let local: Vec<usize> = (0..m.n()).filter(|&j| m.node_of[j] == my_node).collect();
-    let local_world: Vec<u32> = local.iter().map(|&j| m.at(j)).collect();
-    let pos = local.iter().position(|&j| j == m.me).expect("a member of its node");
-    let within = Members {
-        world: &local_world,
-        me: pos,
-        nodes: 1,
-        node_of: &[],
-    };
+    let n = Nodes::of(m, 0);
+    let (within, local) = (n.within(), &n.local);
+    let pos = n.pos(m.me);
     // The nodes' last members, nodes in rank order, and my node's place among them.
     let mut lasts: Vec<u32> = Vec::new();
     for j in 0..m.n() {
