@@ -31,6 +31,9 @@ pub enum ErrorClass {
     Topology,
     /// Invalid Cartesian dimensions (MPI_ERR_DIMS).
     Dims,
+    /// A communicator of the wrong kind for the call: an intercommunicator where only an
+    /// intracommunicator will do, or the reverse (MPI_ERR_COMM).
+    Comm,
     /// Any other invalid argument.
     Arg,
     /// An internal invariant failed: a bug in weft.

@@ -53,7 +53,10 @@ fn recv_tag(call: &'static str, tag: Tag) -> Result<Option<Tag>> {
 /// The group used to translate world ranks back to communicator ranks (None for the world).
 #[inline]
 pub(crate) fn group_of(c: &CommData) -> Option<Rc<GroupData>> {
-    (c.pair != crate::comm::context::WORLD_PAIR).then(|| c.group.clone())
+    match &c.remote {
+        Some(remote) => Some(remote.clone()),
+        None => (c.pair != crate::comm::context::WORLD_PAIR).then(|| c.group.clone()),
+    }
 }
 
 #[inline]
@@ -66,7 +69,7 @@ fn blocking_send(
     call: &'static str,
 ) -> Result<()> {
     check_send_tag(call, tag)?;
-    let peer = comm.world_rank(comm.check_rank(call, dest)?);
+    let peer = comm.peer_world_rank(call, dest)?;
     let ctx = comm.p2p_context();
     match l.contiguous_bytes() {
         Some(bytes) => runtime::with_call(call, |rt| rt.engine.send(peer, ctx, tag, bytes, mode)),
@@ -174,7 +177,7 @@ pub trait Destination: AsCommunicator {
     fn try_buffered_send_with_tag<Buf: ?Sized + Buffer>(&self, buf: &Buf, tag: Tag) -> Result<()> {
         check_send_tag("buffered_send", tag)?;
         let c = self.comm_data();
-        let peer = c.world_rank(c.check_rank("buffered_send", self.destination_rank())?);
+        let peer = c.peer_world_rank("buffered_send", self.destination_rank())?;
         let l = buf.layout();
         runtime::with_call("buffered_send", |rt| {
             let h = buffered_copy(rt, peer, c.p2p_context(), tag, &l)?;
@@ -279,7 +282,7 @@ pub trait Destination: AsCommunicator {
         const CALL: &str = "immediate_buffered_send";
         fatal(check_send_tag(CALL, tag));
         let c = self.comm_data();
-        let peer = c.world_rank(fatal(c.check_rank(CALL, self.destination_rank())));
+        let peer = fatal(c.peer_world_rank(CALL, self.destination_rank()));
         let l = buf.layout();
         let h = fatal(runtime::with_call(CALL, |rt| {
             buffered_copy(rt, peer, c.p2p_context(), tag, &l)
@@ -306,7 +309,7 @@ fn immediate_send<'a, Sc: Scope<'a>, Buf: ?Sized + Buffer>(
     mode: SendMode,
 ) -> Result<Request<'a, Buf, Sc>> {
     check_send_tag("immediate_send", tag)?;
-    let peer = c.world_rank(c.check_rank("immediate_send", dest)?);
+    let peer = c.peer_world_rank("immediate_send", dest)?;
     let l = buf.layout();
     let ctx = c.p2p_context();
     match l.contiguous_bytes() {
@@ -354,7 +357,7 @@ fn source_pattern(
     call: &'static str,
 ) -> Result<Pattern> {
     let source = match source {
-        Some(r) => Some(c.world_rank(c.check_rank(call, r)?)),
+        Some(r) => Some(c.peer_world_rank(call, r)?),
         None => None,
     };
     Ok(Pattern {
@@ -992,9 +995,7 @@ where
     let copy = buf.layout().pack();
     let c = destination.comm_data();
     let st = super::request::scope(|scope| {
-        let peer = c.world_rank(fatal(
-            c.check_rank("send_receive_replace", destination.destination_rank()),
-        ));
+        let peer = fatal(c.peer_world_rank("send_receive_replace", destination.destination_rank()));
         fatal(check_send_tag("send_receive_replace", sendtag));
         let h = fatal(runtime::with_call("send_receive_replace", |rt| {
             rt.engine.isend(

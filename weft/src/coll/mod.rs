@@ -14,6 +14,7 @@ pub mod alltoall;
 pub mod barrier;
 pub mod bcast;
 pub mod gather;
+pub mod inter;
 mod large_ring;
 pub mod model;
 pub mod neighbor;
@@ -22,6 +23,8 @@ pub mod op;
 pub mod reduce;
 pub mod scan;
 pub mod shm;
+#[cfg(test)]
+mod inter_tests;
 #[cfg(test)]
 mod model_tests;
 #[cfg(test)]

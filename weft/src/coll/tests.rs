@@ -87,7 +87,7 @@ pub(super) fn data(rank: usize, len: usize, salt: u8) -> Vec<u8> {
 
 /// Affine maps x ↦ a·x + b on u32 (wrapping), 8 bytes each; composition is associative and
 /// not commutative: `inout = input ∘ inout`.
-fn affine() -> Combine {
+pub(super) fn affine() -> Combine {
     Rc::new(|input: &[u8], inout: &mut [u8]| {
         for (i, o) in input.chunks_exact(8).zip(inout.chunks_exact_mut(8)) {
             let (a1, b1) = pair(i);
@@ -119,7 +119,7 @@ fn sum() -> Combine {
 }
 
 /// `inputs[0] ∘ inputs[1] ∘ …` of the members `range`.
-fn fold(c: &Combine, inputs: &[Vec<u8>]) -> Vec<u8> {
+pub(super) fn fold(c: &Combine, inputs: &[Vec<u8>]) -> Vec<u8> {
     let mut acc = inputs.last().unwrap().clone();
     for x in inputs[..inputs.len() - 1].iter().rev() {
         c(x, &mut acc);

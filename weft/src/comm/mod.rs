@@ -5,6 +5,7 @@
 
 pub mod context;
 pub mod group;
+pub mod inter;
 pub mod node_memory;
 pub mod node_topology;
 pub mod process_topology;
@@ -41,6 +42,9 @@ pub struct CommData {
     topology: std::cell::OnceCell<node_topology::NodeTopology>,
     /// The grid or graph the communicator was made with (`None`: MPI_UNDEFINED).
     pub process_topology: Option<Rc<process_topology::ProcessTopology>>,
+    /// An intercommunicator's other group (world ranks, in its rank order): the ranks
+    /// point-to-point calls and rooted collectives name; `None` for an intracommunicator.
+    pub remote: Option<Rc<GroupData>>,
 }
 
 impl CommData {
@@ -52,6 +56,62 @@ impl CommData {
             rank,
             topology: std::cell::OnceCell::new(),
             process_topology: None,
+            remote: None,
+        }
+    }
+
+    /// The same communicator as an intercommunicator whose other group is `remote`.
+    pub fn with_remote(mut self, remote: Rc<GroupData>) -> Self {
+        self.remote = Some(remote);
+        self
+    }
+
+    /// Whether this is an intercommunicator.
+    #[inline]
+    pub fn is_inter(&self) -> bool {
+        self.remote.is_some()
+    }
+
+    /// The group point-to-point ranks refer to: the remote group of an intercommunicator,
+    /// else the communicator's own.
+    #[inline]
+    pub fn peers(&self) -> &GroupData {
+        self.remote.as_deref().unwrap_or(&self.group)
+    }
+
+    /// The world rank of the peer a point-to-point call names as `r`, checked against the
+    /// size of [`peers`](Self::peers).
+    #[inline]
+    pub fn peer_world_rank(&self, call: &'static str, r: i32) -> Result<u32> {
+        let peers = self.peers();
+        if r < 0 || r as usize >= peers.size() {
+            return Err(Error::new(
+                ErrorClass::Rank,
+                call,
+                match self.remote {
+                    Some(_) => format!(
+                        "rank {r} is out of range for an intercommunicator whose remote group has {} members",
+                        peers.size()
+                    ),
+                    None => format!(
+                        "rank {r} is out of range for a communicator of size {}",
+                        peers.size()
+                    ),
+                },
+            ));
+        }
+        Ok(peers.members()[r as usize])
+    }
+
+    /// The error for `call`, which an intercommunicator does not support.
+    pub fn intra_only(&self, call: &'static str) -> Result<()> {
+        match self.remote {
+            None => Ok(()),
+            Some(_) => Err(Error::new(
+                ErrorClass::Comm,
+                call,
+                "is defined on intracommunicators only, and this is an intercommunicator",
+            )),
         }
     }
 

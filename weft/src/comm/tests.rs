@@ -256,3 +256,79 @@ fn agreeing_on_a_pair_costs_log_n_masks_per_member_not_n() {
     let total: u64 = sent.iter().sum();
     assert_eq!(total, 16 * 4 * mask_bytes, "recursive doubling: 4 masks each");
 }
+
+/// Member `me` of `members`' world, in a group of the first `k` members or of the rest: its
+/// group as a communicator (pair 5 in both groups: they are disjoint), the world, and the
+/// other group's leader's world rank.
+fn two_groups(members: &[u32], me: usize, k: usize) -> (CommData, CommData, u32) {
+    let (a, b) = members.split_at(k);
+    let (mine, other) = if me < k { (a, b) } else { (b, a) };
+    let rank = mine.iter().position(|&w| w == members[me]).unwrap() as u32;
+    let local = CommData::new(5, Rc::new(GroupData::new(mine.to_vec())), rank);
+    let world = CommData::new(0, Rc::new(GroupData::new((0..members.len() as u32).collect())), members[me]);
+    (local, world, other[0])
+}
+
+#[test]
+fn an_intercommunicator_joins_two_groups_on_a_pair_free_in_both() {
+    for n in 2..=7 {
+        for k in 1..n {
+            for eager in [1024, 0] {
+                let got = on_members(n, eager, move |eng, members, me| {
+                    let (local, world, other_leader) = two_groups(members, me, k);
+                    let mut mask = busy_mask(me);
+                    let peer = (local.rank == 0).then_some((&world, other_leader));
+                    let inter = super::inter::create(eng, &mut mask, &local, 0, peer, 77)
+                        .expect("create");
+                    let dup = super::inter::dup(eng, &mut mask, &inter).expect("dup");
+                    // The second group asks to go first; merge puts it first.
+                    let merged = super::inter::merge(eng, &mut mask, &inter, me < k).expect("merge");
+                    let remote = inter.remote.as_ref().unwrap().members().to_vec();
+                    (inter.pair, dup.pair, remote, merged.pair, merged.group.members().to_vec(), merged.rank)
+                });
+                let (a, b) = (&(0..n as u32).rev().collect::<Vec<_>>()[..k].to_vec(), &(0..n as u32).rev().collect::<Vec<_>>()[k..].to_vec());
+                let taken: Vec<u32> = (0..n)
+                    .flat_map(|m| [Some(2 + m as u32), (m % 2 == 1).then_some(10 + 3 * m as u32)])
+                    .flatten()
+                    .collect();
+                let free: Vec<u32> = (2..).filter(|p| !taken.contains(p)).take(3).collect();
+                let both: Vec<u32> = b.iter().chain(a.iter()).copied().collect();
+                for (me, (p, d, remote, mp, group, rank)) in got.into_iter().enumerate() {
+                    let label = format!("n={n} k={k} eager={eager} member {me}");
+                    assert_eq!((p, d, mp), (free[0], free[1], free[2]), "{label}: the pairs");
+                    assert_eq!(&remote, if me < k { b } else { a }, "{label}: the remote group");
+                    assert_eq!(group, both, "{label}: the merged group, high group last");
+                    assert_eq!(group[rank as usize], (n - 1 - me) as u32, "{label}: my merged rank");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn merging_groups_that_ask_alike_puts_the_lower_leader_first() {
+    let got = on_members(5, 1024, |eng, members, me| {
+        let (local, world, other_leader) = two_groups(members, me, 2);
+        let mut mask = ContextMask::default();
+        let peer = (local.rank == 0).then_some((&world, other_leader));
+        let inter = super::inter::create(eng, &mut mask, &local, 0, peer, 3).expect("create");
+        let merged = super::inter::merge(eng, &mut mask, &inter, true).expect("merge");
+        merged.group.members().to_vec()
+    });
+    // Group A is world ranks [4, 3], group B [2, 1, 0]: B's leader (2) is the lower.
+    for g in got {
+        assert_eq!(g, [2, 1, 0, 4, 3]);
+    }
+}
+
+#[test]
+fn an_intercommunicator_with_its_own_group_is_an_error_not_a_hang() {
+    let got = on_members(1, 1024, |eng, _members, _me| {
+        let local = CommData::new(5, Rc::new(GroupData::new(vec![0])), 0);
+        let world = CommData::new(0, Rc::new(GroupData::new(vec![0])), 0);
+        let mut mask = ContextMask::default();
+        super::inter::create(eng, &mut mask, &local, 0, Some((&world, 0)), 1).unwrap_err()
+    });
+    assert_eq!(got[0].class, crate::error::ErrorClass::Arg);
+    assert!(got[0].detail.contains("world rank 0 is in both groups"), "{}", got[0]);
+}
