@@ -13,7 +13,8 @@
 //! distributed-graph communicators and the neighbourhood collectives on them, in
 //! `coll_suite/topology.rs`), `notopology` (a neighbourhood collective on a communicator
 //! without a topology, `asymmetric` one on a graph that is not symmetric: the job must end
-//! with an error naming the call).
+//! with an error naming the call), `inter` (intercommunicators between two groups of the
+//! world and every collective on them, in `coll_suite/inter.rs`).
 
 #[path = "coll_suite/topology.rs"]
 mod topology;
@@ -24,6 +25,8 @@ mod alltoallw;
 mod coverage;
 #[path = "coll_suite/in_place.rs"]
 mod in_place;
+#[path = "coll_suite/inter.rs"]
+mod inter;
 
 use weft::collective::{SystemOperation, UserOperation};
 use weft::datatype::{Partition, PartitionMut, UserDatatype};
@@ -93,6 +96,7 @@ fn main() {
             immediate_rounds(&world, 3);
         }
         "topology" => topology::run(&world),
+        "inter" => inter::run(&world),
         "asymmetric" => topology::asymmetric(&world),
         "notopology" => {
             let mut out = [0u64; 4];

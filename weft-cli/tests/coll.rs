@@ -335,3 +335,13 @@ fn a_neighbourhood_collective_without_a_usable_topology_ends_the_job_naming_the_
         );
     }
 }
+
+#[test]
+fn intercommunicators_and_their_collectives_at_every_member_count() {
+    for n in 2..=8 {
+        passes(n, "inter", &[]);
+    }
+    // Under the checking mode, and with every member on a node of its own.
+    passes(5, "inter", &["-x", "WEFT_COLL_CHECK=1"]);
+    passes(4, "inter", &["--process-mapping", "(vector,(0,4,1))"]);
+}

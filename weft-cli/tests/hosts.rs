@@ -1141,30 +1141,37 @@ fn p2p_suite_with_ranks_on_two_hosts() {
 fn coll_suite_with_ranks_on_two_hosts() {
     // Real hosts: the hierarchical collectives (each host's area, the host leaders over TCP)
     // and the schedules by messages across hosts, in blocks and round robin, and with a
-    // host holding one rank (no area there).
+    // host holding one rank (no area there); and intercommunicators whose groups are each on
+    // a host of their own (even and odd ranks, round robin) or spread over both.
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let Some(hosts) = Hosts::up(2) else { return };
     let (h1, h2) = (&hosts.names[0], &hosts.names[1]);
     let exe = build_example("weft-cli", "coll_suite", true);
-    for (slots, map_by, n) in [
-        ("2,2", "block", 4),
-        ("3,3", "round-robin", 5),
-        ("1,2", "block", 3),
+    for (slots, map_by, n, case) in [
+        ("2,2", "block", 4, "all"),
+        ("3,3", "round-robin", 5, "all"),
+        ("1,2", "block", 3, "all"),
+        ("2,2", "round-robin", 4, "inter"),
+        ("3,3", "block", 5, "inter"),
     ] {
         let (a, b) = slots.split_once(',').expect("two slot counts");
         let mut c = hosts.run_cmd(&format!("{h1}:{a},{h2}:{b}"));
         c.args(["--map-by", map_by, "-n", &n.to_string()])
             .arg(&exe)
-            .arg("all");
+            .arg(case);
         let out = job(
             &hosts,
             c,
-            &format!("coll_suite all --map-by {map_by} on {slots}"),
+            &format!("coll_suite {case} --map-by {map_by} on {slots}"),
         );
-        assert_eq!(out.code, Some(0), "{map_by} on {n} ({slots}): {out:?}");
+        assert_eq!(
+            out.code,
+            Some(0),
+            "{case}: {map_by} on {n} ({slots}): {out:?}"
+        );
         assert!(
             out.stdout
-                .contains(&format!("coll_suite all: ok on {n} ranks")),
+                .contains(&format!("coll_suite {case}: ok on {n} ranks")),
             "{out:?}"
         );
     }

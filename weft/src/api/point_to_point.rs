@@ -26,7 +26,7 @@ pub const ANY_TAG: Tag = -1;
 pub const TAG_UB: Tag = i32::MAX;
 
 #[inline]
-fn check_send_tag(call: &'static str, tag: Tag) -> Result<()> {
+pub(crate) fn check_send_tag(call: &'static str, tag: Tag) -> Result<()> {
     if !(0..=TAG_UB).contains(&tag) {
         return Err(Error::new(
             ErrorClass::Tag,

@@ -4,10 +4,13 @@
 
 mod cartesian;
 mod graph;
+mod inter;
 
 pub use self::cartesian::{dims_create, CartesianCommunicator, CartesianLayout};
 pub use self::graph::{DistributedGraphCommunicator, DistributedGraphNeighbors, GraphCommunicator};
+pub use self::inter::{InterCommunicator, MergeOrder, PROC_NULL, ROOT};
 use super::datatype::{Buffer, BufferMut, Count};
+use super::point_to_point::Tag;
 use crate::comm::context::{SELF_PAIR, WORLD_PAIR};
 use crate::comm::group::{GroupData, Relation};
 use crate::comm::process_topology::ProcessTopology;
@@ -202,7 +205,7 @@ pub trait Communicator: AsCommunicator {
     }
     /// The process with rank `r`, or an error naming `r` and the size.
     fn try_process_at_rank(&self, r: Rank) -> Result<Process<'_>> {
-        self.comm_data().check_rank("process_at_rank", r)?;
+        self.comm_data().peer_world_rank("process_at_rank", r)?;
         Ok(Process {
             comm: self.comm_data(),
             rank: r,
@@ -329,11 +332,46 @@ pub trait Communicator: AsCommunicator {
         }))
         .map(SimpleCommunicator::user)
     }
-    /// The communicator's group.
+    /// The communicator's group (an intercommunicator's: this rank's group).
     fn group(&self) -> UserGroup {
         UserGroup {
             data: self.comm_data().group.clone(),
         }
+    }
+    /// Whether this is an intercommunicator (MPI_Comm_test_inter).
+    fn test_inter(&self) -> bool {
+        self.comm_data().is_inter()
+    }
+    /// MPI_Intercomm_create (a Weft extension; rsmpi has none): joins this communicator's
+    /// group with another, disjoint one. Every member names the same `local_leader`; at that
+    /// leader, `peer` is a communicator holding both leaders, `remote_leader` the other
+    /// group's leader's rank in it, and the leaders talk on `peer` with `tag`. Collective
+    /// over both groups.
+    #[track_caller]
+    fn create_intercommunicator(
+        &self,
+        local_leader: Rank,
+        peer: &dyn Communicator,
+        remote_leader: Rank,
+        tag: Tag,
+    ) -> InterCommunicator {
+        fatal(self.try_create_intercommunicator(local_leader, peer, remote_leader, tag))
+    }
+    /// [`create_intercommunicator`](Self::create_intercommunicator), returning errors.
+    fn try_create_intercommunicator(
+        &self,
+        local_leader: Rank,
+        peer: &dyn Communicator,
+        remote_leader: Rank,
+        tag: Tag,
+    ) -> Result<InterCommunicator> {
+        inter::create(
+            self.comm_data(),
+            local_leader,
+            peer.comm_data(),
+            remote_leader,
+            tag,
+        )
     }
     /// Ends the whole job with `errorcode` (MPI_Abort).
     fn abort(&self, errorcode: i32) -> ! {
@@ -390,12 +428,15 @@ pub trait Communicator: AsCommunicator {
         periods: &[bool],
         _reorder: bool,
     ) -> Result<Option<CartesianCommunicator>> {
+        self.comm_data()
+            .intra_only("create_cartesian_communicator")?;
         cartesian::create(self.comm_data(), dims, periods)
     }
     /// MPI_Cart_map: this rank's rank in the grid `create_cartesian_communicator` would
     /// make, or `None` outside it. Panics on bad dimensions. Not collective.
     #[track_caller]
     fn cartesian_map(&self, dims: &[Count], periods: &[bool]) -> Option<Rank> {
+        fatal(self.comm_data().intra_only("cartesian_map"));
         fatal(cartesian::map(self.comm_data(), dims, periods))
     }
     /// MPI_Graph_create (a Weft extension): the first `index.len()` ranks form a graph where
@@ -408,12 +449,14 @@ pub trait Communicator: AsCommunicator {
         edges: &[Rank],
         _reorder: bool,
     ) -> Option<GraphCommunicator> {
+        fatal(self.comm_data().intra_only("create_graph_communicator"));
         fatal(graph::create_graph(self.comm_data(), index, edges))
     }
     /// MPI_Graph_map (a Weft extension): this rank's rank in the graph
     /// `create_graph_communicator` would make, or `None` outside it. Not collective.
     #[track_caller]
     fn graph_map(&self, index: &[Count], edges: &[Rank]) -> Option<Rank> {
+        fatal(self.comm_data().intra_only("graph_map"));
         fatal(graph::map(self.comm_data(), index, edges))
     }
     /// MPI_Dist_graph_create_adjacent (a Weft extension): this rank's in-edges from
@@ -428,6 +471,10 @@ pub trait Communicator: AsCommunicator {
         destination_weights: Option<&[Count]>,
         _reorder: bool,
     ) -> DistributedGraphCommunicator {
+        fatal(
+            self.comm_data()
+                .intra_only("create_distributed_graph_communicator_adjacent"),
+        );
         fatal(graph::create_adjacent(
             self.comm_data(),
             (sources, source_weights),
@@ -447,6 +494,10 @@ pub trait Communicator: AsCommunicator {
         weights: Option<&[Count]>,
         _reorder: bool,
     ) -> DistributedGraphCommunicator {
+        fatal(
+            self.comm_data()
+                .intra_only("create_distributed_graph_communicator"),
+        );
         fatal(graph::create_general(
             self,
             sources,
@@ -504,9 +555,10 @@ impl<'a> Process<'a> {
     pub fn rank(&self) -> Rank {
         self.rank
     }
-    /// Whether this is the calling process.
+    /// Whether this is the calling process (never, on an intercommunicator: its ranks are
+    /// the other group's).
     pub fn is_self(&self) -> bool {
-        self.rank as u32 == self.comm.rank
+        !self.comm.is_inter() && self.rank as u32 == self.comm.rank
     }
 }
 

@@ -357,6 +357,9 @@ pub fn dup<F: Fabric>(
     mask: &mut ContextMask,
     comm: &CommData,
 ) -> Result<CommData> {
+    if comm.is_inter() {
+        return inter::dup(eng, mask, comm);
+    }
     let pair = agree_pair(
         eng,
         mask,
@@ -379,6 +382,7 @@ pub fn split<F: Fabric>(
     color: Option<i32>,
     key: i32,
 ) -> Result<Option<CommData>> {
+    comm.intra_only("split_by_color")?;
     // Everyone contributes (color, key): 9 bytes, gathered by all in O(log n) rounds. Then
     // one context pair for every new communicator, agreed over the whole parent (MPICH's
     // way): communicators of different colors share no member, so they may share the pair.
@@ -422,6 +426,7 @@ pub fn create_from_group<F: Fabric>(
     group: &GroupData,
     tag: i32,
 ) -> Result<Option<CommData>> {
+    comm.intra_only("split_by_subgroup")?;
     let me_world = comm.world_rank(comm.rank);
     let Some(me) = group.rank_of(me_world) else {
         return Ok(None);

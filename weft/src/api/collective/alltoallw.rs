@@ -171,7 +171,8 @@ pub(super) unsafe fn plan_all_to_all_w(
     send: &[Part<'_>],
     recv: &mut [PartMut<'_>],
 ) -> Result<(Started, Landing)> {
-    let n = c.size() as usize;
+    // An intercommunicator's parts are one per member of the other group.
+    let n = c.peers().size();
     if send.len() != n || recv.len() != n {
         return Err(count_error(
             call,
@@ -194,12 +195,14 @@ pub(super) unsafe fn plan_all_to_all_w(
     )?;
     let (packed, sb) = pack_sends(send);
     let (mut landing, rb) = Landing::for_parts(recv);
-    super::check_own_part(
-        call,
-        c.rank as usize,
-        sb[c.rank as usize].1,
-        rb[c.rank as usize].1,
-    )?;
+    if !c.is_inter() {
+        super::check_own_part(
+            call,
+            c.rank as usize,
+            sb[c.rank as usize].1,
+            rb[c.rank as usize].1,
+        )?;
+    }
     let (sl, rl) = (packed.len(), landing.tmp.len());
     let u8_type = u8::equivalent_datatype();
     let bytes = u8_type.type_map();
@@ -222,7 +225,18 @@ pub(super) unsafe fn plan_all_to_all_w(
         start(call, c, bufs, None, |sc, m, t| {
             sc.keep(packed);
             sc.name_members(&members, me);
-            algorithm::alltoall(sc, m, t, input(sl), &sb, output(rl), &rb, None)
+            match c.remote.as_deref() {
+                Some(r) => crate::coll::inter::alltoall(
+                    sc,
+                    m,
+                    r.members(),
+                    input(sl),
+                    &sb,
+                    output(rl),
+                    &rb,
+                ),
+                None => algorithm::alltoall(sc, m, t, input(sl), &sb, output(rl), &rb, None),
+            }
         })
     }?;
     Ok((started, landing))

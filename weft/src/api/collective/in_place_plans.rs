@@ -68,6 +68,7 @@ pub(super) unsafe fn reduction<O: Operation>(
     op: &O,
     blocking: bool,
 ) -> Result<Started> {
+    c.intra_only("an in-place collective")?;
     // SAFETY: the module's contract; the input is the output.
     unsafe { plan_reduction(c, kind, &r.clone(), r, op, blocking) }
 }
@@ -79,6 +80,7 @@ pub(super) unsafe fn reduce_scatter_block<O: Operation>(
     op: &O,
     blocking: bool,
 ) -> Result<Started> {
+    c.intra_only("an in-place collective")?;
     let r = equal_block("reduce_scatter_block_into", c, s, 0)?;
     // SAFETY: the module's contract; the output is the input's first block.
     unsafe { plan_reduction(c, Reduce::ScatterBlock, s, &r, op, blocking) }
@@ -91,6 +93,7 @@ pub(super) unsafe fn reduce_scatter_varcount<O: Operation>(
     s: &Layout<'_>,
     op: &O,
 ) -> Result<Started> {
+    c.intra_only("an in-place collective")?;
     const CALL: &str = "reduce_scatter_varcount_into";
     let mine = counts.get(c.rank as usize).copied().unwrap_or(0).max(0) as usize;
     if mine > s.count {
@@ -109,6 +112,7 @@ pub(super) unsafe fn reduce_scatter_varcount<O: Operation>(
 
 /// Allgather into `r`, this member's block already in place.
 pub(super) unsafe fn all_gather(c: &CommData, r: &Layout<'_>, blocking: bool) -> Result<Started> {
+    c.intra_only("an in-place collective")?;
     let s = equal_block("all_gather_into", c, r, c.rank as usize)?;
     // SAFETY: the module's contract; the input is a block of the output.
     unsafe { plan_all_gather(c, &s, r, blocking) }
@@ -120,6 +124,7 @@ pub(super) unsafe fn all_gather_varcount(
     cd: CountsDispls,
     r: &Layout<'_>,
 ) -> Result<Started> {
+    c.intra_only("an in-place collective")?;
     let (s, _) = part("all_gather_varcount_into", c, r, &cd, c.rank as usize)?;
     // SAFETY: the module's contract; the input is a part of the output.
     unsafe { plan_all_gather_varcount(c, &s, cd, r) }
@@ -132,6 +137,7 @@ pub(super) unsafe fn all_to_all(
     r: &Layout<'_>,
     blocking: bool,
 ) -> Result<Started> {
+    c.intra_only("an in-place collective")?;
     let cd = cd.map(|(counts, displs)| (&counts[..], &displs[..]));
     // SAFETY: the module's contract; the input is the output.
     unsafe { plan_all_to_all(c, &r.clone(), cd, r, cd, blocking) }
@@ -145,6 +151,7 @@ pub(super) unsafe fn reduce_root<O: Operation>(
     op: &O,
     blocking: bool,
 ) -> Result<Started> {
+    c.intra_only("an in-place collective")?;
     // SAFETY: the module's contract; the input is the output.
     unsafe {
         plan_reduce(
@@ -168,6 +175,7 @@ pub(super) unsafe fn gather_root(
     r: &Layout<'_>,
     blocking: bool,
 ) -> Result<Started> {
+    c.intra_only("an in-place collective")?;
     let (call, s, how) = match cd {
         None => {
             const CALL: &str = "gather_into_root";
@@ -194,6 +202,7 @@ pub(super) unsafe fn scatter_root(
     s: &Layout<'_>,
     blocking: bool,
 ) -> Result<Started> {
+    c.intra_only("an in-place collective")?;
     let (call, r, how) = match cd {
         None => {
             const CALL: &str = "scatter_into_root";

@@ -13,6 +13,7 @@ mod checks;
 mod hierarchy;
 mod in_place;
 mod in_place_plans;
+mod inter;
 mod neighbor;
 pub mod operation;
 mod reduce_scatter;
@@ -79,6 +80,9 @@ fn through_shm<'c>(
 // ----- the collectives on a whole communicator -------------------------------------------
 
 fn plan_barrier(c: &CommData, blocking: bool) -> Result<Started> {
+    if c.is_inter() {
+        return inter::plan_barrier(c);
+    }
     check_call(
         c,
         Called {
@@ -110,6 +114,10 @@ unsafe fn plan_all_gather(
     blocking: bool,
 ) -> Result<Started> {
     const CALL: &str = "all_gather_into";
+    if c.is_inter() {
+        // SAFETY: the caller's promise.
+        return unsafe { inter::plan_all_gather(c, CALL, s, r, None) };
+    }
     let n = c.size() as usize;
     let (sl, rl) = (s.data_len(), r.data_len());
     check_len(
@@ -157,8 +165,12 @@ unsafe fn plan_all_gather_varcount(
     r: &Layout<'_>,
 ) -> Result<Started> {
     const CALL: &str = "all_gather_varcount_into";
-    let n = c.size() as usize;
+    let n = c.peers().size();
     let blocks = parts(CALL, "receive buffer", n, r, &counts, &displs)?;
+    if c.is_inter() {
+        // SAFETY: the caller's promise.
+        return unsafe { inter::plan_all_gather(c, CALL, s, r, Some(blocks)) };
+    }
     let sl = s.data_len();
     check_len(
         CALL,
@@ -212,6 +224,18 @@ unsafe fn plan_all_to_all(
     } else {
         "all_to_all_into"
     };
+    if c.is_inter() {
+        let n = c.peers().size();
+        let blocks = match (send, recv) {
+            (Some((sc, sd)), Some((rc, rd))) => Some((
+                parts(call, "send buffer", n, s, sc, sd)?,
+                parts(call, "receive buffer", n, r, rc, rd)?,
+            )),
+            _ => None,
+        };
+        // SAFETY: the caller's promise.
+        return unsafe { inter::plan_all_to_all(c, call, s, r, blocks) };
+    }
     let n = c.size() as usize;
     let (sl, rl) = (s.data_len(), r.data_len());
     let (sb, rb) = match (send, recv) {
@@ -296,6 +320,10 @@ unsafe fn plan_reduction<O: Operation>(
         Reduce::Scan => "scan_into",
         Reduce::ExclusiveScan => "exclusive_scan_into",
     };
+    if c.is_inter() {
+        // SAFETY: the caller's promise.
+        return unsafe { inter::plan_reduction(c, call, kind, s, r, None, op) };
+    }
     let n = c.size() as usize;
     let (sl, rl) = (s.data_len(), r.data_len());
     match kind {

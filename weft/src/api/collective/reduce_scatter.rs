@@ -20,8 +20,13 @@ pub(super) unsafe fn plan_reduce_scatter_varcount<O: Operation>(
     op: &O,
 ) -> Result<Started> {
     const CALL: &str = "reduce_scatter_varcount_into";
-    let n = c.size() as usize;
+    let n = c.peers().size();
     let blocks = parts(CALL, "send buffer", n, s, counts, displs)?;
+    if c.is_inter() {
+        let kind = super::Reduce::ScatterBlock;
+        // SAFETY: the caller's promise.
+        return unsafe { super::inter::plan_reduction(c, CALL, kind, s, r, Some(blocks), op) };
+    }
     let (sl, rl) = (s.data_len(), r.data_len());
     check_len(
         CALL,

@@ -38,6 +38,10 @@ unsafe fn plan_broadcast(
     blocking: bool,
 ) -> Result<Started> {
     const CALL: &str = "broadcast_into";
+    if c.is_inter() {
+        // SAFETY: the caller's promise.
+        return unsafe { super::inter::plan_broadcast(c, root, buf) };
+    }
     let (root, am_root) = root_of(c, CALL, root)?;
     let len = buf.data_len();
     check_call(
@@ -83,6 +87,10 @@ pub(super) unsafe fn plan_rooted(
     recv: Option<&Layout<'_>>,
     blocking: bool,
 ) -> Result<Started> {
+    if c.is_inter() {
+        // SAFETY: the caller's promise.
+        return unsafe { super::inter::plan_rooted(c, call, root, how, send, recv) };
+    }
     let (root, am_root) = root_of(c, call, root)?;
     let n = c.size() as usize;
     let sl = send.map_or(0, |l| l.data_len());
@@ -207,6 +215,10 @@ pub(super) unsafe fn plan_reduce<O: Operation>(
     op: &O,
     blocking: bool,
 ) -> Result<Started> {
+    if c.is_inter() {
+        // SAFETY: the caller's promise.
+        return unsafe { super::inter::plan_reduce(c, call, root, send, recv, op) };
+    }
     let (root, am_root) = root_of(c, call, root)?;
     let sl = send.data_len();
     if let Some(r) = recv {
@@ -260,7 +272,7 @@ fn parts_of<P: ?Sized + crate::api::datatype::Partitioned>(
     l: &Layout<'_>,
     p: &P,
 ) -> Result<Vec<(usize, usize)>> {
-    parts(call, what, c.size() as usize, l, p.counts(), p.displs())
+    parts(call, what, c.peers().size(), l, p.counts(), p.displs())
 }
 
 /// The rooted collectives, called on the root process (rsmpi's `Root`).
@@ -329,7 +341,7 @@ pub trait Root: AsCommunicator {
     #[track_caller]
     fn gather_varcount_into<S: ?Sized + Buffer>(&self, sendbuf: &S) {
         let s = sendbuf.layout();
-        let n = self.comm_data().size() as usize;
+        let n = self.comm_data().peers().size();
         // Only the root's counts matter; a member sends its whole buffer.
         let blocks = vec![(0, 0); n];
         // SAFETY: the buffer is borrowed for this blocking call.
@@ -364,7 +376,7 @@ pub trait Root: AsCommunicator {
         let blocks = fatal(parts(
             CALL,
             "receive buffer",
-            c.size() as usize,
+            c.peers().size(),
             &r,
             &cd.0,
             &cd.1,
@@ -436,7 +448,7 @@ pub trait Root: AsCommunicator {
     #[track_caller]
     fn scatter_varcount_into<R: ?Sized + BufferMut>(&self, recvbuf: &mut R) {
         let r = recvbuf.layout_mut();
-        let n = self.comm_data().size() as usize;
+        let n = self.comm_data().peers().size();
         let blocks = vec![(0, 0); n];
         // SAFETY: the buffer is borrowed for this blocking call.
         fatal(
@@ -609,7 +621,7 @@ pub trait Root: AsCommunicator {
     ) -> Request<'a, S, Sc> {
         let c = self.comm_data();
         let s = sendbuf.layout();
-        let blocks = vec![(0, 0); c.size() as usize];
+        let blocks = vec![(0, 0); c.peers().size()];
         // SAFETY: as in `immediate_broadcast_into`.
         let started = fatal(unsafe {
             plan_rooted(
@@ -646,7 +658,7 @@ pub trait Root: AsCommunicator {
         let blocks = fatal(parts(
             CALL,
             "receive buffer",
-            c.size() as usize,
+            c.peers().size(),
             &r,
             &cd.0,
             &cd.1,
@@ -729,7 +741,7 @@ pub trait Root: AsCommunicator {
     ) -> Request<'a, R, Sc> {
         let c = self.comm_data();
         let r = recvbuf.layout_mut();
-        let blocks = vec![(0, 0); c.size() as usize];
+        let blocks = vec![(0, 0); c.peers().size()];
         // SAFETY: as in `immediate_broadcast_into`.
         let started = fatal(unsafe {
             plan_rooted(
