@@ -14,7 +14,8 @@
 //! `coll_suite/topology.rs`), `notopology` (a neighbourhood collective on a communicator
 //! without a topology, `asymmetric` one on a graph that is not symmetric: the job must end
 //! with an error naming the call), `inter` (intercommunicators between two groups of the
-//! world and every collective on them, in `coll_suite/inter.rs`).
+//! world and every collective on them, in `coll_suite/inter.rs`), `persistent` (every
+//! persistent collective, in `coll_suite/persistent.rs`).
 
 #[path = "coll_suite/topology.rs"]
 mod topology;
@@ -27,6 +28,8 @@ mod coverage;
 mod in_place;
 #[path = "coll_suite/inter.rs"]
 mod inter;
+#[path = "coll_suite/persistent.rs"]
+mod persistent;
 
 use weft::collective::{SystemOperation, UserOperation};
 use weft::datatype::{Partition, PartitionMut, UserDatatype};
@@ -97,6 +100,7 @@ fn main() {
         }
         "topology" => topology::run(&world),
         "inter" => inter::run(&world),
+        "persistent" => persistent::run(&world),
         "asymmetric" => topology::asymmetric(&world),
         "notopology" => {
             let mut out = [0u64; 4];

@@ -345,3 +345,12 @@ fn intercommunicators_and_their_collectives_at_every_member_count() {
     passes(5, "inter", &["-x", "WEFT_COLL_CHECK=1"]);
     passes(4, "inter", &["--process-mapping", "(vector,(0,4,1))"]);
 }
+
+#[test]
+fn persistent_collectives_started_again_and_again_at_every_member_count() {
+    for n in 1..=8 {
+        passes(n, "persistent", &[]);
+    }
+    passes(4, "persistent", &["-x", "WEFT_COLL_CHECK=1"]);
+    passes(4, "persistent", &["--process-mapping", "(vector,(0,4,1))"]);
+}

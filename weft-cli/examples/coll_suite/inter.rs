@@ -287,32 +287,62 @@ fn varcount(g: &Groups) {
     // All-to-all-w: to member j of the other group, j + 1 elements, u32s from group A and
     // u64s from group B (each pair agrees on the type); from member i, me + 1 of them.
     let wide = |q: i32, k: usize, salt: u64| values(q, k, salt);
-    let narrow = |q: i32, k: usize, salt: u64| -> Vec<u32> { values(q, k, salt).iter().map(|&v| v as u32).collect() };
+    let narrow = |q: i32, k: usize, salt: u64| -> Vec<u32> {
+        values(q, k, salt).iter().map(|&v| v as u32).collect()
+    };
     let (to32, to64): (Vec<Vec<u32>>, Vec<Vec<u64>>) = if g.in_a {
-        ((0..r).map(|j| narrow(w, j + 1, 20 + j as u64)).collect(), vec![])
+        (
+            (0..r).map(|j| narrow(w, j + 1, 20 + j as u64)).collect(),
+            vec![],
+        )
     } else {
-        (vec![], (0..r).map(|j| wide(w, j + 1, 20 + j as u64)).collect())
+        (
+            vec![],
+            (0..r).map(|j| wide(w, j + 1, 20 + j as u64)).collect(),
+        )
     };
     let sends: Vec<Part<'_>> = if g.in_a {
         to32.iter().map(|v| Part::new(&v[..])).collect()
     } else {
         to64.iter().map(|v| Part::new(&v[..])).collect()
     };
-    let mut from64: Vec<Vec<u64>> = if g.in_a { vec![vec![0; me + 1]; r] } else { vec![] };
-    let mut from32: Vec<Vec<u32>> = if g.in_a { vec![] } else { vec![vec![0; me + 1]; r] };
-    let mut recvs: Vec<PartMut<'_>> = if g.in_a {
-        from64.iter_mut().map(|v| PartMut::new(&mut v[..])).collect()
+    let mut from64: Vec<Vec<u64>> = if g.in_a {
+        vec![vec![0; me + 1]; r]
     } else {
-        from32.iter_mut().map(|v| PartMut::new(&mut v[..])).collect()
+        vec![]
+    };
+    let mut from32: Vec<Vec<u32>> = if g.in_a {
+        vec![]
+    } else {
+        vec![vec![0; me + 1]; r]
+    };
+    let mut recvs: Vec<PartMut<'_>> = if g.in_a {
+        from64
+            .iter_mut()
+            .map(|v| PartMut::new(&mut v[..]))
+            .collect()
+    } else {
+        from32
+            .iter_mut()
+            .map(|v| PartMut::new(&mut v[..]))
+            .collect()
     };
     c.all_to_all_w_into(&sends, &mut recvs);
     drop(recvs);
     for i in 0..r {
         let salt = 20 + me as u64;
         if g.in_a {
-            assert_eq!(from64[i], wide(g.other[i], me + 1, salt), "alltoallw from member {i}");
+            assert_eq!(
+                from64[i],
+                wide(g.other[i], me + 1, salt),
+                "alltoallw from member {i}"
+            );
         } else {
-            assert_eq!(from32[i], narrow(g.other[i], me + 1, salt), "alltoallw from member {i}");
+            assert_eq!(
+                from32[i],
+                narrow(g.other[i], me + 1, salt),
+                "alltoallw from member {i}"
+            );
         }
     }
     // Gather-v and scatter-v with group A's rank 0 as root.

@@ -16,6 +16,7 @@ mod in_place_plans;
 mod inter;
 mod neighbor;
 pub mod operation;
+mod persistent;
 mod reduce_scatter;
 mod rooted;
 mod start;
@@ -35,6 +36,7 @@ pub use operation::{
     reduce_local_into, DynBuffer, DynBufferMut, Operation, SystemOperation, UnsafeUserFunction,
     UnsafeUserOperation, UserOperation,
 };
+pub use persistent::{Parts, PersistentCollectives, PersistentRequest};
 pub use rooted::Root;
 
 use checks::{check_len, check_own_part, count_error, counts_displs, parts};
@@ -855,6 +857,6 @@ impl<C: Communicator + ?Sized> CommunicatorCollectives for C {}
 pub mod traits {
     pub use super::{
         CommunicatorCollectives, InPlaceCollectives, InPlaceRoot, NeighborCollectives, Operation,
-        Root,
+        PersistentCollectives, Root,
     };
 }

@@ -31,7 +31,7 @@ pub(super) fn root_index(c: &CommData, call: &'static str, root: Rank) -> Result
 
 /// # Safety
 /// `buf` is the layout of a buffer borrowed until the collective completes.
-unsafe fn plan_broadcast(
+pub(super) unsafe fn plan_broadcast(
     c: &CommData,
     root: Rank,
     buf: &Layout<'_>,

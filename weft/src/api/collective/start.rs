@@ -181,6 +181,25 @@ impl Started {
         }
     }
 
+    /// Whether the collective has completed (progressing it once); when it has, a staged
+    /// output has landed, and the collective is over (drop it: do not wait for it).
+    ///
+    /// # Safety
+    /// The output buffer is still borrowed as the collective's start required.
+    pub(crate) unsafe fn test(&self, call: &'static str) -> Result<bool> {
+        let Some(h) = self.handle else {
+            return Ok(true);
+        };
+        if runtime::with_call(call, |rt| rt.engine.test(h))?.is_none() {
+            return Ok(false);
+        }
+        if let Some(s) = &self.staged {
+            // SAFETY: the caller's promise.
+            unsafe { s.land(call, s.tmp.len())? };
+        }
+        Ok(true)
+    }
+
     fn wait_for(self, h: Handle, call: &'static str) -> Result<()> {
         let r = runtime::with_call(call, |rt| rt.engine.wait(h));
         r?;
