@@ -31,7 +31,7 @@ mod inter;
 #[path = "coll_suite/persistent.rs"]
 mod persistent;
 
-use weft::collective::{SystemOperation, UserOperation};
+use weft::collective::SystemOperation;
 use weft::datatype::{Partition, PartitionMut, UserDatatype};
 use weft::topology::{Color, SimpleCommunicator};
 use weft::traits::*;
@@ -244,36 +244,12 @@ fn every_collective_at(c: &SimpleCommunicator, sizes: &[usize]) {
             .collect();
         assert_eq!(r, want, "allreduce max len={len}");
         // Affine maps x -> a*x + b as (a, b) pairs: composition in rank order.
-        let pairs: Vec<[u64; 2]> = mine.iter().map(|&v| [v | 1, v / 3]).collect();
-        let compose = UserOperation::associative(|x, y| {
-            let x: &[[u64; 2]] = x.downcast().expect("pairs of u64");
-            let y: &mut [[u64; 2]] = y.downcast().expect("pairs of u64");
-            for (a, b) in x.iter().zip(y.iter_mut()) {
-                *b = [
-                    a[0].wrapping_mul(b[0]),
-                    a[0].wrapping_mul(b[1]).wrapping_add(a[1]),
-                ];
-            }
-        });
+        let (pairs, compose) = (coverage::affine(me, len, 4), coverage::compose());
         let mut got = vec![[0u64; 2]; len];
         c.all_reduce_into(&pairs[..], &mut got[..], &compose);
         let mut scan = vec![[0u64; 2]; len];
         c.scan_into(&pairs[..], &mut scan[..], &compose);
-        let of = |q: i32| -> Vec<[u64; 2]> {
-            values(q, len, 4).iter().map(|&v| [v | 1, v / 3]).collect()
-        };
-        let fold = |upto: i32| -> Vec<[u64; 2]> {
-            let mut acc = of(upto - 1);
-            for q in (0..upto - 1).rev() {
-                for (a, b) in of(q).iter().zip(acc.iter_mut()) {
-                    *b = [
-                        a[0].wrapping_mul(b[0]),
-                        a[0].wrapping_mul(b[1]).wrapping_add(a[1]),
-                    ];
-                }
-            }
-            acc
-        };
+        let fold = |upto: i32| coverage::fold_affine(0, upto, len, 4);
         assert_eq!(
             got,
             fold(n),

@@ -35,17 +35,23 @@ pub fn values(r: i32, len: usize, salt: u64) -> Vec<u64> {
         .collect()
 }
 
+/// `y = x ∘ y`, element-wise, for affine maps x ↦ a·x + b as (a, b).
+pub fn compose_into(x: &[[u64; 2]], y: &mut [[u64; 2]]) {
+    for (a, b) in x.iter().zip(y.iter_mut()) {
+        *b = [
+            a[0].wrapping_mul(b[0]),
+            a[0].wrapping_mul(b[1]).wrapping_add(a[1]),
+        ];
+    }
+}
+
 /// Affine maps x ↦ a·x + b as (a, b), composed in rank order: not commutative.
 pub fn compose() -> UserOperation<'static> {
     UserOperation::associative(|x, y| {
-        let x: &[[u64; 2]] = x.downcast().expect("pairs of u64");
-        let y: &mut [[u64; 2]] = y.downcast().expect("pairs of u64");
-        for (a, b) in x.iter().zip(y.iter_mut()) {
-            *b = [
-                a[0].wrapping_mul(b[0]),
-                a[0].wrapping_mul(b[1]).wrapping_add(a[1]),
-            ];
-        }
+        compose_into(
+            x.downcast().expect("pairs of u64"),
+            y.downcast().expect("pairs of u64"),
+        )
     })
 }
 
@@ -58,14 +64,15 @@ pub fn affine(r: i32, len: usize, salt: u64) -> Vec<[u64; 2]> {
 
 /// `of(lo) ∘ of(lo + 1) ∘ … ∘ of(hi - 1)`.
 pub fn fold_affine(lo: i32, hi: i32, len: usize, salt: u64) -> Vec<[u64; 2]> {
-    let mut acc = affine(hi - 1, len, salt);
-    for q in (lo..hi - 1).rev() {
-        for (a, b) in affine(q, len, salt).iter().zip(acc.iter_mut()) {
-            *b = [
-                a[0].wrapping_mul(b[0]),
-                a[0].wrapping_mul(b[1]).wrapping_add(a[1]),
-            ];
-        }
+    fold_affine_of(&(lo..hi).collect::<Vec<_>>(), len, salt)
+}
+
+/// `of(ranks[0]) ∘ of(ranks[1]) ∘ …` (`ranks` not empty).
+pub fn fold_affine_of(ranks: &[i32], len: usize, salt: u64) -> Vec<[u64; 2]> {
+    let (last, rest) = ranks.split_last().expect("at least one rank");
+    let mut acc = affine(*last, len, salt);
+    for &q in rest.iter().rev() {
+        compose_into(&affine(q, len, salt), &mut acc);
     }
     acc
 }

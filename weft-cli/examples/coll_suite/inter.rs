@@ -4,8 +4,9 @@
 //! several sizes, a non-commutative operation), nonblocking ones in flight together, merge
 //! and duplicate, and the calls MPI does not define there (a scan) failing with an error.
 
+use super::coverage::{affine, compose, fold_affine_of};
 use super::{fold_sums, values};
-use weft::collective::{Part, PartMut, SystemOperation, UserOperation};
+use weft::collective::{Part, PartMut, SystemOperation};
 use weft::datatype::{Partition, PartitionMut};
 use weft::topology::{Color, InterCommunicator, MergeOrder, SimpleCommunicator};
 use weft::traits::*;
@@ -177,29 +178,9 @@ fn all(g: &Groups, len: usize) {
         fold_sums(g.other.iter().map(|&q| values(q, len, 5)), len),
         "allreduce len={len}"
     );
-    let pairs =
-        |q: i32| -> Vec<[u64; 2]> { values(q, len, 6).iter().map(|&v| [v | 1, v / 3]).collect() };
-    let compose = UserOperation::associative(|x, y| {
-        let x: &[[u64; 2]] = x.downcast().expect("pairs of u64");
-        let y: &mut [[u64; 2]] = y.downcast().expect("pairs of u64");
-        for (a, b) in x.iter().zip(y.iter_mut()) {
-            *b = [
-                a[0].wrapping_mul(b[0]),
-                a[0].wrapping_mul(b[1]).wrapping_add(a[1]),
-            ];
-        }
-    });
     let mut got = vec![[0u64; 2]; len];
-    c.all_reduce_into(&pairs(w)[..], &mut got[..], &compose);
-    let mut want = pairs(*g.other.last().unwrap());
-    for &q in g.other.iter().rev().skip(1) {
-        for (a, b) in pairs(q).iter().zip(want.iter_mut()) {
-            *b = [
-                a[0].wrapping_mul(b[0]),
-                a[0].wrapping_mul(b[1]).wrapping_add(a[1]),
-            ];
-        }
-    }
+    c.all_reduce_into(&affine(w, len, 6)[..], &mut got[..], compose());
+    let want = fold_affine_of(&g.other, len, 6);
     assert_eq!(got, want, "allreduce in rank order len={len}");
     // Allgather and all-to-all.
     let mut all = vec![0u64; len * r];

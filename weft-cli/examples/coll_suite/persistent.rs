@@ -18,7 +18,58 @@ pub fn run(world: &SimpleCommunicator) {
     if world.size() >= 2 {
         on_an_intercommunicator(world);
     }
+    neighbours(world);
     misuse(world);
+}
+
+/// The persistent neighbourhood collectives on a periodic ring of every member: sources and
+/// destinations are (left, right).
+fn neighbours(world: &SimpleCommunicator) {
+    let (me, n) = (world.rank(), world.size());
+    let ring = world
+        .create_cartesian_communicator(&[n], &[true], false)
+        .expect("every member is in the ring");
+    let (left, right) = ((me + n - 1) % n, (me + 1) % n);
+    let mut ag = ring.neighbor_all_gather_init(vec![0u64; 5], vec![0u64; 10]);
+    let mut a2a = ring.neighbor_all_to_all_init(vec![0u64; 10], vec![0u64; 10]);
+    let lens = |q: i32| q as usize % 3 + 1;
+    let mut agv = ring.neighbor_all_gather_varcount_init(
+        vec![0u64; lens(me)],
+        vec![0u64; lens(left) + lens(right)],
+        Parts::packed(vec![lens(left) as i32, lens(right) as i32]),
+    );
+    // One element to the left, two to the right: two from the left, one from the right.
+    let mut a2av = ring.neighbor_all_to_all_varcount_init(
+        vec![0u64; 3],
+        Parts::packed(vec![1, 2]),
+        vec![0u64; 3],
+        Parts::packed(vec![2, 1]),
+    );
+    for round in 0..3u64 {
+        ag.buffers_mut().0 = values(me, 5, round);
+        a2a.buffers_mut().0 = [values(me, 5, round + 10), values(me, 5, round + 20)].concat();
+        agv.buffers_mut().0 = values(me, lens(me), round + 30);
+        a2av.buffers_mut().0 = [values(me, 1, round + 40), values(me, 2, round + 50)].concat();
+        for r in [&mut ag, &mut a2a, &mut agv, &mut a2av] {
+            r.start();
+        }
+        for r in [&mut ag, &mut a2a, &mut agv, &mut a2av] {
+            complete(r, round);
+        }
+        let label = format!("round {round} on {n}");
+        let want = [values(left, 5, round), values(right, 5, round)].concat();
+        assert_eq!(ag.buffers().1, want, "neighbour allgather {label}");
+        let want = [values(left, 5, round + 20), values(right, 5, round + 10)].concat();
+        assert_eq!(a2a.buffers().1, want, "neighbour alltoall {label}");
+        let want = [
+            values(left, lens(left), round + 30),
+            values(right, lens(right), round + 30),
+        ]
+        .concat();
+        assert_eq!(agv.buffers().1, want, "neighbour allgatherv {label}");
+        let want = [values(left, 2, round + 50), values(right, 1, round + 40)].concat();
+        assert_eq!(a2av.buffers().1, want, "neighbour alltoallv {label}");
+    }
 }
 
 /// Completes a start by `test`, or by `wait` (alternately, by `round`).

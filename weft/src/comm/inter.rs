@@ -40,7 +40,7 @@ fn bcast_among<F: Fabric>(
     let vr = (me + n - root) % n;
     let at = |v: usize| members[(v + root) % n];
     if vr != 0 {
-        let parent = vr - crate::coll::lowest_bit(vr);
+        let parent = vr - (vr & vr.wrapping_neg());
         let from = Pattern {
             context: ctx,
             source: Some(at(parent)),
@@ -52,7 +52,7 @@ fn bcast_among<F: Fabric>(
     let top = if vr == 0 {
         n.next_power_of_two()
     } else {
-        crate::coll::lowest_bit(vr)
+        vr & vr.wrapping_neg()
     };
     let mut k = top >> 1;
     while k >= 1 {

@@ -212,11 +212,7 @@ pub(super) unsafe fn plan_all_to_all_w(
     // SAFETY: the landing's vector is kept by the caller until the collective completes (its
     // promise); moving the landing does not move the vector's heap block.
     let r = unsafe { Layout::new(landing.tmp.as_mut_ptr(), rl, bytes) };
-    let bufs = Buffers {
-        input: Some(&s),
-        output: Some(&r),
-        prefill: false,
-    };
+    let bufs = Buffers::of(Some(&s), Some(&r));
     let members: Vec<u32> = c.group.members().to_vec();
     let me = c.rank as usize;
     // SAFETY: the input is `packed`, kept by the schedule; the output the landing's vector,

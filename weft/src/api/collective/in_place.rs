@@ -518,12 +518,7 @@ mod tests {
     use crate::api::datatype::{Buffer, BufferMut};
 
     fn both<'l>(input: &'l Layout<'l>, output: &'l Layout<'l>) -> bool {
-        Buffers {
-            input: Some(input),
-            output: Some(output),
-            prefill: false,
-        }
-        .in_place()
+        Buffers::of(Some(input), Some(output)).in_place()
     }
 
     #[test]

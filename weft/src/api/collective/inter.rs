@@ -56,11 +56,7 @@ fn per_remote(call: &'static str, what: &str, c: &CommData, len: usize) -> Resul
 }
 
 pub(super) fn plan_barrier(c: &CommData) -> Result<Started> {
-    let bufs = Buffers {
-        input: None,
-        output: None,
-        prefill: false,
-    };
+    let bufs = Buffers::of(None, None);
     // SAFETY: no buffers.
     unsafe {
         start("barrier", c, bufs, None, |s, m, _| {
@@ -117,11 +113,7 @@ pub(super) unsafe fn plan_rooted(
             _ => {}
         }
     }
-    let bufs = Buffers {
-        input: send,
-        output: recv,
-        prefill: false,
-    };
+    let bufs = Buffers::of(send, recv);
     let r = remote(c);
     // SAFETY: the caller's promise.
     unsafe {
@@ -159,11 +151,7 @@ pub(super) unsafe fn plan_reduce<O: Operation>(
         send.map_or(0, |l| l.data_len()),
         recv.map_or(0, |l| l.data_len()),
     );
-    let bufs = Buffers {
-        input: send,
-        output: recv,
-        prefill: false,
-    };
+    let bufs = Buffers::of(send, recv);
     let order = red
         .as_ref()
         .map_or(crate::coll::algorithm::Order::Commutative, |r| r.order);
@@ -196,11 +184,7 @@ pub(super) unsafe fn plan_all_gather(
     if blocks.is_none() {
         per_remote(call, "receive buffer", c, rl)?;
     }
-    let bufs = Buffers {
-        input: Some(s),
-        output: Some(r),
-        prefill: false,
-    };
+    let bufs = Buffers::of(Some(s), Some(r));
     // SAFETY: the caller's promise.
     unsafe {
         start(call, c, bufs, None, |sc, m, t| match &blocks {
@@ -230,11 +214,7 @@ pub(super) unsafe fn plan_all_to_all(
             equal_blocks(n, per_remote(call, "receive buffer", c, rl)?),
         ),
     };
-    let bufs = Buffers {
-        input: Some(s),
-        output: Some(r),
-        prefill: false,
-    };
+    let bufs = Buffers::of(Some(s), Some(r));
     // SAFETY: the caller's promise.
     unsafe {
         start(call, c, bufs, None, |sc, m, _| {
@@ -270,11 +250,7 @@ pub(super) unsafe fn plan_reduction<O: Operation>(
         }),
         Reduce::Scan | Reduce::ExclusiveScan => return Err(c.intra_only(call).unwrap_err()),
     };
-    let bufs = Buffers {
-        input: Some(s),
-        output: Some(r),
-        prefill: false,
-    };
+    let bufs = Buffers::of(Some(s), Some(r));
     let order = red.order;
     // SAFETY: the caller's promise.
     unsafe {

@@ -36,7 +36,9 @@ pub use operation::{
     reduce_local_into, DynBuffer, DynBufferMut, Operation, SystemOperation, UnsafeUserFunction,
     UnsafeUserOperation, UserOperation,
 };
-pub use persistent::{Parts, PersistentCollectives, PersistentRequest};
+pub use persistent::{
+    Parts, PersistentCollectives, PersistentNeighborCollectives, PersistentRequest,
+};
 pub use rooted::Root;
 
 use checks::{check_len, check_own_part, count_error, counts_displs, parts};
@@ -95,11 +97,7 @@ fn plan_barrier(c: &CommData, blocking: bool) -> Result<Started> {
             elem: None,
         },
     )?;
-    let bufs = Buffers {
-        input: None,
-        output: None,
-        prefill: false,
-    };
+    let bufs = Buffers::of(None, None);
     if let Some(r) = through_shm(blocking, "barrier", c, bufs, 0, || ShmOp::Barrier) {
         return r;
     }
@@ -139,11 +137,7 @@ unsafe fn plan_all_gather(
             elem: elem_of(s),
         },
     )?;
-    let bufs = Buffers {
-        input: Some(s),
-        output: Some(r),
-        prefill: false,
-    };
+    let bufs = Buffers::of(Some(s), Some(r));
     if let Some(r) = through_shm(blocking, CALL, c, bufs, sl, || ShmOp::Gather { root: None }) {
         return r;
     }
@@ -192,11 +186,7 @@ unsafe fn plan_all_gather_varcount(
             elem: elem_of(s),
         },
     )?;
-    let bufs = Buffers {
-        input: Some(s),
-        output: Some(r),
-        prefill: false,
-    };
+    let bufs = Buffers::of(Some(s), Some(r));
     // SAFETY: the caller's promise.
     unsafe {
         start(CALL, c, bufs, None, |sc, m, _| {
@@ -279,11 +269,7 @@ unsafe fn plan_all_to_all(
             elem: elem_of(s),
         },
     )?;
-    let bufs = Buffers {
-        input: Some(s),
-        output: Some(r),
-        prefill: false,
-    };
+    let bufs = Buffers::of(Some(s), Some(r));
     if send.is_none() {
         if let Some(r) = through_shm(blocking, call, c, bufs, sl, || ShmOp::Alltoall) {
             return r;
@@ -382,11 +368,7 @@ unsafe fn plan_reduction<O: Operation>(
             }
         }
     }
-    let bufs = Buffers {
-        input: Some(s),
-        output: Some(r),
-        prefill: false,
-    };
+    let bufs = Buffers::of(Some(s), Some(r));
     let (elem, order) = (red.elem, red.order);
     let shm = || match kind {
         Reduce::All => ShmOp::Reduce {
@@ -857,6 +839,6 @@ impl<C: Communicator + ?Sized> CommunicatorCollectives for C {}
 pub mod traits {
     pub use super::{
         CommunicatorCollectives, InPlaceCollectives, InPlaceRoot, NeighborCollectives, Operation,
-        PersistentCollectives, Root,
+        PersistentCollectives, PersistentNeighborCollectives, Root,
     };
 }

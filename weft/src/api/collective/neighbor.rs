@@ -73,7 +73,7 @@ fn equal(n: usize, len: usize) -> Vec<(usize, usize)> {
 
 /// # Safety
 /// `s` and `r` are layouts of buffers borrowed until the returned collective completes.
-unsafe fn plan_all_gather(
+pub(super) unsafe fn plan_all_gather(
     c: &CommData,
     call: &'static str,
     s: &Layout<'_>,
@@ -118,11 +118,11 @@ unsafe fn plan_all_gather(
 }
 
 /// Counts and displacements of a partitioned send and receive buffer.
-type Varcounts = ((Vec<Count>, Vec<Count>), (Vec<Count>, Vec<Count>));
+pub(super) type Varcounts = ((Vec<Count>, Vec<Count>), (Vec<Count>, Vec<Count>));
 
 /// # Safety
 /// As for [`plan_all_gather`].
-unsafe fn plan_all_to_all(
+pub(super) unsafe fn plan_all_to_all(
     c: &CommData,
     call: &'static str,
     s: &Layout<'_>,

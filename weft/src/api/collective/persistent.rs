@@ -596,3 +596,99 @@ impl<'c> Process<'c> {
         PersistentRequest::new(call, self.comm, (send, recv), plan)
     }
 }
+
+/// Persistent neighbourhood collectives (MPI-4's `MPI_Neighbor_*_init`), on a communicator
+/// with a process topology (see [`NeighborCollectives`](super::NeighborCollectives)).
+pub trait PersistentNeighborCollectives: Communicator {
+    /// A persistent
+    /// [`neighbor_all_gather_into`](super::NeighborCollectives::neighbor_all_gather_into).
+    fn neighbor_all_gather_init<S: Buffer + 'static, R: BufferMut + 'static>(
+        &self,
+        send: S,
+        recv: R,
+    ) -> PersistentRequest<'_, (S, R)> {
+        neighbor_all_gather(
+            self.comm_data(),
+            "neighbor_all_gather_init",
+            send,
+            recv,
+            None,
+        )
+    }
+
+    /// A persistent neighbour all-gather with a part of `recv` per source.
+    fn neighbor_all_gather_varcount_init<S: Buffer + 'static, R: BufferMut + 'static>(
+        &self,
+        send: S,
+        recv: R,
+        recv_parts: Parts,
+    ) -> PersistentRequest<'_, (S, R)> {
+        let call = "neighbor_all_gather_varcount_init";
+        neighbor_all_gather(self.comm_data(), call, send, recv, Some(recv_parts))
+    }
+
+    /// A persistent
+    /// [`neighbor_all_to_all_into`](super::NeighborCollectives::neighbor_all_to_all_into).
+    fn neighbor_all_to_all_init<S: Buffer + 'static, R: BufferMut + 'static>(
+        &self,
+        send: S,
+        recv: R,
+    ) -> PersistentRequest<'_, (S, R)> {
+        neighbor_all_to_all(
+            self.comm_data(),
+            "neighbor_all_to_all_init",
+            send,
+            recv,
+            None,
+        )
+    }
+
+    /// A persistent neighbour all-to-all with a part per neighbour each way.
+    fn neighbor_all_to_all_varcount_init<S: Buffer + 'static, R: BufferMut + 'static>(
+        &self,
+        send: S,
+        send_parts: Parts,
+        recv: R,
+        recv_parts: Parts,
+    ) -> PersistentRequest<'_, (S, R)> {
+        let call = "neighbor_all_to_all_varcount_init";
+        let v = (
+            (send_parts.counts, send_parts.displs),
+            (recv_parts.counts, recv_parts.displs),
+        );
+        neighbor_all_to_all(self.comm_data(), call, send, recv, Some(v))
+    }
+}
+
+impl<C: Communicator + ?Sized> PersistentNeighborCollectives for C {}
+
+fn neighbor_all_gather<'c, S: Buffer + 'static, R: BufferMut + 'static>(
+    comm: &'c CommData,
+    call: &'static str,
+    send: S,
+    recv: R,
+    parts: Option<Parts>,
+) -> PersistentRequest<'c, (S, R)> {
+    let plan: Plan<(S, R)> = Box::new(move |c, (s, r)| {
+        let (s, r) = (s.layout(), r.layout_mut());
+        let p = parts.as_ref().map(|p| (p.counts.clone(), p.displs.clone()));
+        // SAFETY: as in `all_gather_init`.
+        unsafe { super::neighbor::plan_all_gather(c, call, &s, &r, p) }
+    });
+    PersistentRequest::new(call, comm, (send, recv), plan)
+}
+
+fn neighbor_all_to_all<'c, S: Buffer + 'static, R: BufferMut + 'static>(
+    comm: &'c CommData,
+    call: &'static str,
+    send: S,
+    recv: R,
+    varcounts: Option<super::neighbor::Varcounts>,
+) -> PersistentRequest<'c, (S, R)> {
+    let plan: Plan<(S, R)> = Box::new(move |c, (s, r)| {
+        let (s, r) = (s.layout(), r.layout_mut());
+        // SAFETY: as in `all_gather_init`.
+        unsafe { super::neighbor::plan_all_to_all(c, call, &s, &r, varcounts.clone()) }
+    });
+    PersistentRequest::new(call, comm, (send, recv), plan)
+}

@@ -46,11 +46,7 @@ pub(super) unsafe fn plan_reduce_scatter_varcount<O: Operation>(
             elem: elem_of(s),
         },
     )?;
-    let bufs = Buffers {
-        input: Some(s),
-        output: Some(r),
-        prefill: false,
-    };
+    let bufs = Buffers::of(Some(s), Some(r));
     let order = red.order;
     // SAFETY: the caller's promise.
     unsafe {

@@ -110,11 +110,7 @@ pub(super) unsafe fn plan_rooted(
             elem: send.or(recv).and_then(elem_of),
         },
     )?;
-    let bufs = Buffers {
-        input: send,
-        output: recv,
-        prefill: false,
-    };
+    let bufs = Buffers::of(send, recv);
     match how {
         Rooted::Gather(None) => {
             if am_root {
@@ -242,11 +238,7 @@ pub(super) unsafe fn plan_reduce<O: Operation>(
             elem: elem_of(send),
         },
     )?;
-    let bufs = Buffers {
-        input: Some(send),
-        output: recv,
-        prefill: false,
-    };
+    let bufs = Buffers::of(Some(send), recv);
     let shm = || ShmOp::Reduce {
         root: Some(root),
         combine: &red.combine,

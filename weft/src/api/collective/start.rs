@@ -37,7 +37,16 @@ pub(crate) struct Buffers<'l> {
     pub prefill: bool,
 }
 
-impl Buffers<'_> {
+impl<'l> Buffers<'l> {
+    /// `input` and `output`, the output not read before it is written.
+    pub(super) fn of(input: Option<&'l Layout<'l>>, output: Option<&'l Layout<'l>>) -> Self {
+        Buffers {
+            input,
+            output,
+            prefill: false,
+        }
+    }
+
     /// Whether the input lies in the output (an in-place form: the input is a view of the
     /// output buffer, or of one member's block of it). Then the input is copied when the
     /// collective starts, so no algorithm reads what it has already overwritten.
