@@ -386,5 +386,15 @@ fn misuse(world: &SimpleCommunicator) {
     );
     // Dropped while it runs: it waits first.
     drop(a);
+    // A start whose arguments are wrong (a receive buffer one element too long) fails at
+    // every member, and the collectives after it take their own numbers.
+    let n = world.size() as usize;
+    let mut bad = world.all_gather_init(1u64, vec![0u64; n + 1]);
+    let e = bad.try_start().unwrap_err();
+    assert!(e.to_string().contains("receive buffer"), "{e}");
+    assert!(!bad.is_active());
+    let mut x = 0u64;
+    world.all_reduce_into(&1u64, &mut x, SystemOperation::sum());
+    assert_eq!(x, n as u64, "an allreduce after a failed start");
     world.barrier();
 }

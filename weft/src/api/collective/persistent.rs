@@ -109,9 +109,11 @@ impl<'c, B: 'static> PersistentRequest<'c, B> {
         }
         let (pair, tag) = (self.comm.pair, self.tag);
         runtime::with_call(self.call, |rt| rt.sequences.replay(Some((pair, tag))));
+        // The replay ends with the planning, whatever happens in it (an error before the
+        // collective starts, or a panic): the next collective must take its own number.
+        let _forget = ForgetReplay;
         let buffers = self.buffers.as_mut().expect("the buffers");
         let started = (self.plan)(self.comm, buffers);
-        runtime::with_call(self.call, |rt| rt.sequences.replay(None));
         self.active = Some(started?);
         Ok(())
     }
@@ -182,6 +184,15 @@ impl<'c, B: 'static> PersistentRequest<'c, B> {
                 self.call
             );
         }
+    }
+}
+
+/// Clears a replayed sequence number when dropped.
+struct ForgetReplay;
+
+impl Drop for ForgetReplay {
+    fn drop(&mut self) {
+        runtime::try_with(|rt| rt.sequences.replay(None));
     }
 }
 
