@@ -241,13 +241,15 @@ fn inter_allgathers_and_all_to_alls_bring_every_block_of_the_other_group() {
         for &len in SIZES {
             // Allgather: each member gets the other group's blocks in its rank order.
             let outlen = |r: usize| others(n, k, r).len() * len;
-            let bufs = (0..n)
-                .map(|r| Bufs {
-                    input: data(r, len, 13),
-                    output: vec![0; outlen(r)],
-                })
-                .collect();
-            let out = run_split(n, k, bufs, None, |s, m, remote, me| {
+            let gather_bufs = || {
+                (0..n)
+                    .map(|r| Bufs {
+                        input: data(r, len, 13),
+                        output: vec![0; outlen(r)],
+                    })
+                    .collect()
+            };
+            let out = run_split(n, k, gather_bufs(), None, |s, m, remote, me| {
                 let (src, dst) = (span(Area::Input, len), span(Area::Output, outlen(me)));
                 inter::allgather(s, m, remote, &t, src, dst)
             });
@@ -261,13 +263,7 @@ fn inter_allgathers_and_all_to_alls_bring_every_block_of_the_other_group() {
                 let c = others(n, k, r).len();
                 (0..c).map(|j| ((c - 1 - j) * len, len)).collect()
             };
-            let bufs = (0..n)
-                .map(|r| Bufs {
-                    input: data(r, len, 13),
-                    output: vec![0; outlen(r)],
-                })
-                .collect();
-            let out = run_split(n, k, bufs, None, |s, m, remote, me| {
+            let out = run_split(n, k, gather_bufs(), None, |s, m, remote, me| {
                 let (src, dst) = (span(Area::Input, len), span(Area::Output, outlen(me)));
                 inter::allgatherv(s, m, remote, src, dst, &rev(me))
             });

@@ -76,11 +76,11 @@ impl InterCommunicator {
     /// A copy with contexts of its own (MPI_Comm_dup). Collective over both groups.
     #[track_caller]
     pub fn duplicate(&self) -> InterCommunicator {
-        fatal(self.try_duplicate_inter())
+        fatal(self.try_duplicate())
     }
 
     /// [`duplicate`](Self::duplicate), returning errors.
-    pub fn try_duplicate_inter(&self) -> Result<InterCommunicator> {
+    pub fn try_duplicate(&self) -> Result<InterCommunicator> {
         Ok(InterCommunicator(Communicator::try_duplicate(self)?))
     }
 
