@@ -59,6 +59,7 @@ pub fn run(world: &SimpleCommunicator) {
         varcount(&g);
         immediate(&g);
         merge_and_dup(&g, world);
+        split(&g);
         undefined(&g);
     }
 }
@@ -437,6 +438,36 @@ fn merge_and_dup(g: &Groups, world: &SimpleCommunicator) {
     let mut x = 0i64;
     dup.all_reduce_into(&1i64, &mut x, SystemOperation::sum());
     assert_eq!(x, g.other.len() as i64, "allreduce on the duplicate");
+}
+
+/// Splitting by the parity of the rank in each group pairs the even members of one group
+/// with the other's even ones (and odd with odd); a group without odd members leaves the
+/// other's odd ones without an intercommunicator.
+fn split(g: &Groups) {
+    let me = g.inter.rank() as usize;
+    let same =
+        |ranks: &[i32]| -> Vec<i32> { ranks.iter().copied().skip(me % 2).step_by(2).collect() };
+    let (mine, other) = (same(&g.mine), same(&g.other));
+    match g.inter.split_by_color(Color::with_value((me % 2) as i32)) {
+        None => assert!(
+            other.is_empty(),
+            "no intercommunicator although the other group has {other:?}"
+        ),
+        Some(s) => {
+            assert_eq!(
+                (s.size() as usize, s.remote_size() as usize),
+                (mine.len(), other.len())
+            );
+            assert_eq!(s.rank() as usize, me / 2);
+            let mut total = 0i64;
+            s.all_reduce_into(&(g.mine[me] as i64), &mut total, SystemOperation::sum());
+            assert_eq!(
+                total,
+                other.iter().map(|&w| w as i64).sum::<i64>(),
+                "allreduce after split"
+            );
+        }
+    }
 }
 
 /// A scan and a Cartesian grid are not defined on an intercommunicator: an error naming the

@@ -11,7 +11,7 @@
 
 use super::context::{self, ContextMask};
 use super::group::GroupData;
-use super::{allreduce_and_among, sendrecv, CommData};
+use super::{allgather_among, allreduce_and_among, sendrecv, CommData};
 use crate::engine::matching::Pattern;
 use crate::engine::{Engine, SendMode};
 use crate::error::{Error, ErrorClass, Result};
@@ -23,6 +23,7 @@ use std::rc::Rc;
 const TAG_INTER_AND: i32 = -40;
 const TAG_INTER_BCAST: i32 = -41;
 const TAG_INTER_LEADERS: i32 = -42;
+const TAG_INTER_SPLIT: i32 = -43;
 
 /// A pair number no context has: the leader found the groups overlapping.
 const NO_PAIR: u32 = u32::MAX;
@@ -244,4 +245,58 @@ pub fn merge<F: Fabric>(
         (others.len() + inter.rank as usize) as u32
     };
     Ok(CommData::new(pair, Rc::new(GroupData::new(all)), rank))
+}
+
+/// One member's (color, key) in a split: 9 bytes (defined, color, key).
+fn color_key(color: Option<i32>, key: i32) -> [u8; 9] {
+    let mut b = [0u8; 9];
+    b[0] = color.is_some() as u8;
+    b[1..5].copy_from_slice(&color.unwrap_or(0).to_le_bytes());
+    b[5..9].copy_from_slice(&key.to_le_bytes());
+    b
+}
+
+/// The world ranks of `members` whose (color, key) in `all` has `color`, ordered by key and
+/// then by rank.
+fn with_color(members: &[u32], all: &[u8], color: i32) -> Vec<u32> {
+    let mut same: Vec<(i32, usize)> = all
+        .chunks_exact(9)
+        .enumerate()
+        .filter(|(_, c)| c[0] == 1 && i32::from_le_bytes(c[1..5].try_into().expect("4 bytes")) == color)
+        .map(|(r, c)| (i32::from_le_bytes(c[5..9].try_into().expect("4 bytes")), r))
+        .collect();
+    same.sort();
+    same.into_iter().map(|(_, r)| members[r]).collect()
+}
+
+/// `MPI_Comm_split` of an intercommunicator: the members of each group with the same
+/// `color` (ordered by `key`, then rank) form an intercommunicator with the members of the
+/// other group that passed that color; `None` for `color = None` (MPI_UNDEFINED) or when the
+/// other group has no member of the color. One pair serves every new intercommunicator (they
+/// share no member). Collective over both groups.
+pub fn split<F: Fabric>(
+    eng: &mut Engine<F>,
+    mask: &mut ContextMask,
+    inter: &CommData,
+    color: Option<i32>,
+    key: i32,
+) -> Result<Option<CommData>> {
+    let remote = inter.remote.as_deref().expect("an intercommunicator");
+    let (members, me) = (inter.group.members(), inter.rank as usize);
+    let at = (inter.coll_context(), TAG_INTER_SPLIT);
+    let mine = allgather_among(eng, at.0, at.1, members, me, &color_key(color, key))?;
+    let theirs_len = 9 * remote.size();
+    let (pair, theirs) = agree_across(eng, mask, &side_of(inter), &mine, theirs_len, |_| Ok(()))?;
+    let Some(color) = color else {
+        mask.release(pair);
+        return Ok(None);
+    };
+    let (local, others) = (with_color(members, &mine, color), with_color(remote.members(), &theirs, color));
+    if others.is_empty() {
+        mask.release(pair);
+        return Ok(None);
+    }
+    let rank = local.iter().position(|&w| w == members[me]).expect("I have my color") as u32;
+    let group = Rc::new(GroupData::new(local));
+    Ok(Some(CommData::new(pair, group, rank).with_remote(Rc::new(GroupData::new(others)))))
 }

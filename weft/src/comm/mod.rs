@@ -382,7 +382,9 @@ pub fn split<F: Fabric>(
     color: Option<i32>,
     key: i32,
 ) -> Result<Option<CommData>> {
-    comm.intra_only("split_by_color")?;
+    if comm.is_inter() {
+        return inter::split(eng, mask, comm, color, key);
+    }
     // Everyone contributes (color, key): 9 bytes, gathered by all in O(log n) rounds. Then
     // one context pair for every new communicator, agreed over the whole parent (MPICH's
     // way): communicators of different colors share no member, so they may share the pair.

@@ -332,3 +332,50 @@ fn an_intercommunicator_with_its_own_group_is_an_error_not_a_hang() {
     assert_eq!(got[0].class, crate::error::ErrorClass::Arg);
     assert!(got[0].detail.contains("world rank 0 is in both groups"), "{}", got[0]);
 }
+
+#[test]
+fn splitting_an_intercommunicator_pairs_each_color_across_the_groups() {
+    for n in 2..=7 {
+        for k in 1..n {
+            let got = on_members(n, 0, move |eng, members, me| {
+                let (local, world, other_leader) = two_groups(members, me, k);
+                let mut mask = busy_mask(me);
+                let peer = (local.rank == 0).then_some((&world, other_leader));
+                let inter =
+                    super::inter::create(eng, &mut mask, &local, 0, peer, 9).expect("create");
+                // Colors by parity, every third member out; keys reverse the order.
+                let color = (me % 3 != 2).then_some((me % 2) as i32);
+                super::inter::split(eng, &mut mask, &inter, color, -(me as i32))
+                    .expect("split")
+                    .map(|c| {
+                        let remote = c.remote.as_ref().unwrap().members().to_vec();
+                        (c.pair, c.group.members().to_vec(), c.rank, remote)
+                    })
+            });
+            let world: Vec<u32> = (0..n as u32).rev().collect();
+            // Members of `range` with `color`, by reversed key: highest member first.
+            let of = |range: std::ops::Range<usize>, color: usize| -> Vec<u32> {
+                range
+                    .rev()
+                    .filter(|&m| m % 3 != 2 && m % 2 == color)
+                    .map(|m| world[m])
+                    .collect()
+            };
+            let pairs: Vec<u32> = got.iter().flatten().map(|c| c.0).collect();
+            assert!(pairs.windows(2).all(|w| w[0] == w[1]), "one pair: {pairs:?}");
+            for (me, c) in got.into_iter().enumerate() {
+                let label = format!("n={n} k={k} member {me}");
+                let (mine, other) = if me < k { (0..k, k..n) } else { (k..n, 0..k) };
+                let (want_local, want_remote) = (of(mine, me % 2), of(other, me % 2));
+                if me % 3 == 2 || want_remote.is_empty() {
+                    assert!(c.is_none(), "{label}: no intercommunicator");
+                    continue;
+                }
+                let (_, group, rank, remote) = c.expect("an intercommunicator");
+                assert_eq!(group, want_local, "{label}: my group");
+                assert_eq!(remote, want_remote, "{label}: the other group");
+                assert_eq!(group[rank as usize], world[me], "{label}: my rank");
+            }
+        }
+    }
+}

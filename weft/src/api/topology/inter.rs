@@ -10,7 +10,9 @@
 //! (MPI_ROOT) and on [`InterCommunicator::proc_null`] elsewhere (MPI_PROC_NULL); the other
 //! group calls it on `process_at_rank(r)`, `r` being the root's rank in the root's group.
 
-use super::{AsCommunicator, Communicator, Process, Rank, SimpleCommunicator, UserGroup};
+use super::{
+    AsCommunicator, Color, Communicator, Key, Process, Rank, SimpleCommunicator, UserGroup,
+};
 use crate::comm::{self, CommData};
 use crate::error::{fatal, Result};
 use crate::runtime;
@@ -82,6 +84,30 @@ impl InterCommunicator {
     /// [`duplicate`](Self::duplicate), returning errors.
     pub fn try_duplicate(&self) -> Result<InterCommunicator> {
         Ok(InterCommunicator(Communicator::try_duplicate(self)?))
+    }
+
+    /// MPI_Comm_split of an intercommunicator: the members of each group with the same
+    /// `color` (ordered by `key`, then rank) and the other group's members of that color form
+    /// an intercommunicator; `None` for an undefined color, or when the other group has no
+    /// member of this one's. Collective over both groups.
+    #[track_caller]
+    pub fn split_by_color_with_key(&self, color: Color, key: Key) -> Option<InterCommunicator> {
+        fatal(self.try_split_by_color_with_key(color, key))
+    }
+
+    /// [`split_by_color_with_key`](Self::split_by_color_with_key) with key 0.
+    #[track_caller]
+    pub fn split_by_color(&self, color: Color) -> Option<InterCommunicator> {
+        self.split_by_color_with_key(color, 0)
+    }
+
+    /// [`split_by_color_with_key`](Self::split_by_color_with_key), returning errors.
+    pub fn try_split_by_color_with_key(
+        &self,
+        color: Color,
+        key: Key,
+    ) -> Result<Option<InterCommunicator>> {
+        Ok(Communicator::try_split_by_color_with_key(self, color, key)?.map(InterCommunicator))
     }
 
     /// The root of a rooted collective, called at the root (MPI_ROOT): the other group
