@@ -11,7 +11,7 @@
 
 use super::context::{self, ContextMask};
 use super::group::GroupData;
-use super::{allgather_among, allreduce_and_among, sendrecv, CommData};
+use super::{allgather_among, allreduce_and_among, color_key, sendrecv, with_color, CommData};
 use crate::engine::matching::Pattern;
 use crate::engine::{Engine, SendMode};
 use crate::error::{Error, ErrorClass, Result};
@@ -245,28 +245,6 @@ pub fn merge<F: Fabric>(
         (others.len() + inter.rank as usize) as u32
     };
     Ok(CommData::new(pair, Rc::new(GroupData::new(all)), rank))
-}
-
-/// One member's (color, key) in a split: 9 bytes (defined, color, key).
-fn color_key(color: Option<i32>, key: i32) -> [u8; 9] {
-    let mut b = [0u8; 9];
-    b[0] = color.is_some() as u8;
-    b[1..5].copy_from_slice(&color.unwrap_or(0).to_le_bytes());
-    b[5..9].copy_from_slice(&key.to_le_bytes());
-    b
-}
-
-/// The world ranks of `members` whose (color, key) in `all` has `color`, ordered by key and
-/// then by rank.
-fn with_color(members: &[u32], all: &[u8], color: i32) -> Vec<u32> {
-    let mut same: Vec<(i32, usize)> = all
-        .chunks_exact(9)
-        .enumerate()
-        .filter(|(_, c)| c[0] == 1 && i32::from_le_bytes(c[1..5].try_into().expect("4 bytes")) == color)
-        .map(|(r, c)| (i32::from_le_bytes(c[5..9].try_into().expect("4 bytes")), r))
-        .collect();
-    same.sort();
-    same.into_iter().map(|(_, r)| members[r]).collect()
 }
 
 /// `MPI_Comm_split` of an intercommunicator: the members of each group with the same

@@ -373,6 +373,30 @@ pub fn dup<F: Fabric>(
         .with_process_topology(comm.process_topology.clone()))
 }
 
+/// One member's (color, key) in a split, as the members exchange it: 9 bytes (whether the
+/// color is defined, the color, the key).
+fn color_key(color: Option<i32>, key: i32) -> [u8; 9] {
+    let mut b = [0u8; 9];
+    b[0] = color.is_some() as u8;
+    b[1..5].copy_from_slice(&color.unwrap_or(0).to_le_bytes());
+    b[5..9].copy_from_slice(&key.to_le_bytes());
+    b
+}
+
+/// The world ranks of those `members` whose (color, key) in `all` (one [`color_key`] each,
+/// in member order) has `color`, ordered by key, then by member rank.
+fn with_color(members: &[u32], all: &[u8], color: i32) -> Vec<u32> {
+    let field = |c: &[u8], at: usize| i32::from_le_bytes(c[at..at + 4].try_into().expect("4 bytes"));
+    let mut same: Vec<(i32, usize)> = all
+        .chunks_exact(9)
+        .enumerate()
+        .filter(|(_, c)| c[0] == 1 && field(c, 1) == color)
+        .map(|(r, c)| (field(c, 5), r))
+        .collect();
+    same.sort();
+    same.into_iter().map(|(_, r)| members[r]).collect()
+}
+
 /// `MPI_Comm_split`: members with the same `color` form a communicator ordered by `key`,
 /// then by old rank; `None` (MPI_UNDEFINED) gets no communicator. Collective over `comm`.
 pub fn split<F: Fabric>(
@@ -388,31 +412,15 @@ pub fn split<F: Fabric>(
     // Everyone contributes (color, key): 9 bytes, gathered by all in O(log n) rounds. Then
     // one context pair for every new communicator, agreed over the whole parent (MPICH's
     // way): communicators of different colors share no member, so they may share the pair.
-    let mut mine = Vec::with_capacity(9);
-    mine.push(color.is_some() as u8);
-    mine.extend_from_slice(&color.unwrap_or(0).to_le_bytes());
-    mine.extend_from_slice(&key.to_le_bytes());
     let (members, me) = (comm.group.members(), comm.rank as usize);
+    let mine = color_key(color, key);
     let all = allgather_among(eng, comm.coll_context(), TAG_GATHER, members, me, &mine)?;
     let pair = agree_pair(eng, mask, comm.coll_context(), TAG_AGREE, members, me)?;
     let Some(color) = color else {
         mask.release(pair);
         return Ok(None);
     };
-    let mut same: Vec<(i32, usize)> = all
-        .chunks_exact(9)
-        .enumerate()
-        .filter(|(_, c)| {
-            c[0] == 1 && i32::from_le_bytes(c[1..5].try_into().expect("4 bytes")) == color
-        })
-        .map(|(r, c)| (i32::from_le_bytes(c[5..9].try_into().expect("4 bytes")), r))
-        .collect();
-    same.sort();
-    let group = GroupData::new(
-        same.iter()
-            .map(|&(_, r)| comm.world_rank(r as u32))
-            .collect(),
-    );
+    let group = GroupData::new(with_color(members, &all, color));
     let rank = group
         .rank_of(comm.world_rank(comm.rank))
         .expect("I am in my color's group") as u32;
