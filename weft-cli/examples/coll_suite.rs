@@ -51,6 +51,20 @@ fn values(r: i32, len: usize, salt: u64) -> Vec<u64> {
 /// 9,000 (beyond the slot: by messages).
 const SIZES: &[usize] = &[0, 1, 7, 300, 6000, 9000];
 
+/// The message of the panic `f` must raise (an error the API reports by panicking), with the
+/// panic hook silenced meanwhile: the test checks the message rather than printing it.
+fn panic_message(what: &str, f: impl FnOnce()) -> String {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    std::panic::set_hook(hook);
+    let payload = caught.expect_err(what);
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .unwrap_or_default()
+}
+
 /// Element-wise wrapping sums of `vs`.
 fn fold_sums(vs: impl Iterator<Item = Vec<u64>>, len: usize) -> Vec<u64> {
     vs.fold(vec![0u64; len], |mut acc, v| {

@@ -5,7 +5,7 @@
 //! and duplicate, and the calls MPI does not define there (a scan) failing with an error.
 
 use super::coverage::{affine, compose, fold_affine_of};
-use super::{fold_sums, values};
+use super::{fold_sums, panic_message, values};
 use weft::collective::{Part, PartMut, SystemOperation};
 use weft::datatype::{Partition, PartitionMut};
 use weft::topology::{Color, InterCommunicator, MergeOrder, SimpleCommunicator};
@@ -474,20 +474,37 @@ fn split(g: &Groups) {
 /// call (the collective never starts, so the job goes on).
 fn undefined(g: &Groups) {
     let c = &g.inter;
-    // The expected panic's message is checked below, not printed.
-    let hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
-    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+    let msg = panic_message("a scan on an intercommunicator fails", || {
         let mut out = 0u64;
         c.scan_into(&1u64, &mut out, SystemOperation::sum());
-    }));
-    std::panic::set_hook(hook);
-    let msg = caught.expect_err("a scan on an intercommunicator fails");
-    let msg = msg.downcast_ref::<String>().cloned().unwrap_or_default();
+    });
     assert!(
         msg.contains("scan_into") && msg.contains("intracommunicators only"),
         "{msg}"
     );
+    let msg = panic_message(
+        "an in-place allreduce on an intercommunicator fails",
+        || {
+            let mut x = 1u64;
+            c.all_reduce_in_place(&mut x, SystemOperation::sum());
+        },
+    );
+    assert!(
+        msg.contains("in-place") && msg.contains("intracommunicators only"),
+        "{msg}"
+    );
+    // A receive buffer that is not one equal block per member of the other group (2r + 1
+    // bytes for r ≥ 2 members): an error before anything is sent, at every member alike.
+    if g.other.len() >= 2 {
+        let msg = panic_message("an allgather into a buffer of the wrong size fails", || {
+            let mut all = vec![0u8; g.other.len() * 2 + 1];
+            c.all_gather_into(&[1u8, 2][..], &mut all[..]);
+        });
+        assert!(
+            msg.contains("all_gather_into") && msg.contains("other group's"),
+            "{msg}"
+        );
+    }
     let e = c
         .try_create_cartesian_communicator(&[1], &[false], false)
         .unwrap_err();
