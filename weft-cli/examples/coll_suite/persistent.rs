@@ -45,17 +45,25 @@ fn neighbours(world: &SimpleCommunicator) {
         vec![0u64; 3],
         Parts::packed(vec![2, 1]),
     );
+    // As the varcount form, a buffer per neighbour each way.
+    let mut a2aw = ring.neighbor_all_to_all_w_init(
+        vec![vec![0u64; 1], vec![0u64; 2]],
+        vec![vec![0u64; 2], vec![0u64; 1]],
+    );
     for round in 0..3u64 {
         ag.buffers_mut().0 = values(me, 5, round);
+        a2aw.buffers_mut().0 = vec![values(me, 1, round + 60), values(me, 2, round + 70)];
         a2a.buffers_mut().0 = [values(me, 5, round + 10), values(me, 5, round + 20)].concat();
         agv.buffers_mut().0 = values(me, lens(me), round + 30);
         a2av.buffers_mut().0 = [values(me, 1, round + 40), values(me, 2, round + 50)].concat();
         for r in [&mut ag, &mut a2a, &mut agv, &mut a2av] {
             r.start();
         }
+        a2aw.start();
         for r in [&mut ag, &mut a2a, &mut agv, &mut a2av] {
             complete(r, round);
         }
+        complete(&mut a2aw, round + 1);
         let label = format!("round {round} on {n}");
         let want = [values(left, 5, round), values(right, 5, round)].concat();
         assert_eq!(ag.buffers().1, want, "neighbour allgather {label}");
@@ -69,6 +77,8 @@ fn neighbours(world: &SimpleCommunicator) {
         assert_eq!(agv.buffers().1, want, "neighbour allgatherv {label}");
         let want = [values(left, 2, round + 50), values(right, 1, round + 40)].concat();
         assert_eq!(a2av.buffers().1, want, "neighbour alltoallv {label}");
+        let want = vec![values(left, 2, round + 70), values(right, 1, round + 60)];
+        assert_eq!(a2aw.buffers().1, want, "neighbour alltoallw {label}");
     }
 }
 
@@ -120,6 +130,11 @@ fn every_persistent(c: &SimpleCommunicator) {
         vec![0u64; mine_len * nu],
         Parts::packed(vec![mine_len as i32; nu]),
     );
+    // A buffer per member each way: j elements to member j (none to member 0), me from each.
+    let mut alltoallw = c.all_to_all_w_init(
+        (0..nu).map(|j| vec![0u64; j]).collect(),
+        vec![vec![0u64; me as usize]; nu],
+    );
     let root = n - 1;
     let at_root = me == root;
     let p = c.process_at_rank(root);
@@ -144,6 +159,9 @@ fn every_persistent(c: &SimpleCommunicator) {
         alltoallv.buffers_mut().0 = (0..nu)
             .flat_map(|j| values(me, j + 1, salt + 20 + j as u64))
             .collect();
+        for (j, part) in alltoallw.buffers_mut().0.iter_mut().enumerate() {
+            *part = values(me, j, salt + 30 + j as u64);
+        }
         if at_root {
             *bcast.buffers_mut() = values(root, len, salt + 8);
         }
@@ -162,6 +180,7 @@ fn every_persistent(c: &SimpleCommunicator) {
         allgatherv.start();
         rsv.start();
         alltoallv.start();
+        alltoallw.start();
         bcast.start();
         reduce.start();
         complete(&mut barrier, round);
@@ -174,6 +193,7 @@ fn every_persistent(c: &SimpleCommunicator) {
         complete(&mut allgatherv, round);
         complete(&mut rsv, round + 1);
         complete(&mut alltoallv, round);
+        complete(&mut alltoallw, round + 1);
         complete(&mut bcast, round + 1);
         reduce.complete(round);
         let sum_of = |s: u64, l: usize, upto: i32| fold_sums((0..upto).map(|q| values(q, l, s)), l);
@@ -223,6 +243,10 @@ fn every_persistent(c: &SimpleCommunicator) {
             .flat_map(|q| values(q, mine_len, salt + 20 + me as u64))
             .collect();
         assert_eq!(alltoallv.buffers().1, want, "alltoallv {label}");
+        let want: Vec<Vec<u64>> = (0..n)
+            .map(|q| values(q, me as usize, salt + 30 + me as u64))
+            .collect();
+        assert_eq!(alltoallw.buffers().1, want, "alltoallw {label}");
         assert_eq!(
             bcast.buffers(),
             &values(root, len, salt + 8),

@@ -13,7 +13,7 @@
 //! (so the send buffers are free again at once), the receive parts land from one contiguous
 //! staging vector when the call completes, each unpacked by its own datatype.
 
-use super::start::{check_call, start, Buffers, Called, Started};
+use super::start::{check_call, start, Buffers, Called, Started, Then};
 use super::{count_error, input, output};
 use crate::api::datatype::{Buffer, BufferMut, Datatype, Equivalence, Layout, TypeMap};
 use crate::coll::algorithm;
@@ -125,7 +125,7 @@ impl Landing {
     ///
     /// # Safety
     /// The receive parts the landing was made from are still borrowed mutably.
-    pub(super) unsafe fn land(&self, call: &'static str) -> Result<()> {
+    unsafe fn land(&self, call: &'static str) -> Result<()> {
         for (at, ptr, count, map) in &self.parts {
             let bytes = &self.tmp[*at..*at + count * map.size()];
             map.check_values(call, bytes)?;
@@ -160,17 +160,17 @@ fn pack_sends(send: &[Part<'_>]) -> (Vec<u8>, Vec<(usize, usize)>) {
     (packed, blocks)
 }
 
-/// Starts an all-to-all-w: `send[j]` to member j, member i's part into `recv[i]`.
+/// Starts an all-to-all-w: `send[j]` to member j, member i's part into `recv[i]` (each
+/// landing there when the collective completes).
 ///
 /// # Safety
-/// The receive parts stay borrowed (mutably) until the returned collective completes and
-/// its [`Landing`] has landed.
+/// The receive parts stay borrowed (mutably) until the returned collective completes.
 pub(super) unsafe fn plan_all_to_all_w(
     c: &CommData,
     call: &'static str,
     send: &[Part<'_>],
     recv: &mut [PartMut<'_>],
-) -> Result<(Started, Landing)> {
+) -> Result<Started> {
     // An intercommunicator's parts are one per member of the other group.
     let n = c.peers().size();
     if send.len() != n || recv.len() != n {
@@ -235,7 +235,12 @@ pub(super) unsafe fn plan_all_to_all_w(
             }
         })
     }?;
-    Ok((started, landing))
+    // SAFETY: `then` runs the landing only once the collective has completed, while the
+    // receive parts are still borrowed (the caller's promise).
+    let land: Then = Box::new(move |call| unsafe { landing.land(call) });
+    // SAFETY: the receive parts, which the landing writes, stay borrowed until completion (the
+    // caller's promise).
+    Ok(unsafe { started.then(land) })
 }
 
 #[cfg(test)]

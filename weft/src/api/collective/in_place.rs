@@ -316,11 +316,7 @@ pub trait InPlaceCollectives: Communicator {
         let planned =
             unsafe { alltoallw::plan_all_to_all_w(self.comm_data(), CALL, &sends, parts) };
         let done = "all_to_all_w_in_place";
-        fatal(planned.and_then(|(started, landing)| {
-            started.wait(done)?;
-            // SAFETY: as above.
-            unsafe { landing.land(done) }
-        }))
+        fatal(planned.and_then(|started| started.wait(done)))
     }
 
     /// Starts [`all_to_all_w_in_place`](Self::all_to_all_w_in_place).
@@ -335,12 +331,8 @@ pub trait InPlaceCollectives: Communicator {
         let sends = alltoallw::parts_of(parts);
         // SAFETY: the parts are borrowed for 'a, which the request (settled by its scope)
         // does not outlive; its finish lands them.
-        let (started, landing) =
-            fatal(unsafe { alltoallw::plan_all_to_all_w(c, CALL, &sends, parts) });
-        started
-            .into_request(CALL, c, &*parts, scope)
-            // SAFETY: the finish runs at completion, while the parts are still borrowed.
-            .with_finish(Box::new(move |_| unsafe { landing.land(CALL) }))
+        let started = fatal(unsafe { alltoallw::plan_all_to_all_w(c, CALL, &sends, parts) });
+        started.into_request(CALL, c, &*parts, scope)
     }
 }
 

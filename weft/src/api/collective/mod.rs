@@ -498,11 +498,7 @@ pub trait CommunicatorCollectives: Communicator {
         // SAFETY: the receive parts are borrowed for this blocking call, which lands them.
         let planned =
             unsafe { alltoallw::plan_all_to_all_w(self.comm_data(), CALL, sendparts, recvparts) };
-        fatal(planned.and_then(|(started, landing)| {
-            started.wait(CALL)?;
-            // SAFETY: as above.
-            unsafe { landing.land(CALL) }
-        }))
+        fatal(planned.and_then(|started| started.wait(CALL)))
     }
 
     /// The reduction of every member's `sendbuf` by `op`, into every member's `recvbuf`.
@@ -710,12 +706,8 @@ pub trait CommunicatorCollectives: Communicator {
         let c = self.comm_data();
         // SAFETY: the receive parts are borrowed for 'a, which the request (settled by its
         // scope) does not outlive; its finish lands them.
-        let (started, landing) =
-            fatal(unsafe { alltoallw::plan_all_to_all_w(c, CALL, sendparts, recvparts) });
-        started
-            .into_request(CALL, c, &*recvparts, scope)
-            // SAFETY: the finish runs at completion, while the parts are still borrowed.
-            .with_finish(Box::new(move |_| unsafe { landing.land(CALL) }))
+        let started = fatal(unsafe { alltoallw::plan_all_to_all_w(c, CALL, sendparts, recvparts) });
+        started.into_request(CALL, c, &*recvparts, scope)
     }
 
     /// Starts [`all_reduce_into`](Self::all_reduce_into).

@@ -12,7 +12,7 @@
 //!
 //! [`GraphCommunicator::neighbors`]: crate::topology::GraphCommunicator::neighbors
 
-use super::start::{check_call, start, Buffers, Called, Started};
+use super::start::{check_call, start, Buffers, Called, Started, Then};
 use super::{check_len, count_error, counts_displs, input, output, parts};
 use crate::api::datatype::{
     Buffer, BufferMut, Count, Layout, PartitionedBuffer, PartitionedBufferMut,
@@ -168,17 +168,17 @@ pub(super) unsafe fn plan_all_to_all(
     }
 }
 
-/// A neighbour all-to-all-w in flight: the bytes the schedule sends from and receives into
-/// (the packed send blocks, then the receive blocks), and where each received block goes.
-struct StagedW {
-    started: Started,
+/// A neighbour all-to-all-w's received blocks: the bytes the schedule sends from and
+/// receives into (the packed send blocks, then the receive blocks), and where each received
+/// block goes.
+struct LandingW {
     /// Owned here until the collective completes: the schedule's output view points into it.
     bytes: Vec<u8>,
     /// Per receive block with a source: its place in `bytes` and its buffer's staging.
     landings: Vec<(usize, Staged)>,
 }
 
-impl StagedW {
+impl LandingW {
     /// Scatters each received block into its buffer.
     ///
     /// # Safety
@@ -198,14 +198,14 @@ impl StagedW {
 /// lands in `recv[k]`.
 ///
 /// # Safety
-/// The receive buffers stay borrowed mutably until the returned collective has completed and
-/// been landed (the send blocks are packed here, so they are free at return).
-unsafe fn plan_all_to_all_w(
+/// The receive buffers stay borrowed mutably until the returned collective has completed,
+/// which lands them (the send blocks are packed here, so they are free at return).
+pub(super) unsafe fn plan_all_to_all_w(
     c: &CommData,
     call: &'static str,
     send: &[&dyn Buffer],
     recv: &mut [&mut dyn BufferMut],
-) -> Result<StagedW> {
+) -> Result<Started> {
     let nb = neighbors_of(call, c)?;
     if send.len() != nb.destinations.len() || recv.len() != nb.sources.len() {
         return Err(count_error(
@@ -259,11 +259,13 @@ unsafe fn plan_all_to_all_w(
             neighbor::alltoall(sc, m, &nb, from, &sb, into, &rb)
         })
     }?;
-    Ok(StagedW {
-        started,
-        bytes,
-        landings,
-    })
+    let rest = LandingW { bytes, landings };
+    // SAFETY: `then` runs the landing only once the collective has completed, while the
+    // receive buffers are still borrowed (the caller's promise).
+    let land: Then = Box::new(move |call| unsafe { rest.land(call) });
+    // SAFETY: the receive buffers, which the landing writes, stay borrowed until completion (the
+    // caller's promise).
+    Ok(unsafe { started.then(land) })
 }
 
 /// Neighbourhood collectives on a communicator with a process topology. Calls panic on error
@@ -445,21 +447,10 @@ pub trait NeighborCollectives: Communicator {
         recvbufs: &mut [&mut dyn BufferMut],
     ) {
         const CALL: &str = "neighbor_all_to_all_w_into";
-        // SAFETY: the receive buffers are borrowed for this blocking call, past the landing.
+        // SAFETY: the receive buffers are borrowed for this blocking call, which lands them.
         fatal(
-            unsafe { plan_all_to_all_w(self.comm_data(), CALL, sendbufs, recvbufs) }.and_then(
-                |w| {
-                    w.started.wait(CALL)?;
-                    // SAFETY: completed; the receive buffers are still borrowed.
-                    unsafe {
-                        StagedW {
-                            started: Started::done(),
-                            ..w
-                        }
-                        .land(CALL)
-                    }
-                },
-            ),
+            unsafe { plan_all_to_all_w(self.comm_data(), CALL, sendbufs, recvbufs) }
+                .and_then(|started| started.wait(CALL)),
         )
     }
 
@@ -475,25 +466,9 @@ pub trait NeighborCollectives: Communicator {
         const CALL: &str = "immediate_neighbor_all_to_all_w_into";
         let c = self.comm_data();
         // SAFETY: the receive buffers are borrowed for 'a, which the request (settled by its
-        // scope, and by its drop before the landing closure goes) does not outlive.
-        let w = fatal(unsafe { plan_all_to_all_w(c, CALL, sendbufs, recvbufs) });
-        let StagedW {
-            started,
-            bytes,
-            landings,
-        } = w;
-        let rest = StagedW {
-            started: Started::done(),
-            bytes,
-            landings,
-        };
-        started
-            .into_request(CALL, c, &*recvbufs, scope)
-            .with_finish(Box::new(move |_| {
-                // SAFETY: the finish runs when the request completes, while the receive
-                // buffers are still borrowed for 'a.
-                unsafe { rest.land(CALL) }
-            }))
+        // scope) does not outlive; its finish lands them.
+        let started = fatal(unsafe { plan_all_to_all_w(c, CALL, sendbufs, recvbufs) });
+        started.into_request(CALL, c, &*recvbufs, scope)
     }
 }
 

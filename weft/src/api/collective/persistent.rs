@@ -15,6 +15,7 @@
 //! starts need not be ordered against other collectives. `init_root` forms are the root's
 //! (`ROOT` on an intercommunicator), the others a member's that is not the root.
 
+use super::alltoallw::{plan_all_to_all_w, Part, PartMut};
 use super::reduce_scatter::plan_reduce_scatter_varcount;
 use super::rooted::{plan_broadcast, plan_reduce, plan_rooted, Rooted};
 use super::start::Started;
@@ -135,7 +136,7 @@ impl<'c, B: 'static> PersistentRequest<'c, B> {
     /// Whether the running start has completed (completing it if so; `true` when none runs).
     #[track_caller]
     pub fn test(&mut self) -> bool {
-        let Some(s) = &self.active else {
+        let Some(s) = &mut self.active else {
             return true;
         };
         // SAFETY: the buffers the start writes are boxed and out of reach while it runs.
@@ -290,6 +291,27 @@ pub trait PersistentCollectives: Communicator {
             (send, recv),
             plan,
         )
+    }
+
+    /// A persistent [`all_to_all_w_into`](super::CommunicatorCollectives::all_to_all_w_into)
+    /// (MPI_Alltoallw_init): `sends[j]` goes to member j, member i's part lands in `recvs[i]`,
+    /// one buffer per member each way, each with its own count. The parts share one buffer
+    /// type each way; for a datatype per part, make that type an enum whose `Buffer` impl
+    /// gives each variant's layout.
+    fn all_to_all_w_init<S: Buffer + 'static, R: BufferMut + 'static>(
+        &self,
+        sends: Vec<S>,
+        recvs: Vec<R>,
+    ) -> PersistentRequest<'_, (Vec<S>, Vec<R>)> {
+        const CALL: &str = "all_to_all_w_init";
+        let plan: Plan<(Vec<S>, Vec<R>)> = Box::new(|c, (s, r)| {
+            let sends: Vec<Part<'_>> = s.iter().map(|b| Part::new(b)).collect();
+            let mut recvs: Vec<PartMut<'_>> = r.iter_mut().map(|b| PartMut::new(b)).collect();
+            // SAFETY: as in `all_gather_init` (the boxed buffers are also out of reach when
+            // the start's completion lands the receive parts).
+            unsafe { plan_all_to_all_w(c, CALL, &sends, &mut recvs) }
+        });
+        PersistentRequest::new(CALL, self.comm_data(), (sends, recvs), plan)
     }
 
     /// A persistent [`all_reduce_into`](super::CommunicatorCollectives::all_reduce_into).
@@ -668,6 +690,27 @@ pub trait PersistentNeighborCollectives: Communicator {
             (recv_parts.counts, recv_parts.displs),
         );
         neighbor_all_to_all(self.comm_data(), call, send, recv, Some(v))
+    }
+
+    /// A persistent
+    /// [`neighbor_all_to_all_w_into`](super::NeighborCollectives::neighbor_all_to_all_w_into)
+    /// (MPI_Neighbor_alltoallw_init): `sends[k]` to destination k, source k's block into
+    /// `recvs[k]` (one buffer type each way, as for
+    /// [`all_to_all_w_init`](PersistentCollectives::all_to_all_w_init)).
+    fn neighbor_all_to_all_w_init<S: Buffer + 'static, R: BufferMut + 'static>(
+        &self,
+        sends: Vec<S>,
+        recvs: Vec<R>,
+    ) -> PersistentRequest<'_, (Vec<S>, Vec<R>)> {
+        const CALL: &str = "neighbor_all_to_all_w_init";
+        let plan: Plan<(Vec<S>, Vec<R>)> = Box::new(|c, (s, r)| {
+            let sends: Vec<&dyn Buffer> = s.iter().map(|b| b as &dyn Buffer).collect();
+            let mut recvs: Vec<&mut dyn BufferMut> =
+                r.iter_mut().map(|b| b as &mut dyn BufferMut).collect();
+            // SAFETY: as in `all_to_all_w_init`.
+            unsafe { super::neighbor::plan_all_to_all_w(c, CALL, &sends, &mut recvs) }
+        });
+        PersistentRequest::new(CALL, self.comm_data(), (sends, recvs), plan)
     }
 }
 

@@ -24,7 +24,14 @@ pub(crate) struct Started {
     handle: Option<Handle>,
     /// Where a non-contiguous output lands; scattered into the buffer at completion.
     staged: Option<Staged>,
+    /// What lands the output of a collective with parts of their own layouts (all-to-all-w)
+    /// at completion, after `staged`.
+    then: Option<Then>,
 }
+
+/// Lands a collective's output in the caller's buffers at completion (given the call's name
+/// for its errors).
+pub(crate) type Then = Box<dyn FnOnce(&'static str) -> Result<()>>;
 
 /// What a collective reads and writes.
 #[derive(Clone, Copy)]
@@ -168,6 +175,7 @@ pub(crate) unsafe fn start(
     Ok(Started {
         handle: Some(handle),
         staged,
+        then: None,
     })
 }
 
@@ -177,15 +185,28 @@ impl Started {
         Started {
             handle: None,
             staged: None,
+            then: None,
         }
+    }
+
+    /// The collective, with `land` to run when it completes (in `wait`, `test`, or the
+    /// finish of its request).
+    ///
+    /// # Safety
+    /// Whatever `land` writes stays borrowed (mutably) until the collective completes.
+    pub(crate) unsafe fn then(mut self, land: Then) -> Self {
+        debug_assert!(self.then.is_none());
+        self.then = Some(land);
+        self
     }
 
     /// Waits for completion and lands a staged output.
     #[inline]
     pub(crate) fn wait(self, call: &'static str) -> Result<()> {
         match self.handle {
-            // Done already (the node-shared area's path): nothing to move or drop here.
-            None => Ok(()),
+            // Done already (the node-shared area's path): nothing to move or drop here, but
+            // for what lands the output of a collective with parts.
+            None => self.then.map_or(Ok(()), |land| land(call)),
             Some(h) => self.wait_for(h, call),
         }
     }
@@ -195,28 +216,38 @@ impl Started {
     ///
     /// # Safety
     /// The output buffer is still borrowed as the collective's start required.
-    pub(crate) unsafe fn test(&self, call: &'static str) -> Result<bool> {
-        let Some(h) = self.handle else {
-            return Ok(true);
-        };
-        if runtime::with_call(call, |rt| rt.engine.test(h))?.is_none() {
-            return Ok(false);
+    pub(crate) unsafe fn test(&mut self, call: &'static str) -> Result<bool> {
+        if let Some(h) = self.handle {
+            if runtime::with_call(call, |rt| rt.engine.test(h))?.is_none() {
+                return Ok(false);
+            }
+            self.handle = None;
         }
-        if let Some(s) = &self.staged {
-            // SAFETY: the caller's promise.
-            unsafe { s.land(call, s.tmp.len())? };
-        }
+        // SAFETY: the caller's promise.
+        unsafe { self.land(call)? };
         Ok(true)
     }
 
-    fn wait_for(self, h: Handle, call: &'static str) -> Result<()> {
+    fn wait_for(mut self, h: Handle, call: &'static str) -> Result<()> {
         let r = runtime::with_call(call, |rt| rt.engine.wait(h));
         r?;
-        if let Some(s) = &self.staged {
-            // SAFETY: the output buffer is still borrowed by the blocking call.
+        // SAFETY: the output buffer is still borrowed by the blocking call.
+        unsafe { self.land(call) }
+    }
+
+    /// Lands what the completed collective staged (once: what landed is gone).
+    ///
+    /// # Safety
+    /// The output buffers are still borrowed as the collective's start required.
+    unsafe fn land(&mut self, call: &'static str) -> Result<()> {
+        if let Some(s) = self.staged.take() {
+            // SAFETY: the caller's promise.
             unsafe { s.land(call, s.tmp.len())? };
         }
-        Ok(())
+        match self.then.take() {
+            Some(land) => land(call),
+            None => Ok(()),
+        }
     }
 
     /// The request of an immediate form over `data`.
@@ -231,14 +262,16 @@ impl Started {
             .handle
             .expect("immediate forms never take the shared-area path");
         let r = Request::new(h, data as *const D, group_of(comm), scope);
-        match self.staged {
-            None => r,
-            Some(s) => r.with_finish(Box::new(move |_| {
-                // SAFETY: the finish runs when the request completes, while the output is
-                // still borrowed for 'a (the request cannot outlive it).
-                unsafe { s.land(call, s.tmp.len()) }
-            })),
+        if self.staged.is_none() && self.then.is_none() {
+            return r;
         }
+        let mut rest = Started {
+            handle: None,
+            ..self
+        };
+        // SAFETY: the finish runs when the request completes, while the output is still
+        // borrowed for 'a (the request cannot outlive it).
+        r.with_finish(Box::new(move |_| unsafe { rest.land(call) }))
     }
 }
 
