@@ -192,7 +192,8 @@ pub fn answer(out: &mut String, t: &Tunables, q: &Query) -> Result<(), String> {
 
 /// Whether the library runs `c` node-aware for the shape `q` describes with blocks or vectors
 /// of `bytes` (see `coll/node_aware.rs`): members on several nodes, some node with two or
-/// more; for a reduction a commutative operation; for a gather or scatter while that pays.
+/// more; for a reduction a commutative operation; for a gather, scatter or all-to-all while
+/// that pays.
 fn node_aware(c: Collective, q: &Query, model: &Model, bytes: usize) -> bool {
     let shared = q.nodes > 1 && q.members > q.nodes;
     match c {
@@ -203,6 +204,12 @@ fn node_aware(c: Collective, q: &Query, model: &Model, bytes: usize) -> bool {
         Collective::Reduce | Collective::Allreduce | Collective::ReduceScatter => {
             shared && q.op == OpKind::Commutative
         }
-        _ => false,
+        // Taking the members as evenly spread as they can be.
+        Collective::Alltoall => {
+            let largest = q.members.div_ceil(q.nodes.max(1));
+            shared
+                && bytes > 0
+                && model.alltoall_node_aware_pays(q.members, q.nodes, largest, bytes)
+        }
     }
 }

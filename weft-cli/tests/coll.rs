@@ -182,13 +182,21 @@ fn a_node_without_room_for_the_area_sends_messages_and_says_so() {
 #[test]
 fn members_on_several_nodes_in_blocks_and_round_robin() {
     // Within a slot, barrier, broadcast, reduce and allreduce (commutative), gather, scatter
-    // and allgather go hierarchically (each node's area, the node leaders by messages, a root
+    // and allgather go hierarchically, and small all-to-alls node-aware by messages (each node's area, the node leaders by messages, a root
     // that does not lead its node by one message to or from its leader); the rest, and
     // larger data, by messages. Roots 0, n/2 and n-1 on world, a reversed and split
     // communicators: roots that lead their node and roots that do not.
     passes(4, "all", &["--process-mapping", "(vector,(0,2,2))"]);
     passes(5, "all", &["--process-mapping", "(vector,(0,2,1))"]);
     passes(8, "all", &["--process-mapping", "(vector,(0,3,1))"]);
+    // The node-aware all-to-all (small blocks take it unforced) at every size.
+    let forced = [
+        "--process-mapping",
+        "(vector,(0,2,1))",
+        "-x",
+        "WEFT_COLL_ALLTOALL=hierarchical",
+    ];
+    passes(5, "all", &forced);
     // Asleep at once, with a 10-minute safety net: a lost wake-up in either half stalls.
     let asleep = [
         "--process-mapping",

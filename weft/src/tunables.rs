@@ -342,7 +342,10 @@ pub const COLL_ALGORITHMS: &[(&str, &[&str])] = &[
     ),
     ("WEFT_COLL_GATHER", &["binomial", "linear", "hierarchical"]),
     ("WEFT_COLL_SCATTER", &["binomial", "linear", "hierarchical"]),
-    ("WEFT_COLL_ALLTOALL", &["pairwise", "scattered"]),
+    (
+        "WEFT_COLL_ALLTOALL",
+        &["pairwise", "scattered", "hierarchical"],
+    ),
     (
         "WEFT_COLL_REDUCE_SCATTER",
         &["pairwise", "by_reduce", "hierarchical"],

@@ -252,14 +252,11 @@ fn rooted_choice(
     shape: Shape,
     len: usize,
 ) -> &'static str {
-    if forced.0.is_none() && node_aware(m) {
-        let model = Model::from_tunables(t);
-        let saved = (m.n() - m.nodes) as f64 * model.tcp.alpha_ns;
-        let per_byte = (model.shm.rdv_beta_ps_per_byte + 2.0 * model.local.copy_ps_per_byte) / 1000.0;
-        let extra = (m.n() * len) as f64 * per_byte;
-        if extra >= saved {
-            return choose(t, Algorithm(None), c, shape);
-        }
+    if forced.0.is_none()
+        && node_aware(m)
+        && !Model::from_tunables(t).rooted_node_aware_pays(m.n(), m.nodes, len)
+    {
+        return choose(t, Algorithm(None), c, shape);
     }
     choose_aware(m, t, forced, c, shape)
 }
@@ -297,6 +294,10 @@ pub fn alltoall(
     agreed_block: Option<usize>,
 ) {
     match alltoall_algorithm(m, t, send, recv, agreed_block) {
+        "hierarchical" => {
+            let len = agreed_block.expect("the node-aware all-to-all needs equal blocks");
+            node_aware::alltoall(s, m, t, src, dst, len)
+        }
         "scattered" => alltoall::scattered(s, m, src, send, dst, recv),
         _ => alltoall::pairwise(s, m, src, send, dst, recv),
     }
@@ -304,12 +305,36 @@ pub fn alltoall(
 
 /// The all-to-all's algorithm (a member's view: the same at every member). `send` and `recv`
 /// are this member's blocks, which may differ from another's: only `agreed_block` counts.
+/// The node-aware form needs equal blocks (`agreed_block`) laid out one after another (the
+/// all-to-all's own buffers, which every member has alike); forced where it does not apply,
+/// the model picks.
 pub fn alltoall_algorithm(
     m: &Members,
     t: &Tunables,
-    _send: &[(usize, usize)],
-    _recv: &[(usize, usize)],
+    send: &[(usize, usize)],
+    recv: &[(usize, usize)],
     agreed_block: Option<usize>,
 ) -> &'static str {
-    choose(t, t.coll_alltoall, Collective::Alltoall, shape(m, agreed_block))
+    let shape = shape(m, agreed_block);
+    let packed = |b: usize, blocks: &[(usize, usize)]| {
+        blocks.iter().enumerate().all(|(j, &x)| x == (j * b, b))
+    };
+    let applies = node_aware(m)
+        && agreed_block.is_some_and(|b| b > 0 && packed(b, send) && packed(b, recv));
+    match t.coll_alltoall.0 {
+        Some("hierarchical") if applies => "hierarchical",
+        Some("hierarchical") => choose(t, Algorithm(None), Collective::Alltoall, shape),
+        None if applies && alltoall_pays(m, t, agreed_block.unwrap_or(0)) => "hierarchical",
+        forced => choose(t, Algorithm(forced), Collective::Alltoall, shape),
+    }
+}
+
+/// Whether the node-aware all-to-all of `len`-byte blocks beats a flat one on `m`
+/// ([`Model::alltoall_node_aware_pays`]; every member computes it from what all know alike).
+fn alltoall_pays(m: &Members, t: &Tunables, len: usize) -> bool {
+    let largest = (0..m.nodes)
+        .map(|k| m.node_of.iter().filter(|&&x| x as usize == k).count())
+        .max()
+        .unwrap_or(1);
+    Model::from_tunables(t).alltoall_node_aware_pays(m.n(), m.nodes, largest, len)
 }

@@ -351,6 +351,15 @@ impl Model {
         ((members * len) as f64 * per_byte) < saved
     }
 
+    /// Whether an all-to-all of `len`-byte blocks on `members` members over `nodes` nodes, the
+    /// largest holding `largest` members, goes node-aware (when no tunable forces an
+    /// algorithm): it saves the (members − nodes) TCP start-ups of a member's flat exchange,
+    /// and costs the largest node's leader a shared-memory transfer and two copies of its
+    /// node's `largest` · `members` blocks (gathered, reordered, scattered).
+    pub fn alltoall_node_aware_pays(&self, members: usize, nodes: usize, largest: usize, len: usize) -> bool {
+        self.rooted_node_aware_pays(members, nodes, largest * len)
+    }
+
     /// The cheapest eligible algorithm of `c` for `s` (the first listed among equals).
     pub fn pick(&self, c: Collective, s: &Shape) -> &'static str {
         let k = self.terms(s);

@@ -8,7 +8,7 @@
 
 use super::algorithm::{self, Order};
 use super::gather as flat;
-use super::{blocks, reduce as flat_reduce, scan as flat_scan, Members, Schedule, Span};
+use super::{alltoall, blocks, reduce as flat_reduce, scan as flat_scan, Members, Schedule, Span};
 use crate::tunables::Tunables;
 
 /// Whether node-aware forms apply to `m`: members on several nodes, whose nodes are known,
@@ -394,4 +394,63 @@ pub(super) fn allgather(s: &mut Schedule, m: &Members, t: &Tunables, src: Span, 
         s.fence();
     }
     algorithm::bcast(s, &n.within(), t, n.my_leader_pos(), dst);
+}
+
+/// Node-aware all-to-all of `len`-byte blocks (every member's `src` and `dst` hold a block
+/// per member): each node gathers its members' whole send buffers to its leader; the leaders
+/// exchange, one message per pair of nodes, every block one node's members send another's
+/// (pairwise); each leader puts the blocks for each of its members in member order and
+/// scatters them within its node. A flat all-to-all sends n − 1 messages per member, most
+/// of them between nodes; this sends nodes − 1 between nodes per node, at the price of
+/// three more copies of the data on shared memory (gather, reordering, scatter), so it pays
+/// for small blocks only ([`alltoall_pays`](super::algorithm)).
+pub(super) fn alltoall(s: &mut Schedule, m: &Members, t: &Tunables, src: Span, dst: Span, len: usize) {
+    let n = Nodes::of(m, 0);
+    let whole = m.n() * len;
+    let c = n.local.len();
+    // At the leader, every local member's send buffer, by position in the node; later each
+    // local member's receive buffer, the same way. Elsewhere `src`, not touched (only a
+    // gather's root writes its `dst`, only a scatter's root reads its `src`).
+    let by_member = n.node_scratch(s, whole, src);
+    algorithm::gather(s, &n.within(), t, n.my_leader_pos(), src, by_member);
+    if n.leads() {
+        s.fence();
+        // Node k's members, in rank order, and the part of the leaders' exchange each node
+        // takes: this node's members' blocks for node k's, both ways (c · |k| blocks).
+        let members: Vec<Vec<usize>> = (0..m.nodes)
+            .map(|k| (0..m.n()).filter(|&j| m.node_of[j] as usize == k).collect())
+            .collect();
+        let mut parts = Vec::with_capacity(m.nodes);
+        let mut off = 0;
+        for node in &members {
+            parts.push((off, c * node.len() * len));
+            off += c * node.len() * len;
+        }
+        let out = Span::new(s.scratch(off), 0, off);
+        let into = Span::new(s.scratch(off), 0, off);
+        // Out to node k: local member i's block for each of k's members j, i-major.
+        for (k, node) in members.iter().enumerate() {
+            for i in 0..c {
+                for (jj, &j) in node.iter().enumerate() {
+                    let at = parts[k].0 + (i * node.len() + jj) * len;
+                    s.copy(by_member.sub(i * whole + j * len, len), out.sub(at, len));
+                }
+            }
+        }
+        s.fence();
+        alltoall::pairwise(s, &n.among(), out, &parts, into, &parts);
+        s.fence();
+        // From node k: each of k's members j's block for each local member i, j-major; into
+        // local member i's receive buffer as block j.
+        for (k, node) in members.iter().enumerate() {
+            for (jj, &j) in node.iter().enumerate() {
+                for i in 0..c {
+                    let at = parts[k].0 + (jj * c + i) * len;
+                    s.copy(into.sub(at, len), by_member.sub(i * whole + j * len, len));
+                }
+            }
+        }
+        s.fence();
+    }
+    algorithm::scatter(s, &n.within(), t, n.my_leader_pos(), by_member, dst);
 }

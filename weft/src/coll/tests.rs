@@ -827,6 +827,69 @@ fn alltoall_with_uneven_blocks_every_algorithm() {
 }
 
 #[test]
+fn an_all_to_all_across_nodes_goes_through_the_leaders_while_it_pays() {
+    for forced_name in [None, Some("hierarchical")] {
+        let t = forced(|t| t.coll_alltoall = Algorithm(forced_name));
+        for n in 2..=9 {
+            for (nodes, node_of) in placements(n) {
+                let aware = nodes > 1 && nodes < n;
+                for &len in &[0, 1, 24, 200] {
+                    let blocks: Vec<(usize, usize)> = (0..n).map(|j| (j * len, len)).collect();
+                    let bufs = (0..n)
+                        .map(|i| Bufs {
+                            input: data(i, n * len, 11),
+                            output: vec![0xaa; n * len],
+                        })
+                        .collect::<Vec<_>>();
+                    let inputs: Vec<Vec<u8>> = bufs.iter().map(|b| b.input.clone()).collect();
+                    let out = run(n, bufs, None, |s, m, _| {
+                        let m = placed(m, nodes, &node_of);
+                        let (src, dst) = (span(Area::Input, n * len), span(Area::Output, n * len));
+                        let name = algorithm::alltoall_algorithm(&m, &t, &blocks, &blocks, Some(len));
+                        assert_eq!(name == "hierarchical", aware && len > 0, "n={n} {node_of:?} len={len}");
+                        algorithm::alltoall(s, &m, &t, src, &blocks, dst, &blocks, Some(len))
+                    });
+                    for (j, got) in out.iter().enumerate() {
+                        for (i, input) in inputs.iter().enumerate() {
+                            let (to, from) = (i * len, j * len);
+                            assert_eq!(
+                                got[to..to + len],
+                                input[from..from + len],
+                                "{forced_name:?} n={n} {node_of:?} len={len}: {i} -> {j}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn large_or_uneven_all_to_alls_across_nodes_stay_flat() {
+    let t = Tunables::defaults();
+    let world: Vec<u32> = (0..4).collect();
+    let node_of = [0, 0, 1, 1];
+    let m = Members {
+        world: &world,
+        me: 1,
+        nodes: 2,
+        node_of: &node_of,
+    };
+    let equal = |len: usize| (0..4).map(|j| (j * len, len)).collect::<Vec<_>>();
+    let small = equal(64);
+    assert_eq!(algorithm::alltoall_algorithm(&m, &t, &small, &small, Some(64)), "hierarchical");
+    let big = equal(1 << 20);
+    assert_ne!(algorithm::alltoall_algorithm(&m, &t, &big, &big, Some(1 << 20)), "hierarchical");
+    // Forced, it still needs equal blocks one after another.
+    let forced = forced(|t| t.coll_alltoall = Algorithm(Some("hierarchical")));
+    assert_eq!(algorithm::alltoall_algorithm(&m, &forced, &big, &big, Some(1 << 20)), "hierarchical");
+    assert_ne!(algorithm::alltoall_algorithm(&m, &forced, &small, &small, None), "hierarchical");
+    let gaps: Vec<(usize, usize)> = (0..4).map(|j| (j * 70, 64)).collect();
+    assert_ne!(algorithm::alltoall_algorithm(&m, &forced, &gaps, &small, Some(64)), "hierarchical");
+}
+
+#[test]
 fn a_streaming_copy_moves_the_same_bytes_as_a_plain_one_at_any_offset() {
     let len = 10_000;
     for (from, to) in [(0, 0), (1, 3), (17, 64), (63, 5)] {
