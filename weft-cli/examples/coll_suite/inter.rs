@@ -60,6 +60,7 @@ pub fn run(world: &SimpleCommunicator) {
         immediate(&g);
         merge_and_dup(&g, world);
         split(&g);
+        subgroups(&g);
         undefined(&g);
     }
 }
@@ -466,6 +467,51 @@ fn split(g: &Groups) {
                 other.iter().map(|&w| w as i64).sum::<i64>(),
                 "allreduce after split"
             );
+        }
+    }
+}
+
+/// MPI_Comm_create on the intercommunicator: each group passes its members but its first,
+/// reversed; the intercommunicator that comes of it joins those, in that order (none when
+/// a group has one member only).
+fn subgroups(g: &Groups) {
+    let me = g.inter.rank();
+    let local = g.inter.group();
+    let ranks: Vec<i32> = (1..local.size()).rev().collect();
+    let sub = local.include(&ranks);
+    let others = g.other.len() - 1;
+    match g.inter.split_by_subgroup_collective(&sub) {
+        None => assert!(
+            me == 0 || others == 0,
+            "member {me} left out (the other subgroup has {others})"
+        ),
+        Some(s) => {
+            assert_ne!(me, 0, "the first member is in no subgroup");
+            assert_eq!(
+                (s.size(), s.remote_size(), s.rank()),
+                (ranks.len() as i32, others as i32, local.size() - 1 - me)
+            );
+            // The other subgroup's members, by their world ranks, in its order.
+            let mut total = 0i64;
+            s.all_reduce_into(
+                &(g.mine[me as usize] as i64),
+                &mut total,
+                SystemOperation::sum(),
+            );
+            let want: i64 = g.other[1..].iter().map(|&w| w as i64).sum();
+            assert_eq!(total, want, "allreduce over the subgroups");
+            // Rank k of each subgroup trades world ranks with rank k of the other.
+            let k = s.rank();
+            if k < s.remote_size() {
+                let peer = s.process_at_rank(k);
+                peer.send_with_tag(&g.mine[me as usize], 5);
+                let (theirs, _) = peer.receive_with_tag::<i32>(5);
+                assert_eq!(
+                    theirs,
+                    g.other[g.other.len() - 1 - k as usize],
+                    "subgroup order"
+                );
+            }
         }
     }
 }

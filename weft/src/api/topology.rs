@@ -279,7 +279,10 @@ pub trait Communicator: AsCommunicator {
     }
     /// MPI_Comm_create: collective over this communicator; each rank passes a group (groups
     /// passed by different ranks must be equal or disjoint), members of a group get the
-    /// communicator of that group, others `None`.
+    /// communicator of that group, others `None`. On an intercommunicator each group's
+    /// members pass one subgroup of their own group, and the members of the two subgroups
+    /// get an intercommunicator between them (`None` everywhere when either is empty):
+    /// [`InterCommunicator::split_by_subgroup_collective`].
     #[track_caller]
     fn split_by_subgroup_collective(&self, group: &dyn Group) -> Option<SimpleCommunicator> {
         let d = self.comm_data();
@@ -295,10 +298,12 @@ pub trait Communicator: AsCommunicator {
                 )
             );
         }
-        // Disjoint groups have distinct smallest members: that is the split color.
+        // Disjoint groups have distinct smallest members: that is the split color. On an
+        // intercommunicator each group passes one subgroup (MPI): one color for both groups.
         let color = match g.rank_of(me) {
-            Some(_) => Color::with_value(*g.members().iter().min().expect("non-empty") as i32),
             None => Color::undefined(),
+            Some(_) if d.is_inter() => Color::with_value(0),
+            Some(_) => Color::with_value(*g.members().iter().min().expect("non-empty") as i32),
         };
         let key = g.rank_of(me).map_or(0, |r| r as i32);
         let c = self.split_by_color_with_key(color, key)?;

@@ -11,7 +11,7 @@
 //! group calls it on `process_at_rank(r)`, `r` being the root's rank in the root's group.
 
 use super::{
-    AsCommunicator, Color, Communicator, Key, Process, Rank, SimpleCommunicator, UserGroup,
+    AsCommunicator, Color, Communicator, Group, Key, Process, Rank, SimpleCommunicator, UserGroup,
 };
 use crate::comm::{self, CommData};
 use crate::error::{fatal, Result};
@@ -108,6 +108,15 @@ impl InterCommunicator {
         key: Key,
     ) -> Result<Option<InterCommunicator>> {
         Ok(Communicator::try_split_by_color_with_key(self, color, key)?.map(InterCommunicator))
+    }
+
+    /// MPI_Comm_create on an intercommunicator: every member of this group passes the same
+    /// subgroup of it (as the other group does of its own); the members of both subgroups
+    /// get an intercommunicator between them, ranked in the subgroups' order, the others
+    /// `None` (everyone, when either subgroup is empty). Collective over both groups.
+    #[track_caller]
+    pub fn split_by_subgroup_collective(&self, group: &dyn Group) -> Option<InterCommunicator> {
+        Communicator::split_by_subgroup_collective(self, group).map(InterCommunicator)
     }
 
     /// The root of a rooted collective, called at the root (MPI_ROOT): the other group
