@@ -417,6 +417,14 @@ fn misuse(world: &SimpleCommunicator) {
     let e = bad.try_start().unwrap_err();
     assert!(e.to_string().contains("receive buffer"), "{e}");
     assert!(!bad.is_active());
+    // An all-to-all-w with one send part too few, likewise.
+    let mut bad_w = world.all_to_all_w_init(vec![vec![0u64; 1]; n - 1], vec![vec![0u64; 1]; n]);
+    let e = bad_w.try_start().unwrap_err().to_string();
+    assert!(
+        e.contains("all_to_all_w_init") && e.contains(&format!("{} send parts", n - 1)),
+        "{e}"
+    );
+    assert!(!bad_w.is_active());
     let mut x = 0u64;
     world.all_reduce_into(&1u64, &mut x, SystemOperation::sum());
     assert_eq!(x, n as u64, "an allreduce after a failed start");
