@@ -66,14 +66,18 @@ fn sixteen_members_oversubscribed_with_the_default_wait_policy() {
 #[test]
 fn vectors_of_several_mib() {
     // 2 members: the allreduce through the area a MiB at a time, the rest by messages; the
-    // broadcast and allgather through the area too where non-temporal stores are kept (as
-    // the calibration finds on some machines, and as forced here), or by messages where
-    // ordinary stores win (forced too, so both routes run on any machine).
+    // broadcast through the area too where non-temporal stores are kept (as the calibration
+    // finds on some machines, and as forced here), or by messages where ordinary stores win
+    // (forced too, so both routes run on any machine). Allgathers of MiB blocks go by single
+    // copies up to 4 members; without them, by the area or by messages as the broadcast.
     for n in [2, 3, 4] {
         passes(n, "large", &[]);
     }
-    passes(2, "large", &["-x", "WEFT_COLL_SHM_STREAM=1"]);
-    passes(2, "large", &["-x", "WEFT_COLL_SHM_STREAM=0"]);
+    for stream in ["1", "0"] {
+        let set = format!("WEFT_COLL_SHM_STREAM={stream}");
+        passes(2, "large", &["-x", &set]);
+        passes(2, "large", &["-x", &set, "-x", "WEFT_SHM_SINGLE_COPY=0"]);
+    }
     passes(3, "large", &["-x", "WEFT_COLL_SHM=0"]);
     // Pieces that are not whole lines nor powers of two (99,992 bytes: whole 8- and 16-byte
     // elements), and messages for the same sizes.

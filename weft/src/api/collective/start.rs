@@ -7,7 +7,10 @@ use super::hierarchy::{Hierarchy, NodeEngine};
 use crate::api::datatype::Layout;
 use crate::api::point_to_point::{group_of, Staged};
 use crate::api::request::{Request, Scope};
-use crate::coll::shm::{AreaError, NodeArea, SizeMismatch, REDUCE_SCATTER_COPIES_FROM};
+use crate::coll::shm::{
+    allgather_copies_from, AreaError, NodeArea, SizeMismatch, ALLGATHER_COPIES_MEMBERS,
+    REDUCE_SCATTER_COPIES_FROM,
+};
 use crate::coll::{Members, Schedule};
 use crate::comm::node_memory::{Allocated, NodeSegment};
 use crate::comm::CommData;
@@ -641,7 +644,8 @@ impl ShmOp<'_> {
     /// ([`ShmOp::by_messages_on`]). All-to-alls of blocks over the eager limit go by single
     /// copies from member to member, whatever their size, where the members can copy from
     /// each other's memory (`NodeArea::alltoall_by_copies`; by messages where they cannot,
-    /// when larger than a slot).
+    /// when larger than a slot); so do allgathers of blocks from `allgather_copies_from` on at
+    /// most `ALLGATHER_COPIES_MEMBERS` members.
     #[inline]
     pub(crate) fn fits(&self, writes: usize, slot: usize, members: usize, t: &Tunables) -> bool {
         writes <= slot
@@ -652,7 +656,8 @@ impl ShmOp<'_> {
     /// Whether the area may run this collective of more than a slot by single copies, from
     /// member to member (if its members can copy from each other's memory: `by_messages_on`
     /// says when they cannot): an all-to-all, a scatter or a gather to one root of blocks
-    /// over the eager limit; a reduce-scatter
+    /// over the eager limit; an allgather of blocks from `allgather_copies_from` on at most
+    /// `ALLGATHER_COPIES_MEMBERS` members; a reduce-scatter
     /// on 2 members with a commutative operation from `REDUCE_SCATTER_COPIES_FROM` bytes a
     /// block.
     fn by_copies_maybe(&self, writes: usize, members: usize, t: &Tunables) -> bool {
@@ -662,6 +667,11 @@ impl ShmOp<'_> {
         match self {
             ShmOp::Alltoall | ShmOp::Scatter { .. } => writes / members > t.eager_limit,
             ShmOp::Gather { root: Some(_) } => writes > t.eager_limit,
+            ShmOp::Gather { root: None } => {
+                members <= ALLGATHER_COPIES_MEMBERS
+                    && writes >= allgather_copies_from(members)
+                    && writes > t.eager_limit
+            }
             ShmOp::ReduceScatterBlock {
                 commutative: true, ..
             } => members == 2 && writes / 2 >= REDUCE_SCATTER_COPIES_FROM,
@@ -673,7 +683,7 @@ impl ShmOp<'_> {
     /// all-to-all, scatter, gather to a root or reduce-scatter larger than a slot whose members cannot copy
     /// from each other's memory (`NodeArea::*_by_copies_applies`); and where single copies
     /// win ([`NodeArea::single_copies_win`]: 2 members), a broadcast or an allgather beyond
-    /// the slot, and a scatter whose blocks are sent by rendezvous (over `eager_limit`) when
+    /// the slot (but for an allgather the area runs by single copies), and a scatter whose blocks are sent by rendezvous (over `eager_limit`) when
     /// the members cannot copy from each other's memory in the area's own way, each block
     /// copied once from the sender's buffer to the receiver's. On the Intel VM, 2 ranks, 64
     /// KiB blocks: scatter 5.8 µs by messages against 6.3 through the area; 32 KiB (sent
@@ -681,6 +691,7 @@ impl ShmOp<'_> {
     #[inline]
     fn by_messages_on(&self, area: &NodeArea, writes: usize, eager_limit: usize) -> bool {
         match self {
+            ShmOp::Gather { root: None } if area.allgather_by_copies_applies(writes) => false,
             ShmOp::Bcast { .. } | ShmOp::Gather { root: None } => {
                 writes > area.slot() && area.single_copies_win()
             }
@@ -744,6 +755,9 @@ fn run_shm(
         } => area.scan(engine, src, dst, combine, elem, exclusive)?,
         ShmOp::Gather { root: Some(root) } if area.gather_by_copies_applies(src.len()) => {
             area.gather_by_copies(engine, root, src, dst)?
+        }
+        ShmOp::Gather { root: None } if area.allgather_by_copies_applies(src.len()) => {
+            area.allgather_by_copies(engine, src, dst)?
         }
         ShmOp::Gather { root } => area.gather(engine, root, src, dst)?,
         ShmOp::Scatter { root } if area.scatter_by_copies_applies(dst.len()) => {

@@ -46,7 +46,9 @@ use crate::fabric::{Fabric, PullError};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 mod single_copy;
-pub use single_copy::REDUCE_SCATTER_COPIES_FROM;
+pub use single_copy::{
+    allgather_copies_from, ALLGATHER_COPIES_MEMBERS, REDUCE_SCATTER_COPIES_FROM,
+};
 mod stores;
 
 /// Small-data slots per member: a member may run this many collectives less one ahead of the

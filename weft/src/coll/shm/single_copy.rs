@@ -54,6 +54,34 @@ const MOST_WORDS: usize = 3;
 /// 270; but 64 KiB 20.9 against 13.1, 192 KiB 35.5 against 34.0.
 pub const ALLREDUCE_COPIES_FROM: usize = 256 << 10;
 
+/// Allgathers of 3 or more members with blocks of at least this many bytes go by single
+/// copies ([`NodeArea::allgather_by_copies`]) rather than through the area; 2 members' from
+/// the eager limit, as all-to-alls ([`allgather_copies_from`]). On the Intel VM
+/// (`bench/ab.py`, interleaved; µs through the area against by copies, pushes first; "every
+/// line": the send data all written before each call, as programs write it; else one word per
+/// 4 KiB, the benchmark's way above 64 KiB): 2 ranks, every line 64 KiB 11.8 against 7.9, 256
+/// KiB 54.5 against 25.7, 512 KiB 103 against 54; one word per 4 KiB 256 KiB 35.4 against 20.2
+/// (Open MPI 4.1 23-25). 4 ranks, every line 64 KiB 39-48 against 57, 256 KiB 203 against 211,
+/// 512 KiB 430 against 411; one word per 4 KiB 64 KiB 36 against 56, 512 KiB 420 against 343,
+/// 1 MiB 855 against 650 (pulls first), 4 MiB 3,720 against 2,887 (pulls first).
+pub const ALLGATHER_COPIES_FROM: usize = 512 << 10;
+
+/// The smallest block an allgather of `members` goes by single copies from (where blocks are
+/// larger than the eager limit, too: [`NodeArea::allgather_by_copies_applies`]).
+pub fn allgather_copies_from(members: usize) -> usize {
+    if members <= 2 {
+        0
+    } else {
+        ALLGATHER_COPIES_FROM
+    }
+}
+
+/// Allgathers go by single copies on at most this many members: from 8 on 2 CPUs the area's
+/// one write per block for seven readers kept up (1 MiB 3,313 µs against 3,381 by copies, 4
+/// MiB 19,581 against 20,809, every line written; 2,948 against 2,719 and 19,356 against
+/// 18,717 with the benchmark's one word per 4 KiB; pulls first).
+pub const ALLGATHER_COPIES_MEMBERS: usize = 4;
+
 /// Reduce-scatters with blocks of at least this many bytes on 2 members with a commutative
 /// operation go by single copies ([`NodeArea::reduce_scatter_by_copies`]). On the Intel VM:
 /// 64 KiB blocks 11.1 µs against 14.4 through the area, 1 MiB 246 against 330 (by messages);
@@ -156,29 +184,80 @@ impl NodeArea {
     }
 
     /// All-to-all with equal blocks by single copies, each block copied once by whichever of
-    /// its two members gets to it first: `src` holds a block for each member, `dst` gets
-    /// member j's block for me as its block j. Every member says where its `src` and `dst`
-    /// lie; then it copies the blocks meant for it from the others' `src` (pulls), its own
-    /// block, and its blocks for the others into their `dst` (pushes), each copy claimed
-    /// first in the destination's [`Mark::Claimed`] set, so that a member with a CPU does the
-    /// copies of members that wait for one (ranks outnumbering cores). A member leaves once
-    /// every copy into its `dst` and out of its `src` is done: no barrier.
-    ///
-    /// Sizes that differ are seen alike by every member (each reads every member's sizes
-    /// before any copy): then none copies, and each reports the first member whose size
-    /// differs from its own. A failed copy is reported by the member that made it and by the
-    /// member whose block it was to fill; everything else still completes.
+    /// its two members gets to it first ([`NodeArea::exchange_by_copies`]): `src` holds a
+    /// block for each member, `dst` gets member j's block for me as its block j.
     pub fn alltoall_by_copies(
         &mut self,
         w: &mut impl Waiter,
         src: &[u8],
         dst: &mut [u8],
     ) -> Result<(), AreaError> {
+        let len = src.len() / self.n();
+        self.exchange_by_copies(w, src, dst, len, len)
+    }
+
+    /// Whether an allgather of `len`-byte blocks goes by single copies
+    /// ([`NodeArea::allgather_by_copies`]): on at most [`ALLGATHER_COPIES_MEMBERS`] members,
+    /// from [`allgather_copies_from`], where an all-to-all of blocks that size would.
+    #[inline]
+    pub fn allgather_by_copies_applies(&self, len: usize) -> bool {
+        self.n() <= ALLGATHER_COPIES_MEMBERS
+            && len >= allgather_copies_from(self.n())
+            && self.alltoall_by_copies_applies(len.saturating_mul(self.n()))
+    }
+
+    /// Allgather by single copies: every member's `src` (one block) into every member's
+    /// `dst` at its rank's block, each copy claimed and made as in
+    /// [`NodeArea::alltoall_by_copies`] (the same block for every member instead of one per
+    /// member). Through the area each block was written once and read by every other member;
+    /// so, each is copied once per reader, by the reader or by its writer (measured at
+    /// [`ALLGATHER_COPIES_FROM`]).
+    pub fn allgather_by_copies(
+        &mut self,
+        w: &mut impl Waiter,
+        src: &[u8],
+        dst: &mut [u8],
+    ) -> Result<(), AreaError> {
+        self.exchange_by_copies(w, src, dst, src.len(), 0)
+    }
+
+    /// [`NodeArea::alltoall_by_copies`] and [`NodeArea::allgather_by_copies`]: `dst` gets a
+    /// `len`-byte block from each member, member j's from j's `src` at `me × stride` (its
+    /// block for me: `stride` is `len` in an all-to-all, 0 in an allgather, where every
+    /// member gets the same block). Every member says where its `src` and `dst` lie; then it
+    /// copies its blocks for the others into their `dst` (pushes), its own block, and the
+    /// blocks meant for it from the others' `src` (pulls), each copy claimed first in the
+    /// destination's [`Mark::Claimed`] set, so that a member with a CPU does the copies of
+    /// members that wait for one (ranks outnumbering cores). A member leaves once every copy
+    /// into its `dst` and out of its `src` is done: no barrier.
+    ///
+    /// Pushes first: a program has usually just written its `src`, whose lines are then in
+    /// its own CPU's cache, where a pull must take them from another CPU's one by one. On the
+    /// Intel VM (`bench/ab.py`, interleaved, every line of the send data written before each
+    /// call; µs, pulls first against pushes first): 2 ranks, all-to-all of 64 KiB blocks 17.9
+    /// against 9.7, 1 MiB 272 against 248, allgather of 1 MiB 247 against 173; 4 ranks,
+    /// all-to-all of 64 KiB 66.6 against 55.8, 256 KiB 296 against 267-300. With one word
+    /// per 4 KiB written (the benchmark's way above 64 KiB) the order made no difference
+    /// beyond the noise.
+    ///
+    /// Sizes that differ are seen alike by every member (each reads every member's sizes
+    /// before any copy): then none copies, and each reports the first member whose size
+    /// differs from its own. A failed copy is reported by the member that made it and by the
+    /// member whose block it was to fill; everything else still completes.
+    fn exchange_by_copies(
+        &mut self,
+        w: &mut impl Waiter,
+        src: &[u8],
+        dst: &mut [u8],
+        len: usize,
+        stride: usize,
+    ) -> Result<(), AreaError> {
         let (n, me) = (self.n(), self.me);
-        let len = src.len() / n;
-        // The others write my `dst` as far as my `src` is long: a `dst` of another length is
-        // said as a size no member has, so that nobody copies.
-        let fits = dst.len() == src.len();
+        // The others write my `dst` as far as their blocks for me, as long as mine, reach: a
+        // `dst` of another length than n blocks is said as a size no member has, so that
+        // nobody copies.
+        let src_len = if stride == 0 { len } else { n * len };
+        let fits = dst.len() == n * len && src.len() == src_len;
         let said_len = if fits { src.len() as u64 } else { u64::MAX };
         let words = [src.as_ptr() as u64, said_len, dst.as_mut_ptr() as u64];
         let (k, sizes) = self.say_where(w, &words);
@@ -187,29 +266,29 @@ impl NodeArea {
             return Err(AreaError::Sizes(SizeMismatch {
                 member: me,
                 theirs: dst.len(),
-                mine: src.len(),
+                mine: n * len,
             }));
         }
         for j in (0..n).filter(|&j| j != me) {
             same_size(j, self.said(j, k, 1) as usize, src.len())?;
         }
+        let block = |m: usize| m * stride..m * stride + len;
         let mut failed = None;
-        for step in 1..n {
-            let j = (me + step) % n;
-            let from = self.said(j, k, 0) + (me * len) as u64;
-            // SAFETY: member j lent its `src` (as long as mine, so my block lies inside it)
-            // until every copy out of it is marked done, this one among them.
-            let r = unsafe { self.pull_claimed(w, j, k, from, &mut dst[j * len..(j + 1) * len]) };
-            failed = failed.or(r);
-        }
-        let mine = me * len..(me + 1) * len;
-        dst[mine.clone()].copy_from_slice(&src[mine]);
         for step in 1..n {
             let m = (me + step) % n;
             let into = self.said(m, k, 2) + (me * len) as u64;
-            // SAFETY: member m lent its `dst` (as long as my `src`, so my block's place lies
-            // inside it) until every copy into it is marked done, this one among them.
-            let r = unsafe { self.push_claimed(w, m, k, into, &src[m * len..(m + 1) * len]) };
+            // SAFETY: member m lent its `dst` (n blocks as long as mine, so my block's place
+            // lies inside it) until every copy into it is marked done, this one among them.
+            let r = unsafe { self.push_claimed(w, m, k, into, &src[block(m)]) };
+            failed = failed.or(r);
+        }
+        copy_own_block(&src[block(me)], dst, me * len);
+        for step in 1..n {
+            let j = (me + step) % n;
+            let from = self.said(j, k, 0) + (me * stride) as u64;
+            // SAFETY: member j lent its `src` (as long as mine, so its block for me lies
+            // inside it) until every copy out of it is marked done, this one among them.
+            let r = unsafe { self.pull_claimed(w, j, k, from, &mut dst[j * len..(j + 1) * len]) };
             failed = failed.or(r);
         }
         let all_done = |a: &NodeArea| {
@@ -595,6 +674,25 @@ fn same_size(j: usize, theirs: usize, mine: usize) -> Result<(), AreaError> {
 }
 
 /// The error of a single copy of `len` bytes from member `j` that failed.
+/// Copies this member's own block `from` into `dst` at `at`: by non-temporal stores when
+/// `dst` is as large as the schedules' own-block copy takes them for
+/// ([`crate::coll::alltoall::STREAM_OWN_FROM`]), where the call's data do not stay in the
+/// caches and ordinary stores would read every destination line first. Measured on the Intel
+/// VM (`bench/ab.py -n 2`, interleaved): with ordinary stores the all-to-all by single copies
+/// lost to the one by messages, which streamed its own block, from 4 MiB receive buffers on
+/// (4 MiB blocks 755 µs against 695; 2 MiB 371 against 347); streamed, 696 and 342.
+fn copy_own_block(from: &[u8], dst: &mut [u8], at: usize) {
+    let stream = dst.len() >= crate::coll::alltoall::STREAM_OWN_FROM;
+    let to = &mut dst[at..at + from.len()];
+    if stream {
+        // SAFETY: `from` and `to` are `from.len()` bytes each, and do not overlap (one is
+        // borrowed shared, the other mutably).
+        unsafe { crate::sys::cpu::copy_streaming(from.as_ptr(), to.as_mut_ptr(), from.len()) }
+    } else {
+        to.copy_from_slice(from);
+    }
+}
+
 fn copy_failed(e: crate::fabric::PullError, j: usize, len: usize) -> crate::Error {
     match e {
         crate::fabric::PullError::Failed(e) => e,

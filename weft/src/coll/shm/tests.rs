@@ -652,6 +652,41 @@ fn a_member_with_another_block_size_is_reported_by_every_member_and_none_copies_
     });
 }
 
+#[test]
+fn members_allgather_large_blocks_by_single_copies_and_report_a_block_that_differs() {
+    for n in [2, 3, 4, 5] {
+        members(n, 4096, move |a, me| {
+            a.agree_on_single_copy(&mut Spin, true, 1000);
+            // From 3 members, from ALLGATHER_COPIES_FROM; at 2, over the bound (1000 here).
+            let from = super::allgather_copies_from(n).max(1001);
+            let applies = n <= super::ALLGATHER_COPIES_MEMBERS;
+            assert_eq!(a.allgather_by_copies_applies(from), applies, "n={n}");
+            assert!(!a.allgather_by_copies_applies(from - 1), "n={n}");
+            for round in 0..40 {
+                let len = [1001, 40_000, 4097][round % 3];
+                let mut got = vec![0; n * len];
+                let src = data(me, round, len);
+                a.allgather_by_copies(&mut Spin, &src, &mut got).unwrap();
+                let want: Vec<u8> = (0..n).flat_map(|j| data(j, round, len)).collect();
+                assert_eq!(got, want, "n={n} round {round} member {me}");
+            }
+            // A member whose block is longer: every member reports it, and none copies.
+            let len = if me == n - 1 { 1500 } else { 1000 };
+            let mut got = vec![0xee; n * len];
+            let e = a.allgather_by_copies(&mut Spin, &data(me, 0, len), &mut got);
+            let want = if me == n - 1 { (0, 1000, 1500) } else { (n - 1, 1500, 1000) };
+            match e {
+                Err(AreaError::Sizes(m)) => assert_eq!((m.member, m.theirs, m.mine), want),
+                other => panic!("n={n} member {me} got {other:?}"),
+            }
+            assert!(got.iter().all(|&b| b == 0xee), "n={n} member {me}");
+            let mut b = vec![0; n];
+            a.gather(&mut Spin, None, &[me as u8], &mut b).unwrap();
+            assert_eq!(b, (0..n as u8).collect::<Vec<_>>());
+        });
+    }
+}
+
 /// A commutative combine: wrapping sums of 8-byte words.
 fn sums() -> Combine {
     Rc::new(|input: &[u8], inout: &mut [u8]| {
