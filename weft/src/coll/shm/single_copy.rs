@@ -674,15 +674,21 @@ fn same_size(j: usize, theirs: usize, mine: usize) -> Result<(), AreaError> {
 }
 
 /// The error of a single copy of `len` bytes from member `j` that failed.
+/// Outputs of at least this many bytes take the member's own block by non-temporal stores in
+/// the collectives by copies ([`copy_own_block`]): such data does not stay in the caches, and
+/// ordinary stores would read every line of the output first. Lower than the schedules' own
+/// block copy's bound ([`crate::coll::alltoall::STREAM_OWN_FROM`]), measured here: on the
+/// Intel VM (`bench/ab.py -n 2`, interleaved, µs, ordinary stores against non-temporal), an
+/// all-to-all of 1 MiB blocks (2 MiB outputs) 175 against 154, an allgather 133 against 115;
+/// of 2 MiB blocks 371 against 342, of 4 MiB 755 against 696. With 1 MiB outputs (512 KiB
+/// blocks) the non-temporal stores lost (all-to-all 56.5 against 63.6); at 4 ranks 512 KiB
+/// blocks (2 MiB outputs) they made no difference beyond the noise.
+pub const STREAM_OWN_FROM: usize = 2 << 20;
+
 /// Copies this member's own block `from` into `dst` at `at`: by non-temporal stores when
-/// `dst` is as large as the schedules' own-block copy takes them for
-/// ([`crate::coll::alltoall::STREAM_OWN_FROM`]), where the call's data do not stay in the
-/// caches and ordinary stores would read every destination line first. Measured on the Intel
-/// VM (`bench/ab.py -n 2`, interleaved): with ordinary stores the all-to-all by single copies
-/// lost to the one by messages, which streamed its own block, from 4 MiB receive buffers on
-/// (4 MiB blocks 755 µs against 695; 2 MiB 371 against 347); streamed, 696 and 342.
+/// `dst` holds [`STREAM_OWN_FROM`] bytes or more.
 fn copy_own_block(from: &[u8], dst: &mut [u8], at: usize) {
-    let stream = dst.len() >= crate::coll::alltoall::STREAM_OWN_FROM;
+    let stream = dst.len() >= STREAM_OWN_FROM;
     let to = &mut dst[at..at + from.len()];
     if stream {
         // SAFETY: `from` and `to` are `from.len()` bytes each, and do not overlap (one is

@@ -556,13 +556,25 @@ fn a_member_whose_copies_fail_reports_it_and_the_others_go_on() {
     });
 }
 
-/// A waiter that counts its copies (and everyone's in `all`); its first pull opens `opens`
-/// and then waits until `gate` opens.
+/// A waiter that counts its copies (and everyone's in `all`); its first copy (a pull or a
+/// push) opens `opens` and then waits until `gate` opens.
 struct Counting {
-    pulls: usize,
+    copies: usize,
     all: Arc<std::sync::atomic::AtomicUsize>,
     opens: Option<Arc<std::sync::atomic::AtomicBool>>,
     gate: Option<Arc<std::sync::atomic::AtomicBool>>,
+}
+impl Counting {
+    fn count(&mut self) {
+        if let Some(opens) = self.opens.take() {
+            opens.store(true, Ordering::Release);
+        }
+        if let Some(gate) = self.gate.take() {
+            Spin.wait_until(&mut || gate.load(Ordering::Acquire));
+        }
+        self.copies += 1;
+        self.all.fetch_add(1, Ordering::Relaxed);
+    }
 }
 impl Waiter for Counting {
     fn wait_until(&mut self, ready: &mut dyn FnMut() -> bool) {
@@ -570,19 +582,12 @@ impl Waiter for Counting {
     }
     fn wake_all(&mut self, _world: &[u32]) {}
     unsafe fn pull(&mut self, peer: u32, remote: u64, dst: &mut [u8]) -> Result<(), PullError> {
-        if let Some(opens) = self.opens.take() {
-            opens.store(true, Ordering::Release);
-        }
-        if let Some(gate) = self.gate.take() {
-            Spin.wait_until(&mut || gate.load(Ordering::Acquire));
-        }
-        self.pulls += 1;
-        self.all.fetch_add(1, Ordering::Relaxed);
+        self.count();
         // SAFETY: the caller's promise, passed on.
         unsafe { Spin.pull(peer, remote, dst) }
     }
     unsafe fn push(&mut self, peer: u32, remote: u64, src: &[u8]) -> Result<(), PullError> {
-        self.all.fetch_add(1, Ordering::Relaxed);
+        self.count();
         // SAFETY: the caller's promise, passed on.
         unsafe { Spin.push(peer, remote, src) }
     }
@@ -591,9 +596,11 @@ impl Waiter for Counting {
 #[test]
 fn members_with_a_cpu_make_the_copies_of_a_member_without_one() {
     use std::sync::atomic::{AtomicBool, AtomicUsize};
-    // Member 2 is held in its first copy (from member 0, claimed before anyone else could:
-    // members 0 and 1 wait in their first copies until it is there) until member 1 has left
-    // the all-to-all: member 1 must have copied its block into member 2's buffer itself.
+    // Member 2 is held in its first copy (its push to member 0, claimed before anyone else
+    // could: members 0 and 1 wait in their first copies, their pushes to the next member,
+    // until it is there) until member 1 has left the all-to-all and member 0 has made its
+    // copies: member 1 must have made both copies between itself and member 2, its push and
+    // its pull.
     let (there, gone) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
     let all = Arc::new(AtomicUsize::new(0));
     let all_then = all.clone();
@@ -603,15 +610,18 @@ fn members_with_a_cpu_make_the_copies_of_a_member_without_one() {
             2 => (Some(there.clone()), Some(gone.clone())),
             _ => (None, Some(there.clone())),
         };
-        let mut w = Counting { pulls: 0, all: all.clone(), opens, gate };
+        let mut w = Counting { copies: 0, all: all.clone(), opens, gate };
         let (src, mut got) = (data(me, 7, 3 * 5000), vec![0; 3 * 5000]);
         a.alltoall_by_copies(&mut w, &src, &mut got).unwrap();
         if me == 1 {
+            // Member 1 has left; member 2 goes on once member 0 has made its copies too (its
+            // push into member 2's buffer among them), so that member 2 has none left to claim.
+            Spin.wait_until(&mut || all.load(Ordering::Relaxed) >= 5);
             gone.store(true, Ordering::Release);
         }
         assert_eq!(got, alltoall_want(3, me, 7, 5000), "member {me}");
         if me == 2 {
-            assert_eq!(w.pulls, 1, "member 2 copied the block member 1 had copied for it");
+            assert_eq!(w.copies, 1, "member 1 made the copies between it and member 2");
         }
         // And the area goes on as usual.
         let mut b = [0; 3];
