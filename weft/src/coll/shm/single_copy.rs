@@ -1,9 +1,10 @@
-//! All-to-alls and scatters of large blocks, and large reductions on 2 members, by single
-//! copies: every member says in the area where its buffers lie and copies what it needs
-//! straight from the others' buffers into its own (`process_vm_readv`), so each block is
-//! copied once, where through the area's buffers it would be copied twice (in by its writer,
-//! out by its reader). In an all-to-all either member of a pair may copy the block between
-//! them (into its own buffer, or out of it with `process_vm_writev`): whichever claims it
+//! All-to-alls, allgathers, gathers and scatters of large blocks, and large reductions on 2
+//! members, by single copies: every member says in the area where its buffers lie and copies
+//! what it needs straight from the others' buffers into its own (`process_vm_readv`), so each
+//! block is copied once, where through the area's buffers it would be copied twice (in by its
+//! writer, out by its reader). In an all-to-all, an allgather or a gather either member of a
+//! pair may copy the block between them (into its own buffer, or out of it with
+//! `process_vm_writev`): whichever claims it
 //! first in the area, so that the members that have a CPU do the copies of those that wait
 //! for one. The area carries only the addresses, the claims and the flags; whether the members
 //! may copy from each other's memory at all (a seccomp filter, Yama's ptrace scope or
