@@ -8,8 +8,7 @@ use crate::api::datatype::Layout;
 use crate::api::point_to_point::{group_of, Staged};
 use crate::api::request::{Request, Scope};
 use crate::coll::shm::{
-    allgather_copies_from, AreaError, NodeArea, SizeMismatch, ALLGATHER_COPIES_MEMBERS,
-    REDUCE_SCATTER_COPIES_FROM,
+    allgather_by_copies_fits, AreaError, NodeArea, SizeMismatch, REDUCE_SCATTER_COPIES_FROM,
 };
 use crate::coll::{Members, Schedule};
 use crate::comm::node_memory::{Allocated, NodeSegment};
@@ -644,8 +643,7 @@ impl ShmOp<'_> {
     /// ([`ShmOp::by_messages_on`]). All-to-alls of blocks over the eager limit go by single
     /// copies from member to member, whatever their size, where the members can copy from
     /// each other's memory (`NodeArea::alltoall_by_copies`; by messages where they cannot,
-    /// when larger than a slot); so do allgathers of blocks from `allgather_copies_from` on at
-    /// most `ALLGATHER_COPIES_MEMBERS` members.
+    /// when larger than a slot); so do the allgathers `allgather_by_copies_fits` names.
     #[inline]
     pub(crate) fn fits(&self, writes: usize, slot: usize, members: usize, t: &Tunables) -> bool {
         writes <= slot
@@ -656,8 +654,7 @@ impl ShmOp<'_> {
     /// Whether the area may run this collective of more than a slot by single copies, from
     /// member to member (if its members can copy from each other's memory: `by_messages_on`
     /// says when they cannot): an all-to-all, a scatter or a gather to one root of blocks
-    /// over the eager limit; an allgather of blocks from `allgather_copies_from` on at most
-    /// `ALLGATHER_COPIES_MEMBERS` members; a reduce-scatter
+    /// over the eager limit; an allgather as `allgather_by_copies_fits` says; a reduce-scatter
     /// on 2 members with a commutative operation from `REDUCE_SCATTER_COPIES_FROM` bytes a
     /// block.
     fn by_copies_maybe(&self, writes: usize, members: usize, t: &Tunables) -> bool {
@@ -668,9 +665,7 @@ impl ShmOp<'_> {
             ShmOp::Alltoall | ShmOp::Scatter { .. } => writes / members > t.eager_limit,
             ShmOp::Gather { root: Some(_) } => writes > t.eager_limit,
             ShmOp::Gather { root: None } => {
-                members <= ALLGATHER_COPIES_MEMBERS
-                    && writes >= allgather_copies_from(members)
-                    && writes > t.eager_limit
+                allgather_by_copies_fits(members, writes, t.eager_limit)
             }
             ShmOp::ReduceScatterBlock {
                 commutative: true, ..
@@ -683,8 +678,8 @@ impl ShmOp<'_> {
     /// all-to-all, scatter, gather to a root or reduce-scatter larger than a slot whose members cannot copy
     /// from each other's memory (`NodeArea::*_by_copies_applies`); and where single copies
     /// win ([`NodeArea::single_copies_win`]: 2 members), a broadcast or an allgather beyond
-    /// the slot (but for an allgather the area runs by single copies), and a scatter whose blocks are sent by rendezvous (over `eager_limit`) when
-    /// the members cannot copy from each other's memory in the area's own way, each block
+    /// the slot (but for an allgather the area runs by single copies), and a scatter whose
+    /// blocks are sent by rendezvous (over `eager_limit`) when the members cannot copy from each other's memory in the area's own way, each block
     /// copied once from the sender's buffer to the receiver's. On the Intel VM, 2 ranks, 64
     /// KiB blocks: scatter 5.8 µs by messages against 6.3 through the area; 32 KiB (sent
     /// eagerly, copied twice): 7.2 against 5.1.

@@ -46,9 +46,7 @@ use crate::fabric::{Fabric, PullError};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 mod single_copy;
-pub use single_copy::{
-    allgather_copies_from, ALLGATHER_COPIES_MEMBERS, REDUCE_SCATTER_COPIES_FROM,
-};
+pub use single_copy::{allgather_by_copies_fits, REDUCE_SCATTER_COPIES_FROM};
 mod stores;
 
 /// Small-data slots per member: a member may run this many collectives less one ahead of the

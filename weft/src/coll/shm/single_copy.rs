@@ -57,7 +57,7 @@ pub const ALLREDUCE_COPIES_FROM: usize = 256 << 10;
 
 /// Allgathers of 3 or more members with blocks of at least this many bytes go by single
 /// copies ([`NodeArea::allgather_by_copies`]) rather than through the area; 2 members' from
-/// the eager limit, as all-to-alls ([`allgather_copies_from`]). On the Intel VM
+/// the eager limit, as all-to-alls ([`allgather_by_copies_fits`]). On the Intel VM
 /// (`bench/ab.py`, interleaved; µs through the area against by copies, pushes first; "every
 /// line": the send data all written before each call, as programs write it; else one word per
 /// 4 KiB, the benchmark's way above 64 KiB): 2 ranks, every line 64 KiB 11.8 against 7.9, 256
@@ -67,14 +67,14 @@ pub const ALLREDUCE_COPIES_FROM: usize = 256 << 10;
 /// 1 MiB 855 against 650 (pulls first), 4 MiB 3,720 against 2,887 (pulls first).
 pub const ALLGATHER_COPIES_FROM: usize = 512 << 10;
 
-/// The smallest block an allgather of `members` goes by single copies from (where blocks are
-/// larger than the eager limit, too: [`NodeArea::allgather_by_copies_applies`]).
-pub fn allgather_copies_from(members: usize) -> usize {
-    if members <= 2 {
-        0
-    } else {
-        ALLGATHER_COPIES_FROM
-    }
+/// Whether an allgather of `members` with `len`-byte blocks goes by single copies, where the
+/// members may copy from each other's memory and blocks over `over` bytes do (the eager
+/// limit, as for all-to-alls): on at most [`ALLGATHER_COPIES_MEMBERS`] members, from
+/// [`ALLGATHER_COPIES_FROM`] on 3 or more. The one rule, for the router
+/// (`ShmOp::by_copies_maybe`) and the area ([`NodeArea::allgather_by_copies_applies`]).
+pub fn allgather_by_copies_fits(members: usize, len: usize, over: usize) -> bool {
+    let from = if members <= 2 { 0 } else { ALLGATHER_COPIES_FROM };
+    (2..=ALLGATHER_COPIES_MEMBERS).contains(&members) && len >= from && len > over
 }
 
 /// Allgathers go by single copies on at most this many members: from 8 on 2 CPUs the area's
@@ -198,13 +198,12 @@ impl NodeArea {
     }
 
     /// Whether an allgather of `len`-byte blocks goes by single copies
-    /// ([`NodeArea::allgather_by_copies`]): on at most [`ALLGATHER_COPIES_MEMBERS`] members,
-    /// from [`allgather_copies_from`], where an all-to-all of blocks that size would.
+    /// ([`NodeArea::allgather_by_copies`]): [`allgather_by_copies_fits`], with the bound the
+    /// area agreed on ([`NodeArea::agree_on_single_copy`]).
     #[inline]
     pub fn allgather_by_copies_applies(&self, len: usize) -> bool {
-        self.n() <= ALLGATHER_COPIES_MEMBERS
-            && len >= allgather_copies_from(self.n())
-            && self.alltoall_by_copies_applies(len.saturating_mul(self.n()))
+        self.copies_over
+            .is_some_and(|over| allgather_by_copies_fits(self.n(), len, over))
     }
 
     /// Allgather by single copies: every member's `src` (one block) into every member's

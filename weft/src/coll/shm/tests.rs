@@ -668,8 +668,8 @@ fn members_allgather_large_blocks_by_single_copies_and_report_a_block_that_diffe
         members(n, 4096, move |a, me| {
             a.agree_on_single_copy(&mut Spin, true, 1000);
             // From 3 members, from ALLGATHER_COPIES_FROM; at 2, over the bound (1000 here).
-            let from = super::allgather_copies_from(n).max(1001);
-            let applies = n <= super::ALLGATHER_COPIES_MEMBERS;
+            let from = if n == 2 { 1001 } else { single_copy::ALLGATHER_COPIES_FROM };
+            let applies = n <= single_copy::ALLGATHER_COPIES_MEMBERS;
             assert_eq!(a.allgather_by_copies_applies(from), applies, "n={n}");
             assert!(!a.allgather_by_copies_applies(from - 1), "n={n}");
             for round in 0..40 {
