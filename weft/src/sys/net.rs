@@ -167,6 +167,34 @@ pub fn set_dead_peer_timeout(sock: &impl AsRawFd, timeout: Duration) -> io::Resu
     setsockopt_int(sock, libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT, ms)
 }
 
+/// Bounds how much data not yet sent a TCP socket queues (`TCP_NOTSENT_LOWAT`): writes take
+/// no more once that much waits behind what is on the wire (data in flight is not counted).
+pub fn set_notsent_lowat(sock: &impl AsRawFd, bytes: usize) -> io::Result<()> {
+    let b = bytes.min(i32::MAX as usize) as i32;
+    setsockopt_int(sock, libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT, b)
+}
+
+/// The socket's `TCP_NOTSENT_LOWAT`.
+pub fn notsent_lowat(sock: &impl AsRawFd) -> io::Result<usize> {
+    let mut value: i32 = 0;
+    let mut len = std::mem::size_of::<i32>() as libc::socklen_t;
+    // SAFETY: `value` is a live, writable c_int and `len` a live socklen_t holding its size,
+    // which the kernel updates; the fd is borrowed and open.
+    let rc = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_NOTSENT_LOWAT,
+            &mut value as *mut i32 as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(value as u32 as usize)
+}
+
 /// Sets the congestion-control algorithm of a TCP socket (`TCP_CONGESTION`), e.g. `reno`.
 /// The kernel refuses a name it does not have (`ENOENT`) or that unprivileged processes may
 /// not choose (`EPERM`: not in `net.ipv4.tcp_allowed_congestion_control`).
@@ -346,6 +374,14 @@ mod tests {
         let e = set_congestion_control(&s, "no-such-algorithm").unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::ENOENT), "{e}");
         assert_eq!(congestion_control(&s).unwrap(), "reno", "a refusal changes nothing");
+    }
+
+    #[test]
+    fn the_unsent_queue_bound_is_set_and_read_back() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let s = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        set_notsent_lowat(&s, 256 << 10).unwrap();
+        assert_eq!(notsent_lowat(&s).unwrap(), 256 << 10);
     }
 
     #[test]

@@ -94,6 +94,9 @@ pub struct TcpConfig {
     pub handshake_timeout: Duration,
     /// Congestion-control algorithm of every connection (`None`: the kernel's default).
     pub congestion: Option<String>,
+    /// Most unsent data a connection queues in the kernel (`TCP_NOTSENT_LOWAT`; 0: the
+    /// system's).
+    pub notsent_lowat: usize,
 }
 
 impl TcpConfig {
@@ -109,6 +112,7 @@ impl TcpConfig {
                 "" | "system" => None,
                 name => Some(name.to_string()),
             },
+            notsent_lowat: t.tcp_notsent_lowat,
         }
     }
 }
@@ -882,6 +886,9 @@ impl TcpTransport {
             stream.set_nonblocking(true)?;
             stream.set_nodelay(true)?;
             net::set_dead_peer_timeout(&stream, self.cfg.timeout)?;
+            if self.cfg.notsent_lowat > 0 {
+                net::set_notsent_lowat(&stream, self.cfg.notsent_lowat)?;
+            }
             Ok::<_, std::io::Error>(())
         })();
         self.set_congestion(&stream);

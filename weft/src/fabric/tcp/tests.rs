@@ -170,6 +170,37 @@ fn full_connect_makes_every_connection_during_start_up() {
     assert_eq!(conns, vec![2, 2, 2]);
 }
 
+/// Each rank's `TCP_NOTSENT_LOWAT` on its connection to every other, once the connections
+/// stand (made at start-up).
+fn unsent_bounds(settings: &'static [(&'static str, &'static str)]) -> Vec<Vec<usize>> {
+    let mut full = vec![("WEFT_CONNECT", "full")];
+    full.extend_from_slice(settings);
+    let full: &'static [(&str, &str)] = Box::leak(full.into_boxed_slice());
+    job(3, full, |_, mut t| {
+        t.connect_all().unwrap();
+        let bounds = t
+            .slots
+            .iter()
+            .filter_map(|s| s.conn.as_ref())
+            .map(|c| net::notsent_lowat(&c.stream).unwrap())
+            .collect();
+        t.close();
+        bounds
+    })
+}
+
+#[test]
+fn every_connection_bounds_its_unsent_queue_as_the_tunable_says() {
+    // Both the dialled and the accepted ends; 256 KiB unless told.
+    assert_eq!(unsent_bounds(&[]), vec![vec![256 << 10; 2]; 3]);
+    assert_eq!(
+        unsent_bounds(&[("WEFT_TCP_NOTSENT_LOWAT", "64k")]),
+        vec![vec![64 << 10; 2]; 3]
+    );
+    // 0 leaves the socket's own setting alone (it reads 0: the system's bound applies).
+    assert_eq!(unsent_bounds(&[("WEFT_TCP_NOTSENT_LOWAT", "0")]), vec![vec![0; 2]; 3]);
+}
+
 #[test]
 fn a_peer_that_went_away_without_goodbye_is_a_fatal_error_naming_it() {
     let msgs = job(2, &[], |rank, mut t| {
