@@ -327,22 +327,80 @@ fn ranks_asleep_in_poll_are_woken_by_their_shared_memory_peers() {
             ],
         );
         assert_eq!(out.code, Some(0), "{case}: {out:?}");
-        let slept = out
-            .stderr
-            .lines()
-            .filter_map(|l| {
-                l.split("sleeps: ")
-                    .nth(1)?
-                    .split(',')
-                    .next()?
-                    .parse::<u64>()
-                    .ok()
-            })
-            .sum::<u64>();
         assert!(
-            slept > 0,
+            sleeps(&out) > 0,
             "{case}: no rank slept, so nothing was tested: {out:?}"
         );
+    }
+}
+
+/// How many times the ranks slept, from their `WEFT_STATS=1` lines.
+fn sleeps(out: &Out) -> u64 {
+    out.stderr
+        .lines()
+        .filter_map(|l| {
+            l.split("sleeps: ")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+/// Whether this kernel lets a process register for membarrier's global expedited barriers
+/// (`MEMBARRIER_CMD_QUERY` lists the command).
+fn membarrier_available() -> bool {
+    // SAFETY: membarrier(2) with MEMBARRIER_CMD_QUERY (0) touches no memory.
+    let cmds = unsafe { libc::syscall(libc::SYS_membarrier, 0, 0, 0) };
+    cmds > 0 && cmds & (1 << 1) != 0
+}
+
+#[test]
+fn ranks_asleep_on_their_futex_are_woken_whichever_side_fences() {
+    if tcp_pass() {
+        return;
+    }
+    // Ranks sleep at once, as above, on one node: with a rank per CPU the senders leave their
+    // fence to the sleepers' membarrier (asymmetric), unless told not to or oversubscribed.
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let over = (cpus + 1) as u32;
+    let mut runs = vec![(2, "1", membarrier_available()), (2, "0", false)];
+    if over <= 8 {
+        runs.push((over, "1", false));
+    }
+    for (n, setting, asymmetric) in runs {
+        for case in ["barriers", "ring", "storm"] {
+            let membarrier = format!("WEFT_SHM_MEMBARRIER={setting}");
+            let out = job_with(
+                n,
+                case,
+                &[
+                    "WEFT_SPIN_COUNT=0",
+                    "WEFT_YIELD_COUNT=0",
+                    "WEFT_SLEEP_TIMEOUT_MS=600000",
+                    "WEFT_STATS=1",
+                    &membarrier,
+                ],
+            );
+            let what = format!("{n} ranks, {membarrier}, {case}");
+            assert_eq!(out.code, Some(0), "{what}: {out:?}");
+            assert!(sleeps(&out) > 0, "{what}: no rank slept: {out:?}");
+            let want = if asymmetric {
+                "asymmetric"
+            } else {
+                "symmetric"
+            };
+            let said = out
+                .stderr
+                .matches(&format!("wake-up fences: {want}\n"))
+                .count();
+            assert_eq!(
+                said, n as usize,
+                "{what}: want {want} fences on every rank: {out:?}"
+            );
+        }
     }
 }
 

@@ -7,6 +7,7 @@ use crate::comm::context::ContextMask;
 use crate::engine::{Config, Engine};
 use crate::error::{Error, ErrorClass, Result};
 use crate::fabric::node::NodeFabric;
+use crate::fabric::shm::doorbell::Fences;
 use crate::tunables::Tunables;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -202,9 +203,14 @@ pub fn finalize() {
     }
     if std::env::var_os("WEFT_STATS").is_some() {
         let (long, sibling) = rt.engine.long_yields();
+        let fences = match rt.engine.fabric.wake_fences() {
+            Some(Fences::Asymmetric) => "asymmetric",
+            Some(Fences::Symmetric) => "symmetric",
+            None => "none",
+        };
         eprintln!(
             "weft: rank {} statistics: {:?}, long yields {long} (to a sibling: {sibling}), \
-             cores shared (WEFT_COLL_MODEL_SHARED): {}",
+             cores shared (WEFT_COLL_MODEL_SHARED): {}, wake-up fences: {fences}",
             rt.boot.rank,
             rt.engine.stats(),
             rt.tunables.coll_model_shared

@@ -67,6 +67,8 @@ tunables! {
         "Bytes in each directed shared-memory ring (sender to receiver); a power of two";
     shm_max_packet: usize = "WEFT_SHM_MAX_PACKET", "32k",
         "Largest payload one shared-memory packet carries; bigger eager messages are fragmented";
+    shm_membarrier: bool = "WEFT_SHM_MEMBARRIER", "1",
+        "Wake-ups without a fence on the sender's side: a rank about to sleep runs membarrier(2) instead, when every rank of the node registered for it and the node has no more ranks than CPUs (2 ranks: barrier 0.26 -> 0.20 us; oversubscribed, ranks sleep often and each barrier interrupts the other CPUs: beside a busy process an 8-rank ring step went 19 -> 57 us); 0: a fence on both sides";
     shm_single_copy: bool = "WEFT_SHM_SINGLE_COPY", "1",
         "Use process_vm_readv (single copy) for rendezvous on one node; 0 forces the pipelined copy";
     split_copy_min: usize = "WEFT_SPLIT_COPY_MIN", "64k",

@@ -122,6 +122,11 @@ impl NodeFabric {
         Some(ns < super::shm::probe::SHARED_BELOW_NS)
     }
 
+    /// How this node's wake-ups fence (`None`: no shared-memory transport).
+    pub fn wake_fences(&self) -> Option<super::shm::doorbell::Fences> {
+        self.shm.as_ref().map(|s| s.fences())
+    }
+
     /// Ends connections in order (after the final barrier of finalize).
     pub fn close(&mut self) {
         if let Some(t) = self.tcp.as_mut() {

@@ -6,6 +6,7 @@ pub mod cma;
 pub mod cpu;
 pub mod futex;
 pub mod log_limit;
+pub mod membarrier;
 pub mod net;
 #[cfg(feature = "pmix")]
 pub mod pmix;

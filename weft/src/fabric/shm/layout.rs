@@ -4,7 +4,8 @@
 //! ```text
 //! offset 0       Control
 //!   0              info: magic, pid, nlocal, ring geometry,    (immutable after init)
-//!                  wake-up descriptor and how many peers hold it (counted during init)
+//!                  wake-up descriptor and how many peers hold it (counted during init),
+//!                  whether the owner registered for heavy barriers
 //!   128            doorbell.seq: futex word                    (written by senders)
 //!   256            doorbell.sleeping                           (written by the owner)
 //!   384            activity: whether the owner waits, its CPU  (written by the owner)
@@ -23,8 +24,8 @@
 use super::doorbell::Doorbell;
 use crate::sync::{AtomicU32, AtomicU64, CachePadded, Ordering};
 
-/// "weftshm4": set last by the owner once `Info` is written.
-pub const MAGIC: u64 = u64::from_le_bytes(*b"weftshm4");
+/// "weftshm5": set last by the owner once `Info` is written.
+pub const MAGIC: u64 = u64::from_le_bytes(*b"weftshm5");
 
 /// Immutable facts about a segment, written by its owner before it publishes the name.
 #[repr(C)]
@@ -47,6 +48,9 @@ pub struct Info {
     pub wake_fd: i32,
     /// How many local peers took a duplicate of `wake_fd` (each adds one during start-up).
     pub wakers: AtomicU32,
+    /// 1 when the owner registered for heavy barriers (`sys::membarrier::register`): the
+    /// node's ranks use [`super::doorbell::Fences::Asymmetric`] when all did.
+    pub registered: u32,
 }
 
 /// The head of a segment.

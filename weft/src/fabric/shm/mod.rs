@@ -31,7 +31,7 @@ use crate::error::{Error, ErrorClass, Result};
 use crate::sync::{AtomicU64, Ordering};
 use crate::sys::segment::{self, Segment};
 use crate::tunables::Tunables;
-use doorbell::{Futex, Park, IN_POLL, ON_FUTEX};
+use doorbell::{Fences, Futex, Park, IN_POLL, ON_FUTEX};
 use layout::{Activity, Geometry, SegView, MAGIC};
 use ring::{Consumer, Producer};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -82,6 +82,8 @@ pub struct ShmTransport {
     activity: Activity,
     /// The start-up probe's round trip (ns), when it ran.
     probed: Option<u32>,
+    /// How the doorbells' handshake fences on this node (agreed at start-up).
+    fences: Fences,
 }
 
 /// A local peer's segment as attached during start-up, with my duplicate of its wake-up
@@ -153,7 +155,7 @@ fn probe_cores(
     }
 }
 
-fn create_own(geo: Geometry, wake_fd: RawFd) -> Result<Segment> {
+fn create_own(geo: Geometry, wake_fd: RawFd, registered: bool) -> Result<Segment> {
     let seg = Segment::create(geo.total).map_err(|e| no_room(geo, e))?;
     // SAFETY: the mapping is geo.total bytes, page-aligned, and lives as long as `seg`.
     let view = unsafe { SegView::new(seg.as_ptr(), geo) };
@@ -170,6 +172,7 @@ fn create_own(geo: Geometry, wake_fd: RawFd) -> Result<Segment> {
         (*info).ring_stride = geo.ring_stride as u64;
         (*info).rings_offset = geo.rings_offset as u64;
         (*info).wake_fd = wake_fd;
+        (*info).registered = registered as u32;
     }
     // SYNC: pairs with the Acquire load of magic in `attach`.
     view.control().info.magic.store(MAGIC, Ordering::Release);
@@ -271,6 +274,11 @@ impl ShmTransport {
         // Without one (no eventfd), a sleep in poll(2) stays a short nap.
         let wake_fd = in_poll.then(crate::sys::wake::eventfd).and_then(|r| r.ok());
         let raw_wake = wake_fd.as_ref().map_or(-1, |f| f.as_raw_fd());
+        // Heavy barriers only while each rank has a CPU: oversubscribed, ranks sleep often,
+        // and each sleep's barrier would interrupt the CPUs that run the others.
+        let registered = tunables.shm_membarrier
+            && local.len() <= crate::sys::online_cpus()
+            && crate::sys::membarrier::register().is_ok();
         let created = if !ring_size.is_power_of_two() || ring_size < 4096 {
             Err(Error::new(
                 ErrorClass::Arg,
@@ -278,7 +286,7 @@ impl ShmTransport {
                 format!("WEFT_SHM_RING_SIZE={ring_size} is not a power of two >= 4096"),
             ))
         } else {
-            create_own(geo, raw_wake)
+            create_own(geo, raw_wake, registered)
         };
         // Publish the handle, or a failure marker so peers fail instead of hanging. (PMI values
         // cannot carry the message's spaces; the failing rank reports its own error.)
@@ -325,6 +333,17 @@ impl ShmTransport {
         for (i, &r) in local.iter().enumerate() {
             local_of[r as usize] = i as u32;
         }
+        // Every rank reads the same flags (written before the first fence), so all agree.
+        let everyone_registered = registered
+            && attached
+                .iter()
+                .flatten()
+                .all(|(_, view, _)| view.control().info.registered == 1);
+        let fences = if everyone_registered {
+            Fences::Asymmetric
+        } else {
+            Fences::Symmetric
+        };
         let probed = probe_cores(boot, tunables, my_local, &own_view, &attached);
         let peers = attached
             .into_iter()
@@ -366,6 +385,7 @@ impl ShmTransport {
             wake,
             activity: Activity::default(),
             probed,
+            fences,
         }))
     }
 
@@ -373,6 +393,11 @@ impl ShmTransport {
     /// written one side each ([`probe`]); `None`: not measured.
     pub fn probed_round_trip_ns(&self) -> Option<u32> {
         self.probed
+    }
+
+    /// How this node's wake-ups fence, as its ranks agreed at start-up.
+    pub fn fences(&self) -> Fences {
+        self.fences
     }
 
     /// Largest payload of one packet.
@@ -402,7 +427,7 @@ impl ShmTransport {
     #[inline]
     pub fn try_send(&mut self, peer: u32, hdr: &Header, payload: &[u8]) -> bool {
         assert!(payload.len() <= self.max_payload, "shm payload too long");
-        let me = self.my_local;
+        let (me, fences) = (self.my_local, self.fences);
         let p = self.peer_mut(peer);
         if !p.contacted {
             p.view.mark_active(me);
@@ -411,7 +436,7 @@ impl ShmTransport {
         if !p.tx.try_push(hdr, payload) {
             return false;
         }
-        p.view.control().bell.ring(&WakePeer(p.waker.as_ref()));
+        p.view.control().bell.ring(&WakePeer(p.waker.as_ref()), fences);
         true
     }
 
@@ -419,7 +444,7 @@ impl ShmTransport {
     /// serves them all.
     #[inline]
     pub fn wake_all(&mut self, peers: impl Iterator<Item = u32>) {
-        doorbell::ring_fence();
+        doorbell::ring_fence(self.fences);
         for peer in peers {
             let p = self.peer_mut(peer);
             p.view.control().bell.ring_fenced(&WakePeer(p.waker.as_ref()));
@@ -473,7 +498,7 @@ impl ShmTransport {
                 // the check cannot miss it; one-record drains stay fence-free.) The ring's
                 // fence pairs with the fence in the sender's `prepare` (Dekker, as for data).
                 if p.rx.head() - before >= p.rx.size() / 4 {
-                    p.view.control().bell.ring(&WakePeer(p.waker.as_ref()));
+                    p.view.control().bell.ring(&WakePeer(p.waker.as_ref()), self.fences);
                 }
             }
         }
@@ -540,7 +565,7 @@ impl ShmTransport {
         } else {
             ON_FUTEX
         };
-        self.ticket = self.own_view.control().bell.prepare(how);
+        self.ticket = self.own_view.control().bell.prepare(how, self.fences);
     }
 
     /// The wake-up descriptor to watch while sleeping in `poll(2)` after

@@ -1,7 +1,7 @@
 //! Unit tests of the ring (on heap memory) and of the doorbell with real futexes and with a
 //! real wake-up eventfd.
 
-use super::doorbell::{self, Doorbell, Futex};
+use super::doorbell::{self, Doorbell, Fences, Futex};
 use super::layout::RING_HEADER;
 use super::ring::{self, Consumer, Producer, REC_ALIGN};
 use super::WakePeer;
@@ -253,17 +253,28 @@ fn threaded_stress_keeps_order_and_content() {
 /// sleep that lasts the whole (long) timeout: the watchdog fails the test then.
 #[test]
 fn doorbell_stress_with_futexes() {
-    doorbell_stress(false);
+    doorbell_stress(false, Fences::Symmetric);
 }
 
 /// The same with the receiver asleep in poll(2) on its wake-up eventfd, which the sender
 /// signals through a duplicate taken with pidfd_getfd, as a rank with sockets too sleeps.
 #[test]
 fn doorbell_stress_with_a_wake_up_descriptor() {
-    doorbell_stress(true);
+    doorbell_stress(true, Fences::Symmetric);
 }
 
-fn doorbell_stress(in_poll: bool) {
+/// Both, with the sender's fence left to the sleeper's heavy barrier (membarrier).
+#[test]
+fn doorbell_stress_with_asymmetric_fences() {
+    if let Err(e) = crate::sys::membarrier::register() {
+        eprintln!("membarrier unavailable here ({e}): nothing to test");
+        return;
+    }
+    doorbell_stress(false, Fences::Asymmetric);
+    doorbell_stress(true, Fences::Asymmetric);
+}
+
+fn doorbell_stress(in_poll: bool, fences: Fences) {
     let size = 4096;
     let m = Mem::ring(size);
     let (mut p, mut c) = m.pair(size);
@@ -278,7 +289,7 @@ fn doorbell_stress(in_poll: bool) {
             while !p.try_push(&hdr(seq, 8), &payload(seq, 8)) {
                 std::thread::yield_now();
             }
-            b2.ring(&WakePeer(Some(&dup)));
+            b2.ring(&WakePeer(Some(&dup)), fences);
             if seq % 64 == 0 {
                 std::thread::sleep(Duration::from_micros(50));
             }
@@ -296,7 +307,7 @@ fn doorbell_stress(in_poll: bool) {
         } else {
             doorbell::ON_FUTEX
         };
-        let t = bell.prepare(how);
+        let t = bell.prepare(how, fences);
         if c.ready() {
             bell.cancel();
             continue;
