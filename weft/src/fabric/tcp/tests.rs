@@ -62,15 +62,19 @@ impl Pmi for MemPmi {
 /// other, on loopback, with `settings` as the environment.
 fn job<R: Send + 'static>(
     n: u32,
-    settings: &'static [(&'static str, &'static str)],
+    settings: &[(&str, &str)],
     body: impl Fn(u32, TcpTransport) -> R + Send + Sync + 'static,
 ) -> Vec<R> {
+    let settings: Arc<Vec<(String, String)>> = Arc::new(
+        settings.iter().map(|&(k, v)| (k.to_string(), v.to_string())).collect(),
+    );
     let kvs = Arc::new(Mutex::new(HashMap::new()));
     let fence = Arc::new(Barrier::new(n as usize));
     let body = Arc::new(body);
     let threads: Vec<_> = (0..n)
         .map(|rank| {
             let (kvs, fence, body) = (kvs.clone(), fence.clone(), body.clone());
+            let settings = settings.clone();
             std::thread::spawn(move || {
                 let mut boot = Boot {
                     rank,
@@ -83,7 +87,7 @@ fn job<R: Send + 'static>(
                 let t = Tunables::from_lookup(|k| {
                     settings
                         .iter()
-                        .find(|(name, _)| *name == k)
+                        .find(|(name, _)| name == k)
                         .map(|(_, v)| v.to_string())
                         .or_else(|| (k == "WEFT_TCP_ADDR").then(|| "127.0.0.1".into()))
                 })
@@ -172,11 +176,10 @@ fn full_connect_makes_every_connection_during_start_up() {
 
 /// Each rank's `TCP_NOTSENT_LOWAT` on its connection to every other, once the connections
 /// stand (made at start-up).
-fn unsent_bounds(settings: &'static [(&'static str, &'static str)]) -> Vec<Vec<usize>> {
+fn unsent_bounds(settings: &[(&str, &str)]) -> Vec<Vec<usize>> {
     let mut full = vec![("WEFT_CONNECT", "full")];
     full.extend_from_slice(settings);
-    let full: &'static [(&str, &str)] = Box::leak(full.into_boxed_slice());
-    job(3, full, |_, mut t| {
+    job(3, &full, |_, mut t| {
         t.connect_all().unwrap();
         let bounds = t
             .slots
