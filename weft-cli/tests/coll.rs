@@ -86,6 +86,20 @@ fn vectors_of_several_mib() {
 }
 
 #[test]
+fn alltoalls_copied_by_their_receivers_or_by_claims() {
+    // Members outnumbering the CPUs (as the model is told: 1) copy the blocks meant for them
+    // themselves while the all-to-all's buffers fit the bound (here every all-to-all of the
+    // cases, 1 MiB blocks among them), and claim copies beyond it (here every one): both
+    // ways on any machine, whatever its caches.
+    for pulls in ["64m", "0"] {
+        let set = format!("WEFT_COLL_ALLTOALL_PULLS={pulls}");
+        let cpus = "WEFT_COLL_MODEL_CPUS=1";
+        passes(4, "large", &["-x", &set, "-x", cpus]);
+        passes(3, "all", &["-x", &set, "-x", cpus]);
+    }
+}
+
+#[test]
 fn every_algorithm_forced() {
     // By messages (the node-shared area off), so the algorithms run at every size.
     for (var, names) in weft::tunables::COLL_ALGORITHMS {

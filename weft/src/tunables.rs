@@ -133,6 +133,8 @@ tunables! {
         "Blocking broadcasts, reductions and allgathers of communicators on one node whose members write more than a slot (WEFT_COLL_SHM_SLOT) also go through the node-shared area, a large buffer at a time (the slot; 1 MiB at 2 members under auto; at 2 members not reduces to one root, and broadcasts from 1 MiB); 0 sends messages for them";
     coll_shm_stream: Auto = "WEFT_COLL_SHM_STREAM", "auto",
         "How members write data of 16 KiB or more into the node-shared area: 1 by non-temporal stores (straight to memory; at 2 members from 256 KiB by ordinary ones while a probe finds both CPUs on one core), 0 by ordinary stores (and at 2 members broadcasts and allgathers larger than a slot by messages, single copies), auto: the members time both kinds when the area is made and take 0 when the non-temporal stores cost over 1.1 times as much in sum, else 1 (docs/collectives.md)";
+    coll_alltoall_pulls: Auto<usize> = "WEFT_COLL_ALLTOALL_PULLS", "auto",
+        "All-to-alls by single copies on one node whose members outnumber its CPUs (WEFT_COLL_MODEL_CPUS): while the members' send and receive buffers together (2 x members^2 x block) take at most this many bytes, every member copies the blocks meant for it itself, so that the lines it writes stay in its CPU's cache; larger ones, and every one on a node with a CPU per member, are copied by whichever member of each pair gets to it first. auto: the CPUs' second-level caches together (4 ranks on the 2 CPUs here, 64 KiB blocks: 38 us against 52); 0: never";
     coll_check: bool = "WEFT_COLL_CHECK", "0",
         "Before every collective, the members compare what they called (the collective, root, size per member, operation) and a mismatch ends the job with a message naming the members and the values, instead of wrong data or a hang (one more exchange per collective)";
     transports: Transports = "WEFT_TRANSPORTS", "shm,tcp",
@@ -524,6 +526,22 @@ impl<T> Auto<T> {
 }
 
 impl Tunables {
+    /// CPUs a node has for the collectives: `WEFT_COLL_MODEL_CPUS`, or the CPUs online here.
+    pub fn coll_cpus(&self) -> usize {
+        match self.coll_model_cpus {
+            0 => crate::sys::online_cpus(),
+            n => n,
+        }
+    }
+
+    /// The most bytes of send and receive buffers an all-to-all of a node's members may take
+    /// for every member to copy its own blocks in, when they outnumber the CPUs
+    /// (`WEFT_COLL_ALLTOALL_PULLS`; `auto`: the CPUs' second-level caches together).
+    pub fn alltoall_pulls(&self) -> usize {
+        self.coll_alltoall_pulls
+            .or(crate::sys::l2_cache_bytes().saturating_mul(self.coll_cpus()))
+    }
+
     /// Bytes each member of a communicator of `members` may write into its node-shared area
     /// per collective: `WEFT_COLL_SHM_SLOT`, or [`auto_coll_slot`]. Every member of a
     /// communicator must decide alike whether a collective goes through the area, so this

@@ -296,10 +296,7 @@ impl Model {
             tcp_eager: t.tcp_eager_limit,
             segment: t.coll_segment.max(1),
             split_copy_min: t.split_copy_min,
-            cpus: match t.coll_model_cpus {
-                0 => crate::sys::online_cpus(),
-                n => n,
-            },
+            cpus: t.coll_cpus(),
             oversub_ns: t.coll_model_oversub as f64,
             fresh_ps_per_byte: t.coll_model_fresh as f64,
             shared_cores: t.coll_model_shared.0 == Some(1),

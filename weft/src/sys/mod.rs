@@ -61,6 +61,39 @@ pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
     Ok(())
 }
 
+/// Bytes of the second-level cache of CPU 0 (each CPU's own on the machines here), read once
+/// from sysfs; 0 when the system does not say.
+pub fn l2_cache_bytes() -> usize {
+    static BYTES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *BYTES.get_or_init(|| {
+        let dir = std::path::Path::new("/sys/devices/system/cpu/cpu0/cache");
+        let read = |index: &std::path::Path, what: &str| {
+            std::fs::read_to_string(index.join(what)).map(|s| s.trim().to_owned())
+        };
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return 0;
+        };
+        entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|index| read(index, "level").is_ok_and(|l| l == "2"))
+            .filter(|index| read(index, "type").is_ok_and(|t| t != "Instruction"))
+            .find_map(|index| read(&index, "size").ok().and_then(|s| cache_size(&s)))
+            .unwrap_or(0)
+    })
+}
+
+/// A cache size as sysfs writes it ("2048K", "1M", "512").
+fn cache_size(text: &str) -> Option<usize> {
+    let (digits, unit) = match text.as_bytes().last()? {
+        b'K' => (&text[..text.len() - 1], 1 << 10),
+        b'M' => (&text[..text.len() - 1], 1 << 20),
+        b'G' => (&text[..text.len() - 1], 1 << 30),
+        _ => (text, 1),
+    };
+    digits.parse::<usize>().ok()?.checked_mul(unit)
+}
+
 /// CPUs online on this machine (the same answer for every process on it, whatever its
 /// affinity), read once.
 pub fn online_cpus() -> usize {
@@ -185,5 +218,17 @@ mod tests {
             .bytes()
             .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
         assert_ne!(a, b);
+    }
+
+    #[test]
+    fn cache_sizes_read_as_sysfs_writes_them() {
+        assert_eq!(super::cache_size("2048K"), Some(2 << 20));
+        assert_eq!(super::cache_size("1M"), Some(1 << 20));
+        assert_eq!(super::cache_size("512"), Some(512));
+        assert_eq!(super::cache_size("K"), None);
+        assert_eq!(super::cache_size("lots"), None);
+        // This machine's, when it says: a second-level cache is more than a few lines.
+        let l2 = super::l2_cache_bytes();
+        assert!(l2 == 0 || l2 >= 64 << 10, "{l2}");
     }
 }

@@ -426,6 +426,9 @@ fn new_area(
             area.calibrate_stores(&mut rt.engine, ordinary, &mut rt.coll_stores);
             let t = &rt.tunables;
             area.agree_on_single_copy(&mut rt.engine, t.shm_single_copy, t.eager_limit);
+            if area.n() > t.coll_cpus() {
+                area.let_receivers_copy(t.alltoall_pulls());
+            }
             Ok(Some(area))
         }
         // On several nodes the other nodes' members, who cannot know, go through their

@@ -198,6 +198,9 @@ pub struct NodeArea {
     /// member ([`NodeArea::alltoall_by_copies`]); `None` when the members cannot copy from
     /// each other's memory ([`NodeArea::agree_on_single_copy`]).
     copies_over: Option<usize>,
+    /// All-to-alls by single copies whose send and receive buffers take at most this many
+    /// bytes in all are copied by each block's receiver ([`NodeArea::let_receivers_copy`]).
+    receivers_copy_up_to: usize,
 }
 
 impl NodeArea {
@@ -228,6 +231,7 @@ impl NodeArea {
             large_calls: 0,
             whole: None,
             copies_over: None,
+            receivers_copy_up_to: 0,
         }
     }
 

@@ -132,6 +132,24 @@ impl NodeArea {
         self.copies_over = agreed.then_some(over);
     }
 
+    /// Lets the receivers copy every block of the all-to-alls by single copies whose send and
+    /// receive buffers take at most `bytes` in all (2 × members² × block): no pushes, each
+    /// member pulls the blocks meant for it ([`NodeArea::exchange_by_copies`]). For members
+    /// that outnumber the CPUs, so that the lines a member writes stay in the cache of the CPU
+    /// it runs on, where claims had whichever member got to a block first write it from the
+    /// other CPU, a call's lines moving between the caches from call to call. On the Intel
+    /// VM (`bench/ab.py`, interleaved, CPUs apart, µs, claims against receivers; Open MPI 5
+    /// beside): 4 ranks, 64 KiB blocks (2 MiB in all) 51.9 against 38.4 (49.5), 128 KiB 109
+    /// against 88 (122); but 256 KiB (8 MiB, beyond the two 2 MiB caches) 206 against 221,
+    /// 1 MiB 840 against 884; 3 ranks 256 KiB (4.5 MiB) 122 against 141, 64 KiB 26.1
+    /// against 26.5; 8 ranks 64 KiB (8 MiB) 258 against 274. With a CPU per member claims
+    /// win at every size (2 ranks, 64 KiB 6.7 against 7.7, 1 MiB 158 against 167): the
+    /// caller pushes from its own cache. Every member must be given the same `bytes` (the
+    /// copies stay right if not: whoever claims a block copies it).
+    pub fn let_receivers_copy(&mut self, bytes: usize) {
+        self.receivers_copy_up_to = bytes;
+    }
+
     /// Starts a collective by single copies: says where this member's buffers lie (`words`:
     /// addresses and lengths) and waits until every member has said where theirs lie.
     /// Returns the collective's number and whether every member gave as many words.
@@ -225,7 +243,8 @@ impl NodeArea {
     /// `len`-byte block from each member, member j's from j's `src` at `me × stride` (its
     /// block for me: `stride` is `len` in an all-to-all, 0 in an allgather, where every
     /// member gets the same block). Every member says where its `src` and `dst` lie; then it
-    /// copies its blocks for the others into their `dst` (pushes), its own block, and the
+    /// copies its blocks for the others into their `dst` (pushes; none in an all-to-all that
+    /// [`NodeArea::let_receivers_copy`] names), its own block, and the
     /// blocks meant for it from the others' `src` (pulls), each copy claimed first in the
     /// destination's [`Mark::Claimed`] set, so that a member with a CPU does the copies of
     /// members that wait for one (ranks outnumbering cores). A member leaves once every copy
@@ -274,7 +293,9 @@ impl NodeArea {
         }
         let block = |m: usize| m * stride..m * stride + len;
         let mut failed = None;
-        for step in 1..n {
+        let whole = 2 * (n * n).saturating_mul(len);
+        let pushes = if stride != 0 && whole <= self.receivers_copy_up_to { 1 } else { n };
+        for step in 1..pushes {
             let m = (me + step) % n;
             let into = self.said(m, k, 2) + (me * len) as u64;
             // SAFETY: member m lent its `dst` (n blocks as long as mine, so my block's place

@@ -54,6 +54,7 @@ fn area_in(mem: &Arc<Vec<AtomicU64>>, n: usize, me: usize, slot: usize, piece: u
         large_calls: 0,
         whole: None,
         copies_over: None,
+        receivers_copy_up_to: 0,
     }
 }
 
@@ -591,6 +592,56 @@ impl Waiter for Counting {
         // SAFETY: the caller's promise, passed on.
         unsafe { Spin.push(peer, remote, src) }
     }
+}
+
+/// A waiter that counts its pulls and refuses pushes (a push fails the collective).
+struct PullsOnly {
+    pulls: usize,
+}
+impl Waiter for PullsOnly {
+    fn wait_until(&mut self, ready: &mut dyn FnMut() -> bool) {
+        Spin.wait_until(ready)
+    }
+    fn wake_all(&mut self, _world: &[u32]) {}
+    unsafe fn pull(&mut self, peer: u32, remote: u64, dst: &mut [u8]) -> Result<(), PullError> {
+        self.pulls += 1;
+        // SAFETY: the caller's promise, passed on.
+        unsafe { Spin.pull(peer, remote, dst) }
+    }
+    unsafe fn push(&mut self, peer: u32, remote: u64, src: &[u8]) -> Result<(), PullError> {
+        // SAFETY: the caller's promise, passed on.
+        unsafe { NoCopies { refused: false }.push(peer, remote, src) }
+    }
+}
+
+#[test]
+fn receivers_copy_every_block_of_an_alltoall_within_the_bound_and_claim_beyond_it() {
+    use std::sync::atomic::AtomicUsize;
+    let len = 5000;
+    let whole = 2 * 4 * 4 * len;
+    for round in 0..10 {
+        members(4, 4096, move |a, me| {
+            a.agree_on_single_copy(&mut Spin, true, 0);
+            a.let_receivers_copy(whole);
+            let (src, mut got) = (data(me, round, 4 * len), vec![0; 4 * len]);
+            let mut w = PullsOnly { pulls: 0 };
+            a.alltoall_by_copies(&mut w, &src, &mut got).unwrap();
+            assert_eq!(got, alltoall_want(4, me, round, len), "member {me}");
+            assert_eq!(w.pulls, 3, "member {me} copied the blocks meant for it, no more");
+        });
+    }
+    // One byte under the buffers' size: claims again, each block still copied once.
+    let all = Arc::new(AtomicUsize::new(0));
+    let all_then = all.clone();
+    members(4, 4096, move |a, me| {
+        a.agree_on_single_copy(&mut Spin, true, 0);
+        a.let_receivers_copy(whole - 1);
+        let (src, mut got) = (data(me, 3, 4 * len), vec![0; 4 * len]);
+        let mut w = Counting { copies: 0, all: all.clone(), opens: None, gate: None };
+        a.alltoall_by_copies(&mut w, &src, &mut got).unwrap();
+        assert_eq!(got, alltoall_want(4, me, 3, len), "member {me}");
+    });
+    assert_eq!(all_then.load(Ordering::Relaxed), 12, "each block copied once");
 }
 
 #[test]
