@@ -526,22 +526,6 @@ impl<T> Auto<T> {
 }
 
 impl Tunables {
-    /// CPUs a node has for the collectives: `WEFT_COLL_MODEL_CPUS`, or the CPUs online here.
-    pub fn coll_cpus(&self) -> usize {
-        match self.coll_model_cpus {
-            0 => crate::sys::online_cpus(),
-            n => n,
-        }
-    }
-
-    /// The most bytes of send and receive buffers an all-to-all of a node's members may take
-    /// for every member to copy its own blocks in, when they outnumber the CPUs
-    /// (`WEFT_COLL_ALLTOALL_PULLS`; `auto`: the CPUs' second-level caches together).
-    pub fn alltoall_pulls(&self) -> usize {
-        self.coll_alltoall_pulls
-            .or(crate::sys::l2_cache_bytes().saturating_mul(self.coll_cpus()))
-    }
-
     /// Bytes each member of a communicator of `members` may write into its node-shared area
     /// per collective: `WEFT_COLL_SHM_SLOT`, or [`auto_coll_slot`]. Every member of a
     /// communicator must decide alike whether a collective goes through the area, so this

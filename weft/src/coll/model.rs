@@ -284,6 +284,22 @@ pub struct Model {
     pub shared_cores: bool,
 }
 
+/// CPUs a node has for the collectives: `WEFT_COLL_MODEL_CPUS`, or the CPUs online here.
+pub fn node_cpus(t: &Tunables) -> usize {
+    match t.coll_model_cpus {
+        0 => crate::sys::online_cpus(),
+        n => n,
+    }
+}
+
+/// The most bytes of send and receive buffers an all-to-all of a node's members may take for
+/// every member to copy its own blocks in, when they outnumber the CPUs
+/// (`WEFT_COLL_ALLTOALL_PULLS`; `auto`: the CPUs' second-level caches together).
+pub fn alltoall_pulls(t: &Tunables) -> usize {
+    t.coll_alltoall_pulls
+        .or(crate::sys::l2_cache_bytes().saturating_mul(node_cpus(t)))
+}
+
 impl Model {
     /// The model the tunables `t` describe.
     pub fn from_tunables(t: &Tunables) -> Model {
@@ -296,7 +312,7 @@ impl Model {
             tcp_eager: t.tcp_eager_limit,
             segment: t.coll_segment.max(1),
             split_copy_min: t.split_copy_min,
-            cpus: t.coll_cpus(),
+            cpus: node_cpus(t),
             oversub_ns: t.coll_model_oversub as f64,
             fresh_ps_per_byte: t.coll_model_fresh as f64,
             shared_cores: t.coll_model_shared.0 == Some(1),

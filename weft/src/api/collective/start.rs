@@ -10,7 +10,7 @@ use crate::api::request::{Request, Scope};
 use crate::coll::shm::{
     allgather_by_copies_fits, AreaError, NodeArea, SizeMismatch, REDUCE_SCATTER_COPIES_FROM,
 };
-use crate::coll::{Members, Schedule};
+use crate::coll::{model, Members, Schedule};
 use crate::comm::node_memory::{Allocated, NodeSegment};
 use crate::comm::CommData;
 use crate::engine::buffer::{RawBuf, RawBufMut};
@@ -426,8 +426,8 @@ fn new_area(
             area.calibrate_stores(&mut rt.engine, ordinary, &mut rt.coll_stores);
             let t = &rt.tunables;
             area.agree_on_single_copy(&mut rt.engine, t.shm_single_copy, t.eager_limit);
-            if area.n() > t.coll_cpus() {
-                area.let_receivers_copy(t.alltoall_pulls());
+            if area.n() > model::node_cpus(t) {
+                area.let_receivers_copy(model::alltoall_pulls(t));
             }
             Ok(Some(area))
         }
