@@ -293,7 +293,7 @@ impl NodeArea {
         }
         let block = |m: usize| m * stride..m * stride + len;
         let mut failed = None;
-        let whole = 2 * (n * n).saturating_mul(len);
+        let whole = (n * n).saturating_mul(len).saturating_mul(2);
         let pushes = if stride != 0 && whole <= self.receivers_copy_up_to { 1 } else { n };
         for step in 1..pushes {
             let m = (me + step) % n;
