@@ -18,6 +18,7 @@ Python standard library only. See bench/README.md.
 import argparse
 import datetime
 import json
+import math
 import os
 import platform
 import re
@@ -44,6 +45,11 @@ PEERS = ["mpich", "openmpi", "mpich5", "openmpi5"]
 NEWER = ["mpich5", "openmpi5"]
 TITLE = {"weft": "Weft", "mpich": "MPICH", "openmpi": "Open MPI", "mpich5": "MPICH 5", "openmpi5": "Open MPI 5"}
 PROGRAMS = ["latency", "bandwidth", "ring_barrier", "coll"]
+# The sizes they measure (BENCH_SIZES aside), in full and with --quick; the all-to-all's memory
+# floor (copy_floor.c) is measured from COPY_FLOOR_FROM bytes up.
+COLL_SIZES = [8, 64, 512, 4096, 65536, 1 << 20, 4 << 20]
+COLL_SIZES_QUICK = [8, 65536, 1 << 20]
+COPY_FLOOR_FROM = 65536
 # The collectives bench/c/coll.c and bench/src/bin/coll.rs measure, in the order they print.
 COLL_OPS = ["barrier", "bcast", "reduce", "allreduce", "allgather", "gather", "scatter", "alltoall",
             "reduce_scatter"]
@@ -164,12 +170,13 @@ def build_c(wanted_peers):
     return built
 
 
-def build_floor():
-    exe = BUILD_DIR / "floor"
+def build_floor(name="floor"):
+    """One of the floors, `bench/c/<name>.c`, built with gcc (no MPI): its path or an error."""
+    exe = BUILD_DIR / name
     BUILD_DIR.mkdir(parents=True, exist_ok=True)
-    status, _, err = run_cmd(["gcc", "-O2", "-o", str(exe), str(C_DIR / "floor.c")], timeout=300)
+    status, _, err = run_cmd(["gcc", "-O2", "-o", str(exe), str(C_DIR / f"{name}.c")], timeout=300)
     if status:
-        log(f"gcc floor.c failed ({status}):\n{tail(err)}")
+        log(f"gcc {name}.c failed ({status}):\n{tail(err)}")
         return "build failed"
     return exe
 
@@ -561,6 +568,7 @@ def main():
         ensure_peers(peers)
     built = build_c(peers)
     floor_exe = build_floor()
+    copy_floor_exe = build_floor("copy_floor") if "coll" in selected(opts) else "not wanted"
     weft_progs, launcher = build_weft(opts.no_build) if "weft" in impls else ({}, None)
 
     hosts = None
@@ -572,7 +580,8 @@ def main():
         else:
             log(f"test hosts {', '.join(hosts.names)} on {hosts.cidr} (bridge {hosts.bridge} at {hosts.bridge_addr})")
     try:
-        return measure(opts, rounds, timeout, impls, ring_ranks, args, built, floor_exe, weft_progs, launcher, hosts)
+        return measure(opts, rounds, timeout, impls, ring_ranks, args, built, (floor_exe, copy_floor_exe), weft_progs,
+                       launcher, hosts)
     except KeyboardInterrupt:
         log("interrupted")
         return 130
@@ -637,7 +646,9 @@ def run_in_state(opts, floor_exe, want, run):
     return status, out, err, state
 
 
-def measure(opts, rounds, timeout, impls, ring_ranks, args, built, floor_exe, weft_progs, launcher, hosts):
+def measure(opts, rounds, timeout, impls, ring_ranks, args, built, floors, weft_progs, launcher, hosts):
+    """`floors`: floor.c's and copy_floor.c's executables (or why not)."""
+    floor_exe, copy_floor_exe = floors
     wanted = selected(opts)
     jobs = [(p, 2, 0) for p in ("latency", "bandwidth") if p in wanted]
     if opts.net == "shm" and "ring" in wanted:
@@ -658,7 +669,7 @@ def measure(opts, rounds, timeout, impls, ring_ranks, args, built, floor_exe, we
     for rnd in range(rounds):
         load = os.getloadavg()[0]
         log(f"round {rnd + 1}/{rounds} (load average {load:.2f})")
-        if not isinstance(floor_exe, str) and "latency" in wanted:
+        if not isinstance(floor_exe, str) and wanted & {"latency", "coll"}:
             pin = [] if floor_pinned(opts) else ["--no-pin"]
             status, out, err = run_cmd([str(floor_exe), *args, *pin], timeout=timeout)
             floor += [v for (n, _, v, _) in parse_results(out) if n == "floor"]
@@ -668,6 +679,8 @@ def measure(opts, rounds, timeout, impls, ring_ranks, args, built, floor_exe, we
         for prog, nranks, busy in jobs:
             job = (prog, nranks, busy)
             round_state = None  # the state of this job's first run in this round
+            if prog == "coll":
+                copy_floor(res, copy_floor_exe, nranks, args, timeout, rnd)
             for impl in order:
                 if impl == "weft":
                     exe = weft_progs.get(prog)
@@ -725,6 +738,23 @@ def measure(opts, rounds, timeout, impls, ring_ranks, args, built, floor_exe, we
     report(opts, res, floor, impls, ring_ranks, rounds)
     save_raw(opts, res, floor, rounds, ring_ranks)
     return 0
+
+
+def copy_floor(res, exe, nranks, args, timeout, rnd):
+    """copy_floor.c's memory floor of an `nranks` all-to-all at the collectives' sizes from 64
+    KiB up, recorded as the implementation "floor" (in the raw results too, so that a saved run
+    shows it again)."""
+    if isinstance(exe, str):
+        return
+    sizes = [s for s in (COLL_SIZES_QUICK if "--quick" in args else COLL_SIZES) if s >= COPY_FLOOR_FROM]
+    status, out, err = run_cmd([str(exe), str(nranks), ",".join(map(str, sizes)), *args], timeout=timeout)
+    if status:
+        log(f"copy_floor {nranks}: {status}: {tail(err, 3)}")
+    for name, size, value, unit in parse_results(out):
+        bench = f"coll:{name}"
+        res.add("floor", result_key(bench, nranks), size, value)
+        res.raw.append({"round": rnd + 1, "impl": "floor", "bench": bench, "ranks": nranks, "busy": 0,
+                        "size": size, "value": value, "unit": unit, "cpus": None})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -893,7 +923,7 @@ def report(opts, res, floor, impls, ring_ranks, rounds, saved=None):
         print_table(f"Oversubscribed on {os.cpu_count()} CPUs: µs per ring step (8 B to the next rank) and per "
                     "barrier (lower is better)", ["benchmark"] + header_cols, rows, md)
     if ran("coll"):
-        coll_report(opts, res, impls, header_cols, md)
+        coll_report(opts, res, impls, header_cols, md, fl)
     busy_counts = sorted({r.get("busy", 0) for r in res.raw} | {j[2] for (_, j) in res.failures if len(j) > 2})
     for busy in [b for b in busy_counts if b]:
         busy_report(opts, res, impls, ring_ranks, busy)
@@ -914,8 +944,10 @@ def coll_target(op, size, nranks):
     return 1.0
 
 
-def coll_report(opts, res, impls, header_cols, md):
-    """One table per rank count: every collective and size, with the floor beside the barrier."""
+def coll_report(opts, res, impls, header_cols, md, one_way_floor):
+    """One table per rank count: every collective and size, and under it the floors (issue 10:
+    "a barrier cannot beat a cache-line round trip per tree level"; an all-to-all cannot move
+    its data faster than the CPUs copy it)."""
     counts = sorted({r["ranks"] for r in res.raw if r["bench"].startswith("coll:")}
                     | {j[1] for (_, j) in res.failures if j[0] == "coll"})
     for n in counts:
@@ -929,6 +961,35 @@ def coll_report(opts, res, impls, header_cols, md):
         over = f" ({n} ranks on {os.cpu_count()} CPUs: oversubscribed)" if n > (os.cpu_count() or 2) else ""
         print_table(f"Collectives, {n} ranks{over}: µs per call, rooted at rank 0 (lower is better)",
                     ["collective"] + header_cols, rows, md)
+        for line in coll_floor_lines(res, impls, n, one_way_floor):
+            print(("\n" if md else "") + line)
+
+
+def coll_floor_lines(res, impls, n, one_way_floor):
+    """The floors under an n-rank collectives table, each with Weft's and the best peer's
+    multiple of it."""
+    def against(op_key, size, floor):
+        parts = []
+        for who, impl_set in (("Weft", ["weft"]), ("best peer", [p for p in PEERS if p in impls])):
+            vals = [v for v in (res.median(i, op_key, size) for i in impl_set) if v is not None]
+            if vals:
+                parts.append(f"{who} {min(vals) / floor:.2f}x")
+        return f" ({', '.join(parts)})" if parts else ""
+
+    lines = []
+    if one_way_floor:
+        levels = max(1, math.ceil(math.log2(n)))
+        floor = levels * 2 * one_way_floor
+        lines.append(f"Floor, barrier: {levels} cache-line round trip(s), one per tree level (floor.c), "
+                     f"{floor:.3f} µs{against(result_key('coll:barrier', n), 0, floor)}")
+    key = result_key("coll:copy_floor_alltoall", n)
+    cells = [f"{human_size(size)} {fmt_value(res.median('floor', key, size))} µs"
+             f"{against(result_key('coll:alltoall', n), size, res.median('floor', key, size))}"
+             for size in sizes_for(res, key) if res.median("floor", key, size)]
+    if cells:
+        lines.append(f"Floor, all-to-all: its {n}x{n} blocks copied once by min({n}, CPUs) processes with memcpy, "
+                     "nothing else (copy_floor.c; memory speed here varies between runs): " + "; ".join(cells))
+    return lines
 
 
 def busy_report(opts, res, impls, ring_ranks, busy):

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test: unit and multi-process tests (cargo test), the loom model of the
-# wake-up handshake, and rsmpi's examples built against Weft. Installs what the tests need
-# first (MPICH and Open MPI, for the "programs built against MPICH" and Hydra tests; Slurm,
-# for the tests that start a local two-node Slurm).
+# wake-up handshake, the benchmarks' floors (built and run once), and rsmpi's examples built
+# against Weft. Installs what the tests need first (MPICH and Open MPI, for the "programs
+# built against MPICH" and Hydra tests; Slurm, for the tests that start a local two-node
+# Slurm).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,6 +26,14 @@ cargo test --workspace --quiet
 echo "== loom model of the sleep/wake handshake"
 LOOM_MAX_PREEMPTIONS=2 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
   cargo test -p weft --release --lib --quiet loom
+
+echo "== the benchmarks' floors (bench/c/floor.c, copy_floor.c) build warning-free and report"
+floors=$(mktemp -d)
+for f in floor copy_floor; do gcc -O2 -Wall -Wextra -Werror -o "$floors/$f" "bench/c/$f.c"; done
+"$floors/floor" --quick | grep -q '^RESULT floor 64 '
+"$floors/copy_floor" 3 4096,65536 --quick | grep -c '^RESULT copy_floor_alltoall ' | grep -qx 2
+if "$floors/copy_floor" 0 8 2>/dev/null; then echo "copy_floor took 0 ranks"; exit 1; fi
+rm -rf "$floors"
 
 echo "== rsmpi's examples against Weft"
 python3 scripts/rsmpi-examples.py --ranks 4
