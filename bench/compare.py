@@ -968,12 +968,12 @@ def coll_report(opts, res, impls, header_cols, md, one_way_floor):
 def coll_floor_lines(res, impls, n, one_way_floor):
     """The floors under an n-rank collectives table, each with Weft's and the best peer's
     multiple of it."""
-    def against(op_key, size, floor):
+    def against(op_key, size, *floors):
         parts = []
         for who, impl_set in (("Weft", ["weft"]), ("best peer", [p for p in PEERS if p in impls])):
             vals = [v for v in (res.median(i, op_key, size) for i in impl_set) if v is not None]
             if vals:
-                parts.append(f"{who} {min(vals) / floor:.2f}x")
+                parts.append(f"{who} " + " / ".join(f"{min(vals) / f:.2f}x" for f in floors))
         return f" ({', '.join(parts)})" if parts else ""
 
     lines = []
@@ -983,12 +983,18 @@ def coll_floor_lines(res, impls, n, one_way_floor):
         lines.append(f"Floor, barrier: {levels} cache-line round trip(s), one per tree level (floor.c), "
                      f"{floor:.3f} µs{against(result_key('coll:barrier', n), 0, floor)}")
     key = result_key("coll:copy_floor_alltoall", n)
-    cells = [f"{human_size(size)} {fmt_value(res.median('floor', key, size))} µs"
-             f"{against(result_key('coll:alltoall', n), size, res.median('floor', key, size))}"
-             for size in sizes_for(res, key) if res.median("floor", key, size)]
+    kernel_key = result_key("coll:copy_floor_alltoall_kernel", n)
+    cells = []
+    for size in sizes_for(res, key):
+        floors = [f for f in (res.median("floor", k, size) for k in (key, kernel_key)) if f]
+        if floors:
+            cells.append(f"{human_size(size)} {' / '.join(fmt_value(f) for f in floors)} µs"
+                         f"{against(result_key('coll:alltoall', n), size, *floors)}")
     if cells:
-        lines.append(f"Floor, all-to-all: its {n}x{n} blocks copied once by min({n}, CPUs) processes with memcpy, "
-                     "nothing else (copy_floor.c; memory speed here varies between runs): " + "; ".join(cells))
+        lines.append(f"Floor, all-to-all: its {n}x{n} blocks copied once by min({n}, CPUs) processes, nothing else, "
+                     "with memcpy / by the kernel from another process (process_vm_readv, as every implementation "
+                     "here copies large blocks) (copy_floor.c; memory speed here varies between runs): "
+                     + "; ".join(cells))
     return lines
 
 

@@ -31,7 +31,10 @@ echo "== the benchmarks' floors (bench/c/floor.c, copy_floor.c) build warning-fr
 floors=$(mktemp -d)
 for f in floor copy_floor; do gcc -O2 -Wall -Wextra -Werror -o "$floors/$f" "bench/c/$f.c"; done
 "$floors/floor" --quick | grep -q '^RESULT floor 64 '
-"$floors/copy_floor" 3 4096,65536 --quick | grep -c '^RESULT copy_floor_alltoall ' | grep -qx 2
+copied=$("$floors/copy_floor" 3 4096,65536 --quick)
+for kind in copy_floor_alltoall copy_floor_alltoall_kernel; do
+  echo "$copied" | grep -c "^RESULT $kind " | grep -qx 2 || { echo "copy_floor: not 2 $kind lines: $copied"; exit 1; }
+done
 if "$floors/copy_floor" 0 8 2>/dev/null; then echo "copy_floor took 0 ranks"; exit 1; fi
 rm -rf "$floors"
 

@@ -70,8 +70,13 @@ pub fn constants(out: &mut String, t: &Tunables) {
     let _ = writeln!(
         out,
         "  node   {} CPUs; when members outnumber them, copies share them and a rendezvous \
-         round waits {} ns per member sharing a CPU; split copies from {} bytes",
-        m.cpus, m.oversub_ns, m.split_copy_min
+         round waits {} ns per member sharing a CPU; split copies from {} bytes; all-to-alls \
+         by single copies whose buffers take up to {} bytes are copied by their receivers \
+         (WEFT_COLL_ALLTOALL_PULLS)",
+        m.cpus,
+        m.oversub_ns,
+        m.split_copy_min,
+        weft::coll_model::alltoall_pulls(t)
     );
     let one_node = match m.path(1) {
         Path::Shm => "shm",

@@ -568,6 +568,16 @@ fn info_lists_transports_and_every_tunable() {
         .find(|l| l.contains("WEFT_EAGER_LIMIT"))
         .unwrap();
     assert!(eager.contains("65536 (set)"), "{eager}");
+
+    // The cost model's section says the bound in force where the tunables table says "auto".
+    let mut c = weft();
+    c.env("WEFT_COLL_ALLTOALL_PULLS", "3m").arg("info");
+    let out = run(c, "weft info with WEFT_COLL_ALLTOALL_PULLS=3m");
+    assert!(
+        out.stdout
+            .contains("buffers take up to 3145728 bytes are copied by their receivers"),
+        "{out:?}"
+    );
 }
 
 #[test]
