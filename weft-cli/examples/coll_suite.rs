@@ -30,6 +30,8 @@ mod in_place;
 mod inter;
 #[path = "coll_suite/persistent.rs"]
 mod persistent;
+#[path = "coll_suite/reused.rs"]
+mod reused;
 
 use weft::collective::SystemOperation;
 use weft::datatype::{Partition, PartitionMut, UserDatatype};
@@ -98,6 +100,7 @@ fn main() {
         }
         "immediate" => immediate(&world),
         "large" => coverage::large(&world),
+        "reused" => reused::run(&world),
         // A representative subset for large member counts: every collective once, small and
         // one larger size, on the world and on a split with an odd placement.
         "subset" => {

@@ -99,6 +99,53 @@ fn alltoalls_copied_by_their_receivers_or_by_claims() {
     }
 }
 
+/// Whether this machine moves memory onto huge pages when asked (`MADV_COLLAPSE`: Linux 6.1
+/// and later, transparent huge pages not `never`), and whether it gives them unasked
+/// (`always`).
+fn huge_pages_here() -> (bool, bool) {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut v = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|x| x.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (v.next().unwrap_or(0), v.next().unwrap_or(0));
+    let thp =
+        std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
+    let asked = (major, minor) >= (6, 1) && !thp.contains("[never]") && !thp.is_empty();
+    (asked, thp.contains("[always]"))
+}
+
+#[test]
+fn large_buffers_used_again_move_onto_huge_pages() {
+    // The same 4 MiB buffers through four rounds of all-to-alls, allgathers, scatters and
+    // gathers of 1 MiB blocks: right every time, with and without huge pages; with them (the
+    // default) the send buffer the members lend for single copies is on huge pages after, on
+    // a kernel that can move it and when shared memory carries the job.
+    let kb = |out: &Out| -> u64 {
+        out.stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("huge pages under the send buffer: "))
+            .and_then(|v| v.trim_end_matches(" kB").parse().ok())
+            .unwrap_or_else(|| panic!("no huge-page report: {out:?}"))
+    };
+    let (asked, always) = huge_pages_here();
+    let shm = std::env::var("WEFT_TRANSPORTS").map_or(true, |t| t.contains("shm"));
+    for (setting, n) in [("1", 4), ("0", 4), ("1", 3)] {
+        let set = format!("WEFT_HUGE_PAGES={setting}");
+        let out = job(n, "reused", &["-x", &set]);
+        assert_eq!(out.code, Some(0), "reused on {n} ranks, {set}: {out:?}");
+        assert!(
+            out.stdout
+                .contains(&format!("coll_suite reused: ok on {n} ranks")),
+            "{out:?}"
+        );
+        match setting {
+            "1" if asked && shm => assert!(kb(&out) >= 2048, "{set}: nothing moved: {out:?}"),
+            "0" if !always => assert_eq!(kb(&out), 0, "{set}: pages moved: {out:?}"),
+            _ => {}
+        }
+    }
+}
+
 #[test]
 fn every_algorithm_forced() {
     // By messages (the node-shared area off), so the algorithms run at every size.

@@ -71,6 +71,8 @@ tunables! {
         "Wake-ups without a fence on the sender's side: a rank about to sleep runs membarrier(2) instead, when every rank of the node registered for it and the node has no more ranks than CPUs (2 ranks: barrier 0.26 -> 0.20 us; oversubscribed, ranks sleep often and each barrier interrupts the other CPUs: beside a busy process an 8-rank ring step went 19 -> 57 us); 0: a fence on both sides";
     shm_single_copy: bool = "WEFT_SHM_SINGLE_COPY", "1",
         "Use process_vm_readv (single copy) for rendezvous on one node; 0 forces the pipelined copy";
+    huge_pages: bool = "WEFT_HUGE_PAGES", "1",
+        "Buffers holding a whole 2 MiB page (from 2-4 MiB on) that a rank lends to the other ranks of its node for single copies (large all-to-alls, allgathers, gathers, scatters, 2-rank reductions) move onto 2 MiB pages (MADV_COLLAPSE, Linux 6.1) the second time they are lent: the kernel then pins them a huge page at a time for the others' copies (4 ranks, 4 MiB blocks, kernel copies 5.0-6.0 ms -> 2.9-3.2). Contents and addresses stay; 0 leaves the program's pages alone";
     split_copy_min: usize = "WEFT_SPLIT_COPY_MIN", "64k",
         "Rendezvous messages at least this large are copied by both sides at once (receiver pulls the first half, sender pushes the second); 0 disables";
     spin_count: Auto = "WEFT_SPIN_COUNT", "auto",

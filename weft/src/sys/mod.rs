@@ -5,6 +5,7 @@
 pub mod cma;
 pub mod cpu;
 pub mod futex;
+pub mod huge;
 pub mod log_limit;
 pub mod membarrier;
 pub mod net;

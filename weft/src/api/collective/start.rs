@@ -429,6 +429,7 @@ fn new_area(
             if area.n() > model::node_cpus(t) {
                 area.let_receivers_copy(model::alltoall_pulls(t));
             }
+            area.lend_on_huge_pages(t.huge_pages);
             Ok(Some(area))
         }
         // On several nodes the other nodes' members, who cannot know, go through their

@@ -201,6 +201,9 @@ pub struct NodeArea {
     /// All-to-alls by single copies whose send and receive buffers take at most this many
     /// bytes in all are copied by each block's receiver ([`NodeArea::let_receivers_copy`]).
     receivers_copy_up_to: usize,
+    /// Whether buffers lent for single copies move onto huge pages
+    /// ([`NodeArea::lend_on_huge_pages`]).
+    huge_pages: bool,
 }
 
 impl NodeArea {
@@ -232,6 +235,7 @@ impl NodeArea {
             whole: None,
             copies_over: None,
             receivers_copy_up_to: 0,
+            huge_pages: false,
         }
     }
 

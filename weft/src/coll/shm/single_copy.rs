@@ -150,6 +150,25 @@ impl NodeArea {
         self.receivers_copy_up_to = bytes;
     }
 
+    /// Lets the buffers this member lends for single copies move onto huge pages
+    /// ([`crate::sys::huge::lend`]: a buffer the second time it is lent, if it holds a whole
+    /// 2 MiB page), where the kernel pins them for the others' copies a huge page at a time
+    /// instead of 4 KiB at a time. Every member decides alone (the copies are right on any
+    /// pages).
+    pub fn lend_on_huge_pages(&mut self, yes: bool) {
+        self.huge_pages = yes;
+    }
+
+    /// Says that `bufs` are lent for this collective's single copies
+    /// ([`NodeArea::lend_on_huge_pages`]).
+    fn lend(&self, bufs: &[&[u8]]) {
+        if self.huge_pages {
+            for b in bufs {
+                crate::sys::huge::lend(b);
+            }
+        }
+    }
+
     /// Starts a collective by single copies: says where this member's buffers lie (`words`:
     /// addresses and lengths) and waits until every member has said where theirs lie.
     /// Returns the collective's number and whether every member gave as many words.
@@ -278,6 +297,7 @@ impl NodeArea {
         let src_len = if stride == 0 { len } else { n * len };
         let fits = dst.len() == n * len && src.len() == src_len;
         let said_len = if fits { src.len() as u64 } else { u64::MAX };
+        self.lend(&[src, dst]);
         let words = [src.as_ptr() as u64, said_len, dst.as_mut_ptr() as u64];
         let (k, sizes) = self.say_where(w, &words);
         sizes.map_err(AreaError::Sizes)?;
@@ -349,6 +369,7 @@ impl NodeArea {
     ) -> Result<(), AreaError> {
         let (n, me, len) = (self.n(), self.me, src.len());
         if me != root {
+            self.lend(&[src]);
             let k = self.say(w, &[src.as_ptr() as u64, src.len() as u64]);
             self.wait_data(w, k, root..root + 1);
             self.check(k, root..root + 1, 16)?;
@@ -362,6 +383,7 @@ impl NodeArea {
             }
             return failed.map_or(Ok(()), Err);
         }
+        self.lend(&[dst]);
         let k = self.say(w, &[dst.as_mut_ptr() as u64, dst.len() as u64]);
         dst[root * len..(root + 1) * len].copy_from_slice(src);
         self.wait_data(w, k, 0..n);
@@ -547,6 +569,7 @@ impl NodeArea {
         let (n, len) = (self.n(), dst.len());
         let mut failed = None;
         if self.me == root {
+            self.lend(&[src]);
             self.say(w, &[src.as_ptr() as u64, src.len() as u64]);
             dst.copy_from_slice(&src[root * len..(root + 1) * len]);
         } else {
@@ -609,6 +632,7 @@ impl NodeArea {
     ) -> Result<(), AreaError> {
         debug_assert_eq!(self.n(), 2);
         let other = 1 - self.me;
+        self.lend(&[src, dst]);
         let words = [src.as_ptr() as u64, dst.as_ptr() as u64, src.len() as u64];
         let (k, sizes) = self.say_where(w, &words);
         let mut failed = sizes.err().map(AreaError::Sizes);
@@ -661,6 +685,7 @@ impl NodeArea {
     ) -> Result<(), AreaError> {
         debug_assert_eq!(self.n(), 2);
         let other = 1 - self.me;
+        self.lend(&[src]);
         let (k, sizes) = self.say_where(w, &[src.as_ptr() as u64, src.len() as u64]);
         let mut failed = sizes.err().map(AreaError::Sizes);
         if failed.is_none() {

@@ -55,6 +55,7 @@ fn area_in(mem: &Arc<Vec<AtomicU64>>, n: usize, me: usize, slot: usize, piece: u
         whole: None,
         copies_over: None,
         receivers_copy_up_to: 0,
+        huge_pages: false,
     }
 }
 
