@@ -55,25 +55,36 @@ pub fn whole_huge_pages(addr: usize, len: usize) -> Option<(usize, usize)> {
 pub fn lend(buf: &[u8]) -> Option<Result<(), i32>> {
     let range = whole_huge_pages(buf.as_ptr() as usize, buf.len())?;
     let mut lent = LENT.lock().unwrap_or_else(|e| e.into_inner());
-    if !lent.kernel_can {
-        return None;
-    }
-    match lent.ranges.iter().position(|(r, _)| *r == range) {
-        Some(i) if lent.ranges[i].1 == Seen::Moved => None,
-        Some(i) => {
-            lent.ranges[i].1 = Seen::Moved;
-            let answer = collapse(range);
-            if answer == Err(libc::EINVAL) {
-                lent.kernel_can = false;
-            }
-            Some(answer)
+    lent.lend(range, collapse)
+}
+
+impl Lent {
+    /// [`lend`]'s bookkeeping for `range`, with `collapse` the call that moves pages.
+    fn lend(
+        &mut self,
+        range: (usize, usize),
+        collapse: impl FnOnce((usize, usize)) -> Result<(), i32>,
+    ) -> Option<Result<(), i32>> {
+        if !self.kernel_can {
+            return None;
         }
-        None => {
-            if lent.ranges.len() == REMEMBERED {
-                lent.ranges.remove(0);
+        match self.ranges.iter().position(|(r, _)| *r == range) {
+            Some(i) if self.ranges[i].1 == Seen::Moved => None,
+            Some(i) => {
+                self.ranges[i].1 = Seen::Moved;
+                let answer = collapse(range);
+                if answer == Err(libc::EINVAL) {
+                    self.kernel_can = false;
+                }
+                Some(answer)
             }
-            lent.ranges.push((range, Seen::Once));
-            None
+            None => {
+                if self.ranges.len() == REMEMBERED {
+                    self.ranges.remove(0);
+                }
+                self.ranges.push((range, Seen::Once));
+                None
+            }
         }
     }
 }
@@ -125,6 +136,31 @@ mod tests {
         assert_eq!(whole_huge_pages(16, 2 * HUGE_PAGE), Some((HUGE_PAGE, 2 * HUGE_PAGE)));
         assert_eq!(whole_huge_pages(16, 2 * HUGE_PAGE - 17), None);
         assert_eq!(whole_huge_pages(usize::MAX - 8, 64), None);
+    }
+
+    #[test]
+    fn moved_once_on_the_second_loan_forgotten_after_32_others_and_never_after_einval() {
+        let mut lent = Lent { ranges: Vec::new(), kernel_can: true };
+        let r = |i: usize| (i * HUGE_PAGE, (i + 1) * HUGE_PAGE);
+        let never = |_| -> Result<(), i32> { panic!("asked to move on a first loan") };
+        assert_eq!(lent.lend(r(0), never), None);
+        assert_eq!(lent.lend(r(0), |got| if got == r(0) { Ok(()) } else { Err(0) }), Some(Ok(())));
+        assert_eq!(lent.lend(r(0), never), None, "moved already");
+        // A range the kernel could not move (EAGAIN) is not asked about again either.
+        lent.lend(r(1), never);
+        assert_eq!(lent.lend(r(1), |_| Err(libc::EAGAIN)), Some(Err(libc::EAGAIN)));
+        assert_eq!(lent.lend(r(1), never), None);
+        // After 32 other ranges, the first is a first loan again.
+        for i in 2..2 + REMEMBERED {
+            lent.lend(r(i), never);
+        }
+        assert_eq!(lent.lend(r(0), never), None);
+        assert_eq!(lent.lend(r(0), |_| Ok(())), Some(Ok(())));
+        // A kernel without the advice (EINVAL) is asked no more, for any range.
+        lent.lend(r(100), never);
+        assert_eq!(lent.lend(r(100), |_| Err(libc::EINVAL)), Some(Err(libc::EINVAL)));
+        lent.lend(r(101), never);
+        assert_eq!(lent.lend(r(101), never), None);
     }
 
     #[test]
