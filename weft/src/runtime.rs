@@ -1,6 +1,12 @@
-//! The per-process runtime behind the front end: the engine over the node fabric, the
-//! bootstrap client, the context-id mask and communicator names. It lives in a thread-local
-//! slot of the thread that initialized (weft is single-threaded: MPI_THREAD_FUNNELED).
+//! The per-process runtime behind the front ends: the engine over the node fabric, the
+//! bootstrap client, the context-id mask and communicator names.
+//!
+//! It is one process-wide object, not a thread-local: the C ABI's `MPI_THREAD_SERIALIZED`
+//! lets any thread call, one at a time. One thread at a time owns it (the one that
+//! initialized, until the C ABI [`adopt`]s it for another) and only the owner gets in, so the
+//! fast path is a thread-id compare and a flag, with no locked instruction: a thread that is
+//! not the owner gets the same clear error as before, and the hand-over between threads is the
+//! C caller's promise of serialized calls (the standard's), made in `unsafe` code.
 
 use crate::boot::Boot;
 use crate::comm::context::ContextMask;
@@ -9,8 +15,9 @@ use crate::error::{Error, ErrorClass, Result};
 use crate::fabric::node::NodeFabric;
 use crate::fabric::shm::doorbell::Fences;
 use crate::tunables::Tunables;
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, UnsafeCell};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering::Relaxed};
 use std::time::Instant;
 
 /// Everything one initialized process holds.
@@ -35,25 +42,145 @@ pub struct Runtime {
     pub tunables: Tunables,
 }
 
-thread_local! {
-    static RUNTIME: RefCell<Option<Runtime>> = const { RefCell::new(None) };
-    static STATE: Cell<State> = const { Cell::new(State::Uninitialized) };
+/// The process's runtime and who may use it.
+struct Slot {
+    /// The runtime, while it runs. Touched only by the owner thread, inside [`enter`].
+    runtime: UnsafeCell<Option<Runtime>>,
+    /// Who may come in: twice the id ([`this_thread`]) of the thread allowed in (0 before
+    /// initialize), plus [`INSIDE`] while a call of it is inside (a reentrant call, or a drop
+    /// during one, must not get a second `&mut`). One word, so the way in is one compare.
+    entry: AtomicUsize,
+    /// A [`State`] as its `u8`.
+    state: AtomicU8,
     /// `tunables.coll_check` of the running runtime: every collective call asks, so it is
-    /// kept where reading it costs a load, not a borrow of the runtime.
-    static COLL_CHECK: Cell<bool> = const { Cell::new(false) };
+    /// kept where reading it costs a load, not an entry into the runtime.
+    coll_check: AtomicBool,
+}
+
+// SAFETY: the runtime inside (which holds `Rc`s and raw buffer views, so is neither `Send`
+// nor `Sync`) is only touched by the thread whose id is in `entry`, and its `INSIDE` bit keeps
+// that thread's calls from overlapping. The owner changes from one thread to another only in
+// [`adopt`], whose caller promises that no other thread is using weft and that its own
+// synchronization orders the old owner's last call before the new owner's first (MPI's
+// serialized level): then no two threads ever touch the runtime at the same time.
+unsafe impl Sync for Slot {}
+
+static SLOT: Slot = Slot {
+    runtime: UnsafeCell::new(None),
+    entry: AtomicUsize::new(0),
+    state: AtomicU8::new(State::Uninitialized as u8),
+    coll_check: AtomicBool::new(false),
+};
+
+thread_local! {
+    /// This thread's id for [`Slot::entry`]; 0 until first asked.
+    static THREAD_ID: Cell<usize> = const { Cell::new(0) };
+}
+
+/// The bit of [`Slot::entry`] set while the owner is inside a call.
+const INSIDE: usize = 1;
+
+/// The last thread id handed out.
+static THREAD_IDS: AtomicUsize = AtomicUsize::new(0);
+
+/// A number for the calling thread, never 0 and never reused in this process.
+#[inline]
+fn this_thread() -> usize {
+    THREAD_ID.with(|id| match id.get() {
+        0 => {
+            let new = THREAD_IDS.fetch_add(1, Relaxed) + 1;
+            id.set(new);
+            new
+        }
+        known => known,
+    })
+}
+
+/// Runs `f` with the runtime when the calling thread owns it and is not already inside;
+/// `None` otherwise.
+#[inline]
+fn enter<R>(f: impl FnOnce(&mut Runtime) -> R) -> Option<R> {
+    enter_slot(|slot| slot.as_mut().map(f)).flatten()
+}
+
+/// [`enter`] with the slot itself, to install or take the runtime.
+#[inline]
+fn enter_slot<R>(f: impl FnOnce(&mut Option<Runtime>) -> R) -> Option<R> {
+    // Relaxed throughout: `entry` names this thread only if this thread wrote it (initialize,
+    // `adopt`, the lines below), and what another thread did before an adoption is ordered by
+    // the caller of `adopt` (see `Slot`'s Sync).
+    let idle = this_thread() * 2;
+    if SLOT.entry.load(Relaxed) != idle {
+        return None;
+    }
+    /// Clears the `INSIDE` bit when the call ends, also by a panic.
+    struct Leave(usize);
+    impl Drop for Leave {
+        fn drop(&mut self) {
+            SLOT.entry.store(self.0, Relaxed);
+        }
+    }
+    SLOT.entry.store(idle | INSIDE, Relaxed);
+    let _leave = Leave(idle);
+    // SAFETY: this thread owns the runtime and no call of it is inside (checked above, and
+    // the `INSIDE` bit now keeps any nested call out), so this is the only reference (see
+    // `Slot`).
+    let slot = unsafe { &mut *SLOT.runtime.get() };
+    Some(f(slot))
+}
+
+/// Makes the calling thread the one allowed into the runtime (the C ABI calls it when a call
+/// comes from a thread other than the last one). Errors if the runtime is in a call now: the
+/// program broke the serialized threading level, and a caught overlap is better than none.
+///
+/// # Safety
+///
+/// No other thread may be using weft now or until the calling thread's call returns (this
+/// includes dropping weft objects), and the program's own synchronization must order the
+/// previous owner's last use before this call: the promise of `MPI_THREAD_SERIALIZED`.
+pub unsafe fn adopt(call: &'static str) -> Result<()> {
+    let me = this_thread();
+    let entry = SLOT.entry.load(Relaxed);
+    if entry & !INSIDE == me * 2 {
+        return Ok(());
+    }
+    if entry & INSIDE != 0 {
+        return Err(Error::new(
+            ErrorClass::Arg,
+            call,
+            "another thread is inside a weft call now: the threading level is serialized \
+             (one call at a time, from any thread)",
+        ));
+    }
+    SLOT.entry.store(me * 2, Relaxed);
+    Ok(())
+}
+
+fn state() -> State {
+    match SLOT.state.load(Relaxed) {
+        0 => State::Uninitialized,
+        1 => State::Running,
+        _ => State::Finalized,
+    }
+}
+
+fn set_state(state: State) {
+    SLOT.state.store(state as u8, Relaxed);
 }
 
 static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-static EVER_INITIALIZED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static EVER_INITIALIZED: AtomicBool = AtomicBool::new(false);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
 enum State {
-    Uninitialized,
-    Running,
-    Finalized,
+    Uninitialized = 0,
+    Running = 1,
+    Finalized = 2,
 }
 
-/// Boots and installs the runtime on this thread. Errors if it already ran in this process.
+/// Boots the runtime and makes the calling thread its owner. Errors if it already ran in this
+/// process.
 pub fn init() -> Result<()> {
     START.get_or_init(Instant::now);
     if EVER_INITIALIZED.swap(true, std::sync::atomic::Ordering::SeqCst) {
@@ -85,9 +212,12 @@ pub fn init() -> Result<()> {
         names: HashMap::new(),
         tunables,
     };
-    COLL_CHECK.with(|c| c.set(rt.tunables.coll_check));
-    RUNTIME.with(|r| *r.borrow_mut() = Some(rt));
-    STATE.with(|s| s.set(State::Running));
+    SLOT.coll_check.store(rt.tunables.coll_check, Relaxed);
+    // No thread owns the slot yet (`entry` is 0 until here, and `EVER_INITIALIZED` let only
+    // this call through), so this thread may take it and put the runtime in.
+    SLOT.entry.store(this_thread() * 2, Relaxed);
+    enter_slot(|slot| *slot = Some(rt));
+    set_state(State::Running);
     Ok(())
 }
 
@@ -98,19 +228,16 @@ pub fn init() -> Result<()> {
 /// outside could strand them (replace the engine, drop it). Outside code may [`inspect`].
 #[inline]
 pub(crate) fn with<R>(f: impl FnOnce(&mut Runtime) -> R) -> R {
-    RUNTIME.with(|r| {
-        let mut guard = r.borrow_mut();
-        match guard.as_mut() {
-            Some(rt) => f(rt),
-            None => panic!("{}", not_running()),
-        }
-    })
+    match enter(f) {
+        Some(v) => v,
+        None => panic!("{}", not_running()),
+    }
 }
 
-/// Whether the collectives' checking mode (`WEFT_COLL_CHECK`) is on in this thread's runtime.
+/// Whether the collectives' checking mode (`WEFT_COLL_CHECK`) is on in the running runtime.
 #[inline]
 pub(crate) fn coll_check() -> bool {
-    COLL_CHECK.with(|c| c.get())
+    SLOT.coll_check.load(Relaxed)
 }
 
 /// Runs `f` with a shared view of the runtime (to read statistics, addresses, the bootstrap's
@@ -124,25 +251,18 @@ pub fn inspect<R>(f: impl FnOnce(&Runtime) -> R) -> R {
 #[inline]
 #[track_caller]
 pub(crate) fn with_call<R>(call: &'static str, f: impl FnOnce(&mut Runtime) -> R) -> R {
-    // The closure below cannot carry the caller's location, so it only hands back whether
-    // the runtime was there; the panic is raised out here.
-    let mut f = Some(f);
-    let out = RUNTIME.with(|r| {
-        let mut guard = r.borrow_mut();
-        let rt = guard.as_mut()?;
-        let f = f.take()?;
-        Some(f(rt))
-    });
-    match out {
+    // `enter` cannot carry the caller's location, so it only hands back whether the runtime
+    // was there; the panic is raised out here.
+    match enter(f) {
         Some(v) => v,
         None => panic!("{}", not_running_for(call)),
     }
 }
 
-/// Runs `f` with the runtime if this thread has one and is not already inside it; `None`
+/// Runs `f` with the runtime if this thread owns it and is not already inside it; `None`
 /// otherwise. For drops, which must not panic.
 pub(crate) fn try_with<R>(f: impl FnOnce(&mut Runtime) -> R) -> Option<R> {
-    RUNTIME.with(|r| r.try_borrow_mut().ok()?.as_mut().map(f))
+    enter(f)
 }
 
 fn not_running() -> Error {
@@ -150,8 +270,12 @@ fn not_running() -> Error {
 }
 
 fn not_running_for(call: &'static str) -> Error {
-    let msg = match STATE.with(|s| s.get()) {
+    let msg = match state() {
         State::Finalized => "weft was already finalized (the Universe was dropped)",
+        State::Running if is_owner() => {
+            "weft is already inside a call on this thread (a callback or a drop during a weft \
+             call may not call weft)"
+        }
         _ if EVER_INITIALIZED.load(std::sync::atomic::Ordering::SeqCst) => {
             "weft is initialized on another thread; call it only from the thread that \
              called initialize (threading level Funneled)"
@@ -161,25 +285,31 @@ fn not_running_for(call: &'static str) -> Error {
     Error::new(ErrorClass::Arg, call, msg)
 }
 
-/// Whether the runtime is running on this thread.
+/// Whether the runtime is running (initialized, not finalized), on whichever thread.
 pub fn is_running() -> bool {
-    STATE.with(|s| s.get()) == State::Running
+    state() == State::Running
 }
 
 /// Whether finalize ran.
 pub fn is_finalized() -> bool {
-    STATE.with(|s| s.get()) == State::Finalized
+    state() == State::Finalized
+}
+
+/// Whether the calling thread is the one that owns the runtime now (the one that initialized
+/// it, unless the C ABI adopted it for another since).
+pub fn is_owner() -> bool {
+    SLOT.entry.load(Relaxed) & !INSIDE == this_thread() * 2
 }
 
 /// Ends the runtime: completes outstanding sends, synchronizes with every rank, tells the
 /// process manager. When the thread is panicking, aborts the whole job instead (the other
 /// ranks would otherwise wait for this one forever).
 pub fn finalize() {
-    let Some(mut rt) = RUNTIME.with(|r| r.borrow_mut().take()) else {
+    let Some(mut rt) = enter_slot(Option::take).flatten() else {
         return;
     };
-    STATE.with(|s| s.set(State::Finalized));
-    COLL_CHECK.with(|c| c.set(false));
+    set_state(State::Finalized);
+    SLOT.coll_check.store(false, Relaxed);
     if std::thread::panicking() {
         let rank = rt.boot.rank;
         rt.boot.pmi.abort(101, &format!("rank {rank} panicked"));

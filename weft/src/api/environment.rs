@@ -90,7 +90,7 @@ pub fn try_initialize() -> Result<Universe> {
     })
 }
 
-/// Whether weft is initialized (and not finalized) on this thread.
+/// Whether weft is initialized (and not finalized) in this process, from any thread.
 pub fn is_initialized() -> bool {
     runtime::is_running()
 }
