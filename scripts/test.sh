@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Runs every test: unit and multi-process tests (cargo test), the loom model of the
-# wake-up handshake, the benchmarks' floors (built and run once), and rsmpi's examples built
-# against Weft. Installs what the tests need first (MPICH and Open MPI, for the "programs
-# built against MPICH" and Hydra tests; Slurm, for the tests that start a local two-node
-# Slurm).
+# Runs every test: unit and multi-process tests (cargo test; C programs on the C ABI), the
+# loom model of the wake-up handshake, the benchmarks' floors (built and run once), and
+# rsmpi's examples built against Weft. Installs what the tests need first (MPICH and Open MPI,
+# for the "programs built against MPICH" and Hydra tests; MPICH 5, for the C ABI's; Slurm, for
+# the tests that start a local two-node Slurm).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,10 +15,22 @@ if [ "$(id -u)" = 0 ] && command -v ip >/dev/null 2>&1; then
 fi
 bash scripts/install-mpi-peers.sh
 bash scripts/install-slurm.sh || echo "install-slurm: failed; the Slurm tests will skip"
+# MPICH 5 (PyPI's wheel): its mpicc_abi and mpi_abi.h are the C ABI's oracle
+# (weft-cli/tests/c_abi.rs); installed, those tests must run, not skip.
+if WEFT_PEERS_ONLY=mpich5 bash scripts/install-newer-peers.sh; then
+  export WEFT_REQUIRE_MPICH_ABI=1
+else
+  echo "install-newer-peers: MPICH 5 failed; the tests against its ABI will skip"
+fi
 if [ "$(id -u)" = 0 ] && command -v srun >/dev/null 2>&1 && command -v slurmd >/dev/null 2>&1; then
   # Root with Slurm installed: the Slurm tests must run, not skip.
   export WEFT_REQUIRE_SLURM=1
 fi
+
+echo "== the C ABI's mpi.h and function list are what the standard's data generates"
+python3 -m venv target/abi-gen-venv
+target/abi-gen-venv/bin/pip install --quiet --disable-pip-version-check pympistandard==0.2.0
+target/abi-gen-venv/bin/python weft-abi/gen/generate.py --check
 
 echo "== cargo test (unit, sans-IO engine, shm, launcher, multi-process at 1-8 ranks, multi-host over network namespaces)"
 cargo test --workspace --quiet

@@ -189,6 +189,10 @@ pub fn report(lookup: &dyn Fn(&str) -> Option<String>, query: &Query) -> (String
 
 /// Prints the report; returns the exit code (1 when a `WEFT_*` value or the query is invalid).
 pub fn run(query: &Query) -> u8 {
+    if query.abi {
+        print!("{}", abi_report());
+        return 0;
+    }
     let (out, errors) = report(&|k| std::env::var(k).ok(), query);
     print!("{out}");
     let mut unknown: Vec<String> = std::env::vars()
@@ -205,4 +209,29 @@ pub fn run(query: &Query) -> u8 {
         note!("weft info: error: {e}");
     }
     u8::from(!errors.is_empty())
+}
+
+/// Every function of the standard, `+` or `-` (implemented or not), from weft-cli's build.
+const ABI_FUNCTIONS: &str = include_str!(concat!(env!("OUT_DIR"), "/abi_functions.txt"));
+
+/// `weft info --abi`: how much of the standard the C ABI implements, and what it does not.
+fn abi_report() -> String {
+    let missing: Vec<&str> = ABI_FUNCTIONS
+        .lines()
+        .filter_map(|l| l.strip_prefix("- "))
+        .collect();
+    let total = ABI_FUNCTIONS.lines().count();
+    let mut out = format!(
+        "C ABI (the MPI 5.0 standard ABI: mpi.h, libmpi_abi.so.1): {} of {total} functions \
+         implemented.\nNot supported yet ({}; each exists and raises \
+         MPI_ERR_UNSUPPORTED_OPERATION through the error handler):\n",
+        total - missing.len(),
+        missing.len()
+    );
+    for name in missing {
+        out.push_str("  ");
+        out.push_str(name);
+        out.push('\n');
+    }
+    out
 }

@@ -18,6 +18,10 @@ pub enum OpKind {
 /// The question `weft info --coll` asks the model.
 #[derive(clap::Args, Debug, Default)]
 pub struct Query {
+    /// List the C ABI's functions (libmpi_abi.so.1) that are not supported yet: they exist,
+    /// and raise MPI_ERR_UNSUPPORTED_OPERATION through the error handler.
+    #[arg(long, conflicts_with = "coll")]
+    pub abi: bool,
     /// Show each algorithm's predicted cost and the cost model's pick for this collective:
     /// bcast, reduce, allreduce, reduce_scatter, gather, scatter, allgather or alltoall.
     #[arg(long, value_name = "COLLECTIVE")]

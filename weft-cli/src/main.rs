@@ -27,7 +27,9 @@ mod head_accept;
 mod hosts;
 mod info;
 mod info_model;
+mod install;
 mod launch;
+mod mpiexec;
 mod pmi_server;
 mod proxy;
 mod sys;
@@ -56,6 +58,9 @@ enum Cmd {
     /// Print the version, the transports available here, every tunable and the collectives'
     /// cost model (with --coll: what it picks for a communicator shape and size).
     Info(info_model::Query),
+    /// Lay out bin/ (weft, mpiexec, mpirun, mpicc, mpicxx), lib/ (libmpi_abi.so.1) and
+    /// include/ (mpi.h) under a prefix, for C programs.
+    Install(install::InstallArgs),
     /// The per-host helper of a multi-host `weft run` (started by it, not by hand).
     #[command(hide = true)]
     Proxy(proxy::ProxyArgs),
@@ -283,10 +288,11 @@ fn env_setting(name: &str) -> Option<String> {
 }
 
 fn run() -> anyhow::Result<ExitCode> {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(mpiexec::arguments(std::env::args_os().collect()));
     let code = match cli.cmd {
         Cmd::Run(a) => run_cmd(*a).context("weft run")?,
         Cmd::Info(q) => info::run(&q),
+        Cmd::Install(a) => install::run(&a).context("weft install")?,
         Cmd::Proxy(a) => proxy::run(&a).context("weft proxy")?,
     };
     Ok(ExitCode::from(code))

@@ -1,0 +1,269 @@
+//! Start-up and shut-down, the threading level, the clock, the library's names, and the
+//! communicator queries every program makes first (rank and size).
+
+use crate::abi::*;
+use crate::errors::{guard, write_string, CError};
+use crate::state::{self, Comm, Phase, Running};
+use std::ffi::{c_char, c_int, c_void};
+use weft::traits::*;
+
+fn init(call: &'static str, required: c_int) -> Result<c_int, CError> {
+    if state::phase() != Phase::Before {
+        return Err(CError::new(
+            MPI_ERR_OTHER,
+            call,
+            "MPI was already initialized",
+        ));
+    }
+    let provided = match required {
+        MPI_THREAD_SINGLE | MPI_THREAD_FUNNELED | MPI_THREAD_SERIALIZED => required,
+        MPI_THREAD_MULTIPLE => MPI_THREAD_SERIALIZED,
+        other => {
+            return Err(CError::new(
+                MPI_ERR_ARG,
+                call,
+                format!("{other} is not a threading level (MPI_THREAD_SINGLE ... MULTIPLE)"),
+            ))
+        }
+    };
+    crate::errors::quiet_panics_inside_calls();
+    let universe = weft::try_initialize().map_err(CError::from_weft)?;
+    let world = Comm::new(universe.world());
+    let self_comm = Comm::new(weft::topology::SimpleCommunicator::self_comm());
+    state::install(Running {
+        _universe: universe,
+        world,
+        self_comm,
+        thread_level: provided,
+        main_thread: std::thread::current().id(),
+    });
+    Ok(provided)
+}
+
+unsafe extern "C" fn mpi_init(_argc: *mut c_int, _argv: *mut *mut *mut c_char) -> c_int {
+    guard("MPI_Init", std::ptr::null_mut(), || {
+        init("MPI_Init", MPI_THREAD_SINGLE).map(drop)
+    })
+}
+export!(Init, mpi_init);
+
+unsafe extern "C" fn init_thread(
+    _argc: *mut c_int,
+    _argv: *mut *mut *mut c_char,
+    required: c_int,
+    provided: *mut c_int,
+) -> c_int {
+    guard("MPI_Init_thread", std::ptr::null_mut(), || {
+        if provided.is_null() {
+            return Err(CError::new(
+                MPI_ERR_ARG,
+                "MPI_Init_thread",
+                "provided is a null pointer",
+            ));
+        }
+        let level = init("MPI_Init_thread", required)?;
+        // SAFETY: checked non-null; the caller's int.
+        unsafe { *provided = level };
+        Ok(())
+    })
+}
+export!(Init_thread, init_thread);
+
+unsafe extern "C" fn finalize() -> c_int {
+    guard("MPI_Finalize", std::ptr::null_mut(), || {
+        let running = state::take().ok_or_else(|| CError::not_initialized("MPI_Finalize"))?;
+        // Dropping the universe finalizes weft (a barrier over the world, then the PMI's).
+        drop(running);
+        Ok(())
+    })
+}
+export!(Finalize, finalize);
+
+/// Writes `value` through `flag`, failing on a null pointer.
+fn put_int(call: &'static str, what: &str, out: *mut c_int, value: c_int) -> Result<(), CError> {
+    if out.is_null() {
+        return Err(CError::new(
+            MPI_ERR_ARG,
+            call,
+            format!("{what} is a null pointer"),
+        ));
+    }
+    // SAFETY: checked non-null; the standard's contract: a pointer to an int.
+    unsafe { *out = value };
+    Ok(())
+}
+
+unsafe extern "C" fn initialized(flag: *mut c_int) -> c_int {
+    guard("MPI_Initialized", std::ptr::null_mut(), || {
+        let on = state::phase() != Phase::Before;
+        put_int("MPI_Initialized", "flag", flag, on.into())
+    })
+}
+export!(Initialized, initialized);
+
+unsafe extern "C" fn finalized(flag: *mut c_int) -> c_int {
+    guard("MPI_Finalized", std::ptr::null_mut(), || {
+        let done = state::phase() == Phase::After;
+        put_int("MPI_Finalized", "flag", flag, done.into())
+    })
+}
+export!(Finalized, finalized);
+
+fn running(call: &'static str) -> Result<&'static Running, CError> {
+    state::running().ok_or_else(|| CError::not_initialized(call))
+}
+
+unsafe extern "C" fn query_thread(provided: *mut c_int) -> c_int {
+    guard("MPI_Query_thread", std::ptr::null_mut(), || {
+        let level = running("MPI_Query_thread")?.thread_level;
+        put_int("MPI_Query_thread", "provided", provided, level)
+    })
+}
+export!(Query_thread, query_thread);
+
+unsafe extern "C" fn is_thread_main(flag: *mut c_int) -> c_int {
+    guard("MPI_Is_thread_main", std::ptr::null_mut(), || {
+        let main = running("MPI_Is_thread_main")?.main_thread == std::thread::current().id();
+        put_int("MPI_Is_thread_main", "flag", flag, main.into())
+    })
+}
+export!(Is_thread_main, is_thread_main);
+
+unsafe extern "C" fn abort(comm: *mut c_void, errorcode: c_int) -> c_int {
+    guard("MPI_Abort", comm, || {
+        let c = crate::handles::comm("MPI_Abort", comm)?;
+        eprintln!("weft: MPI_Abort({errorcode}) called");
+        c.comm.abort(errorcode)
+    })
+}
+export!(Abort, abort);
+
+extern "C" fn wtime() -> f64 {
+    weft::time()
+}
+export!(Wtime, wtime);
+
+extern "C" fn wtick() -> f64 {
+    weft::time_resolution()
+}
+export!(Wtick, wtick);
+
+unsafe extern "C" fn get_processor_name(name: *mut c_char, resultlen: *mut c_int) -> c_int {
+    guard("MPI_Get_processor_name", std::ptr::null_mut(), || {
+        if name.is_null() || resultlen.is_null() {
+            return Err(CError::new(
+                MPI_ERR_ARG,
+                "MPI_Get_processor_name",
+                "a null output pointer",
+            ));
+        }
+        let host = weft::environment::processor_name().unwrap_or_default();
+        // SAFETY: the standard's contract: MPI_MAX_PROCESSOR_NAME bytes at `name`.
+        unsafe { write_string(&host, name, MPI_MAX_PROCESSOR_NAME as usize, resultlen) };
+        Ok(())
+    })
+}
+export!(Get_processor_name, get_processor_name);
+
+unsafe extern "C" fn get_version(version: *mut c_int, subversion: *mut c_int) -> c_int {
+    guard("MPI_Get_version", std::ptr::null_mut(), || {
+        put_int("MPI_Get_version", "version", version, MPI_VERSION)?;
+        put_int("MPI_Get_version", "subversion", subversion, MPI_SUBVERSION)
+    })
+}
+export!(Get_version, get_version);
+
+unsafe extern "C" fn abi_get_version(version: *mut c_int, subversion: *mut c_int) -> c_int {
+    guard("MPI_Abi_get_version", std::ptr::null_mut(), || {
+        put_int("MPI_Abi_get_version", "abi_major", version, MPI_ABI_VERSION)?;
+        put_int(
+            "MPI_Abi_get_version",
+            "abi_minor",
+            subversion,
+            MPI_ABI_SUBVERSION,
+        )
+    })
+}
+export!(Abi_get_version, abi_get_version);
+
+unsafe extern "C" fn get_library_version(version: *mut c_char, resultlen: *mut c_int) -> c_int {
+    guard("MPI_Get_library_version", std::ptr::null_mut(), || {
+        if version.is_null() || resultlen.is_null() {
+            return Err(CError::new(
+                MPI_ERR_ARG,
+                "MPI_Get_library_version",
+                "a null output pointer",
+            ));
+        }
+        let text = weft::environment::library_version().unwrap_or_default();
+        let text = format!("{text} (C ABI: MPI {MPI_VERSION}.{MPI_SUBVERSION} standard ABI {MPI_ABI_VERSION}.{MPI_ABI_SUBVERSION})");
+        let capacity = MPI_MAX_LIBRARY_VERSION_STRING as usize;
+        // SAFETY: the standard's contract: MPI_MAX_LIBRARY_VERSION_STRING bytes at `version`.
+        unsafe { write_string(&text, version, capacity, resultlen) };
+        Ok(())
+    })
+}
+export!(Get_library_version, get_library_version);
+
+unsafe extern "C" fn comm_rank(comm: *mut c_void, rank: *mut c_int) -> c_int {
+    guard("MPI_Comm_rank", comm, || {
+        let c = crate::handles::comm("MPI_Comm_rank", comm)?;
+        put_int("MPI_Comm_rank", "rank", rank, c.comm.rank())
+    })
+}
+export!(Comm_rank, comm_rank);
+
+unsafe extern "C" fn comm_size(comm: *mut c_void, size: *mut c_int) -> c_int {
+    guard("MPI_Comm_size", comm, || {
+        let c = crate::handles::comm("MPI_Comm_size", comm)?;
+        put_int("MPI_Comm_size", "size", size, c.comm.size())
+    })
+}
+export!(Comm_size, comm_size);
+
+unsafe extern "C" fn comm_set_errhandler(comm: *mut c_void, errhandler: *mut c_void) -> c_int {
+    guard("MPI_Comm_set_errhandler", comm, || {
+        let c = crate::handles::comm("MPI_Comm_set_errhandler", comm)?;
+        match errhandler as usize {
+            h @ (MPI_ERRORS_ARE_FATAL | MPI_ERRORS_RETURN | MPI_ERRORS_ABORT) => {
+                c.errhandler.set(h);
+                Ok(())
+            }
+            h => Err(CError::new(
+                MPI_ERR_ARG,
+                "MPI_Comm_set_errhandler",
+                format!(
+                    "{h:#x} is not an error handler Weft supports yet (the predefined ones are)"
+                ),
+            )),
+        }
+    })
+}
+export!(Comm_set_errhandler, comm_set_errhandler);
+
+unsafe extern "C" fn comm_get_errhandler(comm: *mut c_void, errhandler: *mut *mut c_void) -> c_int {
+    guard("MPI_Comm_get_errhandler", comm, || {
+        let c = crate::handles::comm("MPI_Comm_get_errhandler", comm)?;
+        if errhandler.is_null() {
+            return Err(CError::new(
+                MPI_ERR_ARG,
+                "MPI_Comm_get_errhandler",
+                "errhandler is a null pointer",
+            ));
+        }
+        // SAFETY: checked non-null; the caller's handle slot.
+        unsafe { *errhandler = c.errhandler.get() as *mut c_void };
+        Ok(())
+    })
+}
+export!(Comm_get_errhandler, comm_get_errhandler);
+
+extern "C" fn aint_add(base: isize, disp: isize) -> isize {
+    base.wrapping_add(disp)
+}
+export!(Aint_add, aint_add);
+
+extern "C" fn aint_diff(addr1: isize, addr2: isize) -> isize {
+    addr1.wrapping_sub(addr2)
+}
+export!(Aint_diff, aint_diff);

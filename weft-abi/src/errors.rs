@@ -1,0 +1,297 @@
+//! Errors through the C boundary: every call's body runs under [`guard`], which adopts the
+//! runtime for the calling thread, catches any panic, and turns a failure into the error
+//! handler's action: abort the job with a message naming the call and the values
+//! (`MPI_ERRORS_ARE_FATAL`, `MPI_ERRORS_ABORT`, the default), or return the error code
+//! (`MPI_ERRORS_RETURN`), remembering the message for `MPI_Error_string`.
+
+use crate::abi::*;
+use crate::state::{self, Phase};
+use std::cell::RefCell;
+use std::ffi::{c_char, c_int, c_void};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// A failed call: the standard's error class, the call, and a sentence naming the values.
+#[derive(Debug)]
+pub(crate) struct CError {
+    pub(crate) class: i32,
+    pub(crate) call: &'static str,
+    pub(crate) detail: String,
+}
+
+impl CError {
+    pub(crate) fn new(class: i32, call: &'static str, detail: impl Into<String>) -> CError {
+        CError {
+            class,
+            call,
+            detail: detail.into(),
+        }
+    }
+
+    pub(crate) fn not_initialized(call: &'static str) -> CError {
+        let detail = match state::phase() {
+            Phase::After => "called after MPI_Finalize",
+            _ => "called before MPI_Init",
+        };
+        CError::new(MPI_ERR_OTHER, call, detail)
+    }
+
+    /// Weft's error as the standard's class.
+    pub(crate) fn from_weft(e: weft::Error) -> CError {
+        use weft::ErrorClass as W;
+        let class = match e.class {
+            W::Rank => MPI_ERR_RANK,
+            W::Tag => MPI_ERR_TAG,
+            W::Count => MPI_ERR_COUNT,
+            W::Truncate => MPI_ERR_TRUNCATE,
+            W::Op => MPI_ERR_OP,
+            W::Root => MPI_ERR_ROOT,
+            W::Handle | W::Comm => MPI_ERR_COMM,
+            W::Unsupported => MPI_ERR_UNSUPPORTED_OPERATION,
+            W::Topology => MPI_ERR_TOPOLOGY,
+            W::Dims => MPI_ERR_DIMS,
+            W::Arg => MPI_ERR_ARG,
+            W::Resource => MPI_ERR_NO_MEM,
+            W::Internal => MPI_ERR_INTERN,
+            _ => MPI_ERR_OTHER,
+        };
+        CError::new(class, e.call, e.detail)
+    }
+}
+
+thread_local! {
+    /// The last error's code and message (for MPI_Error_string).
+    static LAST: RefCell<Option<(i32, String)>> = const { RefCell::new(None) };
+    /// Whether this thread is inside a C call (the panic hook stays quiet: the handler speaks).
+    static INSIDE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Installs a panic hook that is quiet inside C calls (their panics become the error
+/// handler's action, with its own message) and the previous hook elsewhere.
+pub(crate) fn quiet_panics_inside_calls() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !INSIDE.with(|i| i.get()) {
+            previous(info);
+        }
+    }));
+}
+
+/// Runs a call's body: adopts the runtime for this thread when weft runs, catches panics,
+/// and hands a failure to the error handler of `comm` (a communicator handle; errors with no
+/// communicator go to `MPI_COMM_SELF`'s, as MPI-4 says).
+#[inline]
+pub(crate) fn guard(
+    call: &'static str,
+    comm: *mut c_void,
+    body: impl FnOnce() -> Result<(), CError>,
+) -> c_int {
+    if state::phase() == Phase::Running {
+        // SAFETY: the serialized threading level: the program makes one call at a time, and
+        // orders them itself when they come from different threads (what `adopt` asks).
+        if let Err(e) = unsafe { weft::runtime::adopt(call) } {
+            return handle(comm, CError::from_weft(e));
+        }
+    }
+    let was_inside = INSIDE.with(|i| i.replace(true));
+    let out = catch_unwind(AssertUnwindSafe(body));
+    INSIDE.with(|i| i.set(was_inside));
+    match out {
+        Ok(Ok(())) => MPI_SUCCESS,
+        Ok(Err(e)) => handle(comm, e),
+        Err(panic) => {
+            let detail = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "a panic without a message".into());
+            let detail = detail.strip_prefix("weft: ").unwrap_or(&detail).to_string();
+            handle(comm, CError::new(MPI_ERR_OTHER, call, detail))
+        }
+    }
+}
+
+/// The error handler's action on `e`.
+#[cold]
+fn handle(comm: *mut c_void, e: CError) -> c_int {
+    let message = format!("{}: {} ({})", e.call, e.detail, class_name(e.class));
+    let handler = match state::phase() {
+        Phase::Running => {
+            let comm = if comm.is_null() {
+                MPI_COMM_SELF as *mut c_void
+            } else {
+                comm
+            };
+            match crate::handles::comm(e.call, comm) {
+                Ok(c) => c.errhandler.get(),
+                Err(_) => {
+                    state::running().map_or(MPI_ERRORS_ARE_FATAL, |r| r.self_comm.errhandler.get())
+                }
+            }
+        }
+        _ => MPI_ERRORS_ARE_FATAL,
+    };
+    if handler == MPI_ERRORS_RETURN {
+        LAST.with(|l| *l.borrow_mut() = Some((e.class, message)));
+        return e.class;
+    }
+    fatal(&message, e.class)
+}
+
+/// Ends the whole job with `message` (MPI_ERRORS_ARE_FATAL).
+pub(crate) fn fatal(message: &str, code: i32) -> ! {
+    eprintln!("weft: {message}");
+    if let Some(running) = state::running() {
+        use weft::traits::*;
+        // SAFETY: as in `guard`.
+        if unsafe { weft::runtime::adopt("MPI_Abort") }.is_ok() {
+            running.world.comm.abort(code.max(1));
+        }
+    }
+    std::process::exit(code.max(1))
+}
+
+/// For the stubs of functions not implemented yet.
+#[cold]
+pub(crate) fn unsupported(call: &'static str) -> c_int {
+    guard(call, std::ptr::null_mut(), || {
+        Err(CError::new(
+            MPI_ERR_UNSUPPORTED_OPERATION,
+            call,
+            "not supported by Weft yet (`weft info --abi` lists what is not)",
+        ))
+    })
+}
+
+/// The standard's name of an error class.
+pub(crate) fn class_name(class: i32) -> &'static str {
+    ERROR_CLASSES
+        .iter()
+        .find(|(c, _)| *c == class)
+        .map_or("MPI_ERR_UNKNOWN", |(_, n)| n)
+}
+
+/// What an error class means, in a few words (the name alone for the rarer ones).
+fn describe(class: i32) -> Option<String> {
+    let name = ERROR_CLASSES.iter().find(|(c, _)| *c == class)?.1;
+    Some(match CLASSES.iter().find(|(c, _, _)| *c == class) {
+        Some((_, _, what)) => format!("{name}: {what}"),
+        None => name.to_string(),
+    })
+}
+
+/// The commoner error classes: value, name, description.
+const CLASSES: &[(i32, &str, &str)] = &[
+    (MPI_SUCCESS, "MPI_SUCCESS", "no error"),
+    (MPI_ERR_BUFFER, "MPI_ERR_BUFFER", "invalid buffer pointer"),
+    (MPI_ERR_COUNT, "MPI_ERR_COUNT", "invalid count argument"),
+    (MPI_ERR_TYPE, "MPI_ERR_TYPE", "invalid datatype"),
+    (MPI_ERR_TAG, "MPI_ERR_TAG", "invalid tag"),
+    (MPI_ERR_COMM, "MPI_ERR_COMM", "invalid communicator"),
+    (MPI_ERR_RANK, "MPI_ERR_RANK", "invalid rank"),
+    (MPI_ERR_REQUEST, "MPI_ERR_REQUEST", "invalid request"),
+    (MPI_ERR_ROOT, "MPI_ERR_ROOT", "invalid root"),
+    (MPI_ERR_GROUP, "MPI_ERR_GROUP", "invalid group"),
+    (MPI_ERR_OP, "MPI_ERR_OP", "invalid operation"),
+    (MPI_ERR_TOPOLOGY, "MPI_ERR_TOPOLOGY", "invalid topology"),
+    (MPI_ERR_DIMS, "MPI_ERR_DIMS", "invalid dimension argument"),
+    (MPI_ERR_ARG, "MPI_ERR_ARG", "invalid argument"),
+    (MPI_ERR_UNKNOWN, "MPI_ERR_UNKNOWN", "unknown error"),
+    (
+        MPI_ERR_TRUNCATE,
+        "MPI_ERR_TRUNCATE",
+        "message truncated on receive",
+    ),
+    (MPI_ERR_OTHER, "MPI_ERR_OTHER", "other error"),
+    (MPI_ERR_INTERN, "MPI_ERR_INTERN", "internal error in Weft"),
+    (
+        MPI_ERR_IN_STATUS,
+        "MPI_ERR_IN_STATUS",
+        "error code is in the status",
+    ),
+    (MPI_ERR_PENDING, "MPI_ERR_PENDING", "pending request"),
+    (MPI_ERR_NO_MEM, "MPI_ERR_NO_MEM", "out of memory"),
+    (MPI_ERR_INFO, "MPI_ERR_INFO", "invalid info object"),
+    (MPI_ERR_KEYVAL, "MPI_ERR_KEYVAL", "invalid attribute key"),
+    (
+        MPI_ERR_UNSUPPORTED_OPERATION,
+        "MPI_ERR_UNSUPPORTED_OPERATION",
+        "unsupported operation",
+    ),
+    (
+        MPI_ERR_ERRHANDLER,
+        "MPI_ERR_ERRHANDLER",
+        "invalid error handler",
+    ),
+    (MPI_ERR_LASTCODE, "MPI_ERR_LASTCODE", "last error code"),
+];
+
+/// Copies `text` into a C buffer of `capacity` bytes, NUL-terminated, and its length to `len`.
+///
+/// # Safety
+/// `out` must hold `capacity` writable bytes and `len` be writable.
+pub(crate) unsafe fn write_string(text: &str, out: *mut c_char, capacity: usize, len: *mut c_int) {
+    let n = text.len().min(capacity.saturating_sub(1));
+    // SAFETY: the caller's promise; `n + 1 <= capacity`.
+    unsafe {
+        std::ptr::copy_nonoverlapping(text.as_ptr(), out.cast::<u8>(), n);
+        *out.add(n) = 0;
+        *len = n as c_int;
+    }
+}
+
+unsafe extern "C" fn error_string(
+    code: c_int,
+    string: *mut c_char,
+    resultlen: *mut c_int,
+) -> c_int {
+    guard("MPI_Error_string", std::ptr::null_mut(), || {
+        if string.is_null() || resultlen.is_null() {
+            return Err(CError::new(
+                MPI_ERR_ARG,
+                "MPI_Error_string",
+                "a null output pointer",
+            ));
+        }
+        let last = LAST.with(|l| l.borrow().clone());
+        let text = match last {
+            Some((c, message)) if c == code => message,
+            _ => match describe(code) {
+                Some(text) => text,
+                None => {
+                    return Err(CError::new(
+                        MPI_ERR_ARG,
+                        "MPI_Error_string",
+                        format!("{code} is not an error code"),
+                    ))
+                }
+            },
+        };
+        // SAFETY: the standard's contract: `string` holds MPI_MAX_ERROR_STRING bytes.
+        unsafe { write_string(&text, string, MPI_MAX_ERROR_STRING as usize, resultlen) };
+        Ok(())
+    })
+}
+export!(Error_string, error_string);
+
+unsafe extern "C" fn error_class(code: c_int, class: *mut c_int) -> c_int {
+    guard("MPI_Error_class", std::ptr::null_mut(), || {
+        if class.is_null() {
+            return Err(CError::new(
+                MPI_ERR_ARG,
+                "MPI_Error_class",
+                "errorclass is a null pointer",
+            ));
+        }
+        if !ERROR_CLASSES.iter().any(|(c, _)| *c == code) {
+            return Err(CError::new(
+                MPI_ERR_ARG,
+                "MPI_Error_class",
+                format!("{code} is not an error code"),
+            ));
+        }
+        // SAFETY: checked non-null; the caller's pointer to an int.
+        unsafe { *class = code };
+        Ok(())
+    })
+}
+export!(Error_class, error_class);

@@ -1,0 +1,103 @@
+/* The C ABI's basics, checked by the program itself: it prints "basics: rank R of N ok"
+ * when every check held, and "basics: FAIL ..." lines otherwise. Weft's own test program. */
+#include <mpi.h>
+#include <stdio.h>
+#include <string.h>
+
+static int failures = 0;
+#define CHECK(cond, ...)                                                                   \
+    do {                                                                                   \
+        if (!(cond)) {                                                                     \
+            printf("basics: FAIL line %d: ", __LINE__);                                    \
+            printf(__VA_ARGS__);                                                           \
+            printf("\n");                                                                  \
+            failures++;                                                                    \
+        }                                                                                  \
+    } while (0)
+
+int main(int argc, char **argv) {
+    int flag = -1, provided = -1, rank, size, len, major, minor;
+    MPI_Initialized(&flag);
+    CHECK(flag == 0, "initialized before init: %d", flag);
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    CHECK(provided == MPI_THREAD_SERIALIZED, "provided %d", provided);
+    MPI_Query_thread(&flag);
+    CHECK(flag == provided, "query_thread %d", flag);
+    MPI_Is_thread_main(&flag);
+    CHECK(flag == 1, "is_thread_main %d", flag);
+    MPI_Initialized(&flag);
+    CHECK(flag == 1, "initialized %d", flag);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+
+    int self_rank = -1, self_size = -1;
+    MPI_Comm_rank(MPI_COMM_SELF, &self_rank);
+    MPI_Comm_size(MPI_COMM_SELF, &self_size);
+    CHECK(self_rank == 0 && self_size == 1, "self %d/%d", self_rank, self_size);
+
+    /* A ring: each rank sends its rank to the next, receives from any source. */
+    int next = (rank + 1) % size, prev = (rank + size - 1) % size, got = -1, count = -1;
+    MPI_Status st;
+    if (rank % 2 == 0) {
+        MPI_Send(&rank, 1, MPI_INT, next, 42, MPI_COMM_WORLD);
+        MPI_Recv(&got, 1, MPI_INT, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &st);
+    } else {
+        MPI_Recv(&got, 1, MPI_INT, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &st);
+        MPI_Send(&rank, 1, MPI_INT, next, 42, MPI_COMM_WORLD);
+    }
+    MPI_Get_count(&st, MPI_INT, &count);
+    CHECK(got == prev && st.MPI_SOURCE == prev && st.MPI_TAG == 42 && count == 1,
+          "ring got %d from %d tag %d count %d", got, st.MPI_SOURCE, st.MPI_TAG, count);
+    MPI_Get_count(&st, MPI_SHORT, &count);
+    CHECK(count == 2, "count in shorts %d", count);
+    MPI_Get_count(&st, MPI_DOUBLE, &count);
+    CHECK(count == MPI_UNDEFINED, "count in doubles %d", count);
+
+    /* MPI_PROC_NULL: a send does nothing, a receive completes at once. */
+    MPI_Send(&rank, 1, MPI_INT, MPI_PROC_NULL, 0, MPI_COMM_WORLD);
+    MPI_Recv(&got, 1, MPI_INT, MPI_PROC_NULL, 0, MPI_COMM_WORLD, &st);
+    MPI_Get_count(&st, MPI_INT, &count);
+    CHECK(st.MPI_SOURCE == MPI_PROC_NULL && st.MPI_TAG == MPI_ANY_TAG && count == 0,
+          "proc_null status %d %d %d", st.MPI_SOURCE, st.MPI_TAG, count);
+
+    /* Collectives. */
+    double x[3] = {rank, 1.0, -rank}, sum[3];
+    MPI_Allreduce(x, sum, 3, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    CHECK(sum[0] == size * (size - 1) / 2.0 && sum[1] == size, "allreduce %g %g", sum[0], sum[1]);
+    long long m = rank;
+    MPI_Allreduce(MPI_IN_PLACE, &m, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+    CHECK(m == size - 1, "in-place max %lld", m);
+    char word[16] = "";
+    if (rank == size - 1) strcpy(word, "broadcast");
+    MPI_Bcast(word, 16, MPI_CHAR, size - 1, MPI_COMM_WORLD);
+    CHECK(strcmp(word, "broadcast") == 0, "bcast got '%s'", word);
+    MPI_Barrier(MPI_COMM_WORLD);
+
+    /* The environment. */
+    char name[MPI_MAX_PROCESSOR_NAME], version[MPI_MAX_LIBRARY_VERSION_STRING];
+    MPI_Get_processor_name(name, &len);
+    CHECK(len > 0 && (int)strlen(name) == len, "processor name '%s' %d", name, len);
+    MPI_Get_library_version(version, &len);
+    CHECK(strstr(version, "Weft") != NULL || strstr(version, "weft") != NULL, "version '%s'", version);
+    MPI_Get_version(&major, &minor);
+    CHECK(major == 5 && minor == 0, "MPI %d.%d", major, minor);
+    MPI_Abi_get_version(&major, &minor);
+    CHECK(major == MPI_ABI_VERSION && minor == MPI_ABI_SUBVERSION, "ABI %d.%d", major, minor);
+    double t0 = MPI_Wtime(), t1 = MPI_Wtime();
+    CHECK(t1 >= t0 && MPI_Wtick() > 0 && MPI_Wtick() < 1, "wtime %g %g tick %g", t0, t1, MPI_Wtick());
+    CHECK(MPI_Aint_add(100, -30) == 70 && MPI_Aint_diff(100, 30) == 70, "aint arithmetic");
+
+    /* Handles as integers: predefined ones are their values, and come back. */
+    CHECK(MPI_Comm_fromint(MPI_Comm_toint(MPI_COMM_WORLD)) == MPI_COMM_WORLD, "comm toint");
+    CHECK(MPI_Type_toint(MPI_INT) == (int)(intptr_t)MPI_INT, "type toint");
+    CHECK(MPI_Op_fromint(MPI_Op_toint(MPI_SUM)) == MPI_SUM, "op toint");
+#ifdef WEFT_MPI /* MPICH's mpi_abi.h leaves out the Fortran conversions */
+    CHECK(MPI_Comm_f2c(MPI_Comm_c2f(MPI_COMM_SELF)) == MPI_COMM_SELF, "comm c2f");
+#endif
+
+    MPI_Finalize();
+    MPI_Finalized(&flag);
+    CHECK(flag == 1, "finalized %d", flag);
+    if (failures == 0) printf("basics: rank %d of %d ok\n", rank, size);
+    return failures != 0;
+}
