@@ -36,6 +36,7 @@ fn init(call: &'static str, required: c_int) -> Result<c_int, CError> {
         self_comm,
         thread_level: provided,
         main_thread: std::thread::current().id(),
+        detached: Default::default(),
     });
     Ok(provided)
 }
@@ -71,6 +72,11 @@ export!(Init_thread, init_thread);
 
 unsafe extern "C" fn finalize() -> c_int {
     guard("MPI_Finalize", std::ptr::null_mut(), || {
+        if state::phase() != Phase::Running {
+            return Err(CError::not_initialized("MPI_Finalize"));
+        }
+        // Requests the program freed before they completed end first.
+        crate::requests::sweep_detached(true);
         let running = state::take().ok_or_else(|| CError::not_initialized("MPI_Finalize"))?;
         // Dropping the universe finalizes weft (a barrier over the world, then the PMI's).
         drop(running);
@@ -80,7 +86,12 @@ unsafe extern "C" fn finalize() -> c_int {
 export!(Finalize, finalize);
 
 /// Writes `value` through `flag`, failing on a null pointer.
-fn put_int(call: &'static str, what: &str, out: *mut c_int, value: c_int) -> Result<(), CError> {
+pub(crate) fn put_int(
+    call: &'static str,
+    what: &str,
+    out: *mut c_int,
+    value: c_int,
+) -> Result<(), CError> {
     if out.is_null() {
         return Err(CError::new(
             MPI_ERR_ARG,

@@ -9,22 +9,38 @@ use crate::state::{self, Phase};
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 /// A failed call: the standard's error class, the call, and a sentence naming the values.
+///
+/// Boxed, so that a `Result<&T, CError>` is two words and comes back in registers: the
+/// success path of every call returns one, and a large error would send each through memory.
 #[derive(Debug)]
-pub(crate) struct CError {
+pub(crate) struct CError(Box<Failure>);
+
+#[derive(Debug)]
+pub(crate) struct Failure {
     pub(crate) class: i32,
     pub(crate) call: &'static str,
     pub(crate) detail: String,
 }
 
+impl std::ops::Deref for CError {
+    type Target = Failure;
+    fn deref(&self) -> &Failure {
+        &self.0
+    }
+}
+
 impl CError {
+    #[cold]
+    #[inline(never)]
     pub(crate) fn new(class: i32, call: &'static str, detail: impl Into<String>) -> CError {
-        CError {
+        CError(Box::new(Failure {
             class,
             call,
             detail: detail.into(),
-        }
+        }))
     }
 
     pub(crate) fn not_initialized(call: &'static str) -> CError {
@@ -61,16 +77,20 @@ impl CError {
 thread_local! {
     /// The last error's code and message (for MPI_Error_string).
     static LAST: RefCell<Option<(i32, String)>> = const { RefCell::new(None) };
-    /// Whether this thread is inside a C call (the panic hook stays quiet: the handler speaks).
-    static INSIDE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
+
+/// The thread inside a C call (its `weft::runtime::this_thread` id), or 0: its panics are
+/// the error handler's to report, so the panic hook stays quiet for it. One word for the
+/// process, not a thread-local (which in a shared library costs a call on every access):
+/// calls are serialized, so at most one thread is inside at a time.
+static INSIDE: AtomicUsize = AtomicUsize::new(0);
 
 /// Installs a panic hook that is quiet inside C calls (their panics become the error
 /// handler's action, with its own message) and the previous hook elsewhere.
 pub(crate) fn quiet_panics_inside_calls() {
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        if !INSIDE.with(|i| i.get()) {
+        if INSIDE.load(Relaxed) != weft::runtime::this_thread() {
             previous(info);
         }
     }));
@@ -92,9 +112,13 @@ pub(crate) fn guard(
             return handle(comm, CError::from_weft(e));
         }
     }
-    let was_inside = INSIDE.with(|i| i.replace(true));
+    // Relaxed, and a load and a store rather than a swap (no locked instruction): calls are
+    // serialized, and only the calling thread reads its own id back (the hook runs on the
+    // thread that panics).
+    let was_inside = INSIDE.load(Relaxed);
+    INSIDE.store(weft::runtime::this_thread(), Relaxed);
     let out = catch_unwind(AssertUnwindSafe(body));
-    INSIDE.with(|i| i.set(was_inside));
+    INSIDE.store(was_inside, Relaxed);
     match out {
         Ok(Ok(())) => MPI_SUCCESS,
         Ok(Err(e)) => handle(comm, e),

@@ -7,29 +7,34 @@ use crate::errors::CError;
 use crate::state::{running, Comm};
 use std::ffi::c_void;
 use std::sync::OnceLock;
-use weft::datatype::TypeMap;
+use weft::datatype::{DatatypeRef, MutView, TypeMap, View};
+use weft::traits::*;
 
 /// Handles below this are predefined (the standard keeps them all under it).
 const PREDEFINED_LIMIT: usize = 0x1000;
 
 /// The communicator of `handle`.
+#[inline]
 pub(crate) fn comm(call: &'static str, handle: *mut c_void) -> Result<&'static Comm, CError> {
     let value = handle as usize;
     let running = running().ok_or_else(|| CError::not_initialized(call))?;
     match value {
         MPI_COMM_WORLD => Ok(&running.world),
         MPI_COMM_SELF => Ok(&running.self_comm),
-        MPI_COMM_NULL => Err(CError::new(
-            MPI_ERR_COMM,
-            call,
-            "the communicator is MPI_COMM_NULL",
-        )),
-        _ => Err(CError::new(
-            MPI_ERR_COMM,
-            call,
-            format!("{value:#x} is not a communicator (user communicators are not supported yet)"),
-        )),
+        _ => Err(not_a_comm(call, value)),
     }
+}
+
+#[cold]
+fn not_a_comm(call: &'static str, value: usize) -> CError {
+    if value == MPI_COMM_NULL {
+        return CError::new(MPI_ERR_COMM, call, "the communicator is MPI_COMM_NULL");
+    }
+    CError::new(
+        MPI_ERR_COMM,
+        call,
+        format!("{value:#x} is not a communicator (user communicators are not supported yet)"),
+    )
 }
 
 /// The predefined datatypes' type maps, by handle value minus `MPI_DATATYPE_NULL`.
@@ -70,44 +75,88 @@ fn predefined_maps() -> &'static [Option<TypeMap>] {
     })
 }
 
-/// The type map of datatype `handle`.
+/// The predefined datatypes as Weft datatypes, by handle value minus `MPI_DATATYPE_NULL`.
+fn predefined() -> &'static [Option<DatatypeRef<'static>>] {
+    static REFS: OnceLock<Vec<Option<DatatypeRef<'static>>>> = OnceLock::new();
+    REFS.get_or_init(|| {
+        predefined_maps()
+            .iter()
+            .map(|m| m.as_ref().map(DatatypeRef::from_map))
+            .collect()
+    })
+}
+
+/// The datatype of `handle`.
+#[inline]
 pub(crate) fn datatype(
     call: &'static str,
     handle: *mut c_void,
-) -> Result<&'static TypeMap, CError> {
+) -> Result<&'static DatatypeRef<'static>, CError> {
     let value = handle as usize;
-    if value == MPI_DATATYPE_NULL {
-        return Err(CError::new(
-            MPI_ERR_TYPE,
-            call,
-            "the datatype is MPI_DATATYPE_NULL",
-        ));
-    }
     if value < PREDEFINED_LIMIT {
-        if let Some(Some(map)) = value
-            .checked_sub(MPI_DATATYPE_NULL)
-            .and_then(|i| predefined_maps().get(i))
-        {
-            return Ok(map);
+        if let Some(Some(dt)) = predefined().get(value.wrapping_sub(MPI_DATATYPE_NULL)) {
+            return Ok(dt);
         }
     }
-    Err(CError::new(
+    Err(not_a_datatype(call, value))
+}
+
+#[cold]
+fn not_a_datatype(call: &'static str, value: usize) -> CError {
+    if value == MPI_DATATYPE_NULL {
+        return CError::new(MPI_ERR_TYPE, call, "the datatype is MPI_DATATYPE_NULL");
+    }
+    CError::new(
         MPI_ERR_TYPE,
         call,
         format!("{value:#x} is not a datatype Weft's C ABI supports yet"),
-    ))
+    )
 }
 
-/// Bytes spanned by `count` elements of `map` (from the first element's start).
-pub(crate) fn span(call: &'static str, map: &TypeMap, count: i32) -> Result<usize, CError> {
-    let count = usize::try_from(count).map_err(|_| {
+/// Checks `count` (not negative).
+pub(crate) fn count(call: &'static str, count: i32) -> Result<usize, CError> {
+    usize::try_from(count).map_err(|_| {
         CError::new(
             MPI_ERR_COUNT,
             call,
             format!("the count {count} is negative"),
         )
-    })?;
-    Ok(map.extent() * count)
+    })
+}
+
+/// `count` elements of `dt` at `buf`, to read.
+///
+/// # Safety
+/// `buf` must hold `count` elements of `dt`, readable while the view is used.
+pub(crate) unsafe fn view(
+    call: &'static str,
+    buf: *const c_void,
+    count: i32,
+    dt: &'static DatatypeRef<'static>,
+) -> Result<View<'static, 'static, DatatypeRef<'static>, [u8]>, CError> {
+    let len = dt.type_map().extent() * self::count(call, count)?;
+    // SAFETY: the caller's promise: `len` bytes (count elements) at `buf`.
+    let data = unsafe { bytes(buf, len) };
+    // SAFETY: `data` spans exactly `count` elements of the datatype.
+    Ok(unsafe { View::with_count_and_datatype(data, count, dt) })
+}
+
+/// `count` elements of `dt` at `buf`, to write.
+///
+/// # Safety
+/// `buf` must have room for `count` elements of `dt`, writable and used by nothing else
+/// while the view is used.
+pub(crate) unsafe fn view_mut(
+    call: &'static str,
+    buf: *mut c_void,
+    count: i32,
+    dt: &'static DatatypeRef<'static>,
+) -> Result<MutView<'static, 'static, DatatypeRef<'static>, [u8]>, CError> {
+    let len = dt.type_map().extent() * self::count(call, count)?;
+    // SAFETY: the caller's promise.
+    let data = unsafe { bytes_mut(buf, len) };
+    // SAFETY: `data` spans exactly `count` elements of the datatype.
+    Ok(unsafe { MutView::with_count_and_datatype(data, count, dt) })
 }
 
 /// `len` bytes at `buf` as a slice (empty when `len` is 0, whatever `buf` is).

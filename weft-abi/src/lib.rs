@@ -82,6 +82,7 @@ mod env;
 mod errors;
 mod handles;
 mod p2p;
+mod requests;
 mod state;
 
 /// The functions of the standard not implemented yet.

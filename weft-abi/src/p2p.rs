@@ -1,11 +1,14 @@
-//! Point-to-point: blocking send and receive on contiguous predefined datatypes, and what a
-//! status tells.
+//! Point-to-point: sends in the four modes, receives, probes, blocking and nonblocking, and
+//! what a status tells.
 
 use crate::abi::*;
 use crate::errors::{guard, CError};
-use crate::handles::{self, bytes, bytes_mut, span};
+use crate::handles::{self, view, view_mut};
+use crate::requests::{self, CRequest};
+use crate::state::Comm;
 use std::ffi::{c_int, c_void};
-use weft::datatype::{DatatypeRef, MutView, View};
+use weft::point_to_point::Status as WeftStatus;
+use weft::request::StaticScope;
 use weft::traits::*;
 
 /// The status words Weft keeps in `MPI_internal`: the message's length in bytes (two words,
@@ -16,6 +19,7 @@ const CANCELLED: usize = 2;
 
 /// The standard's `MPI_Status`.
 #[repr(C)]
+#[derive(Clone, Copy, Default)]
 pub(crate) struct Status {
     source: c_int,
     tag: c_int,
@@ -23,32 +27,56 @@ pub(crate) struct Status {
     internal: [c_int; 5],
 }
 
-/// Fills `out` (unless it is `MPI_STATUS_IGNORE`).
-///
-/// # Safety
-/// `out` is null or points to a writable `MPI_Status`.
-pub(crate) unsafe fn fill_status(
-    out: *mut Status,
-    source: c_int,
-    tag: c_int,
-    len: usize,
-    cancelled: bool,
-) {
-    if out.is_null() {
-        return;
+impl Status {
+    pub(crate) fn new(source: c_int, tag: c_int, len: usize, cancelled: bool) -> Status {
+        let len = len as u64;
+        let mut internal = [0; 5];
+        internal[BYTES_LOW] = len as u32 as c_int;
+        internal[BYTES_HIGH] = (len >> 32) as u32 as c_int;
+        internal[CANCELLED] = cancelled.into();
+        Status {
+            source,
+            tag,
+            error: MPI_SUCCESS,
+            internal,
+        }
     }
-    let len = len as u64;
-    // SAFETY: the caller's promise.
-    let st = unsafe { &mut *out };
-    st.source = source;
-    st.tag = tag;
-    st.error = MPI_SUCCESS;
-    st.internal[BYTES_LOW] = len as u32 as c_int;
-    st.internal[BYTES_HIGH] = (len >> 32) as u32 as c_int;
-    st.internal[CANCELLED] = cancelled.into();
+
+    pub(crate) fn from_weft(st: &WeftStatus) -> Status {
+        Status::new(
+            st.source_rank(),
+            st.tag(),
+            st.byte_count(),
+            st.is_cancelled(),
+        )
+    }
+
+    /// What a receive from MPI_PROC_NULL, or a wait on an inactive request, reports.
+    pub(crate) fn empty() -> Status {
+        Status::new(MPI_PROC_NULL, MPI_ANY_TAG, 0, false)
+    }
+
+    pub(crate) fn bytes(&self) -> u64 {
+        (self.internal[BYTES_LOW] as u32 as u64) | ((self.internal[BYTES_HIGH] as u32 as u64) << 32)
+    }
+
+    pub(crate) fn cancelled(&self) -> bool {
+        self.internal[CANCELLED] != 0
+    }
+
+    /// Stores this status at `out` unless it is `MPI_STATUS_IGNORE`.
+    ///
+    /// # Safety
+    /// `out` is null or points to a writable `MPI_Status`.
+    pub(crate) unsafe fn store(self, out: *mut Status) {
+        if !out.is_null() {
+            // SAFETY: the caller's promise.
+            unsafe { *out = self };
+        }
+    }
 }
 
-fn check_tag(call: &'static str, tag: c_int, any: bool) -> Result<(), CError> {
+pub(crate) fn check_tag(call: &'static str, tag: c_int, any: bool) -> Result<(), CError> {
     if tag >= 0 || (any && tag == MPI_ANY_TAG) {
         return Ok(());
     }
@@ -59,13 +87,14 @@ fn check_tag(call: &'static str, tag: c_int, any: bool) -> Result<(), CError> {
     ))
 }
 
-fn check_rank(
+pub(crate) fn check_rank(
     call: &'static str,
     what: &str,
     rank: c_int,
-    size: c_int,
+    c: &Comm,
     any: bool,
 ) -> Result<(), CError> {
+    let size = c.comm.size();
     if (0..size).contains(&rank) || rank == MPI_PROC_NULL || (any && rank == MPI_ANY_SOURCE) {
         return Ok(());
     }
@@ -76,7 +105,23 @@ fn check_rank(
     ))
 }
 
-unsafe extern "C" fn send(
+/// The send modes.
+#[derive(Clone, Copy)]
+enum Mode {
+    Standard,
+    Synchronous,
+    Ready,
+    Buffered,
+}
+
+/// A blocking send in `mode`.
+///
+/// # Safety
+/// The standard's contract for `buf`, `count` and `datatype`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn send_in(
+    call: &'static str,
+    mode: Mode,
     buf: *const c_void,
     count: c_int,
     datatype: *mut c_void,
@@ -84,26 +129,177 @@ unsafe extern "C" fn send(
     tag: c_int,
     comm: *mut c_void,
 ) -> c_int {
-    const CALL: &str = "MPI_Send";
-    guard(CALL, comm, || {
-        let c = handles::comm(CALL, comm)?;
-        let map = handles::datatype(CALL, datatype)?;
-        let len = span(CALL, map, count)?;
-        check_rank(CALL, "destination", dest, c.comm.size(), false)?;
-        check_tag(CALL, tag, false)?;
+    guard(call, comm, || {
+        let c = handles::comm(call, comm)?;
+        let dt = handles::datatype(call, datatype)?;
+        check_rank(call, "destination", dest, c, false)?;
+        check_tag(call, tag, false)?;
+        // SAFETY: the caller's promise.
+        let v = unsafe { view(call, buf, count, dt)? };
         if dest == MPI_PROC_NULL {
             return Ok(());
         }
-        // SAFETY: the standard's contract: `count` elements of `datatype` at `buf`.
-        let data = unsafe { bytes(buf, len) };
-        let dt = DatatypeRef::from_map(map);
-        // SAFETY: `data` spans exactly `count` elements of the datatype.
-        let view = unsafe { View::with_count_and_datatype(data, count, &dt) };
-        c.comm.process_at_rank(dest).send_with_tag(&view, tag);
+        let to = c.comm.process_at_rank(dest);
+        let map = dt.type_map();
+        if matches!(mode, Mode::Standard) && map.is_contiguous() && !map.is_restricted() {
+            // Plain bytes: the shortest way in.
+            // SAFETY: the caller's promise: `count` contiguous elements at `buf`.
+            let bytes = unsafe { handles::bytes(buf, map.size() * count as usize) };
+            return to.try_send_with_tag(bytes, tag).map_err(CError::from_weft);
+        }
+        match mode {
+            Mode::Standard => to.send_with_tag(&v, tag),
+            Mode::Synchronous => to.synchronous_send_with_tag(&v, tag),
+            // SAFETY: MPI_Rsend's contract: the matching receive is posted.
+            Mode::Ready => unsafe { to.ready_send_with_tag(&v, tag) },
+            Mode::Buffered => to.buffered_send_with_tag(&v, tag),
+        }
         Ok(())
     })
 }
+
+macro_rules! blocking_send {
+    ($($name:ident, $fn:ident, $mode:ident;)*) => {$(
+        unsafe extern "C" fn $fn(
+            buf: *const c_void,
+            count: c_int,
+            datatype: *mut c_void,
+            dest: c_int,
+            tag: c_int,
+            comm: *mut c_void,
+        ) -> c_int {
+            // SAFETY: the standard's contract, passed on.
+            unsafe {
+                send_in(concat!("MPI_", stringify!($name)), Mode::$mode, buf, count, datatype, dest, tag, comm)
+            }
+        }
+    )*};
+}
+
+blocking_send! {
+    Send, send, Standard;
+    Ssend, ssend, Synchronous;
+    Rsend, rsend, Ready;
+    Bsend, bsend, Buffered;
+}
 export!(Send, send);
+export!(Ssend, ssend);
+export!(Rsend, rsend);
+export!(Bsend, bsend);
+
+/// A nonblocking send in `mode`.
+///
+/// # Safety
+/// The standard's contract for `buf`, `count`, `datatype` (valid until the request
+/// completes) and `request`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn isend_in(
+    call: &'static str,
+    mode: Mode,
+    buf: *const c_void,
+    count: c_int,
+    datatype: *mut c_void,
+    dest: c_int,
+    tag: c_int,
+    comm: *mut c_void,
+    request: *mut *mut c_void,
+) -> c_int {
+    guard(call, comm, || {
+        let c = handles::comm(call, comm)?;
+        let dt = handles::datatype(call, datatype)?;
+        check_rank(call, "destination", dest, c, false)?;
+        check_tag(call, tag, false)?;
+        requests::check_out(call, request)?;
+        // SAFETY: the caller's promise: the buffer stays valid until the request completes.
+        let v = unsafe { view(call, buf, count, dt)? };
+        let r = if dest == MPI_PROC_NULL {
+            CRequest::done(Status::empty())
+        } else {
+            let to = c.comm.process_at_rank(dest);
+            CRequest::send(v, |v| match mode {
+                Mode::Standard => to.immediate_send_with_tag(StaticScope, v, tag),
+                Mode::Synchronous => to.immediate_synchronous_send_with_tag(StaticScope, v, tag),
+                // SAFETY: MPI_Irsend's contract: the matching receive is posted.
+                Mode::Ready => unsafe { to.immediate_ready_send_with_tag(StaticScope, v, tag) },
+                Mode::Buffered => to.immediate_buffered_send_with_tag(StaticScope, v, tag),
+            })
+        };
+        // SAFETY: checked above.
+        unsafe { requests::hand_out(request, r) };
+        Ok(())
+    })
+}
+
+macro_rules! nonblocking_send {
+    ($($name:ident, $fn:ident, $mode:ident;)*) => {$(
+        unsafe extern "C" fn $fn(
+            buf: *const c_void,
+            count: c_int,
+            datatype: *mut c_void,
+            dest: c_int,
+            tag: c_int,
+            comm: *mut c_void,
+            request: *mut *mut c_void,
+        ) -> c_int {
+            // SAFETY: the standard's contract, passed on.
+            unsafe {
+                isend_in(concat!("MPI_", stringify!($name)), Mode::$mode, buf, count, datatype, dest, tag, comm, request)
+            }
+        }
+    )*};
+}
+
+nonblocking_send! {
+    Isend, isend, Standard;
+    Issend, issend, Synchronous;
+    Irsend, irsend, Ready;
+    Ibsend, ibsend, Buffered;
+}
+export!(Isend, isend);
+export!(Issend, issend);
+export!(Irsend, irsend);
+export!(Ibsend, ibsend);
+
+/// Receives into `buf` (blocking); the status.
+///
+/// # Safety
+/// The standard's contract for `buf`, `count` and `datatype`.
+unsafe fn receive(
+    call: &'static str,
+    buf: *mut c_void,
+    count: c_int,
+    datatype: *mut c_void,
+    source: c_int,
+    tag: c_int,
+    c: &Comm,
+) -> Result<Status, CError> {
+    let dt = handles::datatype(call, datatype)?;
+    check_rank(call, "source", source, c, true)?;
+    check_tag(call, tag, true)?;
+    // SAFETY: the caller's promise.
+    let mut v = unsafe { view_mut(call, buf, count, dt)? };
+    if source == MPI_PROC_NULL {
+        return Ok(Status::empty());
+    }
+    let map = dt.type_map();
+    if source >= 0 && tag >= 0 && map.is_contiguous() && !map.is_restricted() {
+        // SAFETY: the caller's promise: room for `count` contiguous elements at `buf`.
+        let bytes = unsafe { handles::bytes_mut(buf, map.size() * count as usize) };
+        let st = c
+            .comm
+            .process_at_rank(source)
+            .try_receive_into_with_tag(bytes, tag)
+            .map_err(CError::from_weft)?;
+        return Ok(Status::from_weft(&st));
+    }
+    let st = match (source, tag) {
+        (MPI_ANY_SOURCE, MPI_ANY_TAG) => c.comm.any_process().receive_into(&mut v),
+        (MPI_ANY_SOURCE, t) => c.comm.any_process().receive_into_with_tag(&mut v, t),
+        (s, MPI_ANY_TAG) => c.comm.process_at_rank(s).receive_into(&mut v),
+        (s, t) => c.comm.process_at_rank(s).receive_into_with_tag(&mut v, t),
+    };
+    Ok(Status::from_weft(&st))
+}
 
 unsafe extern "C" fn recv(
     buf: *mut c_void,
@@ -117,43 +313,200 @@ unsafe extern "C" fn recv(
     const CALL: &str = "MPI_Recv";
     guard(CALL, comm, || {
         let c = handles::comm(CALL, comm)?;
-        let map = handles::datatype(CALL, datatype)?;
-        let len = span(CALL, map, count)?;
-        check_rank(CALL, "source", source, c.comm.size(), true)?;
-        check_tag(CALL, tag, true)?;
-        if source == MPI_PROC_NULL {
-            // SAFETY: the standard's contract: `status` is MPI_STATUS_IGNORE or writable.
-            unsafe { fill_status(status, MPI_PROC_NULL, MPI_ANY_TAG, 0, false) };
-            return Ok(());
-        }
-        // SAFETY: the standard's contract: room for `count` elements of `datatype` at `buf`.
-        let data = unsafe { bytes_mut(buf, len) };
-        let dt = DatatypeRef::from_map(map);
-        // SAFETY: `data` spans exactly `count` elements of the datatype.
-        let mut view = unsafe { MutView::with_count_and_datatype(data, count, &dt) };
-        let st = match (source, tag) {
-            (MPI_ANY_SOURCE, MPI_ANY_TAG) => c.comm.any_process().receive_into(&mut view),
-            (MPI_ANY_SOURCE, t) => c.comm.any_process().receive_into_with_tag(&mut view, t),
-            (s, MPI_ANY_TAG) => c.comm.process_at_rank(s).receive_into(&mut view),
-            (s, t) => c
-                .comm
-                .process_at_rank(s)
-                .receive_into_with_tag(&mut view, t),
-        };
-        // SAFETY: as above.
-        unsafe {
-            fill_status(
-                status,
-                st.source_rank(),
-                st.tag(),
-                st.byte_count(),
-                st.is_cancelled(),
-            )
-        };
+        // SAFETY: the standard's contract.
+        let st = unsafe { receive(CALL, buf, count, datatype, source, tag, c)? };
+        // SAFETY: the standard's contract: MPI_STATUS_IGNORE or a status.
+        unsafe { st.store(status) };
         Ok(())
     })
 }
 export!(Recv, recv);
+
+unsafe extern "C" fn irecv(
+    buf: *mut c_void,
+    count: c_int,
+    datatype: *mut c_void,
+    source: c_int,
+    tag: c_int,
+    comm: *mut c_void,
+    request: *mut *mut c_void,
+) -> c_int {
+    const CALL: &str = "MPI_Irecv";
+    guard(CALL, comm, || {
+        let c = handles::comm(CALL, comm)?;
+        let dt = handles::datatype(CALL, datatype)?;
+        check_rank(CALL, "source", source, c, true)?;
+        check_tag(CALL, tag, true)?;
+        requests::check_out(CALL, request)?;
+        // SAFETY: the standard's contract: the buffer stays valid until the request completes.
+        let v = unsafe { view_mut(CALL, buf, count, dt)? };
+        let r = if source == MPI_PROC_NULL {
+            CRequest::done(Status::empty())
+        } else {
+            CRequest::receive(v, |v| match (source, tag) {
+                (MPI_ANY_SOURCE, MPI_ANY_TAG) => {
+                    c.comm.any_process().immediate_receive_into(StaticScope, v)
+                }
+                (MPI_ANY_SOURCE, t) => {
+                    c.comm
+                        .any_process()
+                        .immediate_receive_into_with_tag(StaticScope, v, t)
+                }
+                (s, MPI_ANY_TAG) => c
+                    .comm
+                    .process_at_rank(s)
+                    .immediate_receive_into(StaticScope, v),
+                (s, t) => {
+                    c.comm
+                        .process_at_rank(s)
+                        .immediate_receive_into_with_tag(StaticScope, v, t)
+                }
+            })
+        };
+        // SAFETY: checked above.
+        unsafe { requests::hand_out(request, r) };
+        Ok(())
+    })
+}
+export!(Irecv, irecv);
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn sendrecv(
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: *mut c_void,
+    dest: c_int,
+    sendtag: c_int,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: *mut c_void,
+    source: c_int,
+    recvtag: c_int,
+    comm: *mut c_void,
+    status: *mut Status,
+) -> c_int {
+    const CALL: &str = "MPI_Sendrecv";
+    guard(CALL, comm, || {
+        let c = handles::comm(CALL, comm)?;
+        let sdt = handles::datatype(CALL, sendtype)?;
+        check_rank(CALL, "destination", dest, c, false)?;
+        check_tag(CALL, sendtag, false)?;
+        // SAFETY: the standard's contract for the send buffer.
+        let out = unsafe { view(CALL, sendbuf, sendcount, sdt)? };
+        // The send goes first, nonblocking, so the two ranks of an exchange do not wait on
+        // each other; it completes after the receive.
+        weft::request::scope(|scope| {
+            let pending = (dest != MPI_PROC_NULL).then(|| {
+                c.comm
+                    .process_at_rank(dest)
+                    .immediate_send_with_tag(scope, &out, sendtag)
+            });
+            // SAFETY: the standard's contract for the receive buffer, apart from the send's.
+            let received =
+                unsafe { receive(CALL, recvbuf, recvcount, recvtype, source, recvtag, c) };
+            if let Some(p) = pending {
+                p.wait();
+            }
+            // SAFETY: the standard's contract: MPI_STATUS_IGNORE or a status.
+            unsafe { received?.store(status) };
+            Ok(())
+        })
+    })
+}
+export!(Sendrecv, sendrecv);
+
+/// The status of the next message matching (`source`, `tag`): blocking, or `None` when none
+/// has arrived (`wait` false).
+fn probe_in(
+    call: &'static str,
+    source: c_int,
+    tag: c_int,
+    c: &Comm,
+    wait: bool,
+) -> Result<Option<Status>, CError> {
+    check_rank(call, "source", source, c, true)?;
+    check_tag(call, tag, true)?;
+    if source == MPI_PROC_NULL {
+        return Ok(Some(Status::empty()));
+    }
+    let st = match (source, tag, wait) {
+        (MPI_ANY_SOURCE, MPI_ANY_TAG, true) => Some(c.comm.any_process().probe()),
+        (MPI_ANY_SOURCE, t, true) => Some(c.comm.any_process().probe_with_tag(t)),
+        (s, MPI_ANY_TAG, true) => Some(c.comm.process_at_rank(s).probe()),
+        (s, t, true) => Some(c.comm.process_at_rank(s).probe_with_tag(t)),
+        (MPI_ANY_SOURCE, MPI_ANY_TAG, false) => c.comm.any_process().immediate_probe(),
+        (MPI_ANY_SOURCE, t, false) => c.comm.any_process().immediate_probe_with_tag(t),
+        (s, MPI_ANY_TAG, false) => c.comm.process_at_rank(s).immediate_probe(),
+        (s, t, false) => c.comm.process_at_rank(s).immediate_probe_with_tag(t),
+    };
+    Ok(st.map(|st| Status::from_weft(&st)))
+}
+
+unsafe extern "C" fn probe(
+    source: c_int,
+    tag: c_int,
+    comm: *mut c_void,
+    status: *mut Status,
+) -> c_int {
+    const CALL: &str = "MPI_Probe";
+    guard(CALL, comm, || {
+        let c = handles::comm(CALL, comm)?;
+        let st = probe_in(CALL, source, tag, c, true)?.unwrap_or_else(Status::empty);
+        // SAFETY: the standard's contract: MPI_STATUS_IGNORE or a status.
+        unsafe { st.store(status) };
+        Ok(())
+    })
+}
+export!(Probe, probe);
+
+unsafe extern "C" fn iprobe(
+    source: c_int,
+    tag: c_int,
+    comm: *mut c_void,
+    flag: *mut c_int,
+    status: *mut Status,
+) -> c_int {
+    const CALL: &str = "MPI_Iprobe";
+    guard(CALL, comm, || {
+        let c = handles::comm(CALL, comm)?;
+        if flag.is_null() {
+            return Err(CError::new(MPI_ERR_ARG, CALL, "flag is a null pointer"));
+        }
+        let st = probe_in(CALL, source, tag, c, false)?;
+        // SAFETY: checked non-null; the standard's contract for `status`.
+        unsafe {
+            *flag = st.is_some().into();
+            if let Some(st) = st {
+                st.store(status);
+            }
+        }
+        Ok(())
+    })
+}
+export!(Iprobe, iprobe);
+
+/// Elements of `datatype` in `status`'s message: `MPI_UNDEFINED` when not a whole number.
+fn elements(
+    call: &'static str,
+    status: *const Status,
+    datatype: *mut c_void,
+) -> Result<i64, CError> {
+    if status.is_null() {
+        return Err(CError::new(
+            MPI_ERR_ARG,
+            call,
+            "status is a null pointer (MPI_STATUS_IGNORE?)",
+        ));
+    }
+    let size = handles::datatype(call, datatype)?.type_map().size() as u64;
+    // SAFETY: checked non-null; the standard's contract: a status a call filled.
+    let bytes = unsafe { (*status).bytes() };
+    Ok(match size {
+        0 => 0,
+        s if bytes.is_multiple_of(s) => (bytes / s) as i64,
+        _ => MPI_UNDEFINED.into(),
+    })
+}
 
 unsafe extern "C" fn get_count(
     status: *const Status,
@@ -162,26 +515,45 @@ unsafe extern "C" fn get_count(
 ) -> c_int {
     const CALL: &str = "MPI_Get_count";
     guard(CALL, std::ptr::null_mut(), || {
-        if status.is_null() || count.is_null() {
-            return Err(CError::new(
-                MPI_ERR_ARG,
-                CALL,
-                "a null status or count pointer",
-            ));
-        }
-        let map = handles::datatype(CALL, datatype)?;
-        // SAFETY: checked non-null; the standard's contract: a status a receive filled.
-        let st = unsafe { &*status };
-        let len = (st.internal[BYTES_LOW] as u32 as u64)
-            | ((st.internal[BYTES_HIGH] as u32 as u64) << 32);
-        let n = match map.size() as u64 {
-            0 => 0,
-            size if len.is_multiple_of(size) => c_int::try_from(len / size).unwrap_or(MPI_UNDEFINED),
-            _ => MPI_UNDEFINED,
-        };
-        // SAFETY: checked non-null.
-        unsafe { *count = n };
-        Ok(())
+        let n = elements(CALL, status, datatype)?;
+        crate::env::put_int(
+            CALL,
+            "count",
+            count,
+            c_int::try_from(n).unwrap_or(MPI_UNDEFINED),
+        )
     })
 }
 export!(Get_count, get_count);
+
+unsafe extern "C" fn get_elements(
+    status: *const Status,
+    datatype: *mut c_void,
+    count: *mut c_int,
+) -> c_int {
+    const CALL: &str = "MPI_Get_elements";
+    guard(CALL, std::ptr::null_mut(), || {
+        // Predefined datatypes only so far: elements and whole elements are the same.
+        let n = elements(CALL, status, datatype)?;
+        crate::env::put_int(
+            CALL,
+            "count",
+            count,
+            c_int::try_from(n).unwrap_or(MPI_UNDEFINED),
+        )
+    })
+}
+export!(Get_elements, get_elements);
+
+unsafe extern "C" fn test_cancelled(status: *const Status, flag: *mut c_int) -> c_int {
+    const CALL: &str = "MPI_Test_cancelled";
+    guard(CALL, std::ptr::null_mut(), || {
+        if status.is_null() {
+            return Err(CError::new(MPI_ERR_ARG, CALL, "status is a null pointer"));
+        }
+        // SAFETY: checked non-null.
+        let cancelled = unsafe { (*status).cancelled() };
+        crate::env::put_int(CALL, "flag", flag, cancelled.into())
+    })
+}
+export!(Test_cancelled, test_cancelled);

@@ -27,6 +27,8 @@ pub(crate) struct Running {
     pub(crate) self_comm: Comm,
     pub(crate) thread_level: i32,
     pub(crate) main_thread: std::thread::ThreadId,
+    /// Requests the program freed before they completed (MPI_Request_free).
+    pub(crate) detached: std::cell::RefCell<Vec<crate::requests::CRequest>>,
     /// Last, so it drops last: dropping it finalizes weft, after the communicators above.
     pub(crate) _universe: weft::environment::Universe,
 }

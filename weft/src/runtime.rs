@@ -15,7 +15,7 @@ use crate::error::{Error, ErrorClass, Result};
 use crate::fabric::node::NodeFabric;
 use crate::fabric::shm::doorbell::Fences;
 use crate::tunables::Tunables;
-use std::cell::{Cell, UnsafeCell};
+use std::cell::UnsafeCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering::Relaxed};
 use std::time::Instant;
@@ -46,7 +46,7 @@ pub struct Runtime {
 struct Slot {
     /// The runtime, while it runs. Touched only by the owner thread, inside [`enter`].
     runtime: UnsafeCell<Option<Runtime>>,
-    /// Who may come in: twice the id ([`this_thread`]) of the thread allowed in (0 before
+    /// Who may come in: the id ([`this_thread`], even) of the thread allowed in (0 before
     /// initialize), plus [`INSIDE`] while a call of it is inside (a reentrant call, or a drop
     /// during one, must not get a second `&mut`). One word, so the way in is one compare.
     entry: AtomicUsize,
@@ -62,7 +62,11 @@ struct Slot {
 // that thread's calls from overlapping. The owner changes from one thread to another only in
 // [`adopt`], whose caller promises that no other thread is using weft and that its own
 // synchronization orders the old owner's last call before the new owner's first (MPI's
-// serialized level): then no two threads ever touch the runtime at the same time.
+// serialized level): then no two threads ever touch the runtime at the same time. (A thread
+// id is the thread's control block's address, so a thread started after the owner ended may
+// get the same id and find itself the owner: its first call comes after the old owner's
+// exit, since the C library reuses a control block only once the thread that had it has
+// ended and been joined or, detached, released it under the library's lock.)
 unsafe impl Sync for Slot {}
 
 static SLOT: Slot = Slot {
@@ -72,28 +76,14 @@ static SLOT: Slot = Slot {
     coll_check: AtomicBool::new(false),
 };
 
-thread_local! {
-    /// This thread's id for [`Slot::entry`]; 0 until first asked.
-    static THREAD_ID: Cell<usize> = const { Cell::new(0) };
-}
-
-/// The bit of [`Slot::entry`] set while the owner is inside a call.
+/// The bit of [`Slot::entry`] set while the owner is inside a call (thread ids are even).
 const INSIDE: usize = 1;
 
-/// The last thread id handed out.
-static THREAD_IDS: AtomicUsize = AtomicUsize::new(0);
-
-/// A number for the calling thread, never 0 and never reused in this process.
-#[inline]
-fn this_thread() -> usize {
-    THREAD_ID.with(|id| match id.get() {
-        0 => {
-            let new = THREAD_IDS.fetch_add(1, Relaxed) + 1;
-            id.set(new);
-            new
-        }
-        known => known,
-    })
+/// The calling thread's id (`sys::thread::current`: a register read, no thread-local access,
+/// which in the C ABI's shared library would be a call).
+#[inline(always)]
+pub fn this_thread() -> usize {
+    crate::sys::thread::current()
 }
 
 /// Runs `f` with the runtime when the calling thread owns it and is not already inside;
@@ -109,7 +99,7 @@ fn enter_slot<R>(f: impl FnOnce(&mut Option<Runtime>) -> R) -> Option<R> {
     // Relaxed throughout: `entry` names this thread only if this thread wrote it (initialize,
     // `adopt`, the lines below), and what another thread did before an adoption is ordered by
     // the caller of `adopt` (see `Slot`'s Sync).
-    let idle = this_thread() * 2;
+    let idle = this_thread();
     if SLOT.entry.load(Relaxed) != idle {
         return None;
     }
@@ -141,7 +131,7 @@ fn enter_slot<R>(f: impl FnOnce(&mut Option<Runtime>) -> R) -> Option<R> {
 pub unsafe fn adopt(call: &'static str) -> Result<()> {
     let me = this_thread();
     let entry = SLOT.entry.load(Relaxed);
-    if entry & !INSIDE == me * 2 {
+    if entry & !INSIDE == me {
         return Ok(());
     }
     if entry & INSIDE != 0 {
@@ -152,7 +142,7 @@ pub unsafe fn adopt(call: &'static str) -> Result<()> {
              (one call at a time, from any thread)",
         ));
     }
-    SLOT.entry.store(me * 2, Relaxed);
+    SLOT.entry.store(me, Relaxed);
     Ok(())
 }
 
@@ -215,7 +205,7 @@ pub fn init() -> Result<()> {
     SLOT.coll_check.store(rt.tunables.coll_check, Relaxed);
     // No thread owns the slot yet (`entry` is 0 until here, and `EVER_INITIALIZED` let only
     // this call through), so this thread may take it and put the runtime in.
-    SLOT.entry.store(this_thread() * 2, Relaxed);
+    SLOT.entry.store(this_thread(), Relaxed);
     enter_slot(|slot| *slot = Some(rt));
     set_state(State::Running);
     Ok(())
@@ -298,7 +288,7 @@ pub fn is_finalized() -> bool {
 /// Whether the calling thread is the one that owns the runtime now (the one that initialized
 /// it, unless the C ABI adopted it for another since).
 pub fn is_owner() -> bool {
-    SLOT.entry.load(Relaxed) & !INSIDE == this_thread() * 2
+    SLOT.entry.load(Relaxed) & !INSIDE == this_thread()
 }
 
 /// Ends the runtime: completes outstanding sends, synchronizes with every rank, tells the

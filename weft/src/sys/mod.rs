@@ -12,6 +12,7 @@ pub mod net;
 #[cfg(feature = "pmix")]
 pub mod pmix;
 pub mod segment;
+pub mod thread;
 pub mod wake;
 
 use std::io;

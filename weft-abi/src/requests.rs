@@ -1,0 +1,576 @@
+//! Requests: a C `MPI_Request` is a pointer to a boxed [`CRequest`], which owns a Rust request
+//! of the weft API (in the static scope: C promises the buffer outlives the operation) and
+//! the view of the user's buffer that request points into. Wait and test in every form,
+//! free, cancel, and the status of a request not yet completed.
+
+use crate::abi::*;
+use crate::errors::{guard, CError};
+use crate::p2p::Status;
+use std::ffi::{c_int, c_void};
+use weft::datatype::{DatatypeRef, MutView, View};
+use weft::request::{Request, StaticScope};
+
+type SendView = View<'static, 'static, DatatypeRef<'static>, [u8]>;
+type RecvView = MutView<'static, 'static, DatatypeRef<'static>, [u8]>;
+
+/// A request C holds.
+pub(crate) struct CRequest(Kind);
+
+enum Kind {
+    Send(Pending<SendView>),
+    Recv(Pending<RecvView>),
+    /// Complete: its status (an operation on MPI_PROC_NULL, or one a status query completed).
+    Done(Status),
+}
+
+/// A weft request and the boxed view its operation reads or writes through.
+struct Pending<V: 'static> {
+    /// `None` only while being completed.
+    request: Option<Request<'static, V, StaticScope>>,
+    /// Freed in `drop`, after the request.
+    view: *mut V,
+}
+
+impl<V: 'static> Pending<V> {
+    /// Boxes `view` and starts the operation on it.
+    fn start(view: V, start: impl FnOnce(*mut V) -> Request<'static, V, StaticScope>) -> Self {
+        let view = Box::into_raw(Box::new(view));
+        Pending {
+            request: Some(start(view)),
+            view,
+        }
+    }
+
+    fn wait(&mut self) -> Status {
+        let request = self.request.take().expect("a pending request");
+        Status::from_weft(&request.wait())
+    }
+
+    fn test(&mut self) -> Option<Status> {
+        match self.request.take().expect("a pending request").test() {
+            Ok(st) => Some(Status::from_weft(&st)),
+            Err(r) => {
+                self.request = Some(r);
+                None
+            }
+        }
+    }
+
+    fn cancel(&self) {
+        if let Some(r) = &self.request {
+            r.cancel();
+        }
+    }
+}
+
+impl<V: 'static> Drop for Pending<V> {
+    fn drop(&mut self) {
+        // The request first: dropping an incomplete one settles its operation, which must end
+        // before the view (which it points into) goes.
+        drop(self.request.take());
+        // SAFETY: `view` came from `Box::into_raw` in `start` and nothing uses it any more.
+        drop(unsafe { Box::from_raw(self.view) });
+    }
+}
+
+impl CRequest {
+    pub(crate) fn done(st: Status) -> CRequest {
+        CRequest(Kind::Done(st))
+    }
+
+    /// A send of `view`, started by `start` on the boxed view.
+    pub(crate) fn send(
+        view: SendView,
+        start: impl FnOnce(&'static SendView) -> Request<'static, SendView, StaticScope>,
+    ) -> CRequest {
+        CRequest(Kind::Send(Pending::start(view, |v| {
+            // SAFETY: the box lives until the request is gone (`Pending`'s drop), and nothing
+            // else uses it meanwhile.
+            start(unsafe { &*v })
+        })))
+    }
+
+    /// A receive into `view`, started by `start` on the boxed view.
+    pub(crate) fn receive(
+        view: RecvView,
+        start: impl FnOnce(&'static mut RecvView) -> Request<'static, RecvView, StaticScope>,
+    ) -> CRequest {
+        CRequest(Kind::Recv(Pending::start(view, |v| {
+            // SAFETY: as in `send`; the request is the only user of the view.
+            start(unsafe { &mut *v })
+        })))
+    }
+
+    fn wait(&mut self) -> Status {
+        match &mut self.0 {
+            Kind::Send(p) => p.wait(),
+            Kind::Recv(p) => p.wait(),
+            Kind::Done(st) => *st,
+        }
+    }
+
+    fn test(&mut self) -> Option<Status> {
+        let st = match &mut self.0 {
+            Kind::Send(p) => p.test(),
+            Kind::Recv(p) => p.test(),
+            Kind::Done(st) => Some(*st),
+        }?;
+        self.0 = Kind::Done(st);
+        Some(st)
+    }
+
+    fn cancel(&self) {
+        match &self.0 {
+            Kind::Send(p) => p.cancel(),
+            Kind::Recv(p) => p.cancel(),
+            Kind::Done(_) => {}
+        }
+    }
+}
+
+/// Checks the place a new request's handle goes.
+pub(crate) fn check_out(call: &'static str, request: *mut *mut c_void) -> Result<(), CError> {
+    if request.is_null() {
+        return Err(CError::new(MPI_ERR_ARG, call, "request is a null pointer"));
+    }
+    Ok(())
+}
+
+/// Boxes `r` and stores its handle at `out`.
+///
+/// # Safety
+/// `out` is writable (checked non-null by [`check_out`]).
+pub(crate) unsafe fn hand_out(out: *mut *mut c_void, r: CRequest) {
+    // SAFETY: the caller's promise.
+    unsafe { *out = Box::into_raw(Box::new(r)).cast() };
+}
+
+/// The request a handle stands for; `None` for MPI_REQUEST_NULL.
+///
+/// # Safety
+/// `handle` is MPI_REQUEST_NULL or a handle [`hand_out`] made and not yet freed.
+unsafe fn request<'a>(handle: *mut c_void) -> Option<&'a mut CRequest> {
+    if handle as usize == MPI_REQUEST_NULL {
+        return None;
+    }
+    // SAFETY: the caller's promise: a live boxed request.
+    Some(unsafe { &mut *handle.cast::<CRequest>() })
+}
+
+/// Frees the request at `slot` and sets it to MPI_REQUEST_NULL.
+///
+/// # Safety
+/// `*slot` is a live handle from [`hand_out`].
+unsafe fn release(slot: *mut *mut c_void) {
+    // SAFETY: the caller's promise.
+    unsafe {
+        drop(Box::from_raw((*slot).cast::<CRequest>()));
+        *slot = MPI_REQUEST_NULL as *mut c_void;
+    }
+}
+
+/// The requests of a C array, checked: `count` not negative, the array not null when count
+/// is positive.
+///
+/// # Safety
+/// `array` holds `count` request handles, used by nothing else for `'a`.
+unsafe fn slots<'a>(
+    call: &'static str,
+    count: c_int,
+    array: *mut *mut c_void,
+) -> Result<&'a mut [*mut c_void], CError> {
+    let n = crate::handles::count(call, count)?;
+    if n == 0 {
+        return Ok(&mut []);
+    }
+    if array.is_null() {
+        return Err(CError::new(
+            MPI_ERR_ARG,
+            call,
+            "the array of requests is a null pointer",
+        ));
+    }
+    // SAFETY: the caller's promise.
+    Ok(unsafe { std::slice::from_raw_parts_mut(array, n) })
+}
+
+/// Stores `st` as the `i`-th of `statuses` (unless MPI_STATUSES_IGNORE).
+///
+/// # Safety
+/// `statuses` is null or holds at least `i + 1` statuses.
+unsafe fn store_at(statuses: *mut Status, i: usize, st: Status) {
+    if !statuses.is_null() {
+        // SAFETY: the caller's promise.
+        unsafe { *statuses.add(i) = st };
+    }
+}
+
+unsafe extern "C" fn wait(request: *mut *mut c_void, status: *mut Status) -> c_int {
+    const CALL: &str = "MPI_Wait";
+    guard(CALL, std::ptr::null_mut(), || {
+        check_out(CALL, request)?;
+        // SAFETY: the standard's contract: a live request or MPI_REQUEST_NULL.
+        let st = match unsafe { self::request(*request) } {
+            None => Status::empty(),
+            Some(r) => {
+                let st = r.wait();
+                // SAFETY: a live handle, complete now.
+                unsafe { release(request) };
+                st
+            }
+        };
+        // SAFETY: the standard's contract for `status`.
+        unsafe { st.store(status) };
+        Ok(())
+    })
+}
+export!(Wait, wait);
+
+unsafe extern "C" fn test(
+    request: *mut *mut c_void,
+    flag: *mut c_int,
+    status: *mut Status,
+) -> c_int {
+    const CALL: &str = "MPI_Test";
+    guard(CALL, std::ptr::null_mut(), || {
+        check_out(CALL, request)?;
+        // SAFETY: the standard's contract: a live request or MPI_REQUEST_NULL.
+        let st = match unsafe { self::request(*request) } {
+            None => Some(Status::empty()),
+            Some(r) => {
+                let st = r.test();
+                if st.is_some() {
+                    // SAFETY: a live handle, complete now.
+                    unsafe { release(request) };
+                }
+                st
+            }
+        };
+        crate::env::put_int(CALL, "flag", flag, st.is_some().into())?;
+        if let Some(st) = st {
+            // SAFETY: the standard's contract for `status`.
+            unsafe { st.store(status) };
+        }
+        Ok(())
+    })
+}
+export!(Test, test);
+
+unsafe extern "C" fn waitall(
+    count: c_int,
+    requests: *mut *mut c_void,
+    statuses: *mut Status,
+) -> c_int {
+    const CALL: &str = "MPI_Waitall";
+    guard(CALL, std::ptr::null_mut(), || {
+        // SAFETY: the standard's contract: `count` request handles at `requests`.
+        for (i, slot) in unsafe { slots(CALL, count, requests)? }
+            .iter_mut()
+            .enumerate()
+        {
+            // SAFETY: the standard's contract: each a live request or MPI_REQUEST_NULL.
+            let st = match unsafe { request(*slot) } {
+                None => Status::empty(),
+                Some(r) => {
+                    let st = r.wait();
+                    // SAFETY: a live handle, complete now.
+                    unsafe { release(slot) };
+                    st
+                }
+            };
+            // SAFETY: the standard's contract: `count` statuses or MPI_STATUSES_IGNORE.
+            unsafe { store_at(statuses, i, st) };
+        }
+        Ok(())
+    })
+}
+export!(Waitall, waitall);
+
+unsafe extern "C" fn testall(
+    count: c_int,
+    requests: *mut *mut c_void,
+    flag: *mut c_int,
+    statuses: *mut Status,
+) -> c_int {
+    const CALL: &str = "MPI_Testall";
+    guard(CALL, std::ptr::null_mut(), || {
+        // SAFETY: the standard's contract: `count` request handles at `requests`.
+        let slots = unsafe { slots(CALL, count, requests)? };
+        // Complete each one that can be (so progress is made), but hand them back only if
+        // all are: the standard's "all or none".
+        let mut all = true;
+        for slot in slots.iter_mut() {
+            // SAFETY: the standard's contract.
+            if let Some(r) = unsafe { request(*slot) } {
+                all &= r.test().is_some();
+            }
+        }
+        crate::env::put_int(CALL, "flag", flag, all.into())?;
+        if all {
+            for (i, slot) in slots.iter_mut().enumerate() {
+                // SAFETY: the standard's contract.
+                let st = match unsafe { request(*slot) } {
+                    None => Status::empty(),
+                    Some(r) => {
+                        let st = r.wait();
+                        // SAFETY: a live handle, complete.
+                        unsafe { release(slot) };
+                        st
+                    }
+                };
+                // SAFETY: the standard's contract.
+                unsafe { store_at(statuses, i, st) };
+            }
+        }
+        Ok(())
+    })
+}
+export!(Testall, testall);
+
+/// Tests the active requests of `slots` in turn: the index and status of the first complete
+/// one (freed), `Ok(None)` if none is, or `Err(())` if none is active.
+fn first_complete(slots: &mut [*mut c_void]) -> Result<Option<(usize, Status)>, ()> {
+    let mut active = false;
+    for (i, slot) in slots.iter_mut().enumerate() {
+        // SAFETY: the standard's contract: each a live request or MPI_REQUEST_NULL.
+        if let Some(r) = unsafe { request(*slot) } {
+            active = true;
+            if let Some(st) = r.test() {
+                // SAFETY: a live handle, complete now.
+                unsafe { release(slot) };
+                return Ok(Some((i, st)));
+            }
+        }
+    }
+    if active {
+        Ok(None)
+    } else {
+        Err(())
+    }
+}
+
+unsafe extern "C" fn waitany(
+    count: c_int,
+    requests: *mut *mut c_void,
+    index: *mut c_int,
+    status: *mut Status,
+) -> c_int {
+    const CALL: &str = "MPI_Waitany";
+    guard(CALL, std::ptr::null_mut(), || {
+        // SAFETY: the standard's contract: `count` request handles at `requests`.
+        let slots = unsafe { slots(CALL, count, requests)? };
+        let (i, st) = loop {
+            match first_complete(slots) {
+                Ok(Some((i, st))) => break (i as c_int, st),
+                Ok(None) => std::thread::yield_now(),
+                Err(()) => break (MPI_UNDEFINED, Status::empty()),
+            }
+        };
+        crate::env::put_int(CALL, "index", index, i)?;
+        // SAFETY: the standard's contract for `status`.
+        unsafe { st.store(status) };
+        Ok(())
+    })
+}
+export!(Waitany, waitany);
+
+unsafe extern "C" fn testany(
+    count: c_int,
+    requests: *mut *mut c_void,
+    index: *mut c_int,
+    flag: *mut c_int,
+    status: *mut Status,
+) -> c_int {
+    const CALL: &str = "MPI_Testany";
+    guard(CALL, std::ptr::null_mut(), || {
+        // SAFETY: the standard's contract: `count` request handles at `requests`.
+        let slots = unsafe { slots(CALL, count, requests)? };
+        let (i, done, st) = match first_complete(slots) {
+            Ok(Some((i, st))) => (i as c_int, true, Some(st)),
+            Ok(None) => (MPI_UNDEFINED, false, None),
+            Err(()) => (MPI_UNDEFINED, true, Some(Status::empty())),
+        };
+        crate::env::put_int(CALL, "index", index, i)?;
+        crate::env::put_int(CALL, "flag", flag, done.into())?;
+        if let Some(st) = st {
+            // SAFETY: the standard's contract for `status`.
+            unsafe { st.store(status) };
+        }
+        Ok(())
+    })
+}
+export!(Testany, testany);
+
+/// Completes every request of `slots` that is complete now; their indices and statuses go to
+/// `indices`/`statuses`. `None` if none is active.
+///
+/// # Safety
+/// `indices` holds `slots.len()` ints; `statuses` is null or holds as many statuses.
+unsafe fn some(
+    slots: &mut [*mut c_void],
+    indices: *mut c_int,
+    statuses: *mut Status,
+) -> Option<c_int> {
+    let mut active = false;
+    let mut n = 0;
+    for (i, slot) in slots.iter_mut().enumerate() {
+        // SAFETY: the standard's contract.
+        if let Some(r) = unsafe { request(*slot) } {
+            active = true;
+            if let Some(st) = r.test() {
+                // SAFETY: a live handle, complete now; the caller's promise for the arrays.
+                unsafe {
+                    release(slot);
+                    *indices.add(n) = i as c_int;
+                    store_at(statuses, n, st);
+                }
+                n += 1;
+            }
+        }
+    }
+    active.then_some(n as c_int)
+}
+
+unsafe extern "C" fn waitsome(
+    incount: c_int,
+    requests: *mut *mut c_void,
+    outcount: *mut c_int,
+    indices: *mut c_int,
+    statuses: *mut Status,
+) -> c_int {
+    const CALL: &str = "MPI_Waitsome";
+    guard(CALL, std::ptr::null_mut(), || {
+        // SAFETY: the standard's contract: `count` request handles at `requests`.
+        let slots = unsafe { slots(CALL, incount, requests)? };
+        if indices.is_null() && !slots.is_empty() {
+            return Err(CError::new(MPI_ERR_ARG, CALL, "indices is a null pointer"));
+        }
+        let n = loop {
+            // SAFETY: the standard's contract for the arrays.
+            match unsafe { some(slots, indices, statuses) } {
+                Some(0) => std::thread::yield_now(),
+                Some(n) => break n,
+                None => break MPI_UNDEFINED,
+            }
+        };
+        crate::env::put_int(CALL, "outcount", outcount, n)
+    })
+}
+export!(Waitsome, waitsome);
+
+unsafe extern "C" fn testsome(
+    incount: c_int,
+    requests: *mut *mut c_void,
+    outcount: *mut c_int,
+    indices: *mut c_int,
+    statuses: *mut Status,
+) -> c_int {
+    const CALL: &str = "MPI_Testsome";
+    guard(CALL, std::ptr::null_mut(), || {
+        // SAFETY: the standard's contract: `count` request handles at `requests`.
+        let slots = unsafe { slots(CALL, incount, requests)? };
+        if indices.is_null() && !slots.is_empty() {
+            return Err(CError::new(MPI_ERR_ARG, CALL, "indices is a null pointer"));
+        }
+        // SAFETY: the standard's contract for the arrays.
+        let n = unsafe { some(slots, indices, statuses) }.unwrap_or(MPI_UNDEFINED);
+        crate::env::put_int(CALL, "outcount", outcount, n)
+    })
+}
+export!(Testsome, testsome);
+
+unsafe extern "C" fn request_free(request: *mut *mut c_void) -> c_int {
+    const CALL: &str = "MPI_Request_free";
+    guard(CALL, std::ptr::null_mut(), || {
+        check_out(CALL, request)?;
+        // SAFETY: the standard's contract: a live request or MPI_REQUEST_NULL.
+        let Some(r) = (unsafe { self::request(*request) }) else {
+            return Err(CError::new(
+                MPI_ERR_REQUEST,
+                CALL,
+                "the request is MPI_REQUEST_NULL",
+            ));
+        };
+        if r.test().is_none() {
+            // Still in flight: it completes on its own; keep it until it has (swept by
+            // later calls, waited for by MPI_Finalize).
+            // SAFETY: a live handle; ownership moves to the detached list.
+            let r = unsafe { Box::from_raw((*request).cast::<CRequest>()) };
+            detached().push(*r);
+            // SAFETY: the caller's slot.
+            unsafe { *request = MPI_REQUEST_NULL as *mut c_void };
+        } else {
+            // SAFETY: a live handle, complete.
+            unsafe { release(request) };
+        }
+        sweep_detached(false);
+        Ok(())
+    })
+}
+export!(Request_free, request_free);
+
+/// Requests the program freed before they completed (kept in the running state, so a later
+/// call on any thread sweeps them).
+fn detached() -> std::cell::RefMut<'static, Vec<CRequest>> {
+    match crate::state::running() {
+        Some(r) => r.detached.borrow_mut(),
+        None => unreachable!("requests exist only while MPI runs"),
+    }
+}
+
+/// Drops the freed requests that have completed (all of them, waiting, with `wait`).
+pub(crate) fn sweep_detached(wait: bool) {
+    let mut list = std::mem::take(&mut *detached());
+    list.retain_mut(|r| {
+        if wait {
+            r.wait();
+            false
+        } else {
+            r.test().is_none()
+        }
+    });
+    detached().append(&mut list);
+}
+
+unsafe extern "C" fn cancel(request: *mut *mut c_void) -> c_int {
+    const CALL: &str = "MPI_Cancel";
+    guard(CALL, std::ptr::null_mut(), || {
+        check_out(CALL, request)?;
+        // SAFETY: the standard's contract.
+        match unsafe { self::request(*request) } {
+            Some(r) => {
+                r.cancel();
+                Ok(())
+            }
+            None => Err(CError::new(
+                MPI_ERR_REQUEST,
+                CALL,
+                "the request is MPI_REQUEST_NULL",
+            )),
+        }
+    })
+}
+export!(Cancel, cancel);
+
+unsafe extern "C" fn request_get_status(
+    request: *mut c_void,
+    flag: *mut c_int,
+    status: *mut Status,
+) -> c_int {
+    const CALL: &str = "MPI_Request_get_status";
+    guard(CALL, std::ptr::null_mut(), || {
+        // SAFETY: the standard's contract. A completed request stays, holding its status,
+        // until the program waits on it or frees it.
+        let st = match unsafe { self::request(request) } {
+            None => Some(Status::empty()),
+            Some(r) => r.test(),
+        };
+        crate::env::put_int(CALL, "flag", flag, st.is_some().into())?;
+        if let Some(st) = st {
+            // SAFETY: the standard's contract for `status`.
+            unsafe { st.store(status) };
+        }
+        Ok(())
+    })
+}
+export!(Request_get_status, request_get_status);
