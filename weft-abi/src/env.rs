@@ -28,15 +28,30 @@ fn init(call: &'static str, required: c_int) -> Result<c_int, CError> {
     };
     crate::errors::quiet_panics_inside_calls();
     let universe = weft::try_initialize().map_err(CError::from_weft)?;
-    let world = Comm::new(universe.world());
-    let self_comm = Comm::new(weft::topology::SimpleCommunicator::self_comm());
+    let world = Comm::new(universe.world(), MPI_ERRORS_ARE_FATAL);
+    let self_comm = Comm::new(
+        weft::topology::SimpleCommunicator::self_comm(),
+        MPI_ERRORS_ARE_FATAL,
+    );
+    let predefined_attrs = state::PredefinedAttrs {
+        tag_ub: weft::point_to_point::TAG_UB,
+        host: MPI_PROC_NULL,
+        io: MPI_ANY_SOURCE,
+        wtime_is_global: 0,
+        universe_size: world.comm.size(),
+        appnum: 0,
+        lastusedcode: MPI_ERR_LASTCODE,
+    };
     state::install(Running {
-        _universe: universe,
+        universe: std::cell::RefCell::new(universe),
         world,
         self_comm,
         thread_level: provided,
         main_thread: std::thread::current().id(),
         detached: Default::default(),
+        keyvals: Default::default(),
+        predefined_attrs,
+        bsend_buffer: Default::default(),
     });
     Ok(provided)
 }
@@ -75,7 +90,16 @@ unsafe extern "C" fn finalize() -> c_int {
         if state::phase() != Phase::Running {
             return Err(CError::not_initialized("MPI_Finalize"));
         }
-        // Requests the program freed before they completed end first.
+        // MPI_COMM_SELF's attributes are deleted first (their delete callbacks run while MPI
+        // still works: the standard's hook for libraries' clean-up), then the requests the
+        // program freed before they completed end.
+        if let Some(r) = state::running() {
+            crate::comm::delete_attributes(
+                "MPI_Finalize",
+                &r.self_comm,
+                MPI_COMM_SELF as *mut c_void,
+            )?;
+        }
         crate::requests::sweep_detached(true);
         let running = state::take().ok_or_else(|| CError::not_initialized("MPI_Finalize"))?;
         // Dropping the universe finalizes weft (a barrier over the world, then the PMI's).

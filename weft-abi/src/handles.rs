@@ -21,6 +21,17 @@ pub(crate) fn comm(call: &'static str, handle: *mut c_void) -> Result<&'static C
     match value {
         MPI_COMM_WORLD => Ok(&running.world),
         MPI_COMM_SELF => Ok(&running.self_comm),
+        v if v >= PREDEFINED_LIMIT && v % std::mem::align_of::<Comm>() == 0 => {
+            // SAFETY: a user handle is a pointer to a boxed `Comm` (comm::hand_out), live
+            // until MPI_Comm_free (which clears the mark checked here first); the standard
+            // makes any other value the program's error.
+            let c = unsafe { &*(v as *const Comm) };
+            if c.magic.get() == crate::state::COMM_MAGIC {
+                Ok(c)
+            } else {
+                Err(not_a_comm(call, value))
+            }
+        }
         _ => Err(not_a_comm(call, value)),
     }
 }
@@ -33,7 +44,7 @@ fn not_a_comm(call: &'static str, value: usize) -> CError {
     CError::new(
         MPI_ERR_COMM,
         call,
-        format!("{value:#x} is not a communicator (user communicators are not supported yet)"),
+        format!("{value:#x} is not a communicator (freed, or never made)"),
     )
 }
 

@@ -77,10 +77,12 @@ pub(crate) mod abi {
 }
 
 mod coll;
+mod comm;
 mod convert;
 mod env;
 mod errors;
 mod handles;
+mod matched;
 mod p2p;
 mod requests;
 mod state;

@@ -51,8 +51,13 @@ impl Status {
         )
     }
 
-    /// What a receive from MPI_PROC_NULL, or a wait on an inactive request, reports.
+    /// The empty status: what a wait on MPI_REQUEST_NULL or an inactive request reports.
     pub(crate) fn empty() -> Status {
+        Status::new(MPI_ANY_SOURCE, MPI_ANY_TAG, 0, false)
+    }
+
+    /// What an operation on MPI_PROC_NULL reports.
+    pub(crate) fn proc_null() -> Status {
         Status::new(MPI_PROC_NULL, MPI_ANY_TAG, 0, false)
     }
 
@@ -107,7 +112,7 @@ pub(crate) fn check_rank(
 
 /// The send modes.
 #[derive(Clone, Copy)]
-enum Mode {
+pub(crate) enum Mode {
     Standard,
     Synchronous,
     Ready,
@@ -187,11 +192,45 @@ export!(Ssend, ssend);
 export!(Rsend, rsend);
 export!(Bsend, bsend);
 
-/// A nonblocking send in `mode`.
+/// Starts a nonblocking send in `mode`.
 ///
 /// # Safety
-/// The standard's contract for `buf`, `count`, `datatype` (valid until the request
-/// completes) and `request`.
+/// The standard's contract for `buf`, `count` and `datatype` (valid until the request
+/// completes).
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn start_send(
+    call: &'static str,
+    mode: Mode,
+    buf: *const c_void,
+    count: c_int,
+    datatype: *mut c_void,
+    dest: c_int,
+    tag: c_int,
+    comm: *mut c_void,
+) -> Result<CRequest, CError> {
+    let c = handles::comm(call, comm)?;
+    let dt = handles::datatype(call, datatype)?;
+    check_rank(call, "destination", dest, c, false)?;
+    check_tag(call, tag, false)?;
+    // SAFETY: the caller's promise: the buffer stays valid until the request completes.
+    let v = unsafe { view(call, buf, count, dt)? };
+    if dest == MPI_PROC_NULL {
+        return Ok(CRequest::done(Status::proc_null()));
+    }
+    let to = c.comm.process_at_rank(dest);
+    Ok(CRequest::send(v, |v| match mode {
+        Mode::Standard => to.immediate_send_with_tag(StaticScope, v, tag),
+        Mode::Synchronous => to.immediate_synchronous_send_with_tag(StaticScope, v, tag),
+        // SAFETY: MPI_Irsend's contract: the matching receive is posted.
+        Mode::Ready => unsafe { to.immediate_ready_send_with_tag(StaticScope, v, tag) },
+        Mode::Buffered => to.immediate_buffered_send_with_tag(StaticScope, v, tag),
+    }))
+}
+
+/// A nonblocking send in `mode`, its request handed out at `request`.
+///
+/// # Safety
+/// As for [`start_send`], and `request` is a writable handle slot.
 #[allow(clippy::too_many_arguments)]
 unsafe fn isend_in(
     call: &'static str,
@@ -205,25 +244,9 @@ unsafe fn isend_in(
     request: *mut *mut c_void,
 ) -> c_int {
     guard(call, comm, || {
-        let c = handles::comm(call, comm)?;
-        let dt = handles::datatype(call, datatype)?;
-        check_rank(call, "destination", dest, c, false)?;
-        check_tag(call, tag, false)?;
         requests::check_out(call, request)?;
-        // SAFETY: the caller's promise: the buffer stays valid until the request completes.
-        let v = unsafe { view(call, buf, count, dt)? };
-        let r = if dest == MPI_PROC_NULL {
-            CRequest::done(Status::empty())
-        } else {
-            let to = c.comm.process_at_rank(dest);
-            CRequest::send(v, |v| match mode {
-                Mode::Standard => to.immediate_send_with_tag(StaticScope, v, tag),
-                Mode::Synchronous => to.immediate_synchronous_send_with_tag(StaticScope, v, tag),
-                // SAFETY: MPI_Irsend's contract: the matching receive is posted.
-                Mode::Ready => unsafe { to.immediate_ready_send_with_tag(StaticScope, v, tag) },
-                Mode::Buffered => to.immediate_buffered_send_with_tag(StaticScope, v, tag),
-            })
-        };
+        // SAFETY: the caller's promise.
+        let r = unsafe { start_send(call, mode, buf, count, datatype, dest, tag, comm)? };
         // SAFETY: checked above.
         unsafe { requests::hand_out(request, r) };
         Ok(())
@@ -279,7 +302,7 @@ unsafe fn receive(
     // SAFETY: the caller's promise.
     let mut v = unsafe { view_mut(call, buf, count, dt)? };
     if source == MPI_PROC_NULL {
-        return Ok(Status::empty());
+        return Ok(Status::proc_null());
     }
     let map = dt.type_map();
     if source >= 0 && tag >= 0 && map.is_contiguous() && !map.is_restricted() {
@@ -322,6 +345,49 @@ unsafe extern "C" fn recv(
 }
 export!(Recv, recv);
 
+/// Starts a nonblocking receive.
+///
+/// # Safety
+/// The standard's contract for `buf`, `count` and `datatype` (room until the request
+/// completes).
+pub(crate) unsafe fn start_recv(
+    call: &'static str,
+    buf: *mut c_void,
+    count: c_int,
+    datatype: *mut c_void,
+    source: c_int,
+    tag: c_int,
+    comm: *mut c_void,
+) -> Result<CRequest, CError> {
+    let c = handles::comm(call, comm)?;
+    let dt = handles::datatype(call, datatype)?;
+    check_rank(call, "source", source, c, true)?;
+    check_tag(call, tag, true)?;
+    // SAFETY: the caller's promise.
+    let v = unsafe { view_mut(call, buf, count, dt)? };
+    if source == MPI_PROC_NULL {
+        return Ok(CRequest::done(Status::proc_null()));
+    }
+    Ok(CRequest::receive(v, |v| match (source, tag) {
+        (MPI_ANY_SOURCE, MPI_ANY_TAG) => {
+            c.comm.any_process().immediate_receive_into(StaticScope, v)
+        }
+        (MPI_ANY_SOURCE, t) => {
+            c.comm
+                .any_process()
+                .immediate_receive_into_with_tag(StaticScope, v, t)
+        }
+        (s, MPI_ANY_TAG) => c
+            .comm
+            .process_at_rank(s)
+            .immediate_receive_into(StaticScope, v),
+        (s, t) => c
+            .comm
+            .process_at_rank(s)
+            .immediate_receive_into_with_tag(StaticScope, v, t),
+    }))
+}
+
 unsafe extern "C" fn irecv(
     buf: *mut c_void,
     count: c_int,
@@ -333,36 +399,9 @@ unsafe extern "C" fn irecv(
 ) -> c_int {
     const CALL: &str = "MPI_Irecv";
     guard(CALL, comm, || {
-        let c = handles::comm(CALL, comm)?;
-        let dt = handles::datatype(CALL, datatype)?;
-        check_rank(CALL, "source", source, c, true)?;
-        check_tag(CALL, tag, true)?;
         requests::check_out(CALL, request)?;
         // SAFETY: the standard's contract: the buffer stays valid until the request completes.
-        let v = unsafe { view_mut(CALL, buf, count, dt)? };
-        let r = if source == MPI_PROC_NULL {
-            CRequest::done(Status::empty())
-        } else {
-            CRequest::receive(v, |v| match (source, tag) {
-                (MPI_ANY_SOURCE, MPI_ANY_TAG) => {
-                    c.comm.any_process().immediate_receive_into(StaticScope, v)
-                }
-                (MPI_ANY_SOURCE, t) => {
-                    c.comm
-                        .any_process()
-                        .immediate_receive_into_with_tag(StaticScope, v, t)
-                }
-                (s, MPI_ANY_TAG) => c
-                    .comm
-                    .process_at_rank(s)
-                    .immediate_receive_into(StaticScope, v),
-                (s, t) => {
-                    c.comm
-                        .process_at_rank(s)
-                        .immediate_receive_into_with_tag(StaticScope, v, t)
-                }
-            })
-        };
+        let r = unsafe { start_recv(CALL, buf, count, datatype, source, tag, comm)? };
         // SAFETY: checked above.
         unsafe { requests::hand_out(request, r) };
         Ok(())
@@ -427,7 +466,7 @@ fn probe_in(
     check_rank(call, "source", source, c, true)?;
     check_tag(call, tag, true)?;
     if source == MPI_PROC_NULL {
-        return Ok(Some(Status::empty()));
+        return Ok(Some(Status::proc_null()));
     }
     let st = match (source, tag, wait) {
         (MPI_ANY_SOURCE, MPI_ANY_TAG, true) => Some(c.comm.any_process().probe()),
@@ -557,3 +596,45 @@ unsafe extern "C" fn test_cancelled(status: *const Status, flag: *mut c_int) -> 
     })
 }
 export!(Test_cancelled, test_cancelled);
+
+unsafe extern "C" fn buffer_attach(buffer: *mut c_void, size: c_int) -> c_int {
+    const CALL: &str = "MPI_Buffer_attach";
+    guard(CALL, std::ptr::null_mut(), || {
+        let r = crate::state::running().ok_or_else(|| CError::not_initialized(CALL))?;
+        if r.bsend_buffer.get().is_some() {
+            return Err(CError::new(
+                MPI_ERR_BUFFER,
+                CALL,
+                "a buffer is attached already (detach it first)",
+            ));
+        }
+        let bytes = handles::count(CALL, size)?;
+        // Weft copies buffered messages into memory of its own of this capacity; the
+        // program's buffer is only remembered, for MPI_Buffer_detach to hand back.
+        r.universe.borrow_mut().set_buffer_size(bytes);
+        r.bsend_buffer.set(Some((buffer as usize, size)));
+        Ok(())
+    })
+}
+export!(Buffer_attach, buffer_attach);
+
+unsafe extern "C" fn buffer_detach(buffer_addr: *mut c_void, size: *mut c_int) -> c_int {
+    const CALL: &str = "MPI_Buffer_detach";
+    guard(CALL, std::ptr::null_mut(), || {
+        let r = crate::state::running().ok_or_else(|| CError::not_initialized(CALL))?;
+        if buffer_addr.is_null() {
+            return Err(CError::new(
+                MPI_ERR_ARG,
+                CALL,
+                "buffer_addr is a null pointer",
+            ));
+        }
+        // Waits until the buffered messages have gone.
+        r.universe.borrow_mut().detach_buffer();
+        let (addr, bytes) = r.bsend_buffer.take().unwrap_or((0, 0));
+        // SAFETY: checked non-null; the standard's contract: the address of a pointer.
+        unsafe { *buffer_addr.cast::<*mut c_void>() = addr as *mut c_void };
+        crate::env::put_int(CALL, "size", size, bytes)
+    })
+}
+export!(Buffer_detach, buffer_detach);

@@ -21,6 +21,15 @@ enum Kind {
     Recv(Pending<RecvView>),
     /// Complete: its status (an operation on MPI_PROC_NULL, or one a status query completed).
     Done(Status),
+    /// A persistent request (MPI_Send_init and the others): it starts an operation each
+    /// time MPI_Start is called on it, and stays (inactive) when that operation completes.
+    Persistent(Persistent),
+}
+
+/// What a persistent request starts, and the operation it started last, while active.
+pub(crate) struct Persistent {
+    start: Box<dyn FnMut() -> Result<CRequest, CError>>,
+    active: Option<Box<CRequest>>,
 }
 
 /// A weft request and the boxed view its operation reads or writes through.
@@ -101,11 +110,22 @@ impl CRequest {
         })))
     }
 
+    /// A persistent request that runs `start` at each MPI_Start.
+    pub(crate) fn persistent(
+        start: impl FnMut() -> Result<CRequest, CError> + 'static,
+    ) -> CRequest {
+        CRequest(Kind::Persistent(Persistent {
+            start: Box::new(start),
+            active: None,
+        }))
+    }
+
     fn wait(&mut self) -> Status {
         match &mut self.0 {
             Kind::Send(p) => p.wait(),
             Kind::Recv(p) => p.wait(),
             Kind::Done(st) => *st,
+            Kind::Persistent(p) => p.active.take().map_or_else(Status::empty, |mut r| r.wait()),
         }
     }
 
@@ -114,6 +134,16 @@ impl CRequest {
             Kind::Send(p) => p.test(),
             Kind::Recv(p) => p.test(),
             Kind::Done(st) => Some(*st),
+            Kind::Persistent(p) => {
+                return match &mut p.active {
+                    None => Some(Status::empty()),
+                    Some(r) => {
+                        let st = r.test()?;
+                        p.active = None;
+                        Some(st)
+                    }
+                };
+            }
         }?;
         self.0 = Kind::Done(st);
         Some(st)
@@ -124,6 +154,45 @@ impl CRequest {
             Kind::Send(p) => p.cancel(),
             Kind::Recv(p) => p.cancel(),
             Kind::Done(_) => {}
+            Kind::Persistent(p) => {
+                if let Some(r) = &p.active {
+                    r.cancel();
+                }
+            }
+        }
+    }
+
+    /// Whether this is a persistent request (which completion leaves in place).
+    fn is_persistent(&self) -> bool {
+        matches!(self.0, Kind::Persistent(_))
+    }
+
+    /// Whether waiting on it means anything: not an inactive persistent request, which the
+    /// wait and test families treat as a null one.
+    fn is_active(&self) -> bool {
+        match &self.0 {
+            Kind::Persistent(p) => p.active.is_some(),
+            _ => true,
+        }
+    }
+
+    /// MPI_Start: starts the persistent request's operation.
+    fn start(&mut self, call: &'static str) -> Result<(), CError> {
+        match &mut self.0 {
+            Kind::Persistent(p) if p.active.is_none() => {
+                p.active = Some(Box::new((p.start)()?));
+                Ok(())
+            }
+            Kind::Persistent(_) => Err(CError::new(
+                MPI_ERR_REQUEST,
+                call,
+                "the request is active already",
+            )),
+            _ => Err(CError::new(
+                MPI_ERR_REQUEST,
+                call,
+                "the request is not a persistent one",
+            )),
         }
     }
 }
@@ -145,11 +214,21 @@ pub(crate) unsafe fn hand_out(out: *mut *mut c_void, r: CRequest) {
     unsafe { *out = Box::into_raw(Box::new(r)).cast() };
 }
 
-/// The request a handle stands for; `None` for MPI_REQUEST_NULL.
+/// The request a handle stands for, if it is active; `None` for MPI_REQUEST_NULL and for
+/// an inactive persistent request (the wait and test families treat both alike).
 ///
 /// # Safety
 /// `handle` is MPI_REQUEST_NULL or a handle [`hand_out`] made and not yet freed.
 unsafe fn request<'a>(handle: *mut c_void) -> Option<&'a mut CRequest> {
+    // SAFETY: the caller's promise.
+    unsafe { any_request(handle) }.filter(|r| r.is_active())
+}
+
+/// The request a handle stands for, active or not; `None` for MPI_REQUEST_NULL.
+///
+/// # Safety
+/// As for [`request`].
+unsafe fn any_request<'a>(handle: *mut c_void) -> Option<&'a mut CRequest> {
     if handle as usize == MPI_REQUEST_NULL {
         return None;
     }
@@ -157,11 +236,26 @@ unsafe fn request<'a>(handle: *mut c_void) -> Option<&'a mut CRequest> {
     Some(unsafe { &mut *handle.cast::<CRequest>() })
 }
 
-/// Frees the request at `slot` and sets it to MPI_REQUEST_NULL.
+/// After the request at `slot` completed: frees it and sets the slot to MPI_REQUEST_NULL,
+/// unless it is persistent (then it stays, inactive, for the next MPI_Start).
 ///
 /// # Safety
 /// `*slot` is a live handle from [`hand_out`].
 unsafe fn release(slot: *mut *mut c_void) {
+    // SAFETY: the caller's promise.
+    unsafe {
+        if (*(*slot).cast::<CRequest>()).is_persistent() {
+            return;
+        }
+        destroy(slot);
+    }
+}
+
+/// Frees the request at `slot` and sets it to MPI_REQUEST_NULL.
+///
+/// # Safety
+/// `*slot` is a live handle from [`hand_out`].
+unsafe fn destroy(slot: *mut *mut c_void) {
     // SAFETY: the caller's promise.
     unsafe {
         drop(Box::from_raw((*slot).cast::<CRequest>()));
@@ -484,14 +578,14 @@ unsafe extern "C" fn request_free(request: *mut *mut c_void) -> c_int {
     guard(CALL, std::ptr::null_mut(), || {
         check_out(CALL, request)?;
         // SAFETY: the standard's contract: a live request or MPI_REQUEST_NULL.
-        let Some(r) = (unsafe { self::request(*request) }) else {
+        let Some(r) = (unsafe { any_request(*request) }) else {
             return Err(CError::new(
                 MPI_ERR_REQUEST,
                 CALL,
                 "the request is MPI_REQUEST_NULL",
             ));
         };
-        if r.test().is_none() {
+        if r.is_active() && r.test().is_none() {
             // Still in flight: it completes on its own; keep it until it has (swept by
             // later calls, waited for by MPI_Finalize).
             // SAFETY: a live handle; ownership moves to the detached list.
@@ -501,7 +595,7 @@ unsafe extern "C" fn request_free(request: *mut *mut c_void) -> c_int {
             unsafe { *request = MPI_REQUEST_NULL as *mut c_void };
         } else {
             // SAFETY: a live handle, complete.
-            unsafe { release(request) };
+            unsafe { destroy(request) };
         }
         sweep_detached(false);
         Ok(())
@@ -574,3 +668,137 @@ unsafe extern "C" fn request_get_status(
     })
 }
 export!(Request_get_status, request_get_status);
+
+unsafe extern "C" fn start(request: *mut *mut c_void) -> c_int {
+    const CALL: &str = "MPI_Start";
+    guard(CALL, std::ptr::null_mut(), || {
+        check_out(CALL, request)?;
+        // SAFETY: the standard's contract: a persistent request.
+        match unsafe { any_request(*request) } {
+            Some(r) => r.start(CALL),
+            None => Err(CError::new(
+                MPI_ERR_REQUEST,
+                CALL,
+                "the request is MPI_REQUEST_NULL",
+            )),
+        }
+    })
+}
+export!(Start, start);
+
+unsafe extern "C" fn startall(count: c_int, requests: *mut *mut c_void) -> c_int {
+    const CALL: &str = "MPI_Startall";
+    guard(CALL, std::ptr::null_mut(), || {
+        // SAFETY: the standard's contract: `count` request handles at `requests`.
+        for slot in unsafe { slots(CALL, count, requests)? }.iter() {
+            // SAFETY: the standard's contract: each a persistent request.
+            match unsafe { any_request(*slot) } {
+                Some(r) => r.start(CALL)?,
+                None => {
+                    return Err(CError::new(
+                        MPI_ERR_REQUEST,
+                        CALL,
+                        "a request is MPI_REQUEST_NULL",
+                    ))
+                }
+            }
+        }
+        Ok(())
+    })
+}
+export!(Startall, startall);
+
+/// The persistent forms of the sends (MPI_Send_init and its modes) and of the receive.
+mod persistent {
+    use super::*;
+    use crate::p2p::{start_recv, start_send, Mode};
+
+    /// # Safety
+    /// The standard's contract for the arguments (valid while the request is used).
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn send_init(
+        call: &'static str,
+        mode: Mode,
+        buf: *const c_void,
+        count: c_int,
+        datatype: *mut c_void,
+        dest: c_int,
+        tag: c_int,
+        comm: *mut c_void,
+        request: *mut *mut c_void,
+    ) -> c_int {
+        guard(call, comm, || {
+            check_out(call, request)?;
+            // Checked now, so a bad argument is reported by the init call.
+            let c = crate::handles::comm(call, comm)?;
+            crate::handles::datatype(call, datatype)?;
+            crate::p2p::check_rank(call, "destination", dest, c, false)?;
+            crate::p2p::check_tag(call, tag, false)?;
+            // SAFETY: the standard's contract: the arguments stay valid while the request
+            // is used (MPI_Start .. completion).
+            let r = CRequest::persistent(move || unsafe {
+                start_send(call, mode, buf, count, datatype, dest, tag, comm)
+            });
+            // SAFETY: checked above.
+            unsafe { hand_out(request, r) };
+            Ok(())
+        })
+    }
+
+    macro_rules! send_inits {
+        ($($name:ident, $fn:ident, $mode:ident;)*) => {$(
+            unsafe extern "C" fn $fn(
+                buf: *const c_void,
+                count: c_int,
+                datatype: *mut c_void,
+                dest: c_int,
+                tag: c_int,
+                comm: *mut c_void,
+                request: *mut *mut c_void,
+            ) -> c_int {
+                // SAFETY: passed on.
+                unsafe {
+                    send_init(concat!("MPI_", stringify!($name)), Mode::$mode, buf, count, datatype, dest, tag, comm, request)
+                }
+            }
+        )*};
+    }
+
+    send_inits! {
+        Send_init, send_init_standard, Standard;
+        Ssend_init, ssend_init, Synchronous;
+        Rsend_init, rsend_init, Ready;
+        Bsend_init, bsend_init, Buffered;
+    }
+    export!(Send_init, send_init_standard);
+    export!(Ssend_init, ssend_init);
+    export!(Rsend_init, rsend_init);
+    export!(Bsend_init, bsend_init);
+
+    unsafe extern "C" fn recv_init(
+        buf: *mut c_void,
+        count: c_int,
+        datatype: *mut c_void,
+        source: c_int,
+        tag: c_int,
+        comm: *mut c_void,
+        request: *mut *mut c_void,
+    ) -> c_int {
+        const CALL: &str = "MPI_Recv_init";
+        guard(CALL, comm, || {
+            check_out(CALL, request)?;
+            let c = crate::handles::comm(CALL, comm)?;
+            crate::handles::datatype(CALL, datatype)?;
+            crate::p2p::check_rank(CALL, "source", source, c, true)?;
+            crate::p2p::check_tag(CALL, tag, true)?;
+            // SAFETY: as in `send_init`.
+            let r = CRequest::persistent(move || unsafe {
+                start_recv(CALL, buf, count, datatype, source, tag, comm)
+            });
+            // SAFETY: checked above.
+            unsafe { hand_out(request, r) };
+            Ok(())
+        })
+    }
+    export!(Recv_init, recv_init);
+}

@@ -5,20 +5,41 @@ use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
 use weft::topology::SimpleCommunicator;
 
-/// A communicator as C holds it: Weft's communicator and the error handler attached.
+/// A communicator as C holds it: Weft's communicator, the error handler attached, its
+/// attributes. A user communicator's handle is a pointer to one, boxed.
 pub(crate) struct Comm {
+    /// [`COMM_MAGIC`] while the handle is live; cleared when it is freed, so a freed handle
+    /// used again is caught while its memory has not been reused.
+    pub(crate) magic: std::cell::Cell<u64>,
     pub(crate) comm: SimpleCommunicator,
     /// The error handler's handle value (`MPI_ERRORS_ARE_FATAL` until set).
     pub(crate) errhandler: std::cell::Cell<usize>,
+    /// Attribute values by keyval, in the order they were set.
+    pub(crate) attrs: std::cell::RefCell<Vec<(i32, *mut std::ffi::c_void)>>,
 }
 
+/// The mark of a live [`Comm`].
+pub(crate) const COMM_MAGIC: u64 = 0x5745_4654_434f_4d4d; // "WEFTCOMM"
+
 impl Comm {
-    pub(crate) fn new(comm: SimpleCommunicator) -> Comm {
+    pub(crate) fn new(comm: SimpleCommunicator, errhandler: usize) -> Comm {
         Comm {
+            magic: std::cell::Cell::new(COMM_MAGIC),
             comm,
-            errhandler: std::cell::Cell::new(crate::abi::MPI_ERRORS_ARE_FATAL),
+            errhandler: std::cell::Cell::new(errhandler),
+            attrs: Default::default(),
         }
     }
+}
+
+/// An attribute key made by MPI_Comm_create_keyval: its callbacks and extra state.
+#[derive(Clone, Copy)]
+pub(crate) struct Keyval {
+    /// The copy callback, or MPI_COMM_NULL_COPY_FN (0) / MPI_COMM_DUP_FN (1).
+    pub(crate) copy: usize,
+    /// The delete callback, or MPI_COMM_NULL_DELETE_FN (0).
+    pub(crate) delete: usize,
+    pub(crate) extra_state: *mut std::ffi::c_void,
 }
 
 /// Everything initialize made.
@@ -29,8 +50,29 @@ pub(crate) struct Running {
     pub(crate) main_thread: std::thread::ThreadId,
     /// Requests the program freed before they completed (MPI_Request_free).
     pub(crate) detached: std::cell::RefCell<Vec<crate::requests::CRequest>>,
+    /// Attribute keys by number (from [`FIRST_KEYVAL`] up; freed ones removed).
+    pub(crate) keyvals: std::cell::RefCell<std::collections::BTreeMap<i32, Keyval>>,
+    /// The values of the predefined attributes, where `MPI_Comm_get_attr` points.
+    pub(crate) predefined_attrs: PredefinedAttrs,
+    /// The buffered-send buffer attached (address and size), if any.
+    pub(crate) bsend_buffer: std::cell::Cell<Option<(usize, i32)>>,
     /// Last, so it drops last: dropping it finalizes weft, after the communicators above.
-    pub(crate) _universe: weft::environment::Universe,
+    pub(crate) universe: std::cell::RefCell<weft::environment::Universe>,
+}
+
+/// The first number MPI_Comm_create_keyval hands out (the predefined keys are below).
+pub(crate) const FIRST_KEYVAL: i32 = 1000;
+
+/// The predefined attributes' values (MPI_TAG_UB and the others): `MPI_Comm_get_attr` hands
+/// out pointers to these, which stay valid while MPI runs.
+pub(crate) struct PredefinedAttrs {
+    pub(crate) tag_ub: std::ffi::c_int,
+    pub(crate) host: std::ffi::c_int,
+    pub(crate) io: std::ffi::c_int,
+    pub(crate) wtime_is_global: std::ffi::c_int,
+    pub(crate) universe_size: std::ffi::c_int,
+    pub(crate) appnum: std::ffi::c_int,
+    pub(crate) lastusedcode: std::ffi::c_int,
 }
 
 /// Where [`Running`] lives: a process-wide cell.

@@ -114,7 +114,12 @@ fn c_programs_built_by_our_mpicc_run_under_weft_run_and_mpiexec() {
 
 #[test]
 fn nonblocking_point_to_point_probes_and_collectives_from_c() {
-    let exe = compile(&prefix().join("bin/mpicc"), "nonblocking.c", "nonblocking", &[]);
+    let exe = compile(
+        &prefix().join("bin/mpicc"),
+        "nonblocking.c",
+        "nonblocking",
+        &[],
+    );
     for n in [1, 2, 4] {
         let out = weft_run(n, &exe, &[]);
         assert_every_rank(&out, n, |r| format!("nonblocking: rank {r} of {n} ok"));
