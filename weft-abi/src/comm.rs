@@ -154,6 +154,24 @@ unsafe extern "C" fn comm_dup(comm: *mut c_void, newcomm: *mut *mut c_void) -> c
 }
 export!(Comm_dup, comm_dup);
 
+unsafe extern "C" fn comm_dup_with_info(
+    comm: *mut c_void,
+    info: *mut c_void,
+    newcomm: *mut *mut c_void,
+) -> c_int {
+    let rc = guard("MPI_Comm_dup_with_info", comm, || {
+        crate::info::info("MPI_Comm_dup_with_info", info)?;
+        Ok(())
+    });
+    if rc != MPI_SUCCESS {
+        return rc;
+    }
+    // Hints may be ignored (the standard's rule): the rest is MPI_Comm_dup.
+    // SAFETY: passed on.
+    unsafe { comm_dup(comm, newcomm) }
+}
+export!(Comm_dup_with_info, comm_dup_with_info);
+
 unsafe extern "C" fn comm_split(
     comm: *mut c_void,
     color: c_int,

@@ -33,6 +33,7 @@ fn init(call: &'static str, required: c_int) -> Result<c_int, CError> {
         weft::topology::SimpleCommunicator::self_comm(),
         MPI_ERRORS_ARE_FATAL,
     );
+    let size = world.comm.size();
     let predefined_attrs = state::PredefinedAttrs {
         tag_ub: weft::point_to_point::TAG_UB,
         host: MPI_PROC_NULL,
@@ -52,6 +53,8 @@ fn init(call: &'static str, required: c_int) -> Result<c_int, CError> {
         keyvals: Default::default(),
         predefined_attrs,
         bsend_buffer: Default::default(),
+        info_env: crate::info::CInfo::env(size, provided),
+        group_empty: crate::group::CGroup::new(weft::topology::SystemGroup::empty().include(&[])),
     });
     Ok(provided)
 }

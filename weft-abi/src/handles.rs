@@ -21,18 +21,7 @@ pub(crate) fn comm(call: &'static str, handle: *mut c_void) -> Result<&'static C
     match value {
         MPI_COMM_WORLD => Ok(&running.world),
         MPI_COMM_SELF => Ok(&running.self_comm),
-        v if v >= PREDEFINED_LIMIT && v % std::mem::align_of::<Comm>() == 0 => {
-            // SAFETY: a user handle is a pointer to a boxed `Comm` (comm::hand_out), live
-            // until MPI_Comm_free (which clears the mark checked here first); the standard
-            // makes any other value the program's error.
-            let c = unsafe { &*(v as *const Comm) };
-            if c.magic.get() == crate::state::COMM_MAGIC {
-                Ok(c)
-            } else {
-                Err(not_a_comm(call, value))
-            }
-        }
-        _ => Err(not_a_comm(call, value)),
+        v => user_object::<Comm>(v).ok_or_else(|| not_a_comm(call, value)),
     }
 }
 
@@ -46,6 +35,27 @@ fn not_a_comm(call: &'static str, value: usize) -> CError {
         call,
         format!("{value:#x} is not a communicator (freed, or never made)"),
     )
+}
+
+/// An object C holds by a pointer to it, boxed, with a mark that says it is live.
+pub(crate) trait Marked {
+    /// The value of the mark while the object is live.
+    const MARK: u64;
+    /// The object's mark now (cleared when it is freed).
+    fn mark(&self) -> u64;
+}
+
+/// The live object of type `T` a user handle points to, if `value` is one (not a predefined
+/// handle's small integer, aligned, and marked live).
+pub(crate) fn user_object<T: Marked>(value: usize) -> Option<&'static T> {
+    if value < PREDEFINED_LIMIT || !value.is_multiple_of(std::mem::align_of::<T>()) {
+        return None;
+    }
+    // SAFETY: a user handle is a pointer to a boxed `T` (made by its `hand_out`), live until
+    // its free call clears the mark checked here; the standard makes any other value the
+    // program's error, and a freed handle whose memory is not reused yet is caught.
+    let object = unsafe { &*(value as *const T) };
+    (object.mark() == T::MARK).then_some(object)
 }
 
 /// The predefined datatypes' type maps, by handle value minus `MPI_DATATYPE_NULL`.

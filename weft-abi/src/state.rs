@@ -21,6 +21,13 @@ pub(crate) struct Comm {
 /// The mark of a live [`Comm`].
 pub(crate) const COMM_MAGIC: u64 = 0x5745_4654_434f_4d4d; // "WEFTCOMM"
 
+impl crate::handles::Marked for Comm {
+    const MARK: u64 = COMM_MAGIC;
+    fn mark(&self) -> u64 {
+        self.magic.get()
+    }
+}
+
 impl Comm {
     pub(crate) fn new(comm: SimpleCommunicator, errhandler: usize) -> Comm {
         Comm {
@@ -54,6 +61,10 @@ pub(crate) struct Running {
     pub(crate) keyvals: std::cell::RefCell<std::collections::BTreeMap<i32, Keyval>>,
     /// The values of the predefined attributes, where `MPI_Comm_get_attr` points.
     pub(crate) predefined_attrs: PredefinedAttrs,
+    /// What MPI_INFO_ENV stands for.
+    pub(crate) info_env: crate::info::CInfo,
+    /// What MPI_GROUP_EMPTY stands for.
+    pub(crate) group_empty: crate::group::CGroup,
     /// The buffered-send buffer attached (address and size), if any.
     pub(crate) bsend_buffer: std::cell::Cell<Option<(usize, i32)>>,
     /// Last, so it drops last: dropping it finalizes weft, after the communicators above.

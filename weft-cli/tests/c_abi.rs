@@ -127,6 +127,15 @@ fn nonblocking_point_to_point_probes_and_collectives_from_c() {
 }
 
 #[test]
+fn communicators_groups_attributes_info_persistent_requests_from_c() {
+    let exe = compile(&prefix().join("bin/mpicc"), "objects.c", "objects", &[]);
+    for n in [1, 3, 4] {
+        let out = weft_run(n, &exe, &[]);
+        assert_every_rank(&out, n, |r| format!("objects: rank {r} of {n} ok"));
+    }
+}
+
+#[test]
 fn bad_arguments_get_the_standards_error_classes_and_fatal_ends_the_job() {
     let exe = compile(&prefix().join("bin/mpicc"), "errors.c", "errors", &[]);
     let out = weft_run(2, &exe, &["return"]);
