@@ -119,6 +119,30 @@ pub(crate) enum Mode {
     Buffered,
 }
 
+/// The C functions of a send in its four modes: each passes its name, its mode and its
+/// arguments (the send's six, then `extra`) to `inner`.
+macro_rules! send_modes {
+    ($inner:ident, [$($p:ident: $ty:ty),*];) => {};
+    ($inner:ident, [$($p:ident: $ty:ty),*]; $name:ident, $fn:ident, $mode:ident; $($rest:tt)*) => {
+        unsafe extern "C" fn $fn(
+            buf: *const c_void,
+            count: c_int,
+            datatype: *mut c_void,
+            dest: c_int,
+            tag: c_int,
+            comm: *mut c_void,
+            $($p: $ty),*
+        ) -> c_int {
+            // SAFETY: the standard's contract, passed on.
+            unsafe {
+                $inner(concat!("MPI_", stringify!($name)), Mode::$mode, buf, count, datatype, dest, tag, comm, $($p),*)
+            }
+        }
+        $crate::p2p::send_modes! { $inner, [$($p: $ty),*]; $($rest)* }
+    };
+}
+pub(crate) use send_modes;
+
 /// A blocking send in `mode`.
 ///
 /// # Safety
@@ -163,25 +187,7 @@ unsafe fn send_in(
     })
 }
 
-macro_rules! blocking_send {
-    ($($name:ident, $fn:ident, $mode:ident;)*) => {$(
-        unsafe extern "C" fn $fn(
-            buf: *const c_void,
-            count: c_int,
-            datatype: *mut c_void,
-            dest: c_int,
-            tag: c_int,
-            comm: *mut c_void,
-        ) -> c_int {
-            // SAFETY: the standard's contract, passed on.
-            unsafe {
-                send_in(concat!("MPI_", stringify!($name)), Mode::$mode, buf, count, datatype, dest, tag, comm)
-            }
-        }
-    )*};
-}
-
-blocking_send! {
+send_modes! { send_in, [];
     Send, send, Standard;
     Ssend, ssend, Synchronous;
     Rsend, rsend, Ready;
@@ -253,26 +259,7 @@ unsafe fn isend_in(
     })
 }
 
-macro_rules! nonblocking_send {
-    ($($name:ident, $fn:ident, $mode:ident;)*) => {$(
-        unsafe extern "C" fn $fn(
-            buf: *const c_void,
-            count: c_int,
-            datatype: *mut c_void,
-            dest: c_int,
-            tag: c_int,
-            comm: *mut c_void,
-            request: *mut *mut c_void,
-        ) -> c_int {
-            // SAFETY: the standard's contract, passed on.
-            unsafe {
-                isend_in(concat!("MPI_", stringify!($name)), Mode::$mode, buf, count, datatype, dest, tag, comm, request)
-            }
-        }
-    )*};
-}
-
-nonblocking_send! {
+send_modes! { isend_in, [request: *mut *mut c_void];
     Isend, isend, Standard;
     Issend, issend, Synchronous;
     Irsend, irsend, Ready;
@@ -547,40 +534,36 @@ fn elements(
     })
 }
 
-unsafe extern "C" fn get_count(
+/// MPI_Get_count and MPI_Get_elements: elements of `datatype` in `status`'s message.
+fn store_count(
+    call: &'static str,
     status: *const Status,
     datatype: *mut c_void,
     count: *mut c_int,
 ) -> c_int {
-    const CALL: &str = "MPI_Get_count";
-    guard(CALL, std::ptr::null_mut(), || {
-        let n = elements(CALL, status, datatype)?;
+    guard(call, std::ptr::null_mut(), || {
+        let n = elements(call, status, datatype)?;
         crate::env::put_int(
-            CALL,
+            call,
             "count",
             count,
             c_int::try_from(n).unwrap_or(MPI_UNDEFINED),
         )
     })
 }
+
+extern "C" fn get_count(status: *const Status, datatype: *mut c_void, count: *mut c_int) -> c_int {
+    store_count("MPI_Get_count", status, datatype, count)
+}
 export!(Get_count, get_count);
 
-unsafe extern "C" fn get_elements(
+extern "C" fn get_elements(
     status: *const Status,
     datatype: *mut c_void,
     count: *mut c_int,
 ) -> c_int {
-    const CALL: &str = "MPI_Get_elements";
-    guard(CALL, std::ptr::null_mut(), || {
-        // Predefined datatypes only so far: elements and whole elements are the same.
-        let n = elements(CALL, status, datatype)?;
-        crate::env::put_int(
-            CALL,
-            "count",
-            count,
-            c_int::try_from(n).unwrap_or(MPI_UNDEFINED),
-        )
-    })
+    // Predefined datatypes only so far: elements and whole elements are the same.
+    store_count("MPI_Get_elements", status, datatype, count)
 }
 export!(Get_elements, get_elements);
 

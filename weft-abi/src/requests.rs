@@ -745,26 +745,7 @@ mod persistent {
         })
     }
 
-    macro_rules! send_inits {
-        ($($name:ident, $fn:ident, $mode:ident;)*) => {$(
-            unsafe extern "C" fn $fn(
-                buf: *const c_void,
-                count: c_int,
-                datatype: *mut c_void,
-                dest: c_int,
-                tag: c_int,
-                comm: *mut c_void,
-                request: *mut *mut c_void,
-            ) -> c_int {
-                // SAFETY: passed on.
-                unsafe {
-                    send_init(concat!("MPI_", stringify!($name)), Mode::$mode, buf, count, datatype, dest, tag, comm, request)
-                }
-            }
-        )*};
-    }
-
-    send_inits! {
+    crate::p2p::send_modes! { send_init, [request: *mut *mut c_void];
         Send_init, send_init_standard, Standard;
         Ssend_init, ssend_init, Synchronous;
         Rsend_init, rsend_init, Ready;
