@@ -136,6 +136,20 @@ fn communicators_groups_attributes_info_persistent_requests_from_c() {
 }
 
 #[test]
+fn calls_from_several_threads_one_at_a_time_work_serialized() {
+    let exe = compile(
+        &prefix().join("bin/mpicc"),
+        "threads.c",
+        "threads",
+        &["-lpthread"],
+    );
+    for n in [1, 3] {
+        let out = weft_run(n, &exe, &[]);
+        assert_every_rank(&out, n, |r| format!("threads: rank {r} of {n} ok"));
+    }
+}
+
+#[test]
 fn bad_arguments_get_the_standards_error_classes_and_fatal_ends_the_job() {
     let exe = compile(&prefix().join("bin/mpicc"), "errors.c", "errors", &[]);
     let out = weft_run(2, &exe, &["return"]);
