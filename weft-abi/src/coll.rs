@@ -10,8 +10,6 @@ use std::ffi::{c_int, c_void};
 use weft::collective::SystemOperation;
 use weft::traits::*;
 
-type Dt = &'static weft::datatype::DatatypeRef<'static>;
-
 fn in_place(buf: *const c_void) -> bool {
     buf as usize == MPI_IN_PLACE
 }
@@ -319,7 +317,7 @@ unsafe fn exchange(
 ) -> c_int {
     guard(call, comm, || {
         let c = handles::comm(call, comm)?;
-        let rdt: Dt = handles::datatype(call, recvtype)?;
+        let rdt: handles::Dt = handles::datatype(call, recvtype)?;
         let total = per_member(call, recvcount, c)?;
         // SAFETY: the standard's contract: room for a block from every member.
         let mut out = unsafe { view_mut(call, recvbuf, total, rdt)? };

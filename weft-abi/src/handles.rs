@@ -107,6 +107,9 @@ fn predefined() -> &'static [Option<DatatypeRef<'static>>] {
     })
 }
 
+/// A datatype as the C layer holds it.
+pub(crate) type Dt = &'static DatatypeRef<'static>;
+
 /// The datatype of `handle`.
 #[inline]
 pub(crate) fn datatype(

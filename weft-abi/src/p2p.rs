@@ -110,6 +110,36 @@ pub(crate) fn check_rank(
     ))
 }
 
+/// A send's communicator and datatype, its destination and tag checked.
+pub(crate) fn check_send(
+    call: &'static str,
+    datatype: *mut c_void,
+    dest: c_int,
+    tag: c_int,
+    comm: *mut c_void,
+) -> Result<(&'static Comm, handles::Dt), CError> {
+    let c = handles::comm(call, comm)?;
+    let dt = handles::datatype(call, datatype)?;
+    check_rank(call, "destination", dest, c, false)?;
+    check_tag(call, tag, false)?;
+    Ok((c, dt))
+}
+
+/// A receive's communicator and datatype, its source and tag checked (wildcards allowed).
+pub(crate) fn check_receive(
+    call: &'static str,
+    datatype: *mut c_void,
+    source: c_int,
+    tag: c_int,
+    comm: *mut c_void,
+) -> Result<(&'static Comm, handles::Dt), CError> {
+    let c = handles::comm(call, comm)?;
+    let dt = handles::datatype(call, datatype)?;
+    check_rank(call, "source", source, c, true)?;
+    check_tag(call, tag, true)?;
+    Ok((c, dt))
+}
+
 /// The send modes.
 #[derive(Clone, Copy)]
 pub(crate) enum Mode {
@@ -214,10 +244,7 @@ pub(crate) unsafe fn start_send(
     tag: c_int,
     comm: *mut c_void,
 ) -> Result<CRequest, CError> {
-    let c = handles::comm(call, comm)?;
-    let dt = handles::datatype(call, datatype)?;
-    check_rank(call, "destination", dest, c, false)?;
-    check_tag(call, tag, false)?;
+    let (c, dt) = check_send(call, datatype, dest, tag, comm)?;
     // SAFETY: the caller's promise: the buffer stays valid until the request completes.
     let v = unsafe { view(call, buf, count, dt)? };
     if dest == MPI_PROC_NULL {
@@ -346,10 +373,7 @@ pub(crate) unsafe fn start_recv(
     tag: c_int,
     comm: *mut c_void,
 ) -> Result<CRequest, CError> {
-    let c = handles::comm(call, comm)?;
-    let dt = handles::datatype(call, datatype)?;
-    check_rank(call, "source", source, c, true)?;
-    check_tag(call, tag, true)?;
+    let (c, dt) = check_receive(call, datatype, source, tag, comm)?;
     // SAFETY: the caller's promise.
     let v = unsafe { view_mut(call, buf, count, dt)? };
     if source == MPI_PROC_NULL {

@@ -350,6 +350,29 @@ unsafe extern "C" fn test(
 }
 export!(Test, test);
 
+/// Completes every request of `slots` in order (waiting as needed), storing their statuses
+/// (the empty one for null and inactive requests) and freeing the non-persistent ones.
+///
+/// # Safety
+/// `slots` holds live handles or MPI_REQUEST_NULL; `statuses` is null or holds as many
+/// statuses.
+unsafe fn wait_each(slots: &mut [*mut c_void], statuses: *mut Status) {
+    for (i, slot) in slots.iter_mut().enumerate() {
+        // SAFETY: the caller's promise.
+        let st = match unsafe { request(*slot) } {
+            None => Status::empty(),
+            Some(r) => {
+                let st = r.wait();
+                // SAFETY: a live handle, complete now.
+                unsafe { release(slot) };
+                st
+            }
+        };
+        // SAFETY: the caller's promise.
+        unsafe { store_at(statuses, i, st) };
+    }
+}
+
 unsafe extern "C" fn waitall(
     count: c_int,
     requests: *mut *mut c_void,
@@ -357,24 +380,9 @@ unsafe extern "C" fn waitall(
 ) -> c_int {
     const CALL: &str = "MPI_Waitall";
     guard(CALL, std::ptr::null_mut(), || {
-        // SAFETY: the standard's contract: `count` request handles at `requests`.
-        for (i, slot) in unsafe { slots(CALL, count, requests)? }
-            .iter_mut()
-            .enumerate()
-        {
-            // SAFETY: the standard's contract: each a live request or MPI_REQUEST_NULL.
-            let st = match unsafe { request(*slot) } {
-                None => Status::empty(),
-                Some(r) => {
-                    let st = r.wait();
-                    // SAFETY: a live handle, complete now.
-                    unsafe { release(slot) };
-                    st
-                }
-            };
-            // SAFETY: the standard's contract: `count` statuses or MPI_STATUSES_IGNORE.
-            unsafe { store_at(statuses, i, st) };
-        }
+        // SAFETY: the standard's contract: `count` request handles at `requests`, and `count`
+        // statuses or MPI_STATUSES_IGNORE.
+        unsafe { wait_each(slots(CALL, count, requests)?, statuses) };
         Ok(())
     })
 }
@@ -401,20 +409,8 @@ unsafe extern "C" fn testall(
         }
         crate::env::put_int(CALL, "flag", flag, all.into())?;
         if all {
-            for (i, slot) in slots.iter_mut().enumerate() {
-                // SAFETY: the standard's contract.
-                let st = match unsafe { request(*slot) } {
-                    None => Status::empty(),
-                    Some(r) => {
-                        let st = r.wait();
-                        // SAFETY: a live handle, complete.
-                        unsafe { release(slot) };
-                        st
-                    }
-                };
-                // SAFETY: the standard's contract.
-                unsafe { store_at(statuses, i, st) };
-            }
+            // SAFETY: the standard's contract for the statuses; every request is complete.
+            unsafe { wait_each(slots, statuses) };
         }
         Ok(())
     })
@@ -730,10 +726,7 @@ mod persistent {
         guard(call, comm, || {
             check_out(call, request)?;
             // Checked now, so a bad argument is reported by the init call.
-            let c = crate::handles::comm(call, comm)?;
-            crate::handles::datatype(call, datatype)?;
-            crate::p2p::check_rank(call, "destination", dest, c, false)?;
-            crate::p2p::check_tag(call, tag, false)?;
+            crate::p2p::check_send(call, datatype, dest, tag, comm)?;
             // SAFETY: the standard's contract: the arguments stay valid while the request
             // is used (MPI_Start .. completion).
             let r = CRequest::persistent(move || unsafe {
@@ -768,10 +761,7 @@ mod persistent {
         const CALL: &str = "MPI_Recv_init";
         guard(CALL, comm, || {
             check_out(CALL, request)?;
-            let c = crate::handles::comm(CALL, comm)?;
-            crate::handles::datatype(CALL, datatype)?;
-            crate::p2p::check_rank(CALL, "source", source, c, true)?;
-            crate::p2p::check_tag(CALL, tag, true)?;
+            crate::p2p::check_receive(CALL, datatype, source, tag, comm)?;
             // SAFETY: as in `send_init`.
             let r = CRequest::persistent(move || unsafe {
                 start_recv(CALL, buf, count, datatype, source, tag, comm)
