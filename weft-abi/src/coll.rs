@@ -5,69 +5,94 @@
 use crate::abi::*;
 use crate::errors::{guard, CError};
 use crate::handles::{self, view, view_mut};
+use crate::inter::partners;
+use crate::op::operation;
 use crate::state::Comm;
 use std::ffi::{c_int, c_void};
 use weft::collective::SystemOperation;
+use weft::datatype::{Buffer, BufferMut};
 use weft::traits::*;
 
-fn in_place(buf: *const c_void) -> bool {
+pub(crate) fn in_place(buf: *const c_void) -> bool {
     buf as usize == MPI_IN_PLACE
 }
 
-fn check_root(call: &'static str, root: c_int, c: &Comm) -> Result<(), CError> {
-    let size = c.comm.size();
-    if (0..size).contains(&root) {
-        return Ok(());
-    }
-    Err(CError::new(
-        MPI_ERR_ROOT,
-        call,
-        format!("the root {root} is outside the communicator (size {size})"),
-    ))
+/// A member's part in a rooted collective.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Part {
+    /// The root (on an intercommunicator, the member that passed MPI_ROOT).
+    Root,
+    /// Another member (on an intercommunicator, a member of the other group).
+    Member,
+    /// On an intercommunicator, the rest of the root's group (MPI_PROC_NULL): it takes no
+    /// part, and its buffers are not read.
+    Idle,
 }
 
-/// `count` times the communicator's size: one block per member.
+/// Where a rooted collective's root is, as Weft names it, and this member's part; the root
+/// checked (MPI_ERR_ROOT naming it and the sizes).
+pub(crate) fn rooted<'c>(
+    call: &'static str,
+    root: c_int,
+    c: &'c Comm,
+) -> Result<(weft::topology::Process<'c>, Part), CError> {
+    if let Some(i) = c.comm.as_inter() {
+        return match root {
+            MPI_ROOT => Ok((i.root(), Part::Root)),
+            MPI_PROC_NULL => Ok((i.proc_null(), Part::Idle)),
+            r if (0..i.remote_size()).contains(&r) => Ok((c.comm.process_at_rank(r), Part::Member)),
+            r => Err(CError::new(
+                MPI_ERR_ROOT,
+                call,
+                format!(
+                    "the root {r} on an intercommunicator is neither a rank of the other group \
+                     (size {}), MPI_ROOT nor MPI_PROC_NULL",
+                    i.remote_size()
+                ),
+            )),
+        };
+    }
+    let size = c.comm.size();
+    if !(0..size).contains(&root) {
+        return Err(CError::new(
+            MPI_ERR_ROOT,
+            call,
+            format!("the root {root} is outside the communicator (size {size})"),
+        ));
+    }
+    let part = if c.comm.rank() == root {
+        Part::Root
+    } else {
+        Part::Member
+    };
+    Ok((c.comm.process_at_rank(root), part))
+}
+
+/// An empty buffer, for the side of a collective a member does not use.
+pub(crate) fn nothing() -> Result<impl Buffer, CError> {
+    let byte = handles::datatype("", MPI_BYTE as *mut c_void)?;
+    // SAFETY: no elements: nothing is read.
+    unsafe { view("", std::ptr::null(), 0, byte) }
+}
+
+/// An empty buffer to receive into.
+pub(crate) fn nothing_mut() -> Result<impl BufferMut, CError> {
+    let byte = handles::datatype("", MPI_BYTE as *mut c_void)?;
+    // SAFETY: no elements: nothing is written.
+    unsafe { view_mut("", std::ptr::null_mut(), 0, byte) }
+}
+
+/// `count` times the members a block goes to or comes from (an intercommunicator's: the
+/// other group's).
 fn per_member(call: &'static str, count: c_int, c: &Comm) -> Result<c_int, CError> {
     handles::count(call, count)?;
-    count.checked_mul(c.comm.size()).ok_or_else(|| {
+    let n = partners(c);
+    count.checked_mul(n).ok_or_else(|| {
         CError::new(
             MPI_ERR_COUNT,
             call,
-            format!(
-                "{count} elements for each of {} members overflow an int",
-                c.comm.size()
-            ),
+            format!("{count} elements for each of {n} members overflow an int"),
         )
-    })
-}
-
-/// The predefined operation `op`.
-fn operation(call: &'static str, op: *mut c_void) -> Result<SystemOperation, CError> {
-    Ok(match op as usize {
-        MPI_SUM => SystemOperation::sum(),
-        MPI_PROD => SystemOperation::product(),
-        MPI_MAX => SystemOperation::max(),
-        MPI_MIN => SystemOperation::min(),
-        MPI_LAND => SystemOperation::logical_and(),
-        MPI_LOR => SystemOperation::logical_or(),
-        MPI_LXOR => SystemOperation::logical_xor(),
-        MPI_BAND => SystemOperation::bitwise_and(),
-        MPI_BOR => SystemOperation::bitwise_or(),
-        MPI_BXOR => SystemOperation::bitwise_xor(),
-        MPI_OP_NULL => {
-            return Err(CError::new(
-                MPI_ERR_OP,
-                call,
-                "the operation is MPI_OP_NULL",
-            ))
-        }
-        other => {
-            return Err(CError::new(
-                MPI_ERR_OP,
-                call,
-                format!("{other:#x} is not an operation Weft's C ABI supports yet"),
-            ))
-        }
     })
 }
 
@@ -89,11 +114,15 @@ unsafe extern "C" fn bcast(
     const CALL: &str = "MPI_Bcast";
     guard(CALL, comm, || {
         let c = handles::comm(CALL, comm)?;
+        let (at, part) = rooted(CALL, root, c)?;
+        if part == Part::Idle {
+            at.broadcast_into(&mut nothing_mut()?);
+            return Ok(());
+        }
         let dt = handles::datatype(CALL, datatype)?;
-        check_root(CALL, root, c)?;
         // SAFETY: the standard's contract: `count` elements of `datatype` at `buffer`.
         let mut v = unsafe { view_mut(CALL, buffer, count, dt)? };
-        c.comm.process_at_rank(root).broadcast_into(&mut v);
+        at.broadcast_into(&mut v);
         Ok(())
     })
 }
@@ -124,7 +153,7 @@ unsafe fn reduce_everyone(
     guard(call, comm, || {
         let c = handles::comm(call, comm)?;
         let dt = handles::datatype(call, datatype)?;
-        let op = operation(call, op)?;
+        let op = operation(call, op, datatype)?;
         // SAFETY: the standard's contract: room for `count` elements at `recvbuf`.
         let mut out = unsafe { view_mut(call, recvbuf, count, dt)? };
         if in_place(sendbuf) {
@@ -186,11 +215,14 @@ unsafe extern "C" fn reduce(
     const CALL: &str = "MPI_Reduce";
     guard(CALL, comm, || {
         let c = handles::comm(CALL, comm)?;
+        let (at, part) = rooted(CALL, root, c)?;
+        if part == Part::Idle {
+            at.reduce_into(&nothing()?, SystemOperation::sum());
+            return Ok(());
+        }
         let dt = handles::datatype(CALL, datatype)?;
-        let op = operation(CALL, op)?;
-        check_root(CALL, root, c)?;
-        let at = c.comm.process_at_rank(root);
-        if c.comm.rank() != root {
+        let op = operation(CALL, op, datatype)?;
+        if part == Part::Member {
             // SAFETY: the standard's contract: `count` elements at `sendbuf`.
             let input = unsafe { view(CALL, sendbuf, count, dt)? };
             at.reduce_into(&input, op);
@@ -198,7 +230,10 @@ unsafe extern "C" fn reduce(
         }
         // SAFETY: the standard's contract: room for `count` elements at the root's `recvbuf`.
         let mut out = unsafe { view_mut(CALL, recvbuf, count, dt)? };
-        if in_place(sendbuf) {
+        if c.comm.test_inter() {
+            // The root of an intercommunicator's reduction only receives.
+            at.reduce_into_root(&nothing()?, &mut out, op);
+        } else if in_place(sendbuf) {
             at.reduce_into_root_in_place(&mut out, op);
         } else {
             // SAFETY: as above.
@@ -224,9 +259,12 @@ unsafe extern "C" fn gather(
     const CALL: &str = "MPI_Gather";
     guard(CALL, comm, || {
         let c = handles::comm(CALL, comm)?;
-        check_root(CALL, root, c)?;
-        let at = c.comm.process_at_rank(root);
-        if c.comm.rank() != root {
+        let (at, part) = rooted(CALL, root, c)?;
+        if part == Part::Idle {
+            at.gather_into(&nothing()?);
+            return Ok(());
+        }
+        if part == Part::Member {
             let sdt = handles::datatype(CALL, sendtype)?;
             // SAFETY: the standard's contract: `sendcount` elements at `sendbuf`.
             let input = unsafe { view(CALL, sendbuf, sendcount, sdt)? };
@@ -237,7 +275,10 @@ unsafe extern "C" fn gather(
         let total = per_member(CALL, recvcount, c)?;
         // SAFETY: the standard's contract: room for a block from every member at the root.
         let mut out = unsafe { view_mut(CALL, recvbuf, total, rdt)? };
-        if in_place(sendbuf) {
+        if c.comm.test_inter() {
+            // The root of an intercommunicator's gather only receives.
+            at.gather_into_root(&nothing()?, &mut out);
+        } else if in_place(sendbuf) {
             at.gather_into_root_in_place(&mut out);
         } else {
             let sdt = handles::datatype(CALL, sendtype)?;
@@ -264,9 +305,12 @@ unsafe extern "C" fn scatter(
     const CALL: &str = "MPI_Scatter";
     guard(CALL, comm, || {
         let c = handles::comm(CALL, comm)?;
-        check_root(CALL, root, c)?;
-        let at = c.comm.process_at_rank(root);
-        if c.comm.rank() != root {
+        let (at, part) = rooted(CALL, root, c)?;
+        if part == Part::Idle {
+            at.scatter_into(&mut nothing_mut()?);
+            return Ok(());
+        }
+        if part == Part::Member {
             let rdt = handles::datatype(CALL, recvtype)?;
             // SAFETY: the standard's contract: room for `recvcount` elements at `recvbuf`.
             let mut out = unsafe { view_mut(CALL, recvbuf, recvcount, rdt)? };
@@ -275,7 +319,12 @@ unsafe extern "C" fn scatter(
         }
         let sdt = handles::datatype(CALL, sendtype)?;
         let total = per_member(CALL, sendcount, c)?;
-        if in_place(recvbuf) {
+        if c.comm.test_inter() {
+            // SAFETY: the standard's contract: a block for every member of the other group.
+            let input = unsafe { view(CALL, sendbuf, total, sdt)? };
+            // The root of an intercommunicator's scatter only sends.
+            at.scatter_into_root(&input, &mut nothing_mut()?);
+        } else if in_place(recvbuf) {
             // SAFETY: the standard's contract: a block for every member at the root's sendbuf
             // (its own block stays where it is).
             let mut all = unsafe { view_mut(CALL, sendbuf.cast_mut(), total, sdt)? };
@@ -382,8 +431,17 @@ unsafe extern "C" fn reduce_scatter_block(
     guard(CALL, comm, || {
         let c = handles::comm(CALL, comm)?;
         let dt = handles::datatype(CALL, datatype)?;
-        let op = operation(CALL, op)?;
-        let total = per_member(CALL, recvcount, c)?;
+        let op = operation(CALL, op, datatype)?;
+        // The input is a block per member of this group (on an intercommunicator too, where
+        // it holds the other group's blocks: the same number of elements).
+        let total = recvcount.checked_mul(c.comm.size()).ok_or_else(|| {
+            CError::new(
+                MPI_ERR_COUNT,
+                CALL,
+                format!("{recvcount} elements for each member overflow an int"),
+            )
+        })?;
+        handles::count(CALL, recvcount)?;
         if in_place(sendbuf) {
             // SAFETY: the standard's contract: in place, the input (a block per member) is at
             // `recvbuf`, and the result goes to its first block.

@@ -160,7 +160,9 @@ unsafe extern "C" fn comm_dup_with_info(
     newcomm: *mut *mut c_void,
 ) -> c_int {
     let rc = guard("MPI_Comm_dup_with_info", comm, || {
-        crate::info::info("MPI_Comm_dup_with_info", info)?;
+        if info as usize != MPI_INFO_NULL {
+            crate::info::info("MPI_Comm_dup_with_info", info)?;
+        }
         Ok(())
     });
     if rc != MPI_SUCCESS {
@@ -203,6 +205,54 @@ unsafe extern "C" fn comm_split(
     })
 }
 export!(Comm_split, comm_split);
+
+unsafe extern "C" fn comm_split_type(
+    comm: *mut c_void,
+    split_type: c_int,
+    key: c_int,
+    info: *mut c_void,
+    newcomm: *mut *mut c_void,
+) -> c_int {
+    const CALL: &str = "MPI_Comm_split_type";
+    guard(CALL, comm, || {
+        let c = handles::comm(CALL, comm)?;
+        check_slot(CALL, "newcomm", newcomm)?;
+        let hinted = if info as usize == MPI_INFO_NULL {
+            None
+        } else {
+            crate::info::info(CALL, info)?.get("mpi_hw_resource_type")
+        };
+        // One kind of shared resource is known: the node (its shared memory). The guided
+        // kinds name it by the standard's "mpi_shared_memory"; the unguided kind asks for a
+        // strictly smaller resource than the communicator's, which Weft does not know of, so
+        // it gets MPI_COMM_NULL (as the standard allows).
+        let by_node = match split_type {
+            MPI_COMM_TYPE_SHARED => true,
+            MPI_COMM_TYPE_HW_GUIDED | MPI_COMM_TYPE_RESOURCE_GUIDED => {
+                hinted.as_deref() == Some("mpi_shared_memory")
+            }
+            MPI_UNDEFINED | MPI_COMM_TYPE_HW_UNGUIDED => false,
+            other => {
+                return Err(CError::new(
+                    MPI_ERR_ARG,
+                    CALL,
+                    format!("{other} is not a split type"),
+                ))
+            }
+        };
+        let split = if by_node {
+            Some(c.comm.split_shared(key))
+        } else {
+            c.comm
+                .try_split_by_color_with_key(Color::undefined(), key)
+                .map_err(CError::from_weft)?
+        };
+        // SAFETY: checked non-null.
+        unsafe { hand_out(newcomm, split.map(|s| Comm::new(s, c.errhandler.get()))) };
+        Ok(())
+    })
+}
+export!(Comm_split_type, comm_split_type);
 
 unsafe extern "C" fn comm_free(comm: *mut *mut c_void) -> c_int {
     const CALL: &str = "MPI_Comm_free";
@@ -291,14 +341,13 @@ unsafe extern "C" fn comm_get_name(
 ) -> c_int {
     const CALL: &str = "MPI_Comm_get_name";
     guard(CALL, comm, || {
-        let c = handles::comm(CALL, comm)?;
         if name.is_null() || resultlen.is_null() {
             return Err(CError::new(MPI_ERR_ARG, CALL, "a null output pointer"));
         }
+        // MPI_COMM_NULL has its name too (as MPICH and Open MPI answer).
         let text = match comm as usize {
-            MPI_COMM_WORLD => "MPI_COMM_WORLD".to_string(),
-            MPI_COMM_SELF => "MPI_COMM_SELF".to_string(),
-            _ => c.comm.get_name(),
+            MPI_COMM_NULL => "MPI_COMM_NULL".to_string(),
+            _ => handles::comm(CALL, comm)?.comm.get_name(),
         };
         // SAFETY: the standard's contract: MPI_MAX_OBJECT_NAME bytes at `name`.
         unsafe {

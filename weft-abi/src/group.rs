@@ -58,7 +58,11 @@ fn group(call: &'static str, handle: *mut c_void) -> Result<&'static CGroup, CEr
     ))
 }
 
-fn hand_out(call: &'static str, out: *mut *mut c_void, g: UserGroup) -> Result<(), CError> {
+pub(crate) fn hand_out(
+    call: &'static str,
+    out: *mut *mut c_void,
+    g: UserGroup,
+) -> Result<(), CError> {
     if out.is_null() {
         return Err(CError::new(
             MPI_ERR_ARG,
@@ -358,7 +362,7 @@ export!(Group_free, group_free);
 
 /// Hands out the communicator `made` (MPI_COMM_NULL for `None`) inheriting `parent`'s error
 /// handler.
-fn hand_out_comm(
+pub(crate) fn hand_out_comm(
     call: &'static str,
     out: *mut *mut c_void,
     made: Option<weft::topology::SimpleCommunicator>,

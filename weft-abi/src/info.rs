@@ -32,6 +32,15 @@ impl CInfo {
         }
     }
 
+    /// The value of `key`, if set.
+    pub(crate) fn get(&self, key: &str) -> Option<String> {
+        let entries = self.entries.borrow();
+        entries
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
+    }
+
     /// MPI_INFO_ENV's entries: the command, its arguments, the process count, the host, the
     /// working directory and the threading level.
     pub(crate) fn env(size: c_int, thread_level: c_int) -> CInfo {
@@ -62,12 +71,14 @@ impl CInfo {
 /// The info object of `handle`.
 pub(crate) fn info(call: &'static str, handle: *mut c_void) -> Result<&'static CInfo, CError> {
     let value = handle as usize;
-    let running = state::running().ok_or_else(|| CError::not_initialized(call))?;
-    if value == MPI_INFO_ENV {
-        return Ok(&running.info_env);
-    }
+    // Info objects live outside MPI_Init..MPI_Finalize too (MPI 4.1 §11.2.1); only
+    // MPI_INFO_ENV needs MPI running.
     if let Some(i) = crate::handles::user_object::<CInfo>(value) {
         return Ok(i);
+    }
+    if value == MPI_INFO_ENV {
+        let running = state::running().ok_or_else(|| CError::not_initialized(call))?;
+        return Ok(&running.info_env);
     }
     let what = if value == MPI_INFO_NULL {
         "MPI_INFO_NULL".to_string()

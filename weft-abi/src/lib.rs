@@ -77,6 +77,7 @@ pub(crate) mod abi {
 }
 
 mod coll;
+mod coll_v;
 mod comm;
 mod convert;
 mod env;
@@ -84,7 +85,9 @@ mod errors;
 mod group;
 mod handles;
 mod info;
+mod inter;
 mod matched;
+mod op;
 mod p2p;
 mod requests;
 mod state;

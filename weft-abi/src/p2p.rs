@@ -99,7 +99,8 @@ pub(crate) fn check_rank(
     c: &Comm,
     any: bool,
 ) -> Result<(), CError> {
-    let size = c.comm.size();
+    // Point-to-point ranks on an intercommunicator name the other group's members.
+    let size = crate::inter::partners(c);
     if (0..size).contains(&rank) || rank == MPI_PROC_NULL || (any && rank == MPI_ANY_SOURCE) {
         return Ok(());
     }

@@ -33,8 +33,8 @@ pub use alltoallw::{Part, PartMut};
 pub use in_place::{InPlaceCollectives, InPlaceRoot};
 pub use neighbor::NeighborCollectives;
 pub use operation::{
-    reduce_local_into, DynBuffer, DynBufferMut, Operation, SystemOperation, UnsafeUserFunction,
-    UnsafeUserOperation, UserOperation,
+    reduce_local_into, DynBuffer, DynBufferMut, Operation, Reduction, SystemOperation,
+    UnsafeUserFunction, UnsafeUserOperation, UserOperation,
 };
 pub use persistent::{
     Parts, PersistentCollectives, PersistentNeighborCollectives, PersistentRequest,

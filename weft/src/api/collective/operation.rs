@@ -361,11 +361,13 @@ pub type UnsafeUserFunction =
     unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_int, *mut crate::api::ffi::MPI_Datatype);
 
 /// A reduction given by a C-style function (rsmpi's `UnsafeUserOperation`). The datatype
-/// argument points to a null handle until the C ABI gives datatypes handles.
+/// argument points to a null handle unless [`with_datatype`](Self::with_datatype) names one
+/// (the C ABI passes the handle the program gave the call).
 #[derive(Debug)]
 pub struct UnsafeUserOperation {
     function: UnsafeUserFunction,
     commute: bool,
+    datatype: crate::api::ffi::MPI_Datatype,
 }
 
 impl UnsafeUserOperation {
@@ -378,6 +380,7 @@ impl UnsafeUserOperation {
         UnsafeUserOperation {
             function,
             commute: false,
+            datatype: std::ptr::null_mut(),
         }
     }
     /// A commutative operation.
@@ -388,6 +391,7 @@ impl UnsafeUserOperation {
         UnsafeUserOperation {
             function,
             commute: true,
+            datatype: std::ptr::null_mut(),
         }
     }
     /// An operation; `commute` says whether it is commutative.
@@ -395,7 +399,17 @@ impl UnsafeUserOperation {
     /// # Safety
     /// As for [`UnsafeUserOperation::associative`].
     pub unsafe fn new(commute: bool, function: UnsafeUserFunction) -> Self {
-        UnsafeUserOperation { function, commute }
+        UnsafeUserOperation {
+            function,
+            commute,
+            datatype: std::ptr::null_mut(),
+        }
+    }
+
+    /// The same operation, passing `datatype` (the handle of the data's datatype) to the
+    /// function as its fourth argument.
+    pub fn with_datatype(self, datatype: crate::api::ffi::MPI_Datatype) -> Self {
+        UnsafeUserOperation { datatype, ..self }
     }
 }
 
@@ -404,7 +418,7 @@ impl Operation for UnsafeUserOperation {
         self.commute
     }
     fn reduction(&self, call: &'static str, map: &TypeMap) -> Result<Reduction> {
-        let function = self.function;
+        let (function, handle) = (self.function, self.datatype);
         let name = "a C user operation";
         Ok(unpacked_reduction(
             map,
@@ -414,7 +428,7 @@ impl Operation for UnsafeUserOperation {
                 let Ok(mut len) = c_int::try_from(count) else {
                     panic!("{call}: {count} elements are more than a C user function takes");
                 };
-                let mut datatype: crate::api::ffi::MPI_Datatype = std::ptr::null_mut();
+                let mut datatype = handle;
                 // SAFETY: the constructor's contract: the function combines `len` elements at
                 // `pa` (aligned scratch holding them in their layout) into those at `pb`.
                 unsafe {

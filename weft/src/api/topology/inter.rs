@@ -33,7 +33,30 @@ pub enum MergeOrder {
 
 /// A communicator between two disjoint groups. Dropping it frees its contexts.
 #[derive(Debug)]
+#[repr(transparent)]
 pub struct InterCommunicator(pub(super) SimpleCommunicator);
+
+impl SimpleCommunicator {
+    /// This communicator as an intercommunicator, when it is one (a front end that holds
+    /// every communicator as a `SimpleCommunicator`, as the C ABI does, reaches
+    /// [`InterCommunicator`]'s calls through this).
+    pub fn as_inter(&self) -> Option<&InterCommunicator> {
+        self.comm_data().remote.as_ref()?;
+        let this: *const SimpleCommunicator = self;
+        // SAFETY: `InterCommunicator` is `repr(transparent)` over `SimpleCommunicator`, so the
+        // pointer is to a valid `InterCommunicator` borrowed for as long as `self`; its only
+        // invariant (the communicator has a remote group) was checked above.
+        Some(unsafe { &*this.cast::<InterCommunicator>() })
+    }
+}
+
+impl From<InterCommunicator> for SimpleCommunicator {
+    /// The intercommunicator as a plain communicator handle ([`SimpleCommunicator::as_inter`]
+    /// gives it back).
+    fn from(inter: InterCommunicator) -> SimpleCommunicator {
+        inter.0
+    }
+}
 
 impl InterCommunicator {
     /// Number of processes in the other group (MPI_Comm_remote_size).
