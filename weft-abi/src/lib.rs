@@ -84,6 +84,7 @@ mod env;
 mod errors;
 mod group;
 mod handles;
+mod icoll;
 mod info;
 mod inter;
 mod matched;

@@ -24,6 +24,74 @@ enum Kind {
     /// A persistent request (MPI_Send_init and the others): it starts an operation each
     /// time MPI_Start is called on it, and stays (inactive) when that operation completes.
     Persistent(Persistent),
+    /// A nonblocking collective, and the buffers it uses.
+    Collective(Box<dyn Ongoing>),
+}
+
+/// A started operation whose buffers the request keeps: a nonblocking collective.
+trait Ongoing {
+    fn wait(&mut self);
+    /// Whether it completed.
+    fn test(&mut self) -> bool;
+}
+
+/// A value boxed at an address that does not move, lent as `'static` borrows to a weft
+/// request that the [`CRequest`] holding both drops first.
+pub(crate) struct Pinned<T>(*mut T);
+
+impl<T> Pinned<T> {
+    pub(crate) fn new(value: T) -> Self {
+        Pinned(Box::into_raw(Box::new(value)))
+    }
+
+    /// The value, borrowed for as long as the request it is lent to.
+    ///
+    /// # Safety
+    /// The borrow is used only by a request that ends before this `Pinned` drops (the
+    /// request and this value go into one [`CRequest::collective`]), and no other borrow of
+    /// the value is used meanwhile.
+    pub(crate) unsafe fn lend(&self) -> &'static mut T {
+        // SAFETY: the caller's promise; the pointer is from `Box::into_raw`.
+        unsafe { &mut *self.0 }
+    }
+}
+
+impl<T> Drop for Pinned<T> {
+    fn drop(&mut self) {
+        // SAFETY: from `Box::into_raw`; whatever borrowed it is gone (see `lend`).
+        drop(unsafe { Box::from_raw(self.0) });
+    }
+}
+
+/// A weft request and what it borrows (pinned buffers, the partitions over them), dropped
+/// in that order: the request (settling its operation) first.
+struct Holding<D: ?Sized + 'static, K> {
+    request: Option<Request<'static, D, StaticScope>>,
+    keep: Option<K>,
+}
+
+impl<D: ?Sized + 'static, K> Ongoing for Holding<D, K> {
+    fn wait(&mut self) {
+        if let Some(r) = self.request.take() {
+            r.wait();
+        }
+    }
+    fn test(&mut self) -> bool {
+        match self.request.take().map(Request::test) {
+            None | Some(Ok(_)) => true,
+            Some(Err(r)) => {
+                self.request = Some(r);
+                false
+            }
+        }
+    }
+}
+
+impl<D: ?Sized + 'static, K> Drop for Holding<D, K> {
+    fn drop(&mut self) {
+        drop(self.request.take());
+        drop(self.keep.take());
+    }
 }
 
 /// What a persistent request starts, and the operation it started last, while active.
@@ -110,6 +178,18 @@ impl CRequest {
         })))
     }
 
+    /// A nonblocking collective: its request and the pinned buffers it borrows (lent by
+    /// [`Pinned::lend`]), which live until the request is gone.
+    pub(crate) fn collective<D: ?Sized + 'static, K: 'static>(
+        request: Request<'static, D, StaticScope>,
+        keep: K,
+    ) -> CRequest {
+        CRequest(Kind::Collective(Box::new(Holding {
+            request: Some(request),
+            keep: Some(keep),
+        })))
+    }
+
     /// A persistent request that runs `start` at each MPI_Start.
     pub(crate) fn persistent(
         start: impl FnMut() -> Result<CRequest, CError> + 'static,
@@ -126,6 +206,10 @@ impl CRequest {
             Kind::Recv(p) => p.wait(),
             Kind::Done(st) => *st,
             Kind::Persistent(p) => p.active.take().map_or_else(Status::empty, |mut r| r.wait()),
+            Kind::Collective(c) => {
+                c.wait();
+                Status::empty()
+            }
         }
     }
 
@@ -134,6 +218,7 @@ impl CRequest {
             Kind::Send(p) => p.test(),
             Kind::Recv(p) => p.test(),
             Kind::Done(st) => Some(*st),
+            Kind::Collective(c) => c.test().then(Status::empty),
             Kind::Persistent(p) => {
                 return match &mut p.active {
                     None => Some(Status::empty()),
@@ -153,7 +238,8 @@ impl CRequest {
         match &self.0 {
             Kind::Send(p) => p.cancel(),
             Kind::Recv(p) => p.cancel(),
-            Kind::Done(_) => {}
+            // A collective cannot be cancelled (MPI 4.1 §6.12).
+            Kind::Done(_) | Kind::Collective(_) => {}
             Kind::Persistent(p) => {
                 if let Some(r) = &p.active {
                     r.cancel();

@@ -38,6 +38,7 @@ pub use operation::{
 };
 pub use persistent::{
     Parts, PersistentCollectives, PersistentNeighborCollectives, PersistentRequest,
+    ReservedSequence,
 };
 pub use rooted::Root;
 

@@ -188,6 +188,35 @@ impl<'c, B: 'static> PersistentRequest<'c, B> {
     }
 }
 
+/// A collective sequence number taken when a persistent collective is initialized, for a
+/// front end that runs each start through the immediate calls (the C ABI's
+/// `MPI_Bcast_init` and the others): [`replay`](Self::replay) runs one start under it, so
+/// starts match by initialization order, whatever order the members start them in.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug)]
+pub struct ReservedSequence {
+    pair: u32,
+    tag: i32,
+}
+
+impl ReservedSequence {
+    /// Takes the next sequence number of `comm`'s collectives (collective over `comm`, in
+    /// the order of its other collectives, like any initialization).
+    pub fn take<C: Communicator + ?Sized>(call: &'static str, comm: &C) -> Self {
+        let pair = comm.comm_data().pair;
+        let tag = runtime::with_call(call, |rt| rt.sequences.next_tag(pair));
+        ReservedSequence { pair, tag }
+    }
+
+    /// Runs `start` (which starts one collective on the communicator) under the number.
+    pub fn replay<T>(&self, call: &'static str, start: impl FnOnce() -> T) -> T {
+        let (pair, tag) = (self.pair, self.tag);
+        runtime::with_call(call, |rt| rt.sequences.replay(Some((pair, tag))));
+        let _forget = ForgetReplay;
+        start()
+    }
+}
+
 /// Clears a replayed sequence number when dropped.
 struct ForgetReplay;
 

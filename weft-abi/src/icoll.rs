@@ -1,0 +1,818 @@
+//! The nonblocking collectives (`MPI_Ibarrier` ... `MPI_Iexscan`) and the persistent ones
+//! (`MPI_Barrier_init` ... `MPI_Exscan_init`), on intra- and intercommunicators.
+//!
+//! Each collective has one `start` function here that decodes its arguments and starts Weft's
+//! immediate collective, its buffers pinned in the request (`requests::Pinned`) until it
+//! completes. The nonblocking form calls it once; the persistent form takes the
+//! communicator's next collective sequence number at initialization, keeps the arguments,
+//! and calls it at each `MPI_Start` under that number (`ReservedSequence`), so starts match
+//! by initialization order, as MPI 4.1 §6.13 asks, whatever order members start them in.
+
+use crate::abi::*;
+use crate::coll::{in_place, nothing, nothing_mut, rooted, Part};
+use crate::coll_v::ints;
+use crate::errors::{guard, CError};
+use crate::handles::{self, view, view_mut};
+use crate::inter::partners;
+use crate::op::operation;
+use crate::requests::{check_out, hand_out, CRequest, Pinned};
+use std::ffi::{c_int, c_void};
+use weft::datatype::{Partition, PartitionMut};
+use weft::request::{Request, StaticScope};
+use weft::traits::*;
+
+type Started = Result<CRequest, CError>;
+
+/// Pins `keep` and starts `start` on it: the request and what it borrows, as one C request.
+fn hold<K: 'static, D: ?Sized + 'static>(
+    keep: K,
+    start: impl FnOnce(&'static mut K) -> Request<'static, D, StaticScope>,
+) -> CRequest {
+    let k = Pinned::new(keep);
+    // SAFETY: lent to the request, which goes into the same C request as `k` and is dropped
+    // before it; nothing else borrows `k`.
+    let r = start(unsafe { k.lend() });
+    CRequest::collective(r, k)
+}
+
+/// `count` elements times the members a block goes to or comes from.
+fn blocks(call: &'static str, count: c_int, n: c_int) -> Result<c_int, CError> {
+    handles::count(call, count)?;
+    count.checked_mul(n).ok_or_else(|| {
+        CError::new(
+            MPI_ERR_COUNT,
+            call,
+            format!("{count} elements for each of {n} members overflow an int"),
+        )
+    })
+}
+
+/// Elements from a buffer's start to the end of its farthest part.
+fn span(counts: &[c_int], displs: &[c_int]) -> c_int {
+    counts
+        .iter()
+        .zip(displs)
+        .filter(|(&c, _)| c > 0)
+        .map(|(&c, &d)| d + c)
+        .max()
+        .unwrap_or(0)
+}
+
+unsafe fn barrier(call: &'static str, comm: *mut c_void) -> Started {
+    let c = handles::comm(call, comm)?;
+    Ok(CRequest::collective(c.comm.immediate_barrier(), ()))
+}
+
+unsafe fn bcast(
+    call: &'static str,
+    buffer: *mut c_void,
+    count: c_int,
+    datatype: *mut c_void,
+    root: c_int,
+    comm: *mut c_void,
+) -> Started {
+    let c = handles::comm(call, comm)?;
+    let (at, part) = rooted(call, root, c)?;
+    if part == Part::Idle {
+        return Ok(hold(nothing_mut()?, |b| {
+            at.immediate_broadcast_into(StaticScope, b)
+        }));
+    }
+    let dt = handles::datatype(call, datatype)?;
+    // SAFETY: the standard's contract: `count` elements at `buffer` until completion.
+    let v = unsafe { view_mut(call, buffer, count, dt)? };
+    Ok(hold(v, |b| at.immediate_broadcast_into(StaticScope, b)))
+}
+
+/// The reductions with a send and a receive buffer of `count` elements on every member.
+#[derive(Clone, Copy)]
+enum Everyone {
+    Allreduce,
+    Scan,
+    Exscan,
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn reduce_everyone(
+    call: &'static str,
+    kind: Everyone,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count: c_int,
+    datatype: *mut c_void,
+    op: *mut c_void,
+    comm: *mut c_void,
+) -> Started {
+    let c = &handles::comm(call, comm)?.comm;
+    let dt = handles::datatype(call, datatype)?;
+    let o = operation(call, op, datatype)?;
+    // SAFETY: the standard's contract: room for `count` elements until completion.
+    let out = unsafe { view_mut(call, recvbuf, count, dt)? };
+    if in_place(sendbuf) {
+        return Ok(hold(out, |b| match kind {
+            Everyone::Allreduce => c.immediate_all_reduce_in_place(StaticScope, b, o),
+            Everyone::Scan => c.immediate_scan_in_place(StaticScope, b, o),
+            Everyone::Exscan => c.immediate_exclusive_scan_in_place(StaticScope, b, o),
+        }));
+    }
+    // SAFETY: the standard's contract: `count` elements at `sendbuf` until completion.
+    let input = unsafe { view(call, sendbuf, count, dt)? };
+    Ok(hold((input, out), |(s, r)| match kind {
+        Everyone::Allreduce => c.immediate_all_reduce_into(StaticScope, &*s, r, o),
+        Everyone::Scan => c.immediate_scan_into(StaticScope, &*s, r, o),
+        Everyone::Exscan => c.immediate_exclusive_scan_into(StaticScope, &*s, r, o),
+    }))
+}
+
+unsafe fn allreduce(
+    call: &'static str,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count: c_int,
+    datatype: *mut c_void,
+    op: *mut c_void,
+    comm: *mut c_void,
+) -> Started {
+    let k = Everyone::Allreduce;
+    // SAFETY: passed on.
+    unsafe { reduce_everyone(call, k, sendbuf, recvbuf, count, datatype, op, comm) }
+}
+
+unsafe fn scan(
+    call: &'static str,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count: c_int,
+    datatype: *mut c_void,
+    op: *mut c_void,
+    comm: *mut c_void,
+) -> Started {
+    let k = Everyone::Scan;
+    // SAFETY: passed on.
+    unsafe { reduce_everyone(call, k, sendbuf, recvbuf, count, datatype, op, comm) }
+}
+
+unsafe fn exscan(
+    call: &'static str,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count: c_int,
+    datatype: *mut c_void,
+    op: *mut c_void,
+    comm: *mut c_void,
+) -> Started {
+    let k = Everyone::Exscan;
+    // SAFETY: passed on.
+    unsafe { reduce_everyone(call, k, sendbuf, recvbuf, count, datatype, op, comm) }
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn reduce(
+    call: &'static str,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count: c_int,
+    datatype: *mut c_void,
+    op: *mut c_void,
+    root: c_int,
+    comm: *mut c_void,
+) -> Started {
+    let c = handles::comm(call, comm)?;
+    let (at, part) = rooted(call, root, c)?;
+    if part == Part::Idle {
+        let o = weft::collective::SystemOperation::sum();
+        return Ok(hold(nothing()?, |s| {
+            at.immediate_reduce_into(StaticScope, &*s, o)
+        }));
+    }
+    let dt = handles::datatype(call, datatype)?;
+    let o = operation(call, op, datatype)?;
+    if part == Part::Member {
+        // SAFETY: the standard's contract: `count` elements at `sendbuf` until completion.
+        let input = unsafe { view(call, sendbuf, count, dt)? };
+        return Ok(hold(input, |s| {
+            at.immediate_reduce_into(StaticScope, &*s, o)
+        }));
+    }
+    // SAFETY: the standard's contract: room for `count` elements at the root's `recvbuf`.
+    let out = unsafe { view_mut(call, recvbuf, count, dt)? };
+    if c.comm.test_inter() {
+        return Ok(hold((nothing()?, out), |(s, r)| {
+            at.immediate_reduce_into_root(StaticScope, &*s, r, o)
+        }));
+    }
+    if in_place(sendbuf) {
+        return Ok(hold(out, |r| {
+            at.immediate_reduce_into_root_in_place(StaticScope, r, o)
+        }));
+    }
+    // SAFETY: as above, for the root's input.
+    let input = unsafe { view(call, sendbuf, count, dt)? };
+    Ok(hold((input, out), |(s, r)| {
+        at.immediate_reduce_into_root(StaticScope, &*s, r, o)
+    }))
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn gather(
+    call: &'static str,
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: *mut c_void,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: *mut c_void,
+    root: c_int,
+    comm: *mut c_void,
+) -> Started {
+    let c = handles::comm(call, comm)?;
+    let (at, part) = rooted(call, root, c)?;
+    match part {
+        Part::Idle => {
+            return Ok(hold(nothing()?, |s| {
+                at.immediate_gather_into(StaticScope, &*s)
+            }));
+        }
+        Part::Member => {
+            let sdt = handles::datatype(call, sendtype)?;
+            // SAFETY: the standard's contract: `sendcount` elements until completion.
+            let input = unsafe { view(call, sendbuf, sendcount, sdt)? };
+            return Ok(hold(input, |s| at.immediate_gather_into(StaticScope, &*s)));
+        }
+        Part::Root => {}
+    }
+    let rdt = handles::datatype(call, recvtype)?;
+    let total = blocks(call, recvcount, partners(c))?;
+    // SAFETY: the standard's contract: room for a block from every member at the root.
+    let out = unsafe { view_mut(call, recvbuf, total, rdt)? };
+    if c.comm.test_inter() {
+        return Ok(hold((nothing()?, out), |(s, r)| {
+            at.immediate_gather_into_root(StaticScope, &*s, r)
+        }));
+    }
+    if in_place(sendbuf) {
+        return Ok(hold(out, |r| {
+            at.immediate_gather_into_root_in_place(StaticScope, r)
+        }));
+    }
+    let sdt = handles::datatype(call, sendtype)?;
+    // SAFETY: as above, the root's own block.
+    let input = unsafe { view(call, sendbuf, sendcount, sdt)? };
+    Ok(hold((input, out), |(s, r)| {
+        at.immediate_gather_into_root(StaticScope, &*s, r)
+    }))
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn gatherv(
+    call: &'static str,
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: *mut c_void,
+    recvbuf: *mut c_void,
+    recvcounts: *const c_int,
+    displs: *const c_int,
+    recvtype: *mut c_void,
+    root: c_int,
+    comm: *mut c_void,
+) -> Started {
+    let c = handles::comm(call, comm)?;
+    let (at, part) = rooted(call, root, c)?;
+    match part {
+        Part::Idle => {
+            return Ok(hold(nothing()?, |s| {
+                at.immediate_gather_varcount_into(StaticScope, &*s)
+            }));
+        }
+        Part::Member => {
+            let sdt = handles::datatype(call, sendtype)?;
+            // SAFETY: the standard's contract: `sendcount` elements until completion.
+            let input = unsafe { view(call, sendbuf, sendcount, sdt)? };
+            return Ok(hold(input, |s| {
+                at.immediate_gather_varcount_into(StaticScope, &*s)
+            }));
+        }
+        Part::Root => {}
+    }
+    let n = partners(c) as usize;
+    // SAFETY: the standard's contract: a count and a displacement per member.
+    let counts = unsafe { ints(call, "recvcounts", recvcounts, n)? }.to_vec();
+    // SAFETY: as above.
+    let displs = unsafe { ints(call, "displs", displs, n)? }.to_vec();
+    let rdt = handles::datatype(call, recvtype)?;
+    // SAFETY: the standard's contract: every part fits the root's `recvbuf`.
+    let out = Pinned::new(unsafe { view_mut(call, recvbuf, span(&counts, &displs), rdt)? });
+    // SAFETY: lent to the request, which the C request drops before `out` (held with it).
+    let parts = PartitionMut::new(unsafe { out.lend() }, counts, displs);
+    if c.comm.test_inter() {
+        return Ok(hold((parts, nothing()?, out), |(p, s, _)| {
+            at.immediate_gather_varcount_into_root(StaticScope, &*s, p)
+        }));
+    }
+    if in_place(sendbuf) {
+        return Ok(hold((parts, out), |(p, _)| {
+            at.immediate_gather_varcount_into_root_in_place(StaticScope, p)
+        }));
+    }
+    let sdt = handles::datatype(call, sendtype)?;
+    // SAFETY: the standard's contract: the root's own block until completion.
+    let input = unsafe { view(call, sendbuf, sendcount, sdt)? };
+    Ok(hold((parts, input, out), |(p, s, _)| {
+        at.immediate_gather_varcount_into_root(StaticScope, &*s, p)
+    }))
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn scatter(
+    call: &'static str,
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: *mut c_void,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: *mut c_void,
+    root: c_int,
+    comm: *mut c_void,
+) -> Started {
+    let c = handles::comm(call, comm)?;
+    let (at, part) = rooted(call, root, c)?;
+    match part {
+        Part::Idle => {
+            return Ok(hold(nothing_mut()?, |r| {
+                at.immediate_scatter_into(StaticScope, r)
+            }));
+        }
+        Part::Member => {
+            let rdt = handles::datatype(call, recvtype)?;
+            // SAFETY: the standard's contract: room for `recvcount` elements.
+            let out = unsafe { view_mut(call, recvbuf, recvcount, rdt)? };
+            return Ok(hold(out, |r| at.immediate_scatter_into(StaticScope, r)));
+        }
+        Part::Root => {}
+    }
+    let sdt = handles::datatype(call, sendtype)?;
+    let total = blocks(call, sendcount, partners(c))?;
+    if in_place(recvbuf) && !c.comm.test_inter() {
+        // SAFETY: the standard's contract: a block for every member at `sendbuf`.
+        let all = unsafe { view_mut(call, sendbuf.cast_mut(), total, sdt)? };
+        return Ok(hold(all, |b| {
+            at.immediate_scatter_into_root_in_place(StaticScope, b)
+        }));
+    }
+    // SAFETY: as above.
+    let input = unsafe { view(call, sendbuf, total, sdt)? };
+    if c.comm.test_inter() {
+        return Ok(hold((input, nothing_mut()?), |(s, r)| {
+            at.immediate_scatter_into_root(StaticScope, &*s, r)
+        }));
+    }
+    let rdt = handles::datatype(call, recvtype)?;
+    // SAFETY: the standard's contract: room for `recvcount` elements.
+    let out = unsafe { view_mut(call, recvbuf, recvcount, rdt)? };
+    Ok(hold((input, out), |(s, r)| {
+        at.immediate_scatter_into_root(StaticScope, &*s, r)
+    }))
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn scatterv(
+    call: &'static str,
+    sendbuf: *const c_void,
+    sendcounts: *const c_int,
+    displs: *const c_int,
+    sendtype: *mut c_void,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: *mut c_void,
+    root: c_int,
+    comm: *mut c_void,
+) -> Started {
+    let c = handles::comm(call, comm)?;
+    let (at, part) = rooted(call, root, c)?;
+    match part {
+        Part::Idle => {
+            return Ok(hold(nothing_mut()?, |r| {
+                at.immediate_scatter_varcount_into(StaticScope, r)
+            }));
+        }
+        Part::Member => {
+            let rdt = handles::datatype(call, recvtype)?;
+            // SAFETY: the standard's contract: room for `recvcount` elements.
+            let out = unsafe { view_mut(call, recvbuf, recvcount, rdt)? };
+            return Ok(hold(out, |r| {
+                at.immediate_scatter_varcount_into(StaticScope, r)
+            }));
+        }
+        Part::Root => {}
+    }
+    let n = partners(c) as usize;
+    // SAFETY: the standard's contract: a count and a displacement per member.
+    let counts = unsafe { ints(call, "sendcounts", sendcounts, n)? }.to_vec();
+    // SAFETY: as above.
+    let displs = unsafe { ints(call, "displs", displs, n)? }.to_vec();
+    let sdt = handles::datatype(call, sendtype)?;
+    let len = span(&counts, &displs);
+    if in_place(recvbuf) && !c.comm.test_inter() {
+        // SAFETY: the standard's contract: every part lies in `sendbuf`.
+        let all = Pinned::new(unsafe { view_mut(call, sendbuf.cast_mut(), len, sdt)? });
+        // SAFETY: lent to the request, dropped before `all` (held with it).
+        let parts = PartitionMut::new(unsafe { all.lend() }, counts, displs);
+        return Ok(hold((parts, all), |(p, _)| {
+            at.immediate_scatter_varcount_into_root_in_place(StaticScope, p)
+        }));
+    }
+    // SAFETY: the standard's contract: every part lies in `sendbuf`.
+    let input = Pinned::new(unsafe { view(call, sendbuf, len, sdt)? });
+    // SAFETY: lent to the request, dropped before `input` (held with it).
+    let parts = Partition::new(&*unsafe { input.lend() }, counts, displs);
+    if c.comm.test_inter() {
+        return Ok(hold((parts, nothing_mut()?, input), |(p, r, _)| {
+            at.immediate_scatter_varcount_into_root(StaticScope, &*p, r)
+        }));
+    }
+    let rdt = handles::datatype(call, recvtype)?;
+    // SAFETY: the standard's contract: room for `recvcount` elements.
+    let out = unsafe { view_mut(call, recvbuf, recvcount, rdt)? };
+    Ok(hold((parts, out, input), |(p, r, _)| {
+        at.immediate_scatter_varcount_into_root(StaticScope, &*p, r)
+    }))
+}
+
+/// The exchanges where every member sends and receives a block per member.
+#[derive(Clone, Copy)]
+enum Exchange {
+    Allgather,
+    Alltoall,
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn exchange(
+    call: &'static str,
+    kind: Exchange,
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: *mut c_void,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: *mut c_void,
+    comm: *mut c_void,
+) -> Started {
+    let c = handles::comm(call, comm)?;
+    let n = partners(c);
+    let rdt = handles::datatype(call, recvtype)?;
+    // SAFETY: the standard's contract: room for a block from every member.
+    let out = unsafe { view_mut(call, recvbuf, blocks(call, recvcount, n)?, rdt)? };
+    let c = &c.comm;
+    if in_place(sendbuf) {
+        return Ok(hold(out, |b| match kind {
+            Exchange::Allgather => c.immediate_all_gather_in_place(StaticScope, b),
+            Exchange::Alltoall => c.immediate_all_to_all_in_place(StaticScope, b),
+        }));
+    }
+    let sdt = handles::datatype(call, sendtype)?;
+    let sent = match kind {
+        Exchange::Allgather => sendcount,
+        Exchange::Alltoall => blocks(call, sendcount, n)?,
+    };
+    // SAFETY: the standard's contract: the blocks to send at `sendbuf` until completion.
+    let input = unsafe { view(call, sendbuf, sent, sdt)? };
+    Ok(hold((input, out), |(s, r)| match kind {
+        Exchange::Allgather => c.immediate_all_gather_into(StaticScope, &*s, r),
+        Exchange::Alltoall => c.immediate_all_to_all_into(StaticScope, &*s, r),
+    }))
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn allgather(
+    call: &'static str,
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: *mut c_void,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: *mut c_void,
+    comm: *mut c_void,
+) -> Started {
+    let (k, s, sc, st) = (Exchange::Allgather, sendbuf, sendcount, sendtype);
+    // SAFETY: passed on.
+    unsafe { exchange(call, k, s, sc, st, recvbuf, recvcount, recvtype, comm) }
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn alltoall(
+    call: &'static str,
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: *mut c_void,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: *mut c_void,
+    comm: *mut c_void,
+) -> Started {
+    let (k, s, sc, st) = (Exchange::Alltoall, sendbuf, sendcount, sendtype);
+    // SAFETY: passed on.
+    unsafe { exchange(call, k, s, sc, st, recvbuf, recvcount, recvtype, comm) }
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn allgatherv(
+    call: &'static str,
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: *mut c_void,
+    recvbuf: *mut c_void,
+    recvcounts: *const c_int,
+    displs: *const c_int,
+    recvtype: *mut c_void,
+    comm: *mut c_void,
+) -> Started {
+    let c = handles::comm(call, comm)?;
+    let n = partners(c) as usize;
+    // SAFETY: the standard's contract: a count and a displacement per member.
+    let counts = unsafe { ints(call, "recvcounts", recvcounts, n)? }.to_vec();
+    // SAFETY: as above.
+    let displs = unsafe { ints(call, "displs", displs, n)? }.to_vec();
+    let rdt = handles::datatype(call, recvtype)?;
+    // SAFETY: the standard's contract: every part fits `recvbuf`.
+    let out = Pinned::new(unsafe { view_mut(call, recvbuf, span(&counts, &displs), rdt)? });
+    // SAFETY: lent to the request, dropped before `out` (held with it).
+    let parts = PartitionMut::new(unsafe { out.lend() }, counts, displs);
+    let c = &c.comm;
+    if in_place(sendbuf) {
+        return Ok(hold((parts, out), |(p, _)| {
+            c.immediate_all_gather_varcount_in_place(StaticScope, p)
+        }));
+    }
+    let sdt = handles::datatype(call, sendtype)?;
+    // SAFETY: the standard's contract: `sendcount` elements until completion.
+    let input = unsafe { view(call, sendbuf, sendcount, sdt)? };
+    Ok(hold((parts, input, out), |(p, s, _)| {
+        c.immediate_all_gather_varcount_into(StaticScope, &*s, p)
+    }))
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn alltoallv(
+    call: &'static str,
+    sendbuf: *const c_void,
+    sendcounts: *const c_int,
+    sdispls: *const c_int,
+    sendtype: *mut c_void,
+    recvbuf: *mut c_void,
+    recvcounts: *const c_int,
+    rdispls: *const c_int,
+    recvtype: *mut c_void,
+    comm: *mut c_void,
+) -> Started {
+    let c = handles::comm(call, comm)?;
+    let n = partners(c) as usize;
+    // SAFETY: the standard's contract: a count and a displacement per member.
+    let rcounts = unsafe { ints(call, "recvcounts", recvcounts, n)? }.to_vec();
+    // SAFETY: as above.
+    let rdispls = unsafe { ints(call, "rdispls", rdispls, n)? }.to_vec();
+    let rdt = handles::datatype(call, recvtype)?;
+    // SAFETY: the standard's contract: every part fits `recvbuf`.
+    let out = Pinned::new(unsafe { view_mut(call, recvbuf, span(&rcounts, &rdispls), rdt)? });
+    // SAFETY: lent to the request, dropped before `out` (held with it).
+    let rparts = PartitionMut::new(unsafe { out.lend() }, rcounts, rdispls);
+    let c = &c.comm;
+    if in_place(sendbuf) {
+        return Ok(hold((rparts, out), |(p, _)| {
+            c.immediate_all_to_all_varcount_in_place(StaticScope, p)
+        }));
+    }
+    // SAFETY: as above, for the send side.
+    let scounts = unsafe { ints(call, "sendcounts", sendcounts, n)? }.to_vec();
+    // SAFETY: as above.
+    let sdispls = unsafe { ints(call, "sdispls", sdispls, n)? }.to_vec();
+    let sdt = handles::datatype(call, sendtype)?;
+    // SAFETY: the standard's contract: every part lies in `sendbuf`.
+    let input = Pinned::new(unsafe { view(call, sendbuf, span(&scounts, &sdispls), sdt)? });
+    // SAFETY: lent to the request, dropped before `input` (held with it).
+    let sparts = Partition::new(&*unsafe { input.lend() }, scounts, sdispls);
+    Ok(hold((rparts, sparts, out, input), |(r, s, _, _)| {
+        c.immediate_all_to_all_varcount_into(StaticScope, &*s, r)
+    }))
+}
+
+unsafe fn reduce_scatter_block(
+    call: &'static str,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    datatype: *mut c_void,
+    op: *mut c_void,
+    comm: *mut c_void,
+) -> Started {
+    let c = &handles::comm(call, comm)?.comm;
+    let dt = handles::datatype(call, datatype)?;
+    let o = operation(call, op, datatype)?;
+    // A block per member of this group (see the blocking form).
+    let total = blocks(call, recvcount, c.size())?;
+    if in_place(sendbuf) {
+        // SAFETY: the standard's contract: the input at `recvbuf` until completion.
+        let all = unsafe { view_mut(call, recvbuf, total, dt)? };
+        return Ok(hold(all, |b| {
+            c.immediate_reduce_scatter_block_in_place(StaticScope, b, o)
+        }));
+    }
+    // SAFETY: the standard's contract for both buffers.
+    let input = unsafe { view(call, sendbuf, total, dt)? };
+    // SAFETY: as above.
+    let out = unsafe { view_mut(call, recvbuf, recvcount, dt)? };
+    Ok(hold((input, out), |(s, r)| {
+        c.immediate_reduce_scatter_block_into(StaticScope, &*s, r, o)
+    }))
+}
+
+unsafe fn reduce_scatter(
+    call: &'static str,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    recvcounts: *const c_int,
+    datatype: *mut c_void,
+    op: *mut c_void,
+    comm: *mut c_void,
+) -> Started {
+    let c = handles::comm(call, comm)?;
+    let dt = handles::datatype(call, datatype)?;
+    let o = operation(call, op, datatype)?;
+    let n = c.comm.size() as usize;
+    // SAFETY: the standard's contract: a count per member.
+    let counts = unsafe { ints(call, "recvcounts", recvcounts, n)? }.to_vec();
+    let mine = counts[c.comm.rank() as usize];
+    let counts = if c.comm.test_inter() {
+        // The input is cut by the other group's counts (see the blocking form).
+        let mut theirs = vec![0; partners(c) as usize];
+        c.comm.all_gather_into(&mine, &mut theirs[..]);
+        theirs
+    } else {
+        counts
+    };
+    let displs: Vec<c_int> = counts
+        .iter()
+        .scan(0, |at, &k| {
+            let d = *at;
+            *at += k;
+            Some(d)
+        })
+        .collect();
+    let total = counts.iter().sum();
+    let c = &c.comm;
+    if in_place(sendbuf) {
+        // SAFETY: the standard's contract: the input at `recvbuf` until completion.
+        let all = Pinned::new(unsafe { view_mut(call, recvbuf, total, dt)? });
+        // SAFETY: lent to the request, dropped before `all` (held with it).
+        let parts = PartitionMut::new(unsafe { all.lend() }, counts, displs);
+        return Ok(hold((parts, all), |(p, _)| {
+            c.immediate_reduce_scatter_varcount_in_place(StaticScope, p, o)
+        }));
+    }
+    // SAFETY: the standard's contract: the input at `sendbuf` until completion.
+    let input = Pinned::new(unsafe { view(call, sendbuf, total, dt)? });
+    // SAFETY: lent to the request, dropped before `input` (held with it).
+    let parts = Partition::new(&*unsafe { input.lend() }, counts, displs);
+    // SAFETY: the standard's contract: room for this member's part at `recvbuf`.
+    let out = unsafe { view_mut(call, recvbuf, mine, dt)? };
+    Ok(hold((parts, out, input), |(p, r, _)| {
+        c.immediate_reduce_scatter_varcount_into(StaticScope, &*p, r, o)
+    }))
+}
+
+/// The nonblocking form (`$name::now`) and the persistent form (`$name::init`) of the
+/// collective whose `start` function is `$start`, with the standard's arguments `$arg: $ty`
+/// (`$comm` names the communicator among them). Exported below, one `export!` line each (the build
+/// script reads those lines).
+macro_rules! nonblocking {
+    ($($name:ident, $init:ident, $start:ident, $comm:ident, ($($arg:ident: $ty:ty),*);)*) => {$(
+        #[allow(non_snake_case)]
+        mod $name {
+            use super::*;
+
+            #[allow(clippy::too_many_arguments)]
+            pub(super) unsafe extern "C" fn now($($arg: $ty,)* request: *mut *mut c_void) -> c_int {
+                const CALL: &str = concat!("MPI_", stringify!($name));
+                guard(CALL, $comm, || {
+                    check_out(CALL, request)?;
+                    // SAFETY: the standard's contract for the arguments, passed on.
+                    let r = unsafe { $start(CALL, $($arg),*)? };
+                    // SAFETY: checked non-null.
+                    unsafe { hand_out(request, r) };
+                    Ok(())
+                })
+            }
+
+            #[allow(clippy::too_many_arguments)]
+            pub(super) unsafe extern "C" fn init(
+                $($arg: $ty,)*
+                info: *mut c_void,
+                request: *mut *mut c_void,
+            ) -> c_int {
+                const CALL: &str = concat!("MPI_", stringify!($init));
+                guard(CALL, $comm, || {
+                    check_out(CALL, request)?;
+                    if info as usize != MPI_INFO_NULL {
+                        crate::info::info(CALL, info)?;
+                    }
+                    // Starts match by initialization order: each runs under the sequence
+                    // number taken now.
+                    let c = handles::comm(CALL, $comm)?;
+                    let seq = weft::collective::ReservedSequence::take(CALL, &c.comm);
+                    // SAFETY: the standard's contract: the arguments stay valid while the
+                    // request lives; each start reads them again.
+                    let r = CRequest::persistent(move || {
+                        seq.replay(CALL, || unsafe { $start(CALL, $($arg),*) })
+                    });
+                    // SAFETY: checked non-null.
+                    unsafe { hand_out(request, r) };
+                    Ok(())
+                })
+            }
+        }
+    )*};
+}
+
+nonblocking! {
+    Ibarrier, Barrier_init, barrier, comm, (comm: *mut c_void);
+    Ibcast, Bcast_init, bcast, comm,
+        (buffer: *mut c_void, count: c_int, datatype: *mut c_void, root: c_int, comm: *mut c_void);
+    Iallreduce, Allreduce_init, allreduce, comm,
+        (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: *mut c_void,
+         op: *mut c_void, comm: *mut c_void);
+    Iscan, Scan_init, scan, comm,
+        (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: *mut c_void,
+         op: *mut c_void, comm: *mut c_void);
+    Iexscan, Exscan_init, exscan, comm,
+        (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: *mut c_void,
+         op: *mut c_void, comm: *mut c_void);
+    Ireduce, Reduce_init, reduce, comm,
+        (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: *mut c_void,
+         op: *mut c_void, root: c_int, comm: *mut c_void);
+    Igather, Gather_init, gather, comm,
+        (sendbuf: *const c_void, sendcount: c_int, sendtype: *mut c_void, recvbuf: *mut c_void,
+         recvcount: c_int, recvtype: *mut c_void, root: c_int, comm: *mut c_void);
+    Igatherv, Gatherv_init, gatherv, comm,
+        (sendbuf: *const c_void, sendcount: c_int, sendtype: *mut c_void, recvbuf: *mut c_void,
+         recvcounts: *const c_int, displs: *const c_int, recvtype: *mut c_void, root: c_int,
+         comm: *mut c_void);
+    Iscatter, Scatter_init, scatter, comm,
+        (sendbuf: *const c_void, sendcount: c_int, sendtype: *mut c_void, recvbuf: *mut c_void,
+         recvcount: c_int, recvtype: *mut c_void, root: c_int, comm: *mut c_void);
+    Iscatterv, Scatterv_init, scatterv, comm,
+        (sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int,
+         sendtype: *mut c_void, recvbuf: *mut c_void, recvcount: c_int, recvtype: *mut c_void,
+         root: c_int, comm: *mut c_void);
+    Iallgather, Allgather_init, allgather, comm,
+        (sendbuf: *const c_void, sendcount: c_int, sendtype: *mut c_void, recvbuf: *mut c_void,
+         recvcount: c_int, recvtype: *mut c_void, comm: *mut c_void);
+    Ialltoall, Alltoall_init, alltoall, comm,
+        (sendbuf: *const c_void, sendcount: c_int, sendtype: *mut c_void, recvbuf: *mut c_void,
+         recvcount: c_int, recvtype: *mut c_void, comm: *mut c_void);
+    Iallgatherv, Allgatherv_init, allgatherv, comm,
+        (sendbuf: *const c_void, sendcount: c_int, sendtype: *mut c_void, recvbuf: *mut c_void,
+         recvcounts: *const c_int, displs: *const c_int, recvtype: *mut c_void,
+         comm: *mut c_void);
+    Ialltoallv, Alltoallv_init, alltoallv, comm,
+        (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int,
+         sendtype: *mut c_void, recvbuf: *mut c_void, recvcounts: *const c_int,
+         rdispls: *const c_int, recvtype: *mut c_void, comm: *mut c_void);
+    Ireduce_scatter_block, Reduce_scatter_block_init, reduce_scatter_block, comm,
+        (sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: *mut c_void,
+         op: *mut c_void, comm: *mut c_void);
+    Ireduce_scatter, Reduce_scatter_init, reduce_scatter, comm,
+        (sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int,
+         datatype: *mut c_void, op: *mut c_void, comm: *mut c_void);
+}
+
+export!(Ibarrier, Ibarrier::now);
+export!(Barrier_init, Ibarrier::init);
+export!(Ibcast, Ibcast::now);
+export!(Bcast_init, Ibcast::init);
+export!(Iallreduce, Iallreduce::now);
+export!(Allreduce_init, Iallreduce::init);
+export!(Iscan, Iscan::now);
+export!(Scan_init, Iscan::init);
+export!(Iexscan, Iexscan::now);
+export!(Exscan_init, Iexscan::init);
+export!(Ireduce, Ireduce::now);
+export!(Reduce_init, Ireduce::init);
+export!(Igather, Igather::now);
+export!(Gather_init, Igather::init);
+export!(Igatherv, Igatherv::now);
+export!(Gatherv_init, Igatherv::init);
+export!(Iscatter, Iscatter::now);
+export!(Scatter_init, Iscatter::init);
+export!(Iscatterv, Iscatterv::now);
+export!(Scatterv_init, Iscatterv::init);
+export!(Iallgather, Iallgather::now);
+export!(Allgather_init, Iallgather::init);
+export!(Ialltoall, Ialltoall::now);
+export!(Alltoall_init, Ialltoall::init);
+export!(Iallgatherv, Iallgatherv::now);
+export!(Allgatherv_init, Iallgatherv::init);
+export!(Ialltoallv, Ialltoallv::now);
+export!(Alltoallv_init, Ialltoallv::init);
+export!(Ireduce_scatter_block, Ireduce_scatter_block::now);
+export!(Reduce_scatter_block_init, Ireduce_scatter_block::init);
+export!(Ireduce_scatter, Ireduce_scatter::now);
+export!(Reduce_scatter_init, Ireduce_scatter::init);
