@@ -718,10 +718,12 @@ macro_rules! nonblocking {
                     // number taken now.
                     let c = handles::comm(CALL, $comm)?;
                     let seq = weft::collective::ReservedSequence::take(CALL, &c.comm);
-                    // SAFETY: the standard's contract: the arguments stay valid while the
-                    // request lives; each start reads them again.
                     let r = CRequest::persistent(move || {
-                        seq.replay(CALL, || unsafe { $start(CALL, $($arg),*) })
+                        seq.replay(CALL, || {
+                            // SAFETY: the standard's contract: the arguments stay valid while
+                            // the request lives; each start reads them again.
+                            unsafe { $start(CALL, $($arg),*) }
+                        })
                     });
                     // SAFETY: checked non-null.
                     unsafe { hand_out(request, r) };
