@@ -21,10 +21,10 @@ use weft::datatype::{Partition, PartitionMut};
 use weft::request::{Request, StaticScope};
 use weft::traits::*;
 
-type Started = Result<CRequest, CError>;
+pub(crate) type Started = Result<CRequest, CError>;
 
 /// Pins `keep` and starts `start` on it: the request and what it borrows, as one C request.
-fn hold<K: 'static, D: ?Sized + 'static>(
+pub(crate) fn hold<K: 'static, D: ?Sized + 'static>(
     keep: K,
     start: impl FnOnce(&'static mut K) -> Request<'static, D, StaticScope>,
 ) -> CRequest {
@@ -48,7 +48,7 @@ fn blocks(call: &'static str, count: c_int, n: c_int) -> Result<c_int, CError> {
 }
 
 /// Elements from a buffer's start to the end of its farthest part.
-fn span(counts: &[c_int], displs: &[c_int]) -> c_int {
+pub(crate) fn span(counts: &[c_int], displs: &[c_int]) -> c_int {
     counts
         .iter()
         .zip(displs)
@@ -733,6 +733,8 @@ macro_rules! nonblocking {
         }
     )*};
 }
+
+pub(crate) use nonblocking;
 
 nonblocking! {
     Ibarrier, Barrier_init, barrier, comm, (comm: *mut c_void);

@@ -88,10 +88,12 @@ mod icoll;
 mod info;
 mod inter;
 mod matched;
+mod neighbor;
 mod op;
 mod p2p;
 mod requests;
 mod state;
+mod topo;
 
 /// The functions of the standard not implemented yet.
 mod stubs {

@@ -190,6 +190,11 @@ impl CRequest {
         })))
     }
 
+    /// Waits for the operation (a blocking call made of a nonblocking one).
+    pub(crate) fn finish(mut self) {
+        self.wait();
+    }
+
     /// A persistent request that runs `start` at each MPI_Start.
     pub(crate) fn persistent(
         start: impl FnMut() -> Result<CRequest, CError> + 'static,

@@ -292,7 +292,7 @@ pub fn dims_create(call: &'static str, nnodes: i32, dims: &mut [i32]) -> Result<
         .filter(|&d| rest.is_multiple_of(d))
         .flat_map(|d| [d, rest / d])
         .collect();
-    divisors.sort_unstable_by(|a, b| b.cmp(a));
+    divisors.sort_unstable();
     divisors.dedup();
     let mut best = None;
     balanced_factors(rest, free, &divisors, &mut Vec::with_capacity(free), &mut best);
@@ -303,7 +303,7 @@ pub fn dims_create(call: &'static str, nnodes: i32, dims: &mut [i32]) -> Result<
     Ok(())
 }
 
-/// Searches the factorisations of `n` into `k` more factors (from `divisors`, largest first),
+/// Searches the factorisations of `n` into `k` more factors (from `divisors`, ascending),
 /// each at most the last of `prefix`, for the one whose largest and smallest factors are
 /// closest; keeps it in `best`.
 fn balanced_factors(
@@ -314,30 +314,66 @@ fn balanced_factors(
     best: &mut Option<Vec<u32>>,
 ) {
     let spread = |v: &[u32]| v[0] - v[v.len() - 1];
+    // Closest: the smallest spread; among equal spreads, the one whose smallest factor is
+    // largest, then the next smallest, and so on (MPICH's choice too: 13 x 9 x 8 x 6 before
+    // 13 x 12 x 6 x 6, and 21 x 16 x 15 before 20 x 18 x 14).
     if k == 0 {
-        if n == 1 && !prefix.is_empty() && best.as_ref().is_none_or(|b| spread(prefix) < spread(b)) {
+        let better = |b: &Vec<u32>| {
+            let s = (spread(prefix), spread(b));
+            s.0 < s.1 || (s.0 == s.1 && prefix.iter().rev().gt(b.iter().rev()))
+        };
+        if n == 1 && !prefix.is_empty() && best.as_ref().is_none_or(better) {
             *best = Some(prefix.clone());
         }
         return;
     }
     let max = prefix.last().copied().unwrap_or(u32::MAX);
-    for &d in divisors {
-        // The largest of the remaining k factors is at least the k-th root of n.
-        if (d as u64).pow(k as u32) < n as u64 {
+    // Smallest first, from the k-th root of n up (the largest of the remaining k factors is
+    // at least that): the closest factorisations come early and bound the rest.
+    let from = divisors
+        .partition_point(|&d| (d as u64).checked_pow(k as u32).is_some_and(|p| p < n as u64));
+    for &d in &divisors[from..] {
+        if d > max {
             break;
         }
-        if d > max || !n.is_multiple_of(d) {
+        if !n.is_multiple_of(d) {
             continue;
         }
-        // Later factors are at most d, so the spread is at least first − d.
+        // The last factor is at most d, and at most the (k−1)-th root of what remains, so
+        // the spread is at least first minus the smaller of the two.
         let first = prefix.first().copied().unwrap_or(d);
-        if best.as_ref().is_some_and(|b| first - d >= spread(b)) {
+        let rest_root = if k > 1 { root(n / d, k - 1) } else { d };
+        let last = d.min(rest_root);
+        // Hopeless: a wider spread, or the same one with a smaller smallest factor. Past the
+        // root of what remains, a larger d only widens the bound (first grows, or the root
+        // shrinks), so nothing later can do better.
+        let hopeless = |b: &Vec<u32>| {
+            let (lower, theirs) = (first - last, spread(b));
+            lower > theirs || (lower == theirs && last < b[b.len() - 1])
+        };
+        if best.as_ref().is_some_and(hopeless) {
+            if d >= rest_root {
+                break;
+            }
             continue;
         }
         prefix.push(d);
         balanced_factors(n / d, k - 1, divisors, prefix, best);
         prefix.pop();
     }
+}
+
+/// The largest r with r^k <= n.
+fn root(n: u32, k: usize) -> u32 {
+    let mut r = (f64::from(n).powf(1.0 / k as f64)).round() as u32;
+    let fits = |r: u32| (r as u64).checked_pow(k as u32).is_some_and(|p| p <= n as u64);
+    while r > 0 && !fits(r) {
+        r -= 1;
+    }
+    while fits(r + 1) {
+        r += 1;
+    }
+    r
 }
 
 // ----- graphs -----------------------------------------------------------------------------
@@ -507,3 +543,4 @@ impl DistGraph {
 
 #[cfg(test)]
 mod tests;
+

@@ -31,7 +31,31 @@ pub struct CartesianLayout {
 /// point-to-point through `process_at_rank`, every collective, and the neighbourhood
 /// collectives over the grid.
 #[derive(Debug)]
+#[repr(transparent)]
 pub struct CartesianCommunicator(pub(super) SimpleCommunicator);
+
+impl SimpleCommunicator {
+    /// This communicator as a Cartesian one, when it has a grid (for a front end that holds
+    /// every communicator as a `SimpleCommunicator`, as the C ABI does).
+    pub fn as_cartesian(&self) -> Option<&CartesianCommunicator> {
+        match self.comm_data().process_topology.as_deref() {
+            Some(ProcessTopology::Cartesian(_)) => {
+                let this: *const SimpleCommunicator = self;
+                // SAFETY: `CartesianCommunicator` is `repr(transparent)` over
+                // `SimpleCommunicator`, borrowed for as long as `self`; its invariant (a grid)
+                // was checked above.
+                Some(unsafe { &*this.cast::<CartesianCommunicator>() })
+            }
+            _ => None,
+        }
+    }
+}
+
+impl From<CartesianCommunicator> for SimpleCommunicator {
+    fn from(c: CartesianCommunicator) -> SimpleCommunicator {
+        c.0
+    }
+}
 
 /// MPI_Dims_create: fills the zero entries of `dims` with factors of `nnodes` as close to each
 /// other as possible (largest first), keeping the non-zero entries, so that the product of

@@ -18,11 +18,54 @@ use std::rc::Rc;
 
 /// A communicator with a graph every member knows (MPI_Graph_create).
 #[derive(Debug)]
+#[repr(transparent)]
 pub struct GraphCommunicator(pub(super) SimpleCommunicator);
 
 /// A communicator with a distributed graph: each member knows its own edges.
 #[derive(Debug)]
+#[repr(transparent)]
 pub struct DistributedGraphCommunicator(pub(super) SimpleCommunicator);
+
+impl SimpleCommunicator {
+    /// This communicator as a graph one, when it has a graph (for a front end that holds
+    /// every communicator as a `SimpleCommunicator`, as the C ABI does).
+    pub fn as_graph(&self) -> Option<&GraphCommunicator> {
+        match self.comm_data().process_topology.as_deref() {
+            Some(ProcessTopology::Graph(_)) => {
+                let this: *const SimpleCommunicator = self;
+                // SAFETY: `GraphCommunicator` is `repr(transparent)` over
+                // `SimpleCommunicator`, borrowed for as long as `self`; its invariant (a
+                // graph) was checked above.
+                Some(unsafe { &*this.cast::<GraphCommunicator>() })
+            }
+            _ => None,
+        }
+    }
+
+    /// This communicator as a distributed-graph one, when it has such a graph.
+    pub fn as_distributed_graph(&self) -> Option<&DistributedGraphCommunicator> {
+        match self.comm_data().process_topology.as_deref() {
+            Some(ProcessTopology::DistGraph(_)) => {
+                let this: *const SimpleCommunicator = self;
+                // SAFETY: as in `as_graph`, for `DistributedGraphCommunicator`.
+                Some(unsafe { &*this.cast::<DistributedGraphCommunicator>() })
+            }
+            _ => None,
+        }
+    }
+}
+
+impl From<GraphCommunicator> for SimpleCommunicator {
+    fn from(c: GraphCommunicator) -> SimpleCommunicator {
+        c.0
+    }
+}
+
+impl From<DistributedGraphCommunicator> for SimpleCommunicator {
+    fn from(c: DistributedGraphCommunicator) -> SimpleCommunicator {
+        c.0
+    }
+}
 
 /// A member's edges in a distributed graph (MPI_Dist_graph_neighbors).
 #[derive(Clone, Debug, PartialEq, Eq)]

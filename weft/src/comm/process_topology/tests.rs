@@ -67,6 +67,14 @@ fn dims_create_finds_the_smallest_spread() {
     }
 }
 
+#[test]
+fn dims_create_breaks_spread_ties_towards_the_more_even_factorisation() {
+    // 13 x 12 x 6 x 6 has the same spread; MPICH's topo/dims5 expects this one.
+    assert_eq!(dims(5616, vec![0; 4]).unwrap(), [13, 9, 8, 6]);
+    // Many dimensions: no overflow in the search's bounds.
+    assert_eq!(dims(1 << 20, vec![0; 20]).unwrap(), [2; 20]);
+}
+
 fn grid(d: &[i32], p: &[bool]) -> Cartesian {
     Cartesian::new("create_cartesian_communicator", d, p, 1000).unwrap()
 }
