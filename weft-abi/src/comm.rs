@@ -447,7 +447,7 @@ fn predefined(key: c_int) -> Option<*mut c_void> {
         MPI_WTIME_IS_GLOBAL => &a.wtime_is_global,
         MPI_UNIVERSE_SIZE => &a.universe_size,
         MPI_APPNUM => &a.appnum,
-        MPI_LASTUSEDCODE => &a.lastusedcode,
+        MPI_LASTUSEDCODE => return Some(a.lastusedcode.as_ptr().cast()),
         _ => return None,
     };
     Some((value as *const c_int).cast_mut().cast())

@@ -41,7 +41,7 @@ fn init(call: &'static str, required: c_int) -> Result<c_int, CError> {
         wtime_is_global: 0,
         universe_size: world.comm.size(),
         appnum: 0,
-        lastusedcode: MPI_ERR_LASTCODE,
+        lastusedcode: std::cell::Cell::new(crate::errhandler::last_used_code()),
     };
     state::install(Running {
         universe: std::cell::RefCell::new(universe),
@@ -258,43 +258,6 @@ unsafe extern "C" fn comm_size(comm: *mut c_void, size: *mut c_int) -> c_int {
     })
 }
 export!(Comm_size, comm_size);
-
-unsafe extern "C" fn comm_set_errhandler(comm: *mut c_void, errhandler: *mut c_void) -> c_int {
-    guard("MPI_Comm_set_errhandler", comm, || {
-        let c = crate::handles::comm("MPI_Comm_set_errhandler", comm)?;
-        match errhandler as usize {
-            h @ (MPI_ERRORS_ARE_FATAL | MPI_ERRORS_RETURN | MPI_ERRORS_ABORT) => {
-                c.errhandler.set(h);
-                Ok(())
-            }
-            h => Err(CError::new(
-                MPI_ERR_ARG,
-                "MPI_Comm_set_errhandler",
-                format!(
-                    "{h:#x} is not an error handler Weft supports yet (the predefined ones are)"
-                ),
-            )),
-        }
-    })
-}
-export!(Comm_set_errhandler, comm_set_errhandler);
-
-unsafe extern "C" fn comm_get_errhandler(comm: *mut c_void, errhandler: *mut *mut c_void) -> c_int {
-    guard("MPI_Comm_get_errhandler", comm, || {
-        let c = crate::handles::comm("MPI_Comm_get_errhandler", comm)?;
-        if errhandler.is_null() {
-            return Err(CError::new(
-                MPI_ERR_ARG,
-                "MPI_Comm_get_errhandler",
-                "errhandler is a null pointer",
-            ));
-        }
-        // SAFETY: checked non-null; the caller's handle slot.
-        unsafe { *errhandler = c.errhandler.get() as *mut c_void };
-        Ok(())
-    })
-}
-export!(Comm_get_errhandler, comm_get_errhandler);
 
 extern "C" fn aint_add(base: isize, disp: isize) -> isize {
     base.wrapping_add(disp)

@@ -138,24 +138,27 @@ pub(crate) fn guard(
 #[cold]
 fn handle(comm: *mut c_void, e: CError) -> c_int {
     let message = format!("{}: {} ({})", e.call, e.detail, class_name(e.class));
-    let handler = match state::phase() {
-        Phase::Running => {
-            let comm = if comm.is_null() {
-                MPI_COMM_SELF as *mut c_void
-            } else {
-                comm
-            };
-            match crate::handles::comm(e.call, comm) {
-                Ok(c) => c.errhandler.get(),
-                Err(_) => {
-                    state::running().map_or(MPI_ERRORS_ARE_FATAL, |r| r.self_comm.errhandler.get())
-                }
-            }
-        }
-        _ => MPI_ERRORS_ARE_FATAL,
+    let comm = if comm.is_null() {
+        MPI_COMM_SELF as *mut c_void
+    } else {
+        comm
+    };
+    let (handler, comm) = match state::phase() {
+        Phase::Running => match crate::handles::comm(e.call, comm) {
+            Ok(c) => (c.errhandler.get(), comm),
+            Err(_) => (
+                state::running().map_or(MPI_ERRORS_ARE_FATAL, |r| r.self_comm.errhandler.get()),
+                MPI_COMM_SELF as *mut c_void,
+            ),
+        },
+        _ => (MPI_ERRORS_ARE_FATAL, comm),
     };
     if handler == MPI_ERRORS_RETURN {
         LAST.with(|l| *l.borrow_mut() = Some((e.class, message)));
+        return e.class;
+    }
+    LAST.with(|l| *l.borrow_mut() = Some((e.class, message.clone())));
+    if crate::errhandler::call_user(handler, comm, e.class).is_some() {
         return e.class;
     }
     fatal(&message, e.class)
@@ -279,6 +282,9 @@ unsafe extern "C" fn error_string(
         let last = LAST.with(|l| l.borrow().clone());
         let text = match last {
             Some((c, message)) if c == code => message,
+            _ if crate::errhandler::added_class(code).is_some() => {
+                crate::errhandler::added_string(code).unwrap_or_default()
+            }
             _ => match describe(code) {
                 Some(text) => text,
                 None => {
@@ -306,15 +312,19 @@ unsafe extern "C" fn error_class(code: c_int, class: *mut c_int) -> c_int {
                 "errorclass is a null pointer",
             ));
         }
-        if !ERROR_CLASSES.iter().any(|(c, _)| *c == code) {
-            return Err(CError::new(
-                MPI_ERR_ARG,
-                "MPI_Error_class",
-                format!("{code} is not an error code"),
-            ));
-        }
+        let of = match crate::errhandler::added_class(code) {
+            Some(c) => c,
+            None if ERROR_CLASSES.iter().any(|(c, _)| *c == code) => code,
+            None => {
+                return Err(CError::new(
+                    MPI_ERR_ARG,
+                    "MPI_Error_class",
+                    format!("{code} is not an error code"),
+                ))
+            }
+        };
         // SAFETY: checked non-null; the caller's pointer to an int.
-        unsafe { *class = code };
+        unsafe { *class = of };
         Ok(())
     })
 }

@@ -81,6 +81,7 @@ mod coll_v;
 mod comm;
 mod convert;
 mod env;
+mod errhandler;
 mod errors;
 mod group;
 mod handles;

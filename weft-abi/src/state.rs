@@ -30,12 +30,19 @@ impl crate::handles::Marked for Comm {
 
 impl Comm {
     pub(crate) fn new(comm: SimpleCommunicator, errhandler: usize) -> Comm {
+        crate::errhandler::retain(errhandler);
         Comm {
             magic: std::cell::Cell::new(COMM_MAGIC),
             comm,
             errhandler: std::cell::Cell::new(errhandler),
             attrs: Default::default(),
         }
+    }
+}
+
+impl Drop for Comm {
+    fn drop(&mut self) {
+        crate::errhandler::release(self.errhandler.get());
     }
 }
 
@@ -83,7 +90,8 @@ pub(crate) struct PredefinedAttrs {
     pub(crate) wtime_is_global: std::ffi::c_int,
     pub(crate) universe_size: std::ffi::c_int,
     pub(crate) appnum: std::ffi::c_int,
-    pub(crate) lastusedcode: std::ffi::c_int,
+    /// Written by MPI_Add_error_class and the others (`errhandler`).
+    pub(crate) lastusedcode: std::cell::Cell<std::ffi::c_int>,
 }
 
 /// Where [`Running`] lives: a process-wide cell.
