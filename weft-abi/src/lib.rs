@@ -79,6 +79,7 @@ pub(crate) mod abi {
 mod coll;
 mod comm;
 mod convert;
+mod datatype;
 mod env;
 mod errors;
 mod group;

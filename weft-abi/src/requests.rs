@@ -7,11 +7,10 @@ use crate::abi::*;
 use crate::errors::{guard, CError};
 use crate::p2p::Status;
 use std::ffi::{c_int, c_void};
-use weft::datatype::{DatatypeRef, MutView, View};
 use weft::request::{Request, StaticScope};
 
-type SendView = View<'static, 'static, DatatypeRef<'static>, [u8]>;
-type RecvView = MutView<'static, 'static, DatatypeRef<'static>, [u8]>;
+type SendView = crate::handles::CView;
+type RecvView = crate::handles::CViewMut;
 
 /// A request C holds.
 pub(crate) struct CRequest(Kind);

@@ -194,6 +194,24 @@ impl TypeMap {
         map
     }
 
+    /// The map of a type made of copies of other types' elements (`parts`: each copy's byte
+    /// displacement and map, in type-map order) with `extent` bytes from one element to the
+    /// next (the C ABI's derived datatypes; element `i` starts `i * extent` bytes after the
+    /// buffer's address, so a lower bound is the caller's business).
+    #[doc(hidden)]
+    pub fn from_parts<'m>(
+        parts: impl IntoIterator<Item = (isize, &'m TypeMap)>,
+        extent: usize,
+    ) -> Self {
+        Self::compose(parts, extent)
+    }
+
+    /// The map of a complex number of two `f32` (`double`: of two `f64`), reducible as one.
+    #[doc(hidden)]
+    pub const fn complex(double: bool) -> TypeMap {
+        Self::basic(if double { Basic::C64 } else { Basic::C32 }, &[])
+    }
+
     fn from_blocks(mut raw: Vec<(isize, usize)>, extent: usize) -> TypeMap {
         raw.retain(|b| b.1 > 0);
         // Merge adjacent blocks, so contiguous layouts are recognised.
