@@ -54,6 +54,8 @@ fn operation(call: &'static str, op: *mut c_void) -> Result<SystemOperation, CEr
         MPI_BAND => SystemOperation::bitwise_and(),
         MPI_BOR => SystemOperation::bitwise_or(),
         MPI_BXOR => SystemOperation::bitwise_xor(),
+        MPI_MINLOC => SystemOperation::min_loc(),
+        MPI_MAXLOC => SystemOperation::max_loc(),
         MPI_OP_NULL => {
             return Err(CError::new(
                 MPI_ERR_OP,

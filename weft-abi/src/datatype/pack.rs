@@ -1,8 +1,7 @@
 //! MPI_Pack, MPI_Unpack and MPI_Pack_size (the native representation: the type map's
-//! blocks back to back), and their "external32" forms: the same bytes with every basic
-//! value big-endian. Weft's external32 keeps the native sizes (`long` is 8 bytes, `long
-//! double` 16 in the x87 format), so it is portable between Weft's own 64-bit Linux builds
-//! only; the standard's table gives `long` 4 bytes and `long double` the IEEE quad format.
+//! blocks back to back), and their "external32" forms: every basic value big-endian, C's
+//! `long` in 4 bytes as the standard's table says. `long double` keeps the x87 format (16
+//! bytes, byte-swapped) where the standard says IEEE quad.
 
 use super::shape::Shape;
 use crate::abi::*;
@@ -32,22 +31,55 @@ fn position(call: &'static str, p: *const i64) -> Result<usize, CError> {
         .map_err(|_| CError::new(MPI_ERR_ARG, call, format!("the position {v} is negative")))
 }
 
-/// Swaps every basic value of `packed` (whole elements of `shape`) to the other byte order.
-fn swap(shape: &Shape, packed: &mut [u8]) {
+/// `native` (whole elements of `shape`, packed) in external32: every basic value big-endian,
+/// C's `long` narrowed to 4 bytes.
+fn to_external(shape: &Shape, native: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(native.len());
     let mut at = 0;
-    while at < packed.len() {
+    while at < native.len() && !shape.runs.is_empty() {
         for r in &shape.runs {
             for _ in 0..r.count {
-                for v in packed[at..at + r.size].chunks_mut(r.unit.max(1)) {
-                    v.reverse();
+                let value = &native[at..at + r.size];
+                if r.external < r.size {
+                    // Little-endian hosts: the low bytes come first.
+                    out.extend(value[..r.external].iter().rev());
+                } else {
+                    for v in value.chunks(r.unit.max(1)) {
+                        out.extend(v.iter().rev());
+                    }
                 }
                 at += r.size;
             }
         }
-        if shape.runs.is_empty() {
-            break;
+    }
+    out
+}
+
+/// `n` elements of `shape` in external32 at the start of `ext`, in the native packed form.
+fn from_external(shape: &Shape, ext: &[u8], n: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(n * shape.size());
+    let mut at = 0;
+    for _ in 0..n {
+        for r in &shape.runs {
+            for _ in 0..r.count {
+                let value = &ext[at..at + r.external];
+                if r.external < r.size {
+                    let negative = r.signed && value[0] & 0x80 != 0;
+                    out.extend(value.iter().rev());
+                    out.extend(std::iter::repeat_n(
+                        if negative { 0xff } else { 0 },
+                        r.size - r.external,
+                    ));
+                } else {
+                    for v in value.chunks(r.unit.max(1)) {
+                        out.extend(v.iter().rev());
+                    }
+                }
+                at += r.external;
+            }
         }
     }
+    out
 }
 
 /// Packs `n` elements of `dt` at `inbuf` into `outbuf` (room `outsize`) at `*pos`.
@@ -72,7 +104,7 @@ unsafe fn pack_into(
     // SAFETY: the caller's promise: `n` readable elements of `dt` at `inbuf`.
     unsafe { dt.type_map().pack(inbuf.cast(), n, &mut data) };
     if external {
-        swap(dt, &mut data);
+        data = to_external(dt, &data);
     }
     if at + data.len() > outsize {
         return Err(CError::new(
@@ -120,7 +152,11 @@ unsafe fn unpack_from(
     let n = count(call, "outcount", n)?;
     let insize = count(call, "insize", insize)?;
     let at = position(call, pos)?;
-    let need = n * dt.size();
+    let need = n * if external {
+        dt.external_size()
+    } else {
+        dt.size()
+    };
     if at + need > insize {
         return Err(CError::new(
             MPI_ERR_TRUNCATE,
@@ -131,10 +167,11 @@ unsafe fn unpack_from(
     if need > 0 {
         // SAFETY: the caller's promise: `insize` readable bytes at `inbuf`; checked above.
         let src = unsafe { handles::bytes(inbuf.cast::<u8>().add(at).cast(), need) };
-        let mut data = src.to_vec();
-        if external {
-            swap(dt, &mut data);
-        }
+        let data = if external {
+            from_external(dt, src, n)
+        } else {
+            src.to_vec()
+        };
         // SAFETY: the caller's promise: room for `n` elements of `dt` at `outbuf`.
         unsafe { dt.type_map().unpack(&data, outbuf.cast(), n) };
     }
@@ -406,7 +443,7 @@ fn external_size(
     guard(call, std::ptr::null_mut(), || {
         datarep(call, rep)?;
         let dt = handles::datatype(call, datatype)?;
-        let total = count(call, "incount", n)? * dt.size();
+        let total = count(call, "incount", n)? * dt.external_size();
         if size.is_null() {
             return Err(CError::new(MPI_ERR_ARG, call, "size is a null pointer"));
         }

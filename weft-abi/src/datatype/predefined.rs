@@ -44,7 +44,22 @@ fn one(size: usize, unit: usize) -> Vec<Run> {
         size,
         unit,
         count: 1,
+        external: size,
+        signed: false,
     }]
+}
+
+/// C's `long` (`signed`) or `unsigned long`: 8 bytes here, 4 in external32.
+fn long(map: TypeMap, signed: bool) -> Shape {
+    let size = map.size();
+    let run = Run {
+        size,
+        unit: size,
+        count: 1,
+        external: 4,
+        signed,
+    };
+    Shape::predefined(map, size, vec![run])
 }
 
 /// Raw data of `size` bytes, aligned to `align` (no reductions: no Rust twin).
@@ -116,8 +131,8 @@ fn build() -> Table {
         MPI_UNSIGNED_SHORT => basic(map_of::<u16>()),
         MPI_INT => int.clone(),
         MPI_UNSIGNED => basic(map_of::<u32>()),
-        MPI_LONG => basic(map_of::<std::ffi::c_long>()),
-        MPI_UNSIGNED_LONG => basic(map_of::<std::ffi::c_ulong>()),
+        MPI_LONG => long(map_of::<std::ffi::c_long>(), true),
+        MPI_UNSIGNED_LONG => long(map_of::<std::ffi::c_ulong>(), false),
         MPI_LONG_LONG => basic(map_of::<i64>()),
         MPI_UNSIGNED_LONG_LONG => basic(map_of::<u64>()),
         MPI_FLOAT => basic(map_of::<f32>()),
@@ -141,7 +156,7 @@ fn build() -> Table {
         MPI_CXX_LONG_DOUBLE_COMPLEX => raw(32, 16, 16),
         MPI_FLOAT_INT => pair(&basic(map_of::<f32>()), &int),
         MPI_DOUBLE_INT => pair(&basic(map_of::<f64>()), &int),
-        MPI_LONG_INT => pair(&basic(map_of::<std::ffi::c_long>()), &int),
+        MPI_LONG_INT => pair(&long(map_of::<std::ffi::c_long>(), true), &int),
         MPI_2INT => pair(&int, &int),
         MPI_SHORT_INT => pair(&basic(map_of::<i16>()), &int),
         MPI_LONG_DOUBLE_INT => pair(&long_double, &int),

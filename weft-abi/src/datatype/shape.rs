@@ -24,12 +24,15 @@ pub(crate) struct Shape {
 }
 
 /// `count` basic elements in a row, of `size` bytes each, made of values of `unit` bytes
-/// (a complex number: two; otherwise one).
+/// (a complex number: two; otherwise one); in external32, `external` bytes each (less than
+/// `size` for C's `long`: 4 bytes there), sign-extended back when `signed`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Run {
     pub(crate) size: usize,
     pub(crate) unit: usize,
     pub(crate) count: usize,
+    pub(crate) external: usize,
+    pub(crate) signed: bool,
 }
 
 /// `count` copies of `old`, back to back, the first `disp` bytes from the origin.
@@ -69,8 +72,13 @@ impl Shape {
             let hi = p.disp + (p.count as isize - 1) * ext + p.old.ub;
             bounds = Some(bounds.map_or((lo, hi), |(l, h)| (l.min(lo), h.max(hi))));
             align = align.max(p.old.align);
-            for _ in 0..p.count {
-                push_runs(&mut runs, &p.old.runs);
+            if let [r] = p.old.runs[..] {
+                let count = r.count * p.count;
+                push_runs(&mut runs, &[Run { count, ..r }]);
+            } else {
+                for _ in 0..p.count {
+                    push_runs(&mut runs, &p.old.runs);
+                }
             }
         }
         let (lb, mut ub) = bounds.unwrap_or((0, 0));
@@ -81,9 +89,22 @@ impl Shape {
             }
         }
         let extent = (ub - lb).max(0) as usize;
-        let parts = pieces.iter().flat_map(|p| {
+        // Copies of a type whose elements lie back to back make one block, however many.
+        let runs_of: Vec<Option<TypeMap>> = pieces
+            .iter()
+            .map(|p| {
+                let m = p.old.type_map();
+                let plain = p.count > 1 && p.old.extent() == m.extent() as isize;
+                plain.then(|| m.repeated(p.count)).flatten()
+            })
+            .collect();
+        let parts = pieces.iter().zip(&runs_of).flat_map(|(p, run)| {
             let ext = p.old.extent();
-            (0..p.count as isize).map(move |j| (p.disp + j * ext, p.old.type_map()))
+            let (n, map) = match run {
+                Some(m) => (1, m),
+                None => (p.count as isize, p.old.type_map()),
+            };
+            (0..n).map(move |j| (p.disp + j * ext, map))
         });
         let map = TypeMap::from_parts(parts, extent);
         let (true_lb, true_ub) = true_bounds(&map);
@@ -134,6 +155,11 @@ impl Shape {
     pub(crate) fn extent(&self) -> isize {
         self.ub - self.lb
     }
+    /// Bytes of one element in external32.
+    pub(crate) fn external_size(&self) -> usize {
+        self.runs.iter().map(|r| r.external * r.count).sum()
+    }
+
     /// Basic elements in one element.
     pub(crate) fn elements(&self) -> usize {
         self.runs.iter().map(|r| r.count).sum()
@@ -166,7 +192,9 @@ impl Shape {
 fn push_runs(runs: &mut Vec<Run>, more: &[Run]) {
     for &r in more {
         match runs.last_mut() {
-            Some(last) if last.size == r.size && last.unit == r.unit => last.count += r.count,
+            Some(last) if Run { count: 0, ..*last } == Run { count: 0, ..r } => {
+                last.count += r.count
+            }
             _ => runs.push(r),
         }
     }

@@ -206,6 +206,21 @@ impl TypeMap {
         Self::compose(parts, extent)
     }
 
+    /// The map of `count` elements of this one back to back, when they lie contiguous and
+    /// hold no restricted values: one block, however large `count` is (a C program's
+    /// `MPI_Type_contiguous` of 2^31 bytes stays one block).
+    #[doc(hidden)]
+    pub fn repeated(&self, count: usize) -> Option<TypeMap> {
+        if !self.contiguous || self.is_restricted() {
+            return None;
+        }
+        let len = self.size.checked_mul(count)?;
+        let mut map = Self::from_blocks(vec![(0, len)], len);
+        map.basic = self.basic;
+        map.pair = self.pair;
+        Some(map)
+    }
+
     /// The map of a complex number of two `f32` (`double`: of two `f64`), reducible as one.
     #[doc(hidden)]
     pub const fn complex(double: bool) -> TypeMap {
