@@ -727,8 +727,11 @@ mod persistent {
             // Checked now, so a bad argument is reported by the init call.
             crate::p2p::check_send(call, datatype, dest, tag, comm)?;
             // SAFETY: the standard's contract: the arguments stay valid while the request
-            // is used (MPI_Start .. completion).
+            // is used (MPI_Start .. completion); the datatype may be freed after this call,
+            // so the request holds a reference to it.
+            let hold = crate::datatype::hold(datatype);
             let r = CRequest::persistent(move || unsafe {
+                let _held = &hold;
                 start_send(call, mode, buf, count, datatype, dest, tag, comm)
             });
             // SAFETY: checked above.
@@ -762,7 +765,9 @@ mod persistent {
             check_out(CALL, request)?;
             crate::p2p::check_receive(CALL, datatype, source, tag, comm)?;
             // SAFETY: as in `send_init`.
+            let hold = crate::datatype::hold(datatype);
             let r = CRequest::persistent(move || unsafe {
+                let _held = &hold;
                 start_recv(CALL, buf, count, datatype, source, tag, comm)
             });
             // SAFETY: checked above.

@@ -80,6 +80,31 @@ fn envelope(
     }
 }
 
+/// The most blocks (and runs of basic elements) a type may have: its type map is
+/// flattened, 16 bytes a block.
+const MAX_BLOCKS: usize = 1 << 26;
+
+/// The type made of `pieces`, unless its flattened map would be too large.
+fn compose(call: &'static str, pieces: &[Piece<'_>], pad: bool) -> Result<Shape, CError> {
+    let n = Shape::estimate(pieces);
+    if n > MAX_BLOCKS {
+        return Err(too_large(call, n));
+    }
+    Ok(Shape::compose(pieces, pad))
+}
+
+#[cold]
+fn too_large(call: &'static str, n: usize) -> CError {
+    CError::new(
+        MPI_ERR_TYPE,
+        call,
+        format!(
+            "the new type would have about {n} separate blocks: Weft flattens type maps, and \
+             supports up to {MAX_BLOCKS}"
+        ),
+    )
+}
+
 /// Blocks of `(displacement in bytes, block length)` of `old`.
 fn blocks(call: &'static str, shape: &Shape, list: &[(isize, i64)]) -> Result<Shape, CError> {
     let mut pieces = Vec::with_capacity(list.len());
@@ -91,7 +116,7 @@ fn blocks(call: &'static str, shape: &Shape, list: &[(isize, i64)]) -> Result<Sh
             old: shape,
         });
     }
-    Ok(Shape::compose(&pieces, false))
+    compose(call, &pieces, false)
 }
 
 fn contiguous(
@@ -104,14 +129,15 @@ fn contiguous(
     guard(call, std::ptr::null_mut(), || {
         let n = nonneg(call, "count", count)?;
         let o = old(call, oldtype)?;
-        let shape = Shape::compose(
+        let shape = compose(
+            call,
             &[Piece {
                 disp: 0,
                 count: n,
                 old: o.shape(),
             }],
             false,
-        );
+        )?;
         let env = envelope(MPI_COMBINER_CONTIGUOUS, large, vec![count], vec![], &[o]);
         hand_out(call, out, shape, env)
     })
@@ -143,6 +169,10 @@ fn vector(
         let n = nonneg(call, "count", count)?;
         nonneg(call, "blocklength", bl)?;
         let o = old(call, oldtype)?;
+        if n > MAX_BLOCKS && bl > 0 {
+            // A block per copy at least: refused before listing them.
+            return Err(too_large(call, n));
+        }
         let step = if bytes {
             stride as isize
         } else {
@@ -546,7 +576,7 @@ fn create_struct(
                 old: olds[i].shape(),
             });
         }
-        let shape = Shape::compose(&pieces, true);
+        let shape = compose(call, &pieces, true)?;
         let mut ints = vec![count];
         ints.extend(&bl);
         let env = envelope(
@@ -670,7 +700,12 @@ type Runs = Vec<(i64, i64)>;
 /// Builds a type over an `ndims`-dimensional array of `old` of global `sizes` (C order:
 /// the last dimension varies fastest) holding the indices `held[d]` along each dimension;
 /// its bounds are those of the whole array.
-fn array_type(sizes: &[i64], held: &[Runs], old: &Shape) -> Shape {
+fn array_type(
+    call: &'static str,
+    sizes: &[i64],
+    held: &[Runs],
+    old: &Shape,
+) -> Result<Shape, CError> {
     let ext = old.extent();
     let nd = sizes.len();
     // The stride of each dimension, in bytes.
@@ -698,19 +733,20 @@ fn array_type(sizes: &[i64], held: &[Runs], old: &Shape) -> Shape {
                 }
             }
         }
-        inner = Shape::compose(&pieces, false);
+        inner = compose(call, &pieces, false)?;
     }
     let total: isize = sizes.iter().map(|&s| s as isize).product::<isize>() * ext;
     let lb = old.lb;
-    let whole = Shape::compose(
+    let whole = compose(
+        call,
         &[Piece {
             disp: 0,
             count: 1,
             old: &inner,
         }],
         false,
-    );
-    whole.resized(lb, total.max(0) as usize)
+    )?;
+    Ok(whole.resized(lb, total.max(0) as usize))
 }
 
 fn check_order(call: &'static str, order: c_int) -> Result<bool, CError> {
@@ -769,7 +805,7 @@ unsafe extern "C" fn type_create_subarray(
             dims.reverse();
         }
         let (gs, held): (Vec<i64>, Vec<Runs>) = dims.into_iter().unzip();
-        let shape = array_type(&gs, &held, o.shape());
+        let shape = array_type(CALL, &gs, &held, o.shape())?;
         let mut ints: Vec<i64> = vec![ndims.into()];
         for a in [sz, sub, st] {
             ints.extend(a.iter().map(|&x| i64::from(x)));
@@ -889,7 +925,7 @@ unsafe extern "C" fn type_create_darray(
             dims.reverse();
         }
         let (g, held): (Vec<i64>, Vec<Runs>) = dims.into_iter().unzip();
-        let shape = array_type(&g, &held, o.shape());
+        let shape = array_type(CALL, &g, &held, o.shape())?;
         let mut ints: Vec<i64> = vec![size.into(), rank.into(), ndims.into()];
         for a in [gs, ds, da, ps] {
             ints.extend(a.iter().map(|&x| i64::from(x)));

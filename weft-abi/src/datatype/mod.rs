@@ -154,6 +154,29 @@ fn release(handle: usize) {
     }
 }
 
+/// A reference to a datatype held by something that decodes its handle later (a persistent
+/// request decodes it at each MPI_Start, and the program may free the type after the init
+/// call): dropping it releases the reference.
+pub(crate) struct Hold(usize);
+
+/// Holds the datatype `handle` (a derived one gets a reference; anything else is held as it
+/// is, and decoding it later reports it).
+pub(crate) fn hold(handle: *mut c_void) -> Hold {
+    if let Some(t) = handles::user_object::<CType>(handle as usize) {
+        t.refs.set(t.refs.get() + 1);
+        return Hold(handle as usize);
+    }
+    Hold(0)
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        if self.0 != 0 {
+            release(self.0);
+        }
+    }
+}
+
 /// Boxes a new type made of `shape` by `envelope` and writes its handle to `out`.
 pub(crate) fn hand_out(
     call: &'static str,

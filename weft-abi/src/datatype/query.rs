@@ -1,5 +1,5 @@
 //! Queries: size, extent, true extent (and their `_x`/`_c` forms), names, the envelope and
-//! contents, MPI_Type_match_size, MPI_Get_address (MPI_Aint_add and MPI_Aint_diff are in `env`).
+//! contents, MPI_Type_match_size, MPI_Type_get_value_index, MPI_Get_address (MPI_Aint_add and MPI_Aint_diff are in `env`).
 
 use super::{decode, predefined, Type};
 use crate::abi::*;
@@ -412,3 +412,29 @@ unsafe extern "C" fn type_match_size(
     })
 }
 export!(Type_match_size, type_match_size);
+
+unsafe extern "C" fn type_get_value_index(
+    value: *mut c_void,
+    index: *mut c_void,
+    pair: *mut *mut c_void,
+) -> c_int {
+    const CALL: &str = "MPI_Type_get_value_index";
+    guard(CALL, std::ptr::null_mut(), || {
+        decode(CALL, value)?;
+        decode(CALL, index)?;
+        let found = match (value as usize, index as usize) {
+            (MPI_FLOAT, MPI_INT) => MPI_FLOAT_INT,
+            (MPI_DOUBLE, MPI_INT) => MPI_DOUBLE_INT,
+            (MPI_LONG, MPI_INT) => MPI_LONG_INT,
+            (MPI_INT, MPI_INT) => MPI_2INT,
+            (MPI_SHORT, MPI_INT) => MPI_SHORT_INT,
+            (MPI_LONG_DOUBLE, MPI_INT) => MPI_LONG_DOUBLE_INT,
+            (MPI_REAL, MPI_REAL) => MPI_2REAL,
+            (MPI_DOUBLE_PRECISION, MPI_DOUBLE_PRECISION) => MPI_2DOUBLE_PRECISION,
+            (MPI_INTEGER, MPI_INTEGER) => MPI_2INTEGER,
+            _ => MPI_DATATYPE_NULL,
+        };
+        put(CALL, "pair_type", pair, found as *mut c_void)
+    })
+}
+export!(Type_get_value_index, type_get_value_index);

@@ -120,6 +120,29 @@ impl Shape {
         }
     }
 
+    /// About how many blocks and runs the type made of `pieces` would have (its memory is
+    /// proportional: the type map is flattened).
+    pub(crate) fn estimate(pieces: &[Piece<'_>]) -> usize {
+        pieces
+            .iter()
+            .map(|p| {
+                let m = p.old.type_map();
+                let one_block = m.is_contiguous() && !m.is_restricted();
+                let blocks = if one_block {
+                    1
+                } else {
+                    p.count.saturating_mul(m.blocks().len())
+                };
+                let runs = if p.old.runs.len() == 1 {
+                    1
+                } else {
+                    p.count.saturating_mul(p.old.runs.len())
+                };
+                blocks.saturating_add(runs)
+            })
+            .fold(0usize, usize::saturating_add)
+    }
+
     /// `self` with the bounds `lb` and `lb + extent` (MPI_Type_create_resized).
     pub(crate) fn resized(&self, lb: isize, extent: usize) -> Shape {
         let map = TypeMap::from_parts([(0, self.type_map())], extent);

@@ -229,6 +229,24 @@ int main(int argc, char **argv) {
     CHECK(out[0] == 0 && out[3] == 3 && out[6] == 6 && out[9] == 9 && out[1] == 0,
           "nonblocking %d %d %d", out[3], out[6], out[9]);
 
+    /* Persistent requests keep their type: freed after the init calls, used at each start. */
+    MPI_Type_vector(4, 1, 3, MPI_INT, &sendt);
+    MPI_Type_commit(&sendt);
+    MPI_Type_dup(sendt, &recvt);
+    MPI_Type_commit(&recvt);
+    MPI_Recv_init(out, 1, recvt, from, 4, MPI_COMM_WORLD, &reqs[0]);
+    MPI_Send_init(buf, 1, sendt, to, 4, MPI_COMM_WORLD, &reqs[1]);
+    MPI_Type_free(&sendt);
+    MPI_Type_free(&recvt);
+    for (int round = 0; round < 2; round++) {
+        memset(out, 0, sizeof out);
+        MPI_Startall(2, reqs);
+        MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE);
+        CHECK(out[3] == 3 && out[9] == 9 && out[4] == 0, "persistent round %d", round);
+    }
+    MPI_Request_free(&reqs[0]);
+    MPI_Request_free(&reqs[1]);
+
     /* A struct and a type with a negative lower bound through a collective. */
     s.c = 'x'; s.d = 2.5 * rank; s.i = rank;
     MPI_Bcast(&s, 1, st, 0, MPI_COMM_WORLD);
