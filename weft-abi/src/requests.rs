@@ -726,10 +726,10 @@ mod persistent {
             check_out(call, request)?;
             // Checked now, so a bad argument is reported by the init call.
             crate::p2p::check_send(call, datatype, dest, tag, comm)?;
-            // SAFETY: the standard's contract: the arguments stay valid while the request
-            // is used (MPI_Start .. completion); the datatype may be freed after this call,
-            // so the request holds a reference to it.
+            // The datatype may be freed after this call: the request holds a reference.
             let hold = crate::datatype::hold(datatype);
+            // SAFETY: the standard's contract: the arguments stay valid while the request
+            // is used (MPI_Start .. completion); the datatype is held.
             let r = CRequest::persistent(move || unsafe {
                 let _held = &hold;
                 start_send(call, mode, buf, count, datatype, dest, tag, comm)
@@ -764,8 +764,8 @@ mod persistent {
         guard(CALL, comm, || {
             check_out(CALL, request)?;
             crate::p2p::check_receive(CALL, datatype, source, tag, comm)?;
-            // SAFETY: as in `send_init`.
             let hold = crate::datatype::hold(datatype);
+            // SAFETY: as in `send_init`.
             let r = CRequest::persistent(move || unsafe {
                 let _held = &hold;
                 start_recv(CALL, buf, count, datatype, source, tag, comm)

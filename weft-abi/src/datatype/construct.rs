@@ -683,13 +683,14 @@ unsafe extern "C" fn type_dup(oldtype: *mut c_void, out: Out) -> c_int {
         hand_out(CALL, out, shape, env)?;
         // SAFETY: `hand_out` wrote a live handle there.
         let new = unsafe { *out };
-        if let (Type::Derived(old), Ok(Type::Derived(t))) = (o, decode(CALL, new)) {
-            t.committed.set(old.committed.get());
-            *t.attrs.borrow_mut() = super::attrs::copy_all(CALL, old, oldtype)?;
-        } else if let Ok(Type::Derived(t)) = decode(CALL, new) {
-            t.committed.set(true);
+        if let Ok(Type::Derived(t)) = decode(CALL, new) {
+            let committed = match o {
+                Type::Derived(old) => old.committed.get(),
+                Type::Predefined(..) => true,
+            };
+            t.committed.set(committed);
         }
-        Ok(())
+        super::attrs::copy_all(CALL, oldtype, new)
     })
 }
 export!(Type_dup, type_dup);

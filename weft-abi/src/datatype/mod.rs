@@ -1,7 +1,7 @@
 //! Datatypes in the C ABI: predefined handles decode to a table ([`predefined`]); a derived
 //! type's handle is a pointer to a boxed [`CType`]: its layout ([`Shape`]), how it was made
 //! (the envelope and contents MPI_Type_get_contents returns), whether it is committed, its
-//! name and attributes.
+//! name; attributes are kept by handle (`attrs`).
 //!
 //! A derived type is counted: the program's handle is one reference, and every derived type
 //! whose contents name it is another (MPI_Type_get_contents hands out new ones), so freeing
@@ -33,8 +33,6 @@ pub(crate) struct CType {
     pub(crate) envelope: Envelope,
     committed: Cell<bool>,
     pub(crate) name: RefCell<String>,
-    /// Attribute values by keyval, in the order they were set.
-    pub(crate) attrs: RefCell<Vec<(c_int, *mut c_void)>>,
 }
 
 const TYPE_MAGIC: u64 = 0x5745_4654_5459_5045; // "WEFTTYPE"
@@ -213,7 +211,6 @@ pub(crate) fn hand_out(
         envelope,
         committed: Cell::new(false),
         name: RefCell::new(String::new()),
-        attrs: RefCell::default(),
     };
     // SAFETY: checked non-null; the standard's contract: a handle slot.
     unsafe { *out = Box::into_raw(Box::new(t)).cast() };
@@ -256,8 +253,8 @@ unsafe extern "C" fn type_free(datatype: *mut *mut c_void) -> c_int {
                     ),
                 ))
             }
-            Type::Derived(t) => {
-                attrs::delete_all(CALL, t, handle)?;
+            Type::Derived(_) => {
+                attrs::delete_all(CALL, handle)?;
                 release(handle as usize);
             }
         }
