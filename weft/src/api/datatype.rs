@@ -951,6 +951,25 @@ mod tests {
     }
 
     #[test]
+    fn maps_from_parts_and_repeated_copies() {
+        let int = i32::equivalent_datatype();
+        let m = int.type_map();
+        // Negative displacements and an extent of one's choosing (the C ABI's lower bounds).
+        let p = TypeMap::from_parts([(-4, m), (8, m)], 16);
+        assert_eq!(p.blocks(), &[(-4, 4), (8, 4)]);
+        assert_eq!((p.size(), p.extent()), (8, 16));
+        assert!(!p.is_contiguous() && p.elements(false).is_some());
+        assert!(p.repeated(2).is_none());
+        // Copies of a contiguous map stay one block, whatever their number.
+        let r = m.repeated(1 << 40).expect("contiguous");
+        assert_eq!(r.blocks(), &[(0, 4 << 40)]);
+        assert!(r.is_contiguous() && r.elements(false).is_some());
+        let c = TypeMap::complex(true);
+        assert_eq!(c.size(), 16);
+        assert!(c.elements(false).is_some());
+    }
+
+    #[test]
     fn bools_and_chars_are_checked_wherever_a_type_holds_them() {
         let t = <(u32, bool, char)>::equivalent_datatype();
         let m = t.type_map();
