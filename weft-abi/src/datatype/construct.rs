@@ -1,5 +1,6 @@
 //! The type constructors (MPI 4.1 §5.1.2-5.1.7, 5.1.13): contiguous, vector, hvector,
 //! indexed, hindexed, indexed_block, hindexed_block, struct, resized, dup, subarray, darray,
+//! the Fortran 90 parameterized types,
 //! and their large-count `_c` forms. Each checks its arguments, builds the new [`Shape`] from
 //! pieces of the old ones, and records its envelope.
 
@@ -762,6 +763,69 @@ fn check_order(call: &'static str, order: c_int) -> Result<bool, CError> {
     }
 }
 
+/// MPI_Type_create_subarray and its `_c` form (`large`: the sizes, subsizes and starts go
+/// among the envelope's large counts).
+#[allow(clippy::too_many_arguments)]
+fn subarray<T: Copy + Into<i64>>(
+    call: &'static str,
+    ndims: c_int,
+    sizes: *const T,
+    subsizes: *const T,
+    starts: *const T,
+    order: c_int,
+    oldtype: *mut c_void,
+    out: Out,
+    large: bool,
+) -> c_int {
+    guard(call, std::ptr::null_mut(), || {
+        let nd = nonneg(call, "ndims", ndims.into())?;
+        if nd == 0 {
+            return Err(CError::new(
+                MPI_ERR_ARG,
+                call,
+                "ndims is 0; it must be positive",
+            ));
+        }
+        let fortran = check_order(call, order)?;
+        let wide = |a: &[T]| a.iter().map(|&x| x.into()).collect::<Vec<i64>>();
+        let sz = wide(array(call, "array_of_sizes", sizes, nd)?);
+        let sub = wide(array(call, "array_of_subsizes", subsizes, nd)?);
+        let st = wide(array(call, "array_of_starts", starts, nd)?);
+        for d in 0..nd {
+            if sz[d] <= 0 || sub[d] <= 0 || sub[d] > sz[d] || st[d] < 0 || st[d] > sz[d] - sub[d] {
+                return Err(CError::new(
+                    MPI_ERR_ARG,
+                    call,
+                    format!(
+                        "dimension {d}: size {}, subsize {}, start {} (need 0 < subsize <= size, \
+                         0 <= start <= size - subsize)",
+                        sz[d], sub[d], st[d]
+                    ),
+                ));
+            }
+        }
+        let o = old(call, oldtype)?;
+        let mut dims: Vec<(i64, Runs)> = (0..nd).map(|d| (sz[d], vec![(st[d], sub[d])])).collect();
+        if fortran {
+            dims.reverse();
+        }
+        let (gs, held): (Vec<i64>, Vec<Runs>) = dims.into_iter().unzip();
+        let shape = array_type(call, &gs, &held, o.shape())?;
+        let arrays = [sz, sub, st].concat();
+        let env = if large {
+            let mut e = envelope(MPI_COMBINER_SUBARRAY, true, arrays, vec![], &[o]);
+            e.ints = vec![ndims, order];
+            e
+        } else {
+            let mut ints: Vec<i64> = vec![ndims.into()];
+            ints.extend(arrays);
+            ints.push(order.into());
+            envelope(MPI_COMBINER_SUBARRAY, false, ints, vec![], &[o])
+        };
+        hand_out(call, out, shape, env)
+    })
+}
+
 unsafe extern "C" fn type_create_subarray(
     ndims: c_int,
     sizes: *const c_int,
@@ -771,52 +835,28 @@ unsafe extern "C" fn type_create_subarray(
     oldtype: *mut c_void,
     out: Out,
 ) -> c_int {
-    const CALL: &str = "MPI_Type_create_subarray";
-    guard(CALL, std::ptr::null_mut(), || {
-        let nd = nonneg(CALL, "ndims", ndims.into())?;
-        if nd == 0 {
-            return Err(CError::new(
-                MPI_ERR_ARG,
-                CALL,
-                "ndims is 0; it must be positive",
-            ));
-        }
-        let fortran = check_order(CALL, order)?;
-        let sz = array(CALL, "array_of_sizes", sizes, nd)?;
-        let sub = array(CALL, "array_of_subsizes", subsizes, nd)?;
-        let st = array(CALL, "array_of_starts", starts, nd)?;
-        for d in 0..nd {
-            if sz[d] <= 0 || sub[d] <= 0 || sub[d] > sz[d] || st[d] < 0 || st[d] > sz[d] - sub[d] {
-                return Err(CError::new(
-                    MPI_ERR_ARG,
-                    CALL,
-                    format!(
-                        "dimension {d}: size {}, subsize {}, start {} (need 0 < subsize <= size, \
-                         0 <= start <= size - subsize)",
-                        sz[d], sub[d], st[d]
-                    ),
-                ));
-            }
-        }
-        let o = old(CALL, oldtype)?;
-        let mut dims: Vec<(i64, Runs)> = (0..nd)
-            .map(|d| (sz[d].into(), vec![(st[d].into(), sub[d].into())]))
-            .collect();
-        if fortran {
-            dims.reverse();
-        }
-        let (gs, held): (Vec<i64>, Vec<Runs>) = dims.into_iter().unzip();
-        let shape = array_type(CALL, &gs, &held, o.shape())?;
-        let mut ints: Vec<i64> = vec![ndims.into()];
-        for a in [sz, sub, st] {
-            ints.extend(a.iter().map(|&x| i64::from(x)));
-        }
-        ints.push(order.into());
-        let env = envelope(MPI_COMBINER_SUBARRAY, false, ints, vec![], &[o]);
-        hand_out(CALL, out, shape, env)
-    })
+    let call = "MPI_Type_create_subarray";
+    subarray(
+        call, ndims, sizes, subsizes, starts, order, oldtype, out, false,
+    )
 }
 export!(Type_create_subarray, type_create_subarray);
+
+unsafe extern "C" fn type_create_subarray_c(
+    ndims: c_int,
+    sizes: *const i64,
+    subsizes: *const i64,
+    starts: *const i64,
+    order: c_int,
+    oldtype: *mut c_void,
+    out: Out,
+) -> c_int {
+    let call = "MPI_Type_create_subarray_c";
+    subarray(
+        call, ndims, sizes, subsizes, starts, order, oldtype, out, true,
+    )
+}
+export!(Type_create_subarray_c, type_create_subarray_c);
 
 /// The indices process coordinate `r` of `p` holds of a dimension of `g` elements
 /// distributed as `distrib` with argument `darg` (MPI 4.1 §5.1.13).
@@ -873,6 +913,80 @@ fn distribute(
     }
 }
 
+#[allow(clippy::too_many_arguments)]
+fn darray<G: Copy + Into<i64>>(
+    call: &'static str,
+    size: c_int,
+    rank: c_int,
+    ndims: c_int,
+    gsizes: *const G,
+    distribs: *const c_int,
+    dargs: *const c_int,
+    psizes: *const c_int,
+    order: c_int,
+    oldtype: *mut c_void,
+    out: Out,
+    large: bool,
+) -> c_int {
+    guard(call, std::ptr::null_mut(), || {
+        let nd = nonneg(call, "ndims", ndims.into())?;
+        let fortran = check_order(call, order)?;
+        if size <= 0 || rank < 0 || rank >= size {
+            return Err(CError::new(
+                MPI_ERR_ARG,
+                call,
+                format!("rank {rank} is not in a group of size {size}"),
+            ));
+        }
+        let gs: Vec<i64> = array(call, "array_of_gsizes", gsizes, nd)?
+            .iter()
+            .map(|&g| g.into())
+            .collect();
+        let ds = array(call, "array_of_distribs", distribs, nd)?;
+        let da = array(call, "array_of_dargs", dargs, nd)?;
+        let ps = array(call, "array_of_psizes", psizes, nd)?;
+        if ps.iter().map(|&p| i64::from(p)).product::<i64>() != i64::from(size)
+            || ps.iter().any(|&p| p <= 0)
+        {
+            return Err(CError::new(
+                MPI_ERR_ARG,
+                call,
+                format!("the process grid {ps:?} does not hold {size} processes"),
+            ));
+        }
+        // The process's coordinates: row-major over the grid, whatever the order.
+        let mut coords = vec![0i64; nd];
+        let mut rest = i64::from(rank);
+        for d in (0..nd).rev() {
+            coords[d] = rest % i64::from(ps[d]);
+            rest /= i64::from(ps[d]);
+        }
+        let o = old(call, oldtype)?;
+        let mut dims = Vec::with_capacity(nd);
+        for d in 0..nd {
+            let held = distribute(call, gs[d], ds[d], da[d], ps[d].into(), coords[d])?;
+            dims.push((gs[d], held));
+        }
+        if fortran {
+            dims.reverse();
+        }
+        let (g, held): (Vec<i64>, Vec<Runs>) = dims.into_iter().unzip();
+        let shape = array_type(call, &g, &held, o.shape())?;
+        let mut ints: Vec<i64> = vec![size.into(), rank.into(), ndims.into()];
+        if !large {
+            ints.extend(&gs);
+        }
+        for a in [ds, da, ps] {
+            ints.extend(a.iter().map(|&x| i64::from(x)));
+        }
+        ints.push(order.into());
+        let mut env = envelope(MPI_COMBINER_DARRAY, false, ints, vec![], &[o]);
+        if large {
+            env.counts = gs;
+        }
+        hand_out(call, out, shape, env)
+    })
+}
 unsafe extern "C" fn type_create_darray(
     size: c_int,
     rank: c_int,
@@ -885,55 +999,133 @@ unsafe extern "C" fn type_create_darray(
     oldtype: *mut c_void,
     out: Out,
 ) -> c_int {
-    const CALL: &str = "MPI_Type_create_darray";
-    guard(CALL, std::ptr::null_mut(), || {
-        let nd = nonneg(CALL, "ndims", ndims.into())?;
-        let fortran = check_order(CALL, order)?;
-        if size <= 0 || rank < 0 || rank >= size {
-            return Err(CError::new(
-                MPI_ERR_ARG,
-                CALL,
-                format!("rank {rank} is not in a group of size {size}"),
-            ));
-        }
-        let gs = array(CALL, "array_of_gsizes", gsizes, nd)?;
-        let ds = array(CALL, "array_of_distribs", distribs, nd)?;
-        let da = array(CALL, "array_of_dargs", dargs, nd)?;
-        let ps = array(CALL, "array_of_psizes", psizes, nd)?;
-        if ps.iter().map(|&p| i64::from(p)).product::<i64>() != i64::from(size)
-            || ps.iter().any(|&p| p <= 0)
-        {
-            return Err(CError::new(
-                MPI_ERR_ARG,
-                CALL,
-                format!("the process grid {ps:?} does not hold {size} processes"),
-            ));
-        }
-        // The process's coordinates: row-major over the grid, whatever the order.
-        let mut coords = vec![0i64; nd];
-        let mut rest = i64::from(rank);
-        for d in (0..nd).rev() {
-            coords[d] = rest % i64::from(ps[d]);
-            rest /= i64::from(ps[d]);
-        }
-        let o = old(CALL, oldtype)?;
-        let mut dims = Vec::with_capacity(nd);
-        for d in 0..nd {
-            let held = distribute(CALL, gs[d].into(), ds[d], da[d], ps[d].into(), coords[d])?;
-            dims.push((i64::from(gs[d]), held));
-        }
-        if fortran {
-            dims.reverse();
-        }
-        let (g, held): (Vec<i64>, Vec<Runs>) = dims.into_iter().unzip();
-        let shape = array_type(CALL, &g, &held, o.shape())?;
-        let mut ints: Vec<i64> = vec![size.into(), rank.into(), ndims.into()];
-        for a in [gs, ds, da, ps] {
-            ints.extend(a.iter().map(|&x| i64::from(x)));
-        }
-        ints.push(order.into());
-        let env = envelope(MPI_COMBINER_DARRAY, false, ints, vec![], &[o]);
-        hand_out(CALL, out, shape, env)
-    })
+    let call = "MPI_Type_create_darray";
+    darray(
+        call, size, rank, ndims, gsizes, distribs, dargs, psizes, order, oldtype, out, false,
+    )
 }
 export!(Type_create_darray, type_create_darray);
+
+unsafe extern "C" fn type_create_darray_c(
+    size: c_int,
+    rank: c_int,
+    ndims: c_int,
+    gsizes: *const i64,
+    distribs: *const c_int,
+    dargs: *const c_int,
+    psizes: *const c_int,
+    order: c_int,
+    oldtype: *mut c_void,
+    out: Out,
+) -> c_int {
+    let call = "MPI_Type_create_darray_c";
+    darray(
+        call, size, rank, ndims, gsizes, distribs, dargs, psizes, order, oldtype, out, true,
+    )
+}
+export!(Type_create_darray_c, type_create_darray_c);
+
+/// The Fortran 90 parameterized types (MPI 4.1 §19.1.9): the sized predefined type that
+/// holds the precision and range asked for, as a committed type whose envelope is
+/// `MPI_COMBINER_F90_*` with the arguments. One per (kind, arguments), made at the first
+/// call and kept for the program (the standard forbids freeing them).
+fn f90(call: &'static str, combiner: c_int, args: Vec<c_int>, out: Out) -> c_int {
+    use std::collections::BTreeMap;
+    use std::sync::Mutex;
+    /// The types made, by (combiner, arguments).
+    type Made = BTreeMap<(c_int, Vec<c_int>), usize>;
+    static MADE: Mutex<Made> = Mutex::new(BTreeMap::new());
+    guard(call, std::ptr::null_mut(), || {
+        let undefined = |v: c_int| v == MPI_UNDEFINED;
+        let within = |v: c_int, max: c_int| undefined(v) || v <= max;
+        let basic = match (combiner, &args[..]) {
+            (MPI_COMBINER_F90_INTEGER, &[r]) => [
+                (2, MPI_INTEGER1),
+                (4, MPI_INTEGER2),
+                (9, MPI_INTEGER4),
+                (18, MPI_INTEGER8),
+                (38, MPI_INTEGER16),
+            ]
+            .iter()
+            .find(|&&(max, _)| within(r, max))
+            .map(|&(_, t)| t),
+            (_, &[p, r]) => {
+                let complex = combiner == MPI_COMBINER_F90_COMPLEX;
+                [
+                    (6, 37, MPI_REAL4, MPI_COMPLEX8),
+                    (15, 307, MPI_REAL8, MPI_COMPLEX16),
+                    (33, 4931, MPI_REAL16, MPI_COMPLEX32),
+                ]
+                .iter()
+                .find(|&&(pm, rm, _, _)| within(p, pm) && within(r, rm))
+                .map(|&(_, _, real, cx)| if complex { cx } else { real })
+            }
+            _ => None,
+        };
+        let Some(basic) = basic else {
+            return Err(CError::new(
+                MPI_ERR_ARG,
+                call,
+                format!("no predefined type has the precision and range {args:?}"),
+            ));
+        };
+        if out.is_null() {
+            return Err(CError::new(MPI_ERR_ARG, call, "newtype is a null pointer"));
+        }
+        let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (combiner, args.clone());
+        if let Some(&h) = made.get(&key) {
+            if matches!(decode(call, h as *mut c_void), Ok(Type::Derived(_))) {
+                // SAFETY: checked non-null; the standard's contract: a handle slot.
+                unsafe { *out = h as *mut c_void };
+                return Ok(());
+            }
+        }
+        let shape = decode(call, basic as *mut c_void)?.shape().to_user();
+        let env = Envelope {
+            combiner,
+            ints: args,
+            ..Envelope::default()
+        };
+        hand_out(call, out, shape, env)?;
+        // SAFETY: `hand_out` wrote a live handle there.
+        let h = unsafe { *out };
+        if let Ok(Type::Derived(t)) = decode(call, h) {
+            t.committed.set(true);
+            // Kept for the program: a reference the program never releases.
+            Type::Derived(t).retain();
+        }
+        made.insert(key, h as usize);
+        Ok(())
+    })
+}
+
+unsafe extern "C" fn type_create_f90_real(p: c_int, r: c_int, out: Out) -> c_int {
+    f90(
+        "MPI_Type_create_f90_real",
+        MPI_COMBINER_F90_REAL,
+        vec![p, r],
+        out,
+    )
+}
+export!(Type_create_f90_real, type_create_f90_real);
+
+unsafe extern "C" fn type_create_f90_complex(p: c_int, r: c_int, out: Out) -> c_int {
+    f90(
+        "MPI_Type_create_f90_complex",
+        MPI_COMBINER_F90_COMPLEX,
+        vec![p, r],
+        out,
+    )
+}
+export!(Type_create_f90_complex, type_create_f90_complex);
+
+unsafe extern "C" fn type_create_f90_integer(r: c_int, out: Out) -> c_int {
+    f90(
+        "MPI_Type_create_f90_integer",
+        MPI_COMBINER_F90_INTEGER,
+        vec![r],
+        out,
+    )
+}
+export!(Type_create_f90_integer, type_create_f90_integer);

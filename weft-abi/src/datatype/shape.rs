@@ -73,7 +73,7 @@ impl Shape {
             bounds = Some(bounds.map_or((lo, hi), |(l, h)| (l.min(lo), h.max(hi))));
             align = align.max(p.old.align);
             if let [r] = p.old.runs[..] {
-                let count = r.count * p.count;
+                let count = r.count.saturating_mul(p.count);
                 push_runs(&mut runs, &[Run { count, ..r }]);
             } else {
                 for _ in 0..p.count {

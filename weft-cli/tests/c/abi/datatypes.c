@@ -109,6 +109,21 @@ int main(int argc, char **argv) {
     MPI_Type_get_name(vec, name, &len);
     CHECK(strcmp(name, "my vector") == 0, "name %s", name);
 
+    /* Fortran 90 parameterized types: sized types with their own combiner, one per request. */
+    MPI_Datatype f90a, f90b;
+    MPI_Type_create_f90_real(10, MPI_UNDEFINED, &f90a);
+    MPI_Type_create_f90_real(10, MPI_UNDEFINED, &f90b);
+    BOUNDS(f90a, 0, 8, 8);
+    CHECK(f90a == f90b, "one f90 type per (p, r)");
+    {
+        int ni2, na2, nd2, comb2, ints2[2];
+        MPI_Type_get_envelope(f90a, &ni2, &na2, &nd2, &comb2);
+        MPI_Type_get_contents(f90a, 2, 0, 0, ints2, NULL, NULL);
+        CHECK(comb2 == MPI_COMBINER_F90_REAL && ni2 == 2 && nd2 == 0 && ints2[0] == 10 &&
+                  ints2[1] == MPI_UNDEFINED,
+              "f90 envelope %d %d %d", comb2, ni2, ints2[0]);
+    }
+
     /* Envelope and contents. */
     int ni, na, nd, comb;
     MPI_Type_get_envelope(vec, &ni, &na, &nd, &comb);
