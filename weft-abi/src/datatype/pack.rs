@@ -478,3 +478,50 @@ unsafe extern "C" fn pack_external_size_c(
     external_size("MPI_Pack_external_size_c", rep, n, datatype, size)
 }
 export!(Pack_external_size_c, pack_external_size_c);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::datatype::shape::Run;
+    use weft::datatype::map_of;
+
+    #[test]
+    fn external32_is_big_endian_with_a_four_byte_long() {
+        let long = Run {
+            size: 8,
+            unit: 8,
+            count: 1,
+            external: 4,
+            signed: true,
+        };
+        let int = Run {
+            size: 4,
+            unit: 4,
+            count: 1,
+            external: 4,
+            signed: true,
+        };
+        let pair = Shape::compose(
+            &[
+                crate::datatype::shape::Piece {
+                    disp: 0,
+                    count: 1,
+                    old: &Shape::predefined(map_of::<i64>(), 8, vec![long]),
+                },
+                crate::datatype::shape::Piece {
+                    disp: 8,
+                    count: 1,
+                    old: &Shape::predefined(map_of::<i32>(), 4, vec![int]),
+                },
+            ],
+            true,
+        );
+        assert_eq!(pair.external_size(), 8);
+        let mut native = vec![];
+        native.extend((-2i64).to_ne_bytes());
+        native.extend(7i32.to_ne_bytes());
+        let ext = to_external(&pair, &native);
+        assert_eq!(ext, [0xff, 0xff, 0xff, 0xfe, 0, 0, 0, 7]);
+        assert_eq!(from_external(&pair, &ext, 1), native);
+    }
+}

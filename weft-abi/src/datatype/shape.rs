@@ -233,3 +233,95 @@ fn true_bounds(map: &TypeMap) -> (isize, isize) {
     let hi = blocks.iter().map(|b| b.0 + b.1 as isize).max().unwrap_or(0);
     (lo, hi)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weft::datatype::map_of;
+
+    fn int() -> Shape {
+        let run = Run {
+            size: 4,
+            unit: 4,
+            count: 1,
+            external: 4,
+            signed: true,
+        };
+        Shape::predefined(map_of::<i32>(), 4, vec![run])
+    }
+
+    fn piece(disp: isize, count: usize, old: &Shape) -> Piece<'_> {
+        Piece { disp, count, old }
+    }
+
+    #[test]
+    fn bounds_of_strided_and_negative_pieces() {
+        let i = int();
+        // A vector: 3 blocks of 2 ints, 4 ints apart.
+        let v = Shape::compose(
+            &[piece(0, 2, &i), piece(16, 2, &i), piece(32, 2, &i)],
+            false,
+        );
+        assert_eq!((v.lb, v.ub, v.size(), v.elements()), (0, 40, 24, 6));
+        assert_eq!(v.type_map().blocks(), &[(0, 8), (16, 8), (32, 8)]);
+        // Displacements below the origin: the lower bound follows them.
+        let h = Shape::compose(&[piece(8, 1, &i), piece(-4, 1, &i)], false);
+        assert_eq!((h.lb, h.ub, h.true_lb, h.true_ub), (-4, 12, -4, 12));
+        // Resized: the bounds change, the data does not.
+        let r = i.resized(-4, 16);
+        assert_eq!(
+            (r.lb, r.extent(), r.size(), r.true_lb, r.true_ub),
+            (-4, 16, 4, 0, 4)
+        );
+        // No copies at all: empty bounds.
+        let e = Shape::compose(&[piece(100, 0, &i)], false);
+        assert_eq!((e.lb, e.ub, e.size()), (0, 0, 0));
+    }
+
+    #[test]
+    fn a_struct_is_padded_to_its_largest_alignment() {
+        let c = Shape::predefined(
+            map_of::<i8>(),
+            1,
+            vec![Run {
+                size: 1,
+                unit: 1,
+                count: 1,
+                external: 1,
+                signed: true,
+            }],
+        );
+        let d = Shape::predefined(
+            map_of::<f64>(),
+            8,
+            vec![Run {
+                size: 8,
+                unit: 8,
+                count: 1,
+                external: 8,
+                signed: false,
+            }],
+        );
+        let s = Shape::compose(
+            &[piece(0, 1, &c), piece(8, 1, &d), piece(16, 1, &int())],
+            true,
+        );
+        assert_eq!((s.extent(), s.size(), s.true_ub), (24, 13, 20));
+        assert_eq!(s.runs.len(), 3);
+    }
+
+    #[test]
+    fn basic_elements_in_partial_data() {
+        let i = int();
+        let v = Shape::compose(&[piece(0, 2, &i), piece(16, 2, &i)], false);
+        assert_eq!(v.elements_in(32), Some(8));
+        assert_eq!(v.elements_in(12), Some(3));
+        assert_eq!(v.elements_in(14), None);
+        // Copies of a contiguous type are one block and one run, however many.
+        let big = Shape::compose(&[piece(0, 1 << 33, &i)], false);
+        assert_eq!(big.type_map().blocks().len(), 1);
+        assert_eq!((big.runs.len(), big.elements()), (1, 1 << 33));
+        assert!(Shape::estimate(&[piece(0, 1 << 33, &i)]) < 4);
+        assert!(Shape::estimate(&[piece(0, 1 << 33, &v)]) > 1 << 33);
+    }
+}
