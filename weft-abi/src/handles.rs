@@ -135,6 +135,29 @@ unsafe impl BufferMut for CViewMut {
     }
 }
 
+/// Checks `count` (not negative) elements of `dt` can be laid out: more than one of a type
+/// of negative extent cannot (Weft's type maps step forward).
+fn strided(call: &'static str, count: i32, dt: Dt) -> Result<usize, CError> {
+    let n = self::count(call, count)?;
+    if !dt.stride_ok(n) {
+        return Err(negative_extent(call, n, dt));
+    }
+    Ok(n)
+}
+
+#[cold]
+pub(crate) fn negative_extent(call: &'static str, n: usize, dt: &Shape) -> CError {
+    CError::new(
+        MPI_ERR_TYPE,
+        call,
+        format!(
+            "{n} elements of a datatype of negative extent ({}): Weft moves such a type one \
+             element at a time only",
+            dt.extent()
+        ),
+    )
+}
+
 /// `count` elements of `dt` at `buf`, to read.
 ///
 /// # Safety
@@ -148,7 +171,7 @@ pub(crate) unsafe fn view(
 ) -> Result<CView, CError> {
     Ok(CView {
         ptr: buf.cast(),
-        count: self::count(call, count)?,
+        count: strided(call, count, dt)?,
         map: MapRef::of(dt),
     })
 }
@@ -166,7 +189,7 @@ pub(crate) unsafe fn view_mut(
 ) -> Result<CViewMut, CError> {
     Ok(CViewMut {
         ptr: buf.cast(),
-        count: self::count(call, count)?,
+        count: strided(call, count, dt)?,
         map: MapRef::of(dt),
     })
 }

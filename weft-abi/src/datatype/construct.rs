@@ -633,16 +633,7 @@ fn resized(
 ) -> c_int {
     guard(call, std::ptr::null_mut(), || {
         let o = old(call, oldtype)?;
-        let Ok(ext) = usize::try_from(extent) else {
-            return Err(CError::new(
-                MPI_ERR_TYPE,
-                call,
-                format!(
-                    "the extent {extent} is negative: negative extents are not supported by Weft"
-                ),
-            ));
-        };
-        let shape = o.shape().resized(lb, ext);
+        let shape = o.shape().resized(lb, extent);
         let env = envelope(MPI_COMBINER_RESIZED, large, vec![], vec![lb, extent], &[o]);
         hand_out(call, out, shape, env)
     })
@@ -748,7 +739,7 @@ fn array_type(
         }],
         false,
     )?;
-    Ok(whole.resized(lb, total.max(0) as usize))
+    Ok(whole.resized(lb, total))
 }
 
 fn check_order(call: &'static str, order: c_int) -> Result<bool, CError> {

@@ -188,22 +188,6 @@ pub(crate) fn hand_out(
         }
         return Err(CError::new(MPI_ERR_ARG, call, "newtype is a null pointer"));
     }
-    if shape.extent() < 0 {
-        for &t in &envelope.types {
-            release(t);
-        }
-        return Err(CError::new(
-            MPI_ERR_TYPE,
-            call,
-            format!(
-                "the new type's extent would be {} (lb {}, ub {}): negative extents are not \
-                 supported by Weft",
-                shape.extent(),
-                shape.lb,
-                shape.ub
-            ),
-        ));
-    }
     let t = CType {
         magic: Cell::new(TYPE_MAGIC),
         refs: Cell::new(1),

@@ -98,6 +98,9 @@ unsafe fn pack_into(
     external: bool,
 ) -> Result<(), CError> {
     let n = count(call, "incount", n)?;
+    if !dt.stride_ok(n) {
+        return Err(handles::negative_extent(call, n, dt));
+    }
     let outsize = count(call, "outsize", outsize)?;
     let at = position(call, pos)?;
     let mut data = vec![];
@@ -150,6 +153,9 @@ unsafe fn unpack_from(
     external: bool,
 ) -> Result<(), CError> {
     let n = count(call, "outcount", n)?;
+    if !dt.stride_ok(n) {
+        return Err(handles::negative_extent(call, n, dt));
+    }
     let insize = count(call, "insize", insize)?;
     let at = position(call, pos)?;
     let need = n * if external {

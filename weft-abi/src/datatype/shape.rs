@@ -67,9 +67,10 @@ impl Shape {
         let mut align = 1;
         let mut runs: Vec<Run> = vec![];
         for p in pieces.iter().filter(|p| p.count > 0) {
-            let ext = p.old.extent();
-            let lo = p.disp + p.old.lb;
-            let hi = p.disp + (p.count as isize - 1) * ext + p.old.ub;
+            // Copy j spans lb + j * ext .. ub + j * ext; a negative extent steps down.
+            let last = (p.count as isize - 1) * p.old.extent();
+            let lo = p.disp + p.old.lb + last.min(0);
+            let hi = p.disp + p.old.ub + last.max(0);
             bounds = Some(bounds.map_or((lo, hi), |(l, h)| (l.min(lo), h.max(hi))));
             align = align.max(p.old.align);
             if let [r] = p.old.runs[..] {
@@ -144,12 +145,14 @@ impl Shape {
     }
 
     /// `self` with the bounds `lb` and `lb + extent` (MPI_Type_create_resized).
-    pub(crate) fn resized(&self, lb: isize, extent: usize) -> Shape {
-        let map = TypeMap::from_parts([(0, self.type_map())], extent);
+    /// A negative `extent` is kept in the bounds; the map steps by 0 then, so such a type
+    /// moves one element at a time (see `stride_ok`).
+    pub(crate) fn resized(&self, lb: isize, extent: isize) -> Shape {
+        let map = TypeMap::from_parts([(0, self.type_map())], extent.max(0) as usize);
         Shape {
             map: Arc::new(map),
             lb,
-            ub: lb + extent as isize,
+            ub: lb + extent,
             predefined: false,
             ..self.clone()
         }
@@ -177,6 +180,11 @@ impl Shape {
     }
     pub(crate) fn extent(&self) -> isize {
         self.ub - self.lb
+    }
+    /// Whether `count` elements can be laid out by the map: a type of negative extent
+    /// (MPI_Type_create_resized allows one) only one at a time, its map stepping by 0.
+    pub(crate) fn stride_ok(&self, count: usize) -> bool {
+        count <= 1 || self.extent() >= 0
     }
     /// Bytes of one element in external32.
     pub(crate) fn external_size(&self) -> usize {
@@ -269,6 +277,9 @@ mod tests {
         assert_eq!((h.lb, h.ub, h.true_lb, h.true_ub), (-4, 12, -4, 12));
         // Resized: the bounds change, the data does not.
         let r = i.resized(-4, 16);
+        let n = i.resized(6, -9);
+        let c = Shape::compose(&[piece(0, 3, &n)], false);
+        assert_eq!((c.lb, c.ub), (-12, -3));
         assert_eq!(
             (r.lb, r.extent(), r.size(), r.true_lb, r.true_ub),
             (-4, 16, 4, 0, 4)

@@ -158,6 +158,20 @@ int main(int argc, char **argv) {
     MPI_Type_commit(&res);
     MPI_Type_commit(&sub);
     MPI_Type_commit(&hidx);
+    /* A negative extent: kept in the bounds, and one element at a time. */
+    MPI_Datatype neg, negs;
+    MPI_Type_create_resized(MPI_INT, 6, -9, &neg);
+    BOUNDS(neg, 6, -9, 4);
+    MPI_Type_contiguous(3, neg, &negs);
+    BOUNDS(negs, -12, 9, 12);
+    MPI_Type_commit(&neg);
+    rc = MPI_Send(buf, 2, neg, MPI_PROC_NULL, 0, MPI_COMM_WORLD);
+    MPI_Error_class(rc, &class);
+    CHECK(class == MPI_ERR_TYPE, "two elements of a negative extent: class %d", class);
+    rc = MPI_Send(buf, 1, neg, MPI_PROC_NULL, 0, MPI_COMM_WORLD);
+    CHECK(rc == MPI_SUCCESS, "one element of a negative extent: %d", rc);
+    MPI_Type_free(&neg);
+    MPI_Type_free(&negs);
     rc = MPI_Type_contiguous(-1, MPI_INT, &vv);
     MPI_Error_class(rc, &class);
     CHECK(class == MPI_ERR_COUNT, "negative count: class %d", class);
