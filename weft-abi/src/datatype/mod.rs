@@ -144,6 +144,9 @@ fn release(handle: usize) {
         let left = t.refs.get() - 1;
         t.refs.set(left);
         if left == 0 {
+            // Its attributes go with the last reference (MPI_Type_free deleted them when it
+            // held that one, reporting a callback's failure; here there is no one to tell).
+            let _ = attrs::delete_all("MPI_Type_free", handle as *mut c_void);
             t.magic.set(0);
             // SAFETY: a live user type, boxed by `hand_out`; its last reference is gone, so
             // nothing uses it any more (pending operations share only its map).
@@ -237,8 +240,11 @@ unsafe extern "C" fn type_free(datatype: *mut *mut c_void) -> c_int {
                     ),
                 ))
             }
-            Type::Derived(_) => {
-                attrs::delete_all(CALL, handle)?;
+            Type::Derived(t) => {
+                // The last reference: the attributes go now, a callback's failure reported.
+                if t.refs.get() == 1 {
+                    attrs::delete_all(CALL, handle)?;
+                }
                 release(handle as usize);
             }
         }

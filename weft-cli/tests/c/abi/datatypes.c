@@ -220,6 +220,13 @@ int main(int argc, char **argv) {
     CHECK(flag && value == (void *)101 && copies == 1, "copied attribute");
     MPI_Type_free(&vdup);
     CHECK(deletes == 1, "deleted %d", deletes);
+    /* Freeing a reference MPI_Type_get_contents handed out leaves the type's attributes. */
+    MPI_Type_contiguous(2, vec, &vdup);
+    MPI_Type_get_contents(vdup, 8, 8, 8, ints, addrs, types);
+    MPI_Type_free(&types[0]);
+    MPI_Type_get_attr(vec, key, &value, &flag);
+    CHECK(flag && value == (void *)100 && deletes == 1, "attribute kept");
+    MPI_Type_free(&vdup);
     MPI_Type_free_keyval(&key);
 
     /* Point to point: a vector to the next rank, a struct and a resized type back. */
