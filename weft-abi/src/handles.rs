@@ -3,15 +3,15 @@
 //! pointers to boxed objects (later: communicators made by dup/split, derived datatypes).
 
 use crate::abi::*;
+use crate::datatype::Shape;
 use crate::errors::CError;
 use crate::state::{running, Comm};
 use std::ffi::c_void;
-use std::sync::OnceLock;
-use weft::datatype::{DatatypeRef, MutView, TypeMap, View};
-use weft::traits::*;
+use std::sync::Arc;
+use weft::datatype::{Buffer, BufferMut, Layout, TypeMap};
 
 /// Handles below this are predefined (the standard keeps them all under it).
-const PREDEFINED_LIMIT: usize = 0x1000;
+pub(crate) const PREDEFINED_LIMIT: usize = 0x1000;
 
 /// The communicator of `handle`.
 #[inline]
@@ -58,83 +58,14 @@ pub(crate) fn user_object<T: Marked>(value: usize) -> Option<&'static T> {
     (object.mark() == T::MARK).then_some(object)
 }
 
-/// The predefined datatypes' type maps, by handle value minus `MPI_DATATYPE_NULL`.
-fn predefined_maps() -> &'static [Option<TypeMap>] {
-    static MAPS: OnceLock<Vec<Option<TypeMap>>> = OnceLock::new();
-    MAPS.get_or_init(|| {
-        use weft::datatype::map_of;
-        let mut maps = vec![None; 0x100];
-        let mut put = |handle: usize, map: TypeMap| maps[handle - MPI_DATATYPE_NULL] = Some(map);
-        put(MPI_AINT, map_of::<isize>());
-        put(MPI_COUNT, map_of::<i64>());
-        put(MPI_OFFSET, map_of::<i64>());
-        put(MPI_PACKED, map_of::<u8>());
-        put(MPI_BYTE, map_of::<u8>());
-        put(MPI_CHAR, map_of::<i8>());
-        put(MPI_SIGNED_CHAR, map_of::<i8>());
-        put(MPI_UNSIGNED_CHAR, map_of::<u8>());
-        put(MPI_SHORT, map_of::<i16>());
-        put(MPI_UNSIGNED_SHORT, map_of::<u16>());
-        put(MPI_INT, map_of::<i32>());
-        put(MPI_UNSIGNED, map_of::<u32>());
-        put(MPI_LONG, map_of::<std::ffi::c_long>());
-        put(MPI_UNSIGNED_LONG, map_of::<std::ffi::c_ulong>());
-        put(MPI_LONG_LONG, map_of::<i64>());
-        put(MPI_UNSIGNED_LONG_LONG, map_of::<u64>());
-        put(MPI_FLOAT, map_of::<f32>());
-        put(MPI_DOUBLE, map_of::<f64>());
-        put(MPI_C_BOOL, map_of::<bool>());
-        put(MPI_INT8_T, map_of::<i8>());
-        put(MPI_UINT8_T, map_of::<u8>());
-        put(MPI_INT16_T, map_of::<i16>());
-        put(MPI_UINT16_T, map_of::<u16>());
-        put(MPI_INT32_T, map_of::<i32>());
-        put(MPI_UINT32_T, map_of::<u32>());
-        put(MPI_INT64_T, map_of::<i64>());
-        put(MPI_UINT64_T, map_of::<u64>());
-        maps
-    })
-}
+/// A datatype as the C layer holds it during a call: its [`Shape`] (a predefined type's lives
+/// for the program, a user type's until it is freed, which the call outlives).
+pub(crate) type Dt = &'static Shape;
 
-/// The predefined datatypes as Weft datatypes, by handle value minus `MPI_DATATYPE_NULL`.
-fn predefined() -> &'static [Option<DatatypeRef<'static>>] {
-    static REFS: OnceLock<Vec<Option<DatatypeRef<'static>>>> = OnceLock::new();
-    REFS.get_or_init(|| {
-        predefined_maps()
-            .iter()
-            .map(|m| m.as_ref().map(DatatypeRef::from_map))
-            .collect()
-    })
-}
-
-/// A datatype as the C layer holds it.
-pub(crate) type Dt = &'static DatatypeRef<'static>;
-
-/// The datatype of `handle`.
+/// The committed datatype of `handle`, for communication (an uncommitted one is refused).
 #[inline]
-pub(crate) fn datatype(
-    call: &'static str,
-    handle: *mut c_void,
-) -> Result<&'static DatatypeRef<'static>, CError> {
-    let value = handle as usize;
-    if value < PREDEFINED_LIMIT {
-        if let Some(Some(dt)) = predefined().get(value.wrapping_sub(MPI_DATATYPE_NULL)) {
-            return Ok(dt);
-        }
-    }
-    Err(not_a_datatype(call, value))
-}
-
-#[cold]
-fn not_a_datatype(call: &'static str, value: usize) -> CError {
-    if value == MPI_DATATYPE_NULL {
-        return CError::new(MPI_ERR_TYPE, call, "the datatype is MPI_DATATYPE_NULL");
-    }
-    CError::new(
-        MPI_ERR_TYPE,
-        call,
-        format!("{value:#x} is not a datatype Weft's C ABI supports yet"),
-    )
+pub(crate) fn datatype(call: &'static str, handle: *mut c_void) -> Result<Dt, CError> {
+    crate::datatype::committed(call, handle)
 }
 
 /// Checks `count` (not negative).
@@ -148,21 +79,101 @@ pub(crate) fn count(call: &'static str, count: i32) -> Result<usize, CError> {
     })
 }
 
+/// A type map a buffer view holds: a predefined type's, borrowed for the program, or a user
+/// type's, shared, so that freeing the type while a nonblocking operation still uses the
+/// view leaves the map alive until the operation ends.
+pub(crate) enum MapRef {
+    Static(&'static TypeMap),
+    Shared(Arc<TypeMap>),
+}
+
+impl MapRef {
+    fn of(dt: Dt) -> MapRef {
+        match dt.shared() {
+            Some(map) => MapRef::Shared(map.clone()),
+            None => MapRef::Static(dt.type_map()),
+        }
+    }
+    fn map(&self) -> &TypeMap {
+        match self {
+            MapRef::Static(m) => m,
+            MapRef::Shared(m) => m,
+        }
+    }
+}
+
+/// `count` elements of a datatype at a C buffer's address, to send (the C program promises
+/// the memory stays valid until the operation using it ends).
+pub(crate) struct CView {
+    ptr: *const u8,
+    count: usize,
+    map: MapRef,
+}
+
+/// `count` elements of a datatype at a C buffer's address, to receive into.
+pub(crate) struct CViewMut {
+    ptr: *mut u8,
+    count: usize,
+    map: MapRef,
+}
+
+// SAFETY: made only by `view`, whose caller promised `count` readable elements of the map at
+// `ptr` (for as long as the view is used); the map is owned or static.
+unsafe impl Buffer for CView {
+    fn layout(&self) -> Layout<'_> {
+        // SAFETY: `view`'s caller's promise (see the impl).
+        unsafe { Layout::borrowing(self.ptr, self.count, self.map.map()) }
+    }
+}
+
+// SAFETY: made only by `view_mut`, whose caller promised `count` writable elements of the map
+// at `ptr`, used by nothing else while the view is.
+unsafe impl BufferMut for CViewMut {
+    fn layout_mut(&mut self) -> Layout<'_> {
+        // SAFETY: `view_mut`'s caller's promise (see the impl).
+        unsafe { Layout::borrowing(self.ptr, self.count, self.map.map()) }
+    }
+}
+
+/// Checks `count` (not negative) elements of `dt` can be laid out: more than one of a type
+/// of negative extent cannot (Weft's type maps step forward).
+fn strided(call: &'static str, count: i32, dt: Dt) -> Result<usize, CError> {
+    let n = self::count(call, count)?;
+    if !dt.stride_ok(n) {
+        return Err(negative_extent(call, n, dt));
+    }
+    Ok(n)
+}
+
+#[cold]
+pub(crate) fn negative_extent(call: &'static str, n: usize, dt: &Shape) -> CError {
+    CError::new(
+        MPI_ERR_TYPE,
+        call,
+        format!(
+            "{n} elements of a datatype of negative extent ({}): Weft moves such a type one \
+             element at a time only",
+            dt.extent()
+        ),
+    )
+}
+
 /// `count` elements of `dt` at `buf`, to read.
 ///
 /// # Safety
-/// `buf` must hold `count` elements of `dt`, readable while the view is used.
+/// `buf` must hold `count` elements of `dt` (each at `buf + i * extent` plus the type map's
+/// displacements), readable while the view is used.
 pub(crate) unsafe fn view(
     call: &'static str,
     buf: *const c_void,
     count: i32,
-    dt: &'static DatatypeRef<'static>,
-) -> Result<View<'static, 'static, DatatypeRef<'static>, [u8]>, CError> {
-    let len = dt.type_map().extent() * self::count(call, count)?;
-    // SAFETY: the caller's promise: `len` bytes (count elements) at `buf`.
-    let data = unsafe { bytes(buf, len) };
-    // SAFETY: `data` spans exactly `count` elements of the datatype.
-    Ok(unsafe { View::with_count_and_datatype(data, count, dt) })
+    dt: Dt,
+) -> Result<CView, CError> {
+    Ok(CView {
+        ptr: buf.cast(),
+        count: strided(call, count, dt)?,
+        map: MapRef::of(dt),
+    })
 }
 
 /// `count` elements of `dt` at `buf`, to write.
@@ -174,13 +185,13 @@ pub(crate) unsafe fn view_mut(
     call: &'static str,
     buf: *mut c_void,
     count: i32,
-    dt: &'static DatatypeRef<'static>,
-) -> Result<MutView<'static, 'static, DatatypeRef<'static>, [u8]>, CError> {
-    let len = dt.type_map().extent() * self::count(call, count)?;
-    // SAFETY: the caller's promise.
-    let data = unsafe { bytes_mut(buf, len) };
-    // SAFETY: `data` spans exactly `count` elements of the datatype.
-    Ok(unsafe { MutView::with_count_and_datatype(data, count, dt) })
+    dt: Dt,
+) -> Result<CViewMut, CError> {
+    Ok(CViewMut {
+        ptr: buf.cast(),
+        count: strided(call, count, dt)?,
+        map: MapRef::of(dt),
+    })
 }
 
 /// `len` bytes at `buf` as a slice (empty when `len` is 0, whatever `buf` is).

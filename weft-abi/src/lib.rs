@@ -80,6 +80,7 @@ mod coll;
 mod coll_v;
 mod comm;
 mod convert;
+mod datatype;
 mod env;
 mod errhandler;
 mod errors;

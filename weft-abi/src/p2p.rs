@@ -536,11 +536,14 @@ unsafe extern "C" fn iprobe(
 }
 export!(Iprobe, iprobe);
 
-/// Elements of `datatype` in `status`'s message: `MPI_UNDEFINED` when not a whole number.
+/// Elements of `datatype` in `status`'s message (`basic`: basic elements, partial ones of
+/// the last counted, as MPI_Get_elements; otherwise whole elements, as MPI_Get_count):
+/// `MPI_UNDEFINED` when not a whole number.
 fn elements(
     call: &'static str,
     status: *const Status,
     datatype: *mut c_void,
+    basic: bool,
 ) -> Result<i64, CError> {
     if status.is_null() {
         return Err(CError::new(
@@ -549,9 +552,15 @@ fn elements(
             "status is a null pointer (MPI_STATUS_IGNORE?)",
         ));
     }
-    let size = handles::datatype(call, datatype)?.type_map().size() as u64;
+    let shape = crate::datatype::decode(call, datatype)?.shape();
+    let size = shape.size() as u64;
     // SAFETY: checked non-null; the standard's contract: a status a call filled.
     let bytes = unsafe { (*status).bytes() };
+    if basic {
+        return Ok(shape
+            .elements_in(bytes as usize)
+            .map_or(MPI_UNDEFINED.into(), |n| n as i64));
+    }
     Ok(match size {
         0 => 0,
         s if bytes.is_multiple_of(s) => (bytes / s) as i64,
@@ -565,9 +574,10 @@ fn store_count(
     status: *const Status,
     datatype: *mut c_void,
     count: *mut c_int,
+    basic: bool,
 ) -> c_int {
     guard(call, std::ptr::null_mut(), || {
-        let n = elements(call, status, datatype)?;
+        let n = elements(call, status, datatype, basic)?;
         crate::env::put_int(
             call,
             "count",
@@ -577,20 +587,61 @@ fn store_count(
     })
 }
 
+/// The `_c` and `_x` forms: an `MPI_Count` out.
+fn store_large_count(
+    call: &'static str,
+    status: *const Status,
+    datatype: *mut c_void,
+    count: *mut i64,
+    basic: bool,
+) -> c_int {
+    guard(call, std::ptr::null_mut(), || {
+        let n = elements(call, status, datatype, basic)?;
+        if count.is_null() {
+            return Err(CError::new(MPI_ERR_ARG, call, "count is a null pointer"));
+        }
+        // SAFETY: checked non-null; the standard's contract: a pointer to an MPI_Count.
+        unsafe { *count = n };
+        Ok(())
+    })
+}
+
 extern "C" fn get_count(status: *const Status, datatype: *mut c_void, count: *mut c_int) -> c_int {
-    store_count("MPI_Get_count", status, datatype, count)
+    store_count("MPI_Get_count", status, datatype, count, false)
 }
 export!(Get_count, get_count);
+
+extern "C" fn get_count_c(status: *const Status, datatype: *mut c_void, count: *mut i64) -> c_int {
+    store_large_count("MPI_Get_count_c", status, datatype, count, false)
+}
+export!(Get_count_c, get_count_c);
 
 extern "C" fn get_elements(
     status: *const Status,
     datatype: *mut c_void,
     count: *mut c_int,
 ) -> c_int {
-    // Predefined datatypes only so far: elements and whole elements are the same.
-    store_count("MPI_Get_elements", status, datatype, count)
+    store_count("MPI_Get_elements", status, datatype, count, true)
 }
 export!(Get_elements, get_elements);
+
+extern "C" fn get_elements_x(
+    status: *const Status,
+    datatype: *mut c_void,
+    count: *mut i64,
+) -> c_int {
+    store_large_count("MPI_Get_elements_x", status, datatype, count, true)
+}
+export!(Get_elements_x, get_elements_x);
+
+extern "C" fn get_elements_c(
+    status: *const Status,
+    datatype: *mut c_void,
+    count: *mut i64,
+) -> c_int {
+    store_large_count("MPI_Get_elements_c", status, datatype, count, true)
+}
+export!(Get_elements_c, get_elements_c);
 
 unsafe extern "C" fn test_cancelled(status: *const Status, flag: *mut c_int) -> c_int {
     const CALL: &str = "MPI_Test_cancelled";

@@ -7,11 +7,10 @@ use crate::abi::*;
 use crate::errors::{guard, CError};
 use crate::p2p::Status;
 use std::ffi::{c_int, c_void};
-use weft::datatype::{DatatypeRef, MutView, View};
 use weft::request::{Request, StaticScope};
 
-type SendView = View<'static, 'static, DatatypeRef<'static>, [u8]>;
-type RecvView = MutView<'static, 'static, DatatypeRef<'static>, [u8]>;
+type SendView = crate::handles::CView;
+type RecvView = crate::handles::CViewMut;
 
 /// A request C holds.
 pub(crate) struct CRequest(Kind);
@@ -818,9 +817,12 @@ mod persistent {
             check_out(call, request)?;
             // Checked now, so a bad argument is reported by the init call.
             crate::p2p::check_send(call, datatype, dest, tag, comm)?;
+            // The datatype may be freed after this call: the request holds a reference.
+            let hold = crate::datatype::hold(datatype);
             // SAFETY: the standard's contract: the arguments stay valid while the request
-            // is used (MPI_Start .. completion).
+            // is used (MPI_Start .. completion); the datatype is held.
             let r = CRequest::persistent(move || unsafe {
+                let _held = &hold;
                 start_send(call, mode, buf, count, datatype, dest, tag, comm)
             });
             // SAFETY: checked above.
@@ -853,8 +855,10 @@ mod persistent {
         guard(CALL, comm, || {
             check_out(CALL, request)?;
             crate::p2p::check_receive(CALL, datatype, source, tag, comm)?;
+            let hold = crate::datatype::hold(datatype);
             // SAFETY: as in `send_init`.
             let r = CRequest::persistent(move || unsafe {
+                let _held = &hold;
                 start_recv(CALL, buf, count, datatype, source, tag, comm)
             });
             // SAFETY: checked above.

@@ -145,6 +145,15 @@ fn communicators_groups_attributes_info_persistent_requests_from_c() {
 }
 
 #[test]
+fn derived_datatypes_constructors_pack_and_non_contiguous_communication_from_c() {
+    let exe = compile(&prefix().join("bin/mpicc"), "datatypes.c", "datatypes", &[]);
+    for n in [1, 2, 3] {
+        let out = weft_run(n, &exe, &[]);
+        assert_every_rank(&out, n, |r| format!("datatypes: rank {r} of {n} ok"));
+    }
+}
+
+#[test]
 fn calls_from_several_threads_one_at_a_time_work_serialized() {
     let exe = compile(
         &prefix().join("bin/mpicc"),

@@ -194,6 +194,39 @@ impl TypeMap {
         map
     }
 
+    /// The map of a type made of copies of other types' elements (`parts`: each copy's byte
+    /// displacement and map, in type-map order) with `extent` bytes from one element to the
+    /// next (the C ABI's derived datatypes; element `i` starts `i * extent` bytes after the
+    /// buffer's address, so a lower bound is the caller's business).
+    #[doc(hidden)]
+    pub fn from_parts<'m>(
+        parts: impl IntoIterator<Item = (isize, &'m TypeMap)>,
+        extent: usize,
+    ) -> Self {
+        Self::compose(parts, extent)
+    }
+
+    /// The map of `count` elements of this one back to back, when they lie contiguous and
+    /// hold no restricted values: one block, however large `count` is (a C program's
+    /// `MPI_Type_contiguous` of 2^31 bytes stays one block).
+    #[doc(hidden)]
+    pub fn repeated(&self, count: usize) -> Option<TypeMap> {
+        if !self.contiguous || self.is_restricted() {
+            return None;
+        }
+        let len = self.size.checked_mul(count)?;
+        let mut map = Self::from_blocks(vec![(0, len)], len);
+        map.basic = self.basic;
+        map.pair = self.pair;
+        Some(map)
+    }
+
+    /// The map of a complex number of two `f32` (`double`: of two `f64`), reducible as one.
+    #[doc(hidden)]
+    pub const fn complex(double: bool) -> TypeMap {
+        Self::basic(if double { Basic::C64 } else { Basic::C32 }, &[])
+    }
+
     fn from_blocks(mut raw: Vec<(isize, usize)>, extent: usize) -> TypeMap {
         raw.retain(|b| b.1 > 0);
         // Merge adjacent blocks, so contiguous layouts are recognised.
@@ -915,6 +948,25 @@ mod tests {
         // SAFETY: one element of the vector type fits in 4 i32s.
         unsafe { v.type_map().unpack(&out, y.as_mut_ptr() as *mut u8, 1) };
         assert_eq!(y, [1, 0, 0, 4]);
+    }
+
+    #[test]
+    fn maps_from_parts_and_repeated_copies() {
+        let int = i32::equivalent_datatype();
+        let m = int.type_map();
+        // Negative displacements and an extent of one's choosing (the C ABI's lower bounds).
+        let p = TypeMap::from_parts([(-4, m), (8, m)], 16);
+        assert_eq!(p.blocks(), &[(-4, 4), (8, 4)]);
+        assert_eq!((p.size(), p.extent()), (8, 16));
+        assert!(!p.is_contiguous() && p.elements(false).is_some());
+        assert!(p.repeated(2).is_none());
+        // Copies of a contiguous map stay one block, whatever their number.
+        let r = m.repeated(1 << 40).expect("contiguous");
+        assert_eq!(r.blocks(), &[(0, 4 << 40)]);
+        assert!(r.is_contiguous() && r.elements(false).is_some());
+        let c = TypeMap::complex(true);
+        assert_eq!(c.size(), 16);
+        assert!(c.elements(false).is_some());
     }
 
     #[test]
