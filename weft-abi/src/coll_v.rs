@@ -271,7 +271,7 @@ export!(Alltoallv, alltoallv);
 ///
 /// # Safety
 /// `p` holds `n` handles when `n > 0`.
-unsafe fn type_handles<'a>(
+pub(crate) unsafe fn type_handles<'a>(
     call: &'static str,
     what: &str,
     p: *const *mut c_void,

@@ -146,7 +146,15 @@ unsafe extern "C" fn comm_dup(comm: *mut c_void, newcomm: *mut *mut c_void) -> c
         check_slot(CALL, "newcomm", newcomm)?;
         let dup = c.comm.try_duplicate().map_err(CError::from_weft)?;
         let new = Comm::new(dup, c.errhandler.get());
-        *new.attrs.borrow_mut() = copy_attributes(CALL, c, comm)?;
+        match copy_attributes(CALL, c, comm) {
+            Ok(attrs) => *new.attrs.borrow_mut() = attrs,
+            Err(e) => {
+                // A failing copy callback fails the duplicate: no communicator.
+                // SAFETY: checked non-null.
+                unsafe { hand_out(newcomm, None) };
+                return Err(e);
+            }
+        }
         // SAFETY: checked non-null.
         unsafe { hand_out(newcomm, Some(new)) };
         Ok(())
@@ -522,12 +530,19 @@ fn set_attr(call: &'static str, comm: *mut c_void, key: c_int, value: *mut c_voi
             ));
         }
         keyval(call, key)?;
-        let old = c.attrs.borrow().iter().position(|(k, _)| *k == key);
-        if let Some(i) = old {
-            let (_, v) = c.attrs.borrow_mut().remove(i);
+        // The old value's delete callback first: if it fails, the old value stays.
+        let old = c
+            .attrs
+            .borrow()
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|&(_, v)| v);
+        if let Some(v) = old {
             delete_one(call, comm, key, v)?;
         }
-        c.attrs.borrow_mut().push((key, value));
+        let mut attrs = c.attrs.borrow_mut();
+        attrs.retain(|(k, _)| *k != key);
+        attrs.push((key, value));
         Ok(())
     })
 }
@@ -554,8 +569,11 @@ fn delete_attr(call: &'static str, comm: *mut c_void, key: c_int) -> c_int {
                 format!("attribute key {key} is not set on this communicator"),
             ));
         };
-        let (_, v) = c.attrs.borrow_mut().remove(i);
-        delete_one(call, comm, key, v)
+        // Removed only once its delete callback succeeds (a failing one keeps it).
+        let v = c.attrs.borrow()[i].1;
+        delete_one(call, comm, key, v)?;
+        c.attrs.borrow_mut().retain(|(k, _)| *k != key);
+        Ok(())
     })
 }
 

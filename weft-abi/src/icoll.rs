@@ -10,13 +10,14 @@
 
 use crate::abi::*;
 use crate::coll::{in_place, nothing, nothing_mut, rooted, Part};
-use crate::coll_v::ints;
+use crate::coll_v::{ints, type_handles};
 use crate::errors::{guard, CError};
 use crate::handles::{self, view, view_mut};
 use crate::inter::partners;
 use crate::op::operation;
 use crate::requests::{check_out, hand_out, CRequest, Pinned};
 use std::ffi::{c_int, c_void};
+use weft::collective::{Part as WPart, PartMut as WPartMut};
 use weft::datatype::{Partition, PartitionMut};
 use weft::request::{Request, StaticScope};
 use weft::traits::*;
@@ -595,6 +596,83 @@ unsafe fn alltoallv(
     }))
 }
 
+#[allow(clippy::too_many_arguments)]
+unsafe fn alltoallw(
+    call: &'static str,
+    sendbuf: *const c_void,
+    sendcounts: *const c_int,
+    sdispls: *const c_int,
+    sendtypes: *const *mut c_void,
+    recvbuf: *mut c_void,
+    recvcounts: *const c_int,
+    rdispls: *const c_int,
+    recvtypes: *const *mut c_void,
+    comm: *mut c_void,
+) -> Started {
+    let c = handles::comm(call, comm)?;
+    let n = partners(c) as usize;
+    // SAFETY: the standard's contract: a count, a byte displacement and a datatype per
+    // member, for each side.
+    let (rcounts, rdispls, rtypes) = unsafe {
+        (
+            ints(call, "recvcounts", recvcounts, n)?,
+            ints(call, "rdispls", rdispls, n)?,
+            type_handles(call, "recvtypes", recvtypes, n)?,
+        )
+    };
+    let mut outs = Vec::with_capacity(n);
+    for i in 0..n {
+        let dt = handles::datatype(call, rtypes[i])?;
+        // SAFETY: the standard's contract: part i lies at its byte displacement, with room
+        // for `rcounts[i]` elements, until completion.
+        outs.push(unsafe {
+            view_mut(
+                call,
+                recvbuf.byte_offset(rdispls[i] as isize),
+                rcounts[i],
+                dt,
+            )?
+        });
+    }
+    let outs = Pinned::new(outs);
+    // SAFETY: lent to the request, dropped before `outs` (held with it).
+    let rparts: Vec<WPartMut<'static>> = unsafe { outs.lend() }
+        .iter_mut()
+        .map(WPartMut::new)
+        .collect();
+    let c = &c.comm;
+    if in_place(sendbuf) {
+        return Ok(hold((rparts, outs), |(r, _)| {
+            c.immediate_all_to_all_w_in_place(StaticScope, &mut r[..])
+        }));
+    }
+    // SAFETY: as above, for the send side (packed when the call starts).
+    let (scounts, sdispls, stypes) = unsafe {
+        (
+            ints(call, "sendcounts", sendcounts, n)?,
+            ints(call, "sdispls", sdispls, n)?,
+            type_handles(call, "sendtypes", sendtypes, n)?,
+        )
+    };
+    let mut ins = Vec::with_capacity(n);
+    for i in 0..n {
+        let dt = handles::datatype(call, stypes[i])?;
+        // SAFETY: the standard's contract: part i lies at its byte displacement.
+        ins.push(unsafe {
+            view(
+                call,
+                sendbuf.byte_offset(sdispls[i] as isize),
+                scounts[i],
+                dt,
+            )?
+        });
+    }
+    let sparts: Vec<WPart<'_>> = ins.iter().map(WPart::new).collect();
+    Ok(hold((rparts, outs), |(r, _)| {
+        c.immediate_all_to_all_w_into(StaticScope, &sparts, &mut r[..])
+    }))
+}
+
 unsafe fn reduce_scatter_block(
     call: &'static str,
     sendbuf: *const c_void,
@@ -780,6 +858,10 @@ nonblocking! {
         (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int,
          sendtype: *mut c_void, recvbuf: *mut c_void, recvcounts: *const c_int,
          rdispls: *const c_int, recvtype: *mut c_void, comm: *mut c_void);
+    Ialltoallw, Alltoallw_init, alltoallw, comm,
+        (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int,
+         sendtypes: *const *mut c_void, recvbuf: *mut c_void, recvcounts: *const c_int,
+         rdispls: *const c_int, recvtypes: *const *mut c_void, comm: *mut c_void);
     Ireduce_scatter_block, Reduce_scatter_block_init, reduce_scatter_block, comm,
         (sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: *mut c_void,
          op: *mut c_void, comm: *mut c_void);
@@ -816,6 +898,8 @@ export!(Iallgatherv, Iallgatherv::now);
 export!(Allgatherv_init, Iallgatherv::init);
 export!(Ialltoallv, Ialltoallv::now);
 export!(Alltoallv_init, Ialltoallv::init);
+export!(Ialltoallw, Ialltoallw::now);
+export!(Alltoallw_init, Ialltoallw::init);
 export!(Ireduce_scatter_block, Ireduce_scatter_block::now);
 export!(Reduce_scatter_block_init, Ireduce_scatter_block::init);
 export!(Ireduce_scatter, Ireduce_scatter::now);

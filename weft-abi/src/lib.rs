@@ -84,6 +84,7 @@ mod datatype;
 mod env;
 mod errhandler;
 mod errors;
+mod exchange;
 mod group;
 mod handles;
 mod icoll;

@@ -75,8 +75,13 @@ impl Status {
     /// `out` is null or points to a writable `MPI_Status`.
     pub(crate) unsafe fn store(self, out: *mut Status) {
         if !out.is_null() {
+            // The MPI_ERROR field is left as it was: only a call that returns
+            // MPI_ERR_IN_STATUS sets it (MPI 4.1 §3.2.5), and none of Weft's does yet.
             // SAFETY: the caller's promise.
-            unsafe { *out = self };
+            unsafe {
+                let error = (*out).error;
+                *out = Status { error, ..self };
+            }
         }
     }
 }

@@ -25,6 +25,16 @@ enum Kind {
     Persistent(Persistent),
     /// A nonblocking collective, and the buffers it uses.
     Collective(Box<dyn Ongoing>),
+    /// A send and a receive completed together (MPI_Isendrecv), with the packed copy the
+    /// send reads when the two share a buffer (MPI_Isendrecv_replace); the receive's status.
+    Pair(Box<Pair>),
+}
+
+/// The parts of [`Kind::Pair`], dropped in this order (the send before its staged data).
+struct Pair {
+    send: CRequest,
+    recv: CRequest,
+    _staged: Option<Vec<u8>>,
 }
 
 /// A started operation whose buffers the request keeps: a nonblocking collective.
@@ -189,9 +199,24 @@ impl CRequest {
         })))
     }
 
+    /// A send and a receive that complete as one request, the receive's status its own;
+    /// `staged` is the data the send reads, kept until it completes.
+    pub(crate) fn pair(send: CRequest, recv: CRequest, staged: Option<Vec<u8>>) -> CRequest {
+        CRequest(Kind::Pair(Box::new(Pair {
+            send,
+            recv,
+            _staged: staged,
+        })))
+    }
+
     /// Waits for the operation (a blocking call made of a nonblocking one).
-    pub(crate) fn finish(mut self) {
-        self.wait();
+    pub(crate) fn finish(self) {
+        self.finish_with_status();
+    }
+
+    /// Waits for the operation; its status.
+    pub(crate) fn finish_with_status(mut self) -> Status {
+        self.wait()
     }
 
     /// A persistent request that runs `start` at each MPI_Start.
@@ -214,6 +239,10 @@ impl CRequest {
                 c.wait();
                 Status::empty()
             }
+            Kind::Pair(p) => {
+                p.send.wait();
+                p.recv.wait()
+            }
         }
     }
 
@@ -223,6 +252,11 @@ impl CRequest {
             Kind::Recv(p) => p.test(),
             Kind::Done(st) => Some(*st),
             Kind::Collective(c) => c.test().then(Status::empty),
+            Kind::Pair(p) => {
+                let sent = p.send.test().is_some();
+                let received = p.recv.test();
+                received.filter(|_| sent)
+            }
             Kind::Persistent(p) => {
                 return match &mut p.active {
                     None => Some(Status::empty()),
@@ -244,6 +278,10 @@ impl CRequest {
             Kind::Recv(p) => p.cancel(),
             // A collective cannot be cancelled (MPI 4.1 §6.12).
             Kind::Done(_) | Kind::Collective(_) => {}
+            Kind::Pair(p) => {
+                p.send.cancel();
+                p.recv.cancel();
+            }
             Kind::Persistent(p) => {
                 if let Some(r) = &p.active {
                     r.cancel();
@@ -754,6 +792,121 @@ unsafe extern "C" fn request_get_status(
     })
 }
 export!(Request_get_status, request_get_status);
+
+/// The statuses of the requests at `requests` that are complete (`None` for the others),
+/// each tested once, none freed (the MPI_Request_get_status family).
+///
+/// # Safety
+/// `requests` holds `count` live request handles or MPI_REQUEST_NULL.
+unsafe fn statuses_now(
+    call: &'static str,
+    count: c_int,
+    requests: *const *mut c_void,
+) -> Result<Vec<Option<Status>>, CError> {
+    // SAFETY: the caller's promise (the slots are only read).
+    let slots = unsafe { slots(call, count, requests.cast_mut())? };
+    Ok(slots
+        .iter()
+        // SAFETY: the caller's promise.
+        .map(|&h| match unsafe { self::request(h) } {
+            None => Some(Status::empty()),
+            Some(r) => r.test(),
+        })
+        .collect())
+}
+
+unsafe extern "C" fn request_get_status_all(
+    count: c_int,
+    requests: *const *mut c_void,
+    flag: *mut c_int,
+    statuses: *mut Status,
+) -> c_int {
+    const CALL: &str = "MPI_Request_get_status_all";
+    guard(CALL, std::ptr::null_mut(), || {
+        // SAFETY: the standard's contract: `count` handles.
+        let got = unsafe { statuses_now(CALL, count, requests)? };
+        let all = got.iter().all(Option::is_some);
+        crate::env::put_int(CALL, "flag", flag, all.into())?;
+        if all {
+            for (i, st) in got.into_iter().flatten().enumerate() {
+                // SAFETY: the standard's contract: `count` statuses or MPI_STATUSES_IGNORE.
+                unsafe { store_at(statuses, i, st) };
+            }
+        }
+        Ok(())
+    })
+}
+export!(Request_get_status_all, request_get_status_all);
+
+unsafe extern "C" fn request_get_status_any(
+    count: c_int,
+    requests: *const *mut c_void,
+    index: *mut c_int,
+    flag: *mut c_int,
+    status: *mut Status,
+) -> c_int {
+    const CALL: &str = "MPI_Request_get_status_any";
+    guard(CALL, std::ptr::null_mut(), || {
+        // SAFETY: the standard's contract: `count` handles.
+        let slots = unsafe { slots(CALL, count, requests.cast_mut())? };
+        let mut active = false;
+        for (i, &h) in slots.iter().enumerate() {
+            // SAFETY: the standard's contract.
+            if let Some(r) = unsafe { self::request(h) } {
+                active = true;
+                if let Some(st) = r.test() {
+                    crate::env::put_int(CALL, "flag", flag, 1)?;
+                    crate::env::put_int(CALL, "index", index, i as c_int)?;
+                    // SAFETY: the standard's contract for `status`.
+                    unsafe { st.store(status) };
+                    return Ok(());
+                }
+            }
+        }
+        // None active: flag true, index MPI_UNDEFINED, the empty status.
+        crate::env::put_int(CALL, "flag", flag, (!active).into())?;
+        crate::env::put_int(CALL, "index", index, MPI_UNDEFINED)?;
+        if !active {
+            // SAFETY: as above.
+            unsafe { Status::empty().store(status) };
+        }
+        Ok(())
+    })
+}
+export!(Request_get_status_any, request_get_status_any);
+
+unsafe extern "C" fn request_get_status_some(
+    incount: c_int,
+    requests: *const *mut c_void,
+    outcount: *mut c_int,
+    indices: *mut c_int,
+    statuses: *mut Status,
+) -> c_int {
+    const CALL: &str = "MPI_Request_get_status_some";
+    guard(CALL, std::ptr::null_mut(), || {
+        // SAFETY: the standard's contract: `incount` handles.
+        let slots = unsafe { slots(CALL, incount, requests.cast_mut())? };
+        let (mut done, mut active) = (0usize, false);
+        for (i, &h) in slots.iter().enumerate() {
+            // SAFETY: the standard's contract.
+            if let Some(r) = unsafe { self::request(h) } {
+                active = true;
+                if let Some(st) = r.test() {
+                    // SAFETY: the standard's contract: room for `incount` indices and
+                    // statuses.
+                    unsafe {
+                        *indices.add(done) = i as c_int;
+                        store_at(statuses, done, st);
+                    }
+                    done += 1;
+                }
+            }
+        }
+        let n = if active { done as c_int } else { MPI_UNDEFINED };
+        crate::env::put_int(CALL, "outcount", outcount, n)
+    })
+}
+export!(Request_get_status_some, request_get_status_some);
 
 unsafe extern "C" fn start(request: *mut *mut c_void) -> c_int {
     const CALL: &str = "MPI_Start";
