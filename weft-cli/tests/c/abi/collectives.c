@@ -1,0 +1,233 @@
+/* Intercommunicators, user operations, the vector, nonblocking, persistent and
+ * neighbourhood collectives, topologies, user error handlers and added error classes
+ * through the C ABI, checked by the program itself: "collectives: rank R of N ok" when every
+ * check held, "FAIL" lines otherwise. Weft's own test program. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures = 0;
+#define CHECK(cond, ...)                                                                   \
+    do {                                                                                   \
+        if (!(cond)) {                                                                     \
+            printf("collectives: FAIL line %d: ", __LINE__);                               \
+            printf(__VA_ARGS__);                                                           \
+            printf("\n");                                                                  \
+            failures++;                                                                    \
+        }                                                                                  \
+    } while (0)
+
+/* Associative, not commutative: digits written side by side, as (value, 10^digits) pairs;
+ * the result shows the order the operands were combined in. */
+static void concat(void *in, void *inout, int *len, MPI_Datatype *dt) {
+    int *a = in, *b = inout;
+    CHECK(*dt == MPI_2INT, "the user function got another datatype");
+    for (int i = 0; i < *len; i++) {
+        b[2 * i] = a[2 * i] * b[2 * i + 1] + b[2 * i];
+        b[2 * i + 1] = a[2 * i + 1] * b[2 * i + 1];
+    }
+}
+
+static int handled = 0, handled_code = 0;
+static void on_error(MPI_Comm *comm, int *code, ...) {
+    (void)comm;
+    handled++;
+    handled_code = *code;
+}
+
+static void intercommunicators(int rank, int size) {
+    if (size < 2)
+        return;
+    MPI_Comm half, inter, merged;
+    int low = rank < size / 2;
+    MPI_Comm_split(MPI_COMM_WORLD, low, rank, &half);
+    /* Leaders: rank 0 of each half, world ranks 0 and size/2. */
+    MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, low ? size / 2 : 0, 7, &inter);
+    int flag, rsize, lrank;
+    MPI_Comm_test_inter(inter, &flag);
+    MPI_Comm_remote_size(inter, &rsize);
+    MPI_Comm_rank(inter, &lrank);
+    CHECK(flag && rsize == (low ? size - size / 2 : size / 2), "inter %d remote %d", flag, rsize);
+
+    /* Rooted: the low group's rank 0 broadcasts to the high group. */
+    int v = -1;
+    if (low)
+        v = 42, MPI_Bcast(&v, 1, MPI_INT, lrank == 0 ? MPI_ROOT : MPI_PROC_NULL, inter);
+    else
+        MPI_Bcast(&v, 1, MPI_INT, 0, inter);
+    CHECK(low || v == 42, "intercomm bcast gave %d", v);
+
+    /* All-to-all: each gets every remote member's rank in the world. */
+    int *got = malloc(sizeof(int) * rsize);
+    MPI_Allgather(&rank, 1, MPI_INT, got, 1, MPI_INT, inter);
+    for (int i = 0; i < rsize; i++)
+        CHECK(got[i] == (low ? size / 2 + i : i), "intercomm allgather [%d] = %d", i, got[i]);
+    free(got);
+
+    /* Point-to-point names the other group. */
+    if (lrank == 0) {
+        int peer = -1;
+        MPI_Sendrecv(&rank, 1, MPI_INT, 0, 3, &peer, 1, MPI_INT, 0, 3, inter, MPI_STATUS_IGNORE);
+        CHECK(peer == (low ? size / 2 : 0), "intercomm sendrecv got %d", peer);
+    }
+
+    MPI_Intercomm_merge(inter, !low, &merged);
+    int mrank;
+    MPI_Comm_rank(merged, &mrank);
+    CHECK(mrank == rank, "merged rank %d, world %d", mrank, rank);
+    MPI_Comm_free(&merged);
+    MPI_Comm_free(&inter);
+    MPI_Comm_free(&half);
+}
+
+static void operations_and_vectors(int rank, int size) {
+    MPI_Op op;
+    int commute = 1;
+    MPI_Op_create(concat, 0, &op);
+    MPI_Op_commutative(op, &commute);
+    CHECK(!commute, "MPI_Op_commutative said %d", commute);
+    int digit[2] = {rank + 1, 10}, out[2] = {0, 0}, want = 0;
+    for (int r = 0; r < size; r++)
+        want = want * 10 + r + 1;
+    MPI_Reduce(digit, out, 1, MPI_2INT, op, 0, MPI_COMM_WORLD);
+    CHECK(rank != 0 || size > 8 || out[0] == want, "non-commutative reduce %d, want %d", out[0], want);
+    MPI_Allreduce(digit, out, 1, MPI_2INT, op, MPI_COMM_WORLD);
+    CHECK(size > 8 || out[0] == want, "non-commutative allreduce %d, want %d", out[0], want);
+    MPI_Op_free(&op);
+    CHECK(op == MPI_OP_NULL, "MPI_Op_free left the handle");
+
+    /* Gatherv: rank r sends r+1 copies of r; the root packs them with a gap of one. */
+    int *mine = malloc(sizeof(int) * (rank + 1));
+    for (int i = 0; i <= rank; i++)
+        mine[i] = rank;
+    int *counts = malloc(sizeof(int) * size), *displs = malloc(sizeof(int) * size), total = 0;
+    for (int r = 0; r < size; r++) {
+        counts[r] = r + 1;
+        displs[r] = total;
+        total += r + 2;
+    }
+    int *all = calloc(total, sizeof(int));
+    MPI_Gatherv(mine, rank + 1, MPI_INT, all, counts, displs, MPI_INT, 0, MPI_COMM_WORLD);
+    if (rank == 0)
+        for (int r = 0; r < size; r++)
+            for (int i = 0; i < counts[r]; i++)
+                CHECK(all[displs[r] + i] == r, "gatherv [%d] = %d", displs[r] + i, all[displs[r] + i]);
+
+    /* The same, nonblocking, to everyone. */
+    MPI_Request req;
+    memset(all, 0, sizeof(int) * total);
+    MPI_Iallgatherv(mine, rank + 1, MPI_INT, all, counts, displs, MPI_INT, MPI_COMM_WORLD, &req);
+    MPI_Wait(&req, MPI_STATUS_IGNORE);
+    for (int r = 0; r < size; r++)
+        CHECK(all[displs[r]] == r, "iallgatherv [%d] = %d", displs[r], all[displs[r]]);
+
+    /* Reduce_scatter: member r gets r+1 sums. */
+    int *ones = malloc(sizeof(int) * total), *sums = malloc(sizeof(int) * (rank + 1));
+    for (int i = 0; i < total; i++)
+        ones[i] = 1;
+    MPI_Reduce_scatter(ones, sums, counts, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    for (int i = 0; i <= rank; i++)
+        CHECK(sums[i] == size, "reduce_scatter [%d] = %d", i, sums[i]);
+    free(mine), free(counts), free(displs), free(all), free(ones), free(sums);
+}
+
+static void persistent_out_of_order(int rank, int size) {
+    if (size < 2)
+        return;
+    /* Initialized in one order, started in another on rank 0: starts match by init. */
+    int a = rank == 0 ? 9 : -1, sum = 0, one = 1;
+    MPI_Request reqs[2];
+    MPI_Bcast_init(&a, 1, MPI_INT, 0, MPI_COMM_WORLD, MPI_INFO_NULL, &reqs[0]);
+    MPI_Allreduce_init(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD, MPI_INFO_NULL, &reqs[1]);
+    for (int round = 0; round < 2; round++) {
+        if (rank == 0) {
+            MPI_Start(&reqs[1]);
+            MPI_Start(&reqs[0]);
+        } else {
+            MPI_Startall(2, reqs);
+        }
+        MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE);
+        CHECK(a == 9 && sum == size, "round %d: bcast %d, allreduce %d", round, a, sum);
+    }
+    MPI_Request_free(&reqs[0]);
+    MPI_Request_free(&reqs[1]);
+}
+
+static void topologies(int rank, int size) {
+    int dims[2] = {0, 0}, periods[2] = {1, 0};
+    MPI_Dims_create(size, 2, dims);
+    CHECK(dims[0] * dims[1] == size && dims[0] >= dims[1], "dims %d x %d", dims[0], dims[1]);
+    MPI_Comm cart;
+    MPI_Cart_create(MPI_COMM_WORLD, 2, dims, periods, 0, &cart);
+    int status, coords[2], back;
+    MPI_Topo_test(cart, &status);
+    CHECK(status == MPI_CART, "topo_test %d", status);
+    MPI_Cart_coords(cart, rank, 2, coords);
+    MPI_Cart_rank(cart, coords, &back);
+    CHECK(back == rank, "cart rank %d -> (%d,%d) -> %d", rank, coords[0], coords[1], back);
+    int src, dst;
+    MPI_Cart_shift(cart, 1, 1, &src, &dst);
+    CHECK(coords[1] < dims[1] - 1 ? dst != MPI_PROC_NULL : dst == MPI_PROC_NULL,
+          "non-periodic shift gave %d", dst);
+    /* Every neighbour sends its rank; MPI_PROC_NULL neighbours leave their slot alone. */
+    int got[4] = {-7, -7, -7, -7};
+    MPI_Neighbor_allgather(&rank, 1, MPI_INT, got, 1, MPI_INT, cart);
+    int up, down;
+    MPI_Cart_shift(cart, 0, 1, &up, &down);
+    CHECK(got[0] == (up == MPI_PROC_NULL ? -7 : up), "neighbour 0 sent %d, expected %d", got[0], up);
+    CHECK(got[3] == (dst == MPI_PROC_NULL ? -7 : dst), "neighbour 3 sent %d", got[3]);
+    MPI_Comm row;
+    int keep[2] = {0, 1}, rsize;
+    MPI_Cart_sub(cart, keep, &row);
+    MPI_Comm_size(row, &rsize);
+    CHECK(rsize == dims[1], "cart_sub row of %d", rsize);
+    MPI_Comm_free(&row);
+    MPI_Comm_free(&cart);
+}
+
+static void error_handlers(void) {
+    MPI_Errhandler eh, got;
+    MPI_Comm dup;
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    MPI_Comm_create_errhandler(on_error, &eh);
+    MPI_Comm_set_errhandler(dup, eh);
+    MPI_Errhandler_free(&eh); /* the communicator keeps it */
+    int cls, code, back, rc;
+    MPI_Add_error_class(&cls);
+    MPI_Add_error_code(cls, &code);
+    MPI_Add_error_string(code, "weft test: my error");
+    MPI_Error_class(code, &back);
+    CHECK(back == cls, "the added code's class is %d, not %d", back, cls);
+    char text[MPI_MAX_ERROR_STRING];
+    int len;
+    MPI_Error_string(code, text, &len);
+    CHECK(strcmp(text, "weft test: my error") == 0, "error string '%s'", text);
+    MPI_Comm_call_errhandler(dup, code);
+    CHECK(handled == 1 && handled_code == code, "handler called %d times with %d", handled, handled_code);
+    /* A real error goes to the handler, and the call returns its class. */
+    rc = MPI_Send(NULL, -1, MPI_INT, 0, 0, dup);
+    CHECK(handled == 2 && rc == MPI_ERR_COUNT, "bad count: rc %d, handled %d", rc, handled);
+    MPI_Comm_get_errhandler(dup, &got);
+    MPI_Errhandler_free(&got);
+    MPI_Comm_free(&dup);
+    MPI_Remove_error_string(code);
+    MPI_Remove_error_code(code);
+    MPI_Remove_error_class(cls);
+}
+
+int main(int argc, char **argv) {
+    int rank, size;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    intercommunicators(rank, size);
+    operations_and_vectors(rank, size);
+    persistent_out_of_order(rank, size);
+    topologies(rank, size);
+    error_handlers();
+    if (failures == 0)
+        printf("collectives: rank %d of %d ok\n", rank, size);
+    MPI_Finalize();
+    return failures != 0;
+}
