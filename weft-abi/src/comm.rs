@@ -288,6 +288,26 @@ unsafe extern "C" fn comm_free(comm: *mut *mut c_void) -> c_int {
 }
 export!(Comm_free, comm_free);
 
+/// MPI_Comm_disconnect: a collective free that returns once the communicator's pending
+/// communication is done. Weft's requests keep what they use, so a barrier (every member
+/// has arrived, so none still sends on it) and a free do it.
+unsafe extern "C" fn comm_disconnect(comm: *mut *mut c_void) -> c_int {
+    const CALL: &str = "MPI_Comm_disconnect";
+    let rc = guard(CALL, std::ptr::null_mut(), || {
+        check_slot(CALL, "comm", comm)?;
+        // SAFETY: checked non-null; the caller's handle.
+        let c = handles::comm(CALL, unsafe { *comm })?;
+        c.comm.barrier();
+        Ok(())
+    });
+    if rc != MPI_SUCCESS {
+        return rc;
+    }
+    // SAFETY: passed on.
+    unsafe { comm_free(comm) }
+}
+export!(Comm_disconnect, comm_disconnect);
+
 unsafe extern "C" fn comm_compare(
     comm1: *mut c_void,
     comm2: *mut c_void,

@@ -85,6 +85,7 @@ mod env;
 mod errhandler;
 mod errors;
 mod exchange;
+mod grequest;
 mod group;
 mod handles;
 mod icoll;
@@ -96,6 +97,7 @@ mod op;
 mod p2p;
 mod requests;
 mod state;
+mod status;
 mod topo;
 
 /// The functions of the standard not implemented yet.

@@ -21,9 +21,9 @@ const CANCELLED: usize = 2;
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
 pub(crate) struct Status {
-    source: c_int,
-    tag: c_int,
-    error: c_int,
+    pub(crate) source: c_int,
+    pub(crate) tag: c_int,
+    pub(crate) error: c_int,
     internal: [c_int; 5],
 }
 
@@ -67,6 +67,15 @@ impl Status {
 
     pub(crate) fn cancelled(&self) -> bool {
         self.internal[CANCELLED] != 0
+    }
+
+    pub(crate) fn set_bytes(&mut self, len: u64) {
+        self.internal[BYTES_LOW] = len as u32 as c_int;
+        self.internal[BYTES_HIGH] = (len >> 32) as u32 as c_int;
+    }
+
+    pub(crate) fn set_cancelled(&mut self, cancelled: bool) {
+        self.internal[CANCELLED] = cancelled.into();
     }
 
     /// Stores this status at `out` unless it is `MPI_STATUS_IGNORE`.

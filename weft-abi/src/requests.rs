@@ -25,6 +25,8 @@ enum Kind {
     Persistent(Persistent),
     /// A nonblocking collective, and the buffers it uses.
     Collective(Box<dyn Ongoing>),
+    /// A generalized request (MPI_Grequest_start): the program completes it.
+    Generalized(Box<crate::grequest::Generalized>),
     /// A send and a receive completed together (MPI_Isendrecv), with the packed copy the
     /// send reads when the two share a buffer (MPI_Isendrecv_replace); the receive's status.
     Pair(Box<Pair>),
@@ -199,6 +201,19 @@ impl CRequest {
         })))
     }
 
+    /// A generalized request.
+    pub(crate) fn generalized(g: crate::grequest::Generalized) -> CRequest {
+        CRequest(Kind::Generalized(Box::new(g)))
+    }
+
+    /// The generalized request this is, if it is one.
+    pub(crate) fn as_generalized(&self) -> Option<&crate::grequest::Generalized> {
+        match &self.0 {
+            Kind::Generalized(g) => Some(g),
+            _ => None,
+        }
+    }
+
     /// A send and a receive that complete as one request, the receive's status its own;
     /// `staged` is the data the send reads, kept until it completes.
     pub(crate) fn pair(send: CRequest, recv: CRequest, staged: Option<Vec<u8>>) -> CRequest {
@@ -243,6 +258,7 @@ impl CRequest {
                 p.send.wait();
                 p.recv.wait()
             }
+            Kind::Generalized(g) => g.wait(),
         }
     }
 
@@ -257,6 +273,8 @@ impl CRequest {
                 let received = p.recv.test();
                 received.filter(|_| sent)
             }
+            // Stays generalized when complete: the free callback runs when it is freed.
+            Kind::Generalized(g) => return g.test(),
             Kind::Persistent(p) => {
                 return match &mut p.active {
                     None => Some(Status::empty()),
@@ -282,6 +300,7 @@ impl CRequest {
                 p.send.cancel();
                 p.recv.cancel();
             }
+            Kind::Generalized(g) => g.cancel(),
             Kind::Persistent(p) => {
                 if let Some(r) = &p.active {
                     r.cancel();

@@ -146,7 +146,12 @@ fn communicators_groups_attributes_info_persistent_requests_from_c() {
 
 #[test]
 fn intercommunicators_user_ops_collectives_topologies_and_error_handlers_from_c() {
-    let exe = compile(&prefix().join("bin/mpicc"), "collectives.c", "collectives", &[]);
+    let exe = compile(
+        &prefix().join("bin/mpicc"),
+        "collectives.c",
+        "collectives",
+        &[],
+    );
     for n in [1, 2, 3, 4] {
         let out = weft_run(n, &exe, &[]);
         assert_every_rank(&out, n, |r| format!("collectives: rank {r} of {n} ok"));

@@ -217,6 +217,22 @@ impl Shape {
         }
         (rest == 0).then_some(n)
     }
+
+    /// Bytes of packed data that hold `n` basic elements (the inverse of `elements_in`).
+    pub(crate) fn bytes_of(&self, n: usize) -> usize {
+        let per = self.elements();
+        if per == 0 {
+            return 0;
+        }
+        let mut bytes = (n / per) * self.size();
+        let mut rest = n % per;
+        for r in &self.runs {
+            let take = rest.min(r.count);
+            bytes += take * r.size;
+            rest -= take;
+        }
+        bytes
+    }
 }
 
 /// Appends `more` to `runs`, merging a run with the one before it when they are alike.
