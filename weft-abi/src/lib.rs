@@ -92,6 +92,7 @@ mod icoll;
 mod info;
 mod inter;
 mod matched;
+mod memory;
 mod neighbor;
 mod op;
 mod p2p;

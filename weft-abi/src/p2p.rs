@@ -134,10 +134,20 @@ pub(crate) fn check_send(
     comm: *mut c_void,
 ) -> Result<(&'static Comm, handles::Dt), CError> {
     let c = handles::comm(call, comm)?;
-    let dt = handles::datatype(call, datatype)?;
+    let dt = handles::datatype(call, peer_type(datatype, dest))?;
     check_rank(call, "destination", dest, c, false)?;
     check_tag(call, tag, false)?;
     Ok((c, dt))
+}
+
+/// The datatype of an operation with `peer`: MPI_DATATYPE_NULL stands for no data with
+/// MPI_PROC_NULL (which moves none; MPICH and Open MPI accept it too).
+fn peer_type(datatype: *mut c_void, peer: c_int) -> *mut c_void {
+    if peer == MPI_PROC_NULL && datatype as usize == MPI_DATATYPE_NULL {
+        MPI_BYTE as *mut c_void
+    } else {
+        datatype
+    }
 }
 
 /// A receive's communicator and datatype, its source and tag checked (wildcards allowed).
@@ -149,7 +159,7 @@ pub(crate) fn check_receive(
     comm: *mut c_void,
 ) -> Result<(&'static Comm, handles::Dt), CError> {
     let c = handles::comm(call, comm)?;
-    let dt = handles::datatype(call, datatype)?;
+    let dt = handles::datatype(call, peer_type(datatype, source))?;
     check_rank(call, "source", source, c, true)?;
     check_tag(call, tag, true)?;
     Ok((c, dt))
@@ -205,7 +215,7 @@ unsafe fn send_in(
 ) -> c_int {
     guard(call, comm, || {
         let c = handles::comm(call, comm)?;
-        let dt = handles::datatype(call, datatype)?;
+        let dt = handles::datatype(call, peer_type(datatype, dest))?;
         check_rank(call, "destination", dest, c, false)?;
         check_tag(call, tag, false)?;
         // SAFETY: the caller's promise.
@@ -325,7 +335,7 @@ unsafe fn receive(
     tag: c_int,
     c: &Comm,
 ) -> Result<Status, CError> {
-    let dt = handles::datatype(call, datatype)?;
+    let dt = handles::datatype(call, peer_type(datatype, source))?;
     check_rank(call, "source", source, c, true)?;
     check_tag(call, tag, true)?;
     // SAFETY: the caller's promise.
