@@ -48,15 +48,40 @@ fn blocks(call: &'static str, count: c_int, n: c_int) -> Result<c_int, CError> {
     })
 }
 
-/// Elements from a buffer's start to the end of its farthest part.
-pub(crate) fn span(counts: &[c_int], displs: &[c_int]) -> c_int {
+/// Elements from a buffer's start to the end of its farthest part; every count checked.
+pub(crate) fn span(
+    call: &'static str,
+    counts: &[c_int],
+    displs: &[c_int],
+) -> Result<c_int, CError> {
+    let mut end: i64 = 0;
+    for (i, (&c, &d)) in counts.iter().zip(displs).enumerate() {
+        if c < 0 {
+            return Err(CError::new(
+                MPI_ERR_COUNT,
+                call,
+                format!("the count for member {i} is {c}; it must not be negative"),
+            ));
+        }
+        if c > 0 {
+            end = end.max(i64::from(d) + i64::from(c));
+        }
+    }
+    c_int::try_from(end).map_err(|_| {
+        CError::new(
+            MPI_ERR_COUNT,
+            call,
+            format!("the parts reach element {end}, past what an int counts"),
+        )
+    })
+}
+
+/// The displacements of parts laid back to back.
+fn packed_displs(counts: &[c_int]) -> Vec<c_int> {
     counts
         .iter()
-        .zip(displs)
-        .filter(|(&c, _)| c > 0)
-        .map(|(&c, &d)| d + c)
-        .max()
-        .unwrap_or(0)
+        .scan(0, |at, &c| Some(std::mem::replace(at, *at + c)))
+        .collect()
 }
 
 unsafe fn barrier(call: &'static str, comm: *mut c_void) -> Started {
@@ -265,7 +290,7 @@ unsafe fn gather(
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn gatherv(
+pub(crate) unsafe fn gatherv(
     call: &'static str,
     sendbuf: *const c_void,
     sendcount: c_int,
@@ -302,7 +327,7 @@ unsafe fn gatherv(
     let displs = unsafe { ints(call, "displs", displs, n)? }.to_vec();
     let rdt = handles::datatype(call, recvtype)?;
     // SAFETY: the standard's contract: every part fits the root's `recvbuf`.
-    let out = Pinned::new(unsafe { view_mut(call, recvbuf, span(&counts, &displs), rdt)? });
+    let out = Pinned::new(unsafe { view_mut(call, recvbuf, span(call, &counts, &displs)?, rdt)? });
     // SAFETY: lent to the request, which the C request drops before `out` (held with it).
     let parts = PartitionMut::new(unsafe { out.lend() }, counts, displs);
     if c.comm.test_inter() {
@@ -376,7 +401,7 @@ unsafe fn scatter(
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn scatterv(
+pub(crate) unsafe fn scatterv(
     call: &'static str,
     sendbuf: *const c_void,
     sendcounts: *const c_int,
@@ -412,7 +437,7 @@ unsafe fn scatterv(
     // SAFETY: as above.
     let displs = unsafe { ints(call, "displs", displs, n)? }.to_vec();
     let sdt = handles::datatype(call, sendtype)?;
-    let len = span(&counts, &displs);
+    let len = span(call, &counts, &displs)?;
     if in_place(recvbuf) && !c.comm.test_inter() {
         // SAFETY: the standard's contract: every part lies in `sendbuf`.
         let all = Pinned::new(unsafe { view_mut(call, sendbuf.cast_mut(), len, sdt)? });
@@ -516,7 +541,7 @@ unsafe fn alltoall(
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn allgatherv(
+pub(crate) unsafe fn allgatherv(
     call: &'static str,
     sendbuf: *const c_void,
     sendcount: c_int,
@@ -535,7 +560,7 @@ unsafe fn allgatherv(
     let displs = unsafe { ints(call, "displs", displs, n)? }.to_vec();
     let rdt = handles::datatype(call, recvtype)?;
     // SAFETY: the standard's contract: every part fits `recvbuf`.
-    let out = Pinned::new(unsafe { view_mut(call, recvbuf, span(&counts, &displs), rdt)? });
+    let out = Pinned::new(unsafe { view_mut(call, recvbuf, span(call, &counts, &displs)?, rdt)? });
     // SAFETY: lent to the request, dropped before `out` (held with it).
     let parts = PartitionMut::new(unsafe { out.lend() }, counts, displs);
     let c = &c.comm;
@@ -553,7 +578,7 @@ unsafe fn allgatherv(
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn alltoallv(
+pub(crate) unsafe fn alltoallv(
     call: &'static str,
     sendbuf: *const c_void,
     sendcounts: *const c_int,
@@ -573,7 +598,8 @@ unsafe fn alltoallv(
     let rdispls = unsafe { ints(call, "rdispls", rdispls, n)? }.to_vec();
     let rdt = handles::datatype(call, recvtype)?;
     // SAFETY: the standard's contract: every part fits `recvbuf`.
-    let out = Pinned::new(unsafe { view_mut(call, recvbuf, span(&rcounts, &rdispls), rdt)? });
+    let out =
+        Pinned::new(unsafe { view_mut(call, recvbuf, span(call, &rcounts, &rdispls)?, rdt)? });
     // SAFETY: lent to the request, dropped before `out` (held with it).
     let rparts = PartitionMut::new(unsafe { out.lend() }, rcounts, rdispls);
     let c = &c.comm;
@@ -588,7 +614,7 @@ unsafe fn alltoallv(
     let sdispls = unsafe { ints(call, "sdispls", sdispls, n)? }.to_vec();
     let sdt = handles::datatype(call, sendtype)?;
     // SAFETY: the standard's contract: every part lies in `sendbuf`.
-    let input = Pinned::new(unsafe { view(call, sendbuf, span(&scounts, &sdispls), sdt)? });
+    let input = Pinned::new(unsafe { view(call, sendbuf, span(call, &scounts, &sdispls)?, sdt)? });
     // SAFETY: lent to the request, dropped before `input` (held with it).
     let sparts = Partition::new(&*unsafe { input.lend() }, scounts, sdispls);
     Ok(hold((rparts, sparts, out, input), |(r, s, _, _)| {
@@ -597,7 +623,7 @@ unsafe fn alltoallv(
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn alltoallw(
+pub(crate) unsafe fn alltoallw(
     call: &'static str,
     sendbuf: *const c_void,
     sendcounts: *const c_int,
@@ -703,7 +729,7 @@ unsafe fn reduce_scatter_block(
     }))
 }
 
-unsafe fn reduce_scatter(
+pub(crate) unsafe fn reduce_scatter(
     call: &'static str,
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
@@ -727,15 +753,8 @@ unsafe fn reduce_scatter(
     } else {
         counts
     };
-    let displs: Vec<c_int> = counts
-        .iter()
-        .scan(0, |at, &k| {
-            let d = *at;
-            *at += k;
-            Some(d)
-        })
-        .collect();
-    let total = counts.iter().sum();
+    let displs = packed_displs(&counts);
+    let total = span(call, &counts, &displs)?;
     let c = &c.comm;
     if in_place(sendbuf) {
         // SAFETY: the standard's contract: the input at `recvbuf` until completion.

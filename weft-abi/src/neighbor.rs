@@ -8,7 +8,7 @@
 //! its sources and destinations).
 
 use crate::abi::*;
-use crate::coll_v::ints;
+use crate::coll_v::{ints, type_handles};
 use crate::errors::{guard, CError};
 use crate::handles::{self, view, view_mut};
 use crate::icoll::{hold, nonblocking, span, Started};
@@ -161,7 +161,7 @@ unsafe fn allgatherv(
         handles::datatype(call, recvtype)?,
     );
     // SAFETY: the standard's contract: every part fits `recvbuf`, until completion.
-    let out = Pinned::new(unsafe { view_mut(call, recvbuf, span(&counts, &displs), rdt)? });
+    let out = Pinned::new(unsafe { view_mut(call, recvbuf, span(call, &counts, &displs)?, rdt)? });
     // SAFETY: lent to the request, dropped before `out` (held with it).
     let parts = PartitionMut::new(unsafe { out.lend() }, counts, displs);
     // SAFETY: the standard's contract: `sendcount` elements at `sendbuf`.
@@ -203,8 +203,13 @@ unsafe fn alltoallv(
     // SAFETY: the standard's contract: every part lies in its buffer, until completion.
     let (input, out) = unsafe {
         (
-            Pinned::new(view(call, sendbuf, span(&scounts, &sdispls), sdt)?),
-            Pinned::new(view_mut(call, recvbuf, span(&rcounts, &rdispls), rdt)?),
+            Pinned::new(view(call, sendbuf, span(call, &scounts, &sdispls)?, sdt)?),
+            Pinned::new(view_mut(
+                call,
+                recvbuf,
+                span(call, &rcounts, &rdispls)?,
+                rdt,
+            )?),
         )
     };
     // SAFETY: lent to the request, dropped before `input` and `out` (held with it).
@@ -218,30 +223,6 @@ unsafe fn alltoallv(
     Ok(hold((rparts, sparts, out, input), |(r, s, _, _)| {
         c.immediate_neighbor_all_to_all_varcount_into(StaticScope, &*s, r)
     }))
-}
-
-/// The `n` datatype handles at `p`.
-///
-/// # Safety
-/// `p` holds `n` handles when `n > 0`.
-unsafe fn type_handles(
-    call: &'static str,
-    what: &str,
-    p: *const *mut c_void,
-    n: usize,
-) -> Result<Vec<*mut c_void>, CError> {
-    if n == 0 {
-        return Ok(Vec::new());
-    }
-    if p.is_null() {
-        return Err(CError::new(
-            MPI_ERR_ARG,
-            call,
-            format!("{what} is a null pointer"),
-        ));
-    }
-    // SAFETY: the caller's promise.
-    Ok(unsafe { std::slice::from_raw_parts(p, n) }.to_vec())
 }
 
 /// `n` byte displacements (MPI_Aint) at `p`.
