@@ -114,3 +114,54 @@ export!(Win_toint, toint);
 export!(Win_fromint, win_fromint);
 export!(Win_c2f, toint);
 export!(Win_f2c, win_fromint);
+
+/// The status conversions between C, Fortran (`MPI_Fint[MPI_F_STATUS_SIZE]`) and Fortran
+/// 2008 (`MPI_F08_status`): the standard ABI lays all three out alike (source, tag and
+/// error at `MPI_F_SOURCE`, `MPI_F_TAG`, `MPI_F_ERROR`, then the hidden fields), so each is
+/// a copy of the eight ints.
+macro_rules! status_copies {
+    ($($name:ident, $fn:ident;)*) => {$(
+        unsafe extern "C" fn $fn(from: *const c_int, to: *mut c_int) -> c_int {
+            const CALL: &str = concat!("MPI_", stringify!($name));
+            crate::errors::guard(CALL, std::ptr::null_mut(), || {
+                if from.is_null() || to.is_null() {
+                    return Err(crate::errors::CError::new(
+                        crate::abi::MPI_ERR_ARG,
+                        CALL,
+                        "a status is a null pointer (MPI_STATUS_IGNORE cannot be converted)",
+                    ));
+                }
+                // SAFETY: the standard's contract: two statuses of MPI_F_STATUS_SIZE ints
+                // (the C and Fortran 2008 ones have that size and layout in the ABI).
+                unsafe { std::ptr::copy(from, to, crate::abi::MPI_F_STATUS_SIZE as usize) };
+                Ok(())
+            })
+        }
+    )*};
+}
+
+status_copies! {
+    Status_c2f, status_c2f;
+    Status_f2c, status_f2c;
+    Status_c2f08, status_c2f08;
+    Status_f082c, status_f082c;
+    Status_f082f, status_f082f;
+    Status_f2f08, status_f2f08;
+}
+export!(Status_c2f, status_c2f);
+export!(Status_f2c, status_f2c);
+export!(Status_c2f08, status_c2f08);
+export!(Status_f082c, status_f082c);
+export!(Status_f082f, status_f082f);
+export!(Status_f2f08, status_f2f08);
+
+const _: () = assert!(
+    std::mem::size_of::<crate::p2p::Status>() == 4 * crate::abi::MPI_F_STATUS_SIZE as usize
+);
+
+/// MPI_Pcontrol: a hook for profiling layers (which interpose it); Weft itself profiles
+/// nothing, so it does nothing, as the standard says of a library without profiling.
+extern "C" fn pcontrol(_level: c_int) -> c_int {
+    crate::abi::MPI_SUCCESS
+}
+export!(Pcontrol, pcontrol);

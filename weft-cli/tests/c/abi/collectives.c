@@ -1,6 +1,6 @@
 /* Intercommunicators, user operations, the vector, nonblocking, persistent and
- * neighbourhood collectives, topologies, user error handlers and added error classes
- * through the C ABI, checked by the program itself: "collectives: rank R of N ok" when every
+ * neighbourhood collectives, topologies, user error handlers and added error classes,
+ * generalized requests, status conversions and MPI_Alloc_mem through the C ABI, checked by the program itself: "collectives: rank R of N ok" when every
  * check held, "FAIL" lines otherwise. Weft's own test program. */
 #include <mpi.h>
 #include <stdio.h>
@@ -216,6 +216,64 @@ static void error_handlers(void) {
     MPI_Remove_error_class(cls);
 }
 
+static int queried = 0, freed = 0;
+static int query_fn(void *extra, MPI_Status *st) {
+    queried++;
+    MPI_Status_set_elements(st, MPI_INT, *(int *)extra);
+    MPI_Status_set_cancelled(st, 0);
+    MPI_Status_set_source(st, 5);
+    MPI_Status_set_tag(st, 6);
+    return MPI_SUCCESS;
+}
+static int free_fn(void *extra) {
+    (void)extra;
+    freed++;
+    return MPI_SUCCESS;
+}
+static int cancel_fn(void *extra, int complete) {
+    (void)extra; (void)complete;
+    return MPI_SUCCESS;
+}
+
+static void requests_statuses_and_memory(int rank, int size) {
+    /* A generalized request: completed by the program, its status from the query. */
+    MPI_Request req;
+    int three = 3, count, source, flag;
+    MPI_Status st;
+    MPI_Grequest_start(query_fn, free_fn, cancel_fn, &three, &req);
+    MPI_Test(&req, &flag, &st);
+    CHECK(!flag, "an incomplete generalized request tested complete");
+    MPI_Grequest_complete(req);
+    MPI_Wait(&req, &st);
+    MPI_Get_count(&st, MPI_INT, &count);
+    MPI_Status_get_source(&st, &source);
+    CHECK(req == MPI_REQUEST_NULL && queried == 1 && freed == 1 && count == 3 && source == 5,
+          "greq: queried %d freed %d count %d source %d", queried, freed, count, source);
+
+    /* Statuses convert to Fortran's form and back unchanged. */
+    MPI_Fint f[MPI_F_STATUS_SIZE];
+    MPI_Status back;
+    MPI_Status_c2f(&st, f);
+    MPI_Status_f2c(f, &back);
+    CHECK(f[MPI_F_TAG] == 6 && memcmp(&st, &back, sizeof st) == 0, "status c2f/f2c");
+    CHECK(MPI_Pcontrol(1) == MPI_SUCCESS, "MPI_Pcontrol");
+
+    /* A ring exchange in one buffer, nonblocking, in memory MPI allocated. */
+    int *buf;
+    MPI_Alloc_mem(2 * sizeof(int), MPI_INFO_NULL, &buf);
+    buf[0] = rank, buf[1] = -rank;
+    int right = (rank + 1) % size, left = (rank + size - 1) % size;
+    MPI_Isendrecv_replace(buf, 2, MPI_INT, right, 4, left, 4, MPI_COMM_WORLD, &req);
+    MPI_Wait(&req, &st);
+    CHECK(buf[0] == left && buf[1] == -left && st.MPI_SOURCE == left,
+          "isendrecv_replace got %d %d from %d", buf[0], buf[1], st.MPI_SOURCE);
+    MPI_Free_mem(buf);
+    MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+    int dummy, rc = MPI_Free_mem(&dummy);
+    CHECK(rc == MPI_ERR_BASE, "MPI_Free_mem of other memory returned %d", rc);
+    MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_ARE_FATAL);
+}
+
 int main(int argc, char **argv) {
     int rank, size;
     MPI_Init(&argc, &argv);
@@ -226,6 +284,7 @@ int main(int argc, char **argv) {
     persistent_out_of_order(rank, size);
     topologies(rank, size);
     error_handlers();
+    requests_statuses_and_memory(rank, size);
     if (failures == 0)
         printf("collectives: rank %d of %d ok\n", rank, size);
     MPI_Finalize();
