@@ -224,6 +224,22 @@ unsafe extern "C" fn abi_get_version(version: *mut c_int, subversion: *mut c_int
 }
 export!(Abi_get_version, abi_get_version);
 
+/// MPI_Abi_get_info: a new info object with the sizes of the ABI's integer types
+/// (`mpi_aint_size`, `mpi_count_size`, `mpi_offset_size`, in bytes). Callable any time.
+unsafe extern "C" fn abi_get_info(info: *mut *mut c_void) -> c_int {
+    const CALL: &str = "MPI_Abi_get_info";
+    guard(CALL, std::ptr::null_mut(), || {
+        let entry = |k: &str, n: usize| (k.to_string(), n.to_string());
+        let sizes = vec![
+            entry("mpi_aint_size", std::mem::size_of::<isize>()),
+            entry("mpi_count_size", std::mem::size_of::<i64>()),
+            entry("mpi_offset_size", std::mem::size_of::<i64>()),
+        ];
+        crate::info::hand_out(CALL, info, crate::info::CInfo::new(sizes))
+    })
+}
+export!(Abi_get_info, abi_get_info);
+
 unsafe extern "C" fn get_library_version(version: *mut c_char, resultlen: *mut c_int) -> c_int {
     guard("MPI_Get_library_version", std::ptr::null_mut(), || {
         if version.is_null() || resultlen.is_null() {

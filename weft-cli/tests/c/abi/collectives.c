@@ -257,6 +257,13 @@ static void requests_statuses_and_memory(int rank, int size) {
     MPI_Status_f2c(f, &back);
     CHECK(f[MPI_F_TAG] == 6 && memcmp(&st, &back, sizeof st) == 0, "status c2f/f2c");
     CHECK(MPI_Pcontrol(1) == MPI_SUCCESS, "MPI_Pcontrol");
+    MPI_Info abi;
+    char value[MPI_MAX_INFO_VAL];
+    int vlen = MPI_MAX_INFO_VAL, found = 0;
+    MPI_Abi_get_info(&abi);
+    MPI_Info_get_string(abi, "mpi_aint_size", &vlen, value, &found);
+    CHECK(found && atoi(value) == (int)sizeof(MPI_Aint), "mpi_aint_size %s", found ? value : "-");
+    MPI_Info_free(&abi);
 
     /* A ring exchange in one buffer, nonblocking, in memory MPI allocated. */
     int *buf;
