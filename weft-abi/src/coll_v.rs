@@ -13,40 +13,17 @@ use crate::errors::{guard, CError};
 use crate::icoll;
 use std::ffi::{c_int, c_void};
 
-/// `n` ints at `p` (the standard's arrays of counts and displacements).
+/// `n` values at `p`: one of the standard's argument arrays (counts, displacements,
+/// datatype handles), checked non-null when it must hold any.
 ///
 /// # Safety
-/// `p` holds `n` ints when `n > 0`.
-pub(crate) unsafe fn ints<'a>(
+/// `p` holds `n` values when `n > 0`.
+pub(crate) unsafe fn array<'a, T>(
     call: &'static str,
     what: &str,
-    p: *const c_int,
+    p: *const T,
     n: usize,
-) -> Result<&'a [c_int], CError> {
-    if n == 0 {
-        return Ok(&[]);
-    }
-    if p.is_null() {
-        return Err(CError::new(
-            MPI_ERR_ARG,
-            call,
-            format!("{what} is a null pointer"),
-        ));
-    }
-    // SAFETY: the caller's promise.
-    Ok(unsafe { std::slice::from_raw_parts(p, n) })
-}
-
-/// The `n` datatype handles at `p`.
-///
-/// # Safety
-/// `p` holds `n` handles when `n > 0`.
-pub(crate) unsafe fn type_handles<'a>(
-    call: &'static str,
-    what: &str,
-    p: *const *mut c_void,
-    n: usize,
-) -> Result<&'a [*mut c_void], CError> {
+) -> Result<&'a [T], CError> {
     if n == 0 {
         return Ok(&[]);
     }

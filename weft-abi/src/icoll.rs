@@ -10,7 +10,7 @@
 
 use crate::abi::*;
 use crate::coll::{in_place, nothing, nothing_mut, rooted, Part};
-use crate::coll_v::{ints, type_handles};
+use crate::coll_v::array;
 use crate::errors::{guard, CError};
 use crate::handles::{self, view, view_mut};
 use crate::inter::partners;
@@ -322,9 +322,9 @@ pub(crate) unsafe fn gatherv(
     }
     let n = partners(c) as usize;
     // SAFETY: the standard's contract: a count and a displacement per member.
-    let counts = unsafe { ints(call, "recvcounts", recvcounts, n)? }.to_vec();
+    let counts = unsafe { array(call, "recvcounts", recvcounts, n)? }.to_vec();
     // SAFETY: as above.
-    let displs = unsafe { ints(call, "displs", displs, n)? }.to_vec();
+    let displs = unsafe { array(call, "displs", displs, n)? }.to_vec();
     let rdt = handles::datatype(call, recvtype)?;
     // SAFETY: the standard's contract: every part fits the root's `recvbuf`.
     let out = Pinned::new(unsafe { view_mut(call, recvbuf, span(call, &counts, &displs)?, rdt)? });
@@ -433,9 +433,9 @@ pub(crate) unsafe fn scatterv(
     }
     let n = partners(c) as usize;
     // SAFETY: the standard's contract: a count and a displacement per member.
-    let counts = unsafe { ints(call, "sendcounts", sendcounts, n)? }.to_vec();
+    let counts = unsafe { array(call, "sendcounts", sendcounts, n)? }.to_vec();
     // SAFETY: as above.
-    let displs = unsafe { ints(call, "displs", displs, n)? }.to_vec();
+    let displs = unsafe { array(call, "displs", displs, n)? }.to_vec();
     let sdt = handles::datatype(call, sendtype)?;
     let len = span(call, &counts, &displs)?;
     if in_place(recvbuf) && !c.comm.test_inter() {
@@ -555,9 +555,9 @@ pub(crate) unsafe fn allgatherv(
     let c = handles::comm(call, comm)?;
     let n = partners(c) as usize;
     // SAFETY: the standard's contract: a count and a displacement per member.
-    let counts = unsafe { ints(call, "recvcounts", recvcounts, n)? }.to_vec();
+    let counts = unsafe { array(call, "recvcounts", recvcounts, n)? }.to_vec();
     // SAFETY: as above.
-    let displs = unsafe { ints(call, "displs", displs, n)? }.to_vec();
+    let displs = unsafe { array(call, "displs", displs, n)? }.to_vec();
     let rdt = handles::datatype(call, recvtype)?;
     // SAFETY: the standard's contract: every part fits `recvbuf`.
     let out = Pinned::new(unsafe { view_mut(call, recvbuf, span(call, &counts, &displs)?, rdt)? });
@@ -593,9 +593,9 @@ pub(crate) unsafe fn alltoallv(
     let c = handles::comm(call, comm)?;
     let n = partners(c) as usize;
     // SAFETY: the standard's contract: a count and a displacement per member.
-    let rcounts = unsafe { ints(call, "recvcounts", recvcounts, n)? }.to_vec();
+    let rcounts = unsafe { array(call, "recvcounts", recvcounts, n)? }.to_vec();
     // SAFETY: as above.
-    let rdispls = unsafe { ints(call, "rdispls", rdispls, n)? }.to_vec();
+    let rdispls = unsafe { array(call, "rdispls", rdispls, n)? }.to_vec();
     let rdt = handles::datatype(call, recvtype)?;
     // SAFETY: the standard's contract: every part fits `recvbuf`.
     let out =
@@ -609,9 +609,9 @@ pub(crate) unsafe fn alltoallv(
         }));
     }
     // SAFETY: as above, for the send side.
-    let scounts = unsafe { ints(call, "sendcounts", sendcounts, n)? }.to_vec();
+    let scounts = unsafe { array(call, "sendcounts", sendcounts, n)? }.to_vec();
     // SAFETY: as above.
-    let sdispls = unsafe { ints(call, "sdispls", sdispls, n)? }.to_vec();
+    let sdispls = unsafe { array(call, "sdispls", sdispls, n)? }.to_vec();
     let sdt = handles::datatype(call, sendtype)?;
     // SAFETY: the standard's contract: every part lies in `sendbuf`.
     let input = Pinned::new(unsafe { view(call, sendbuf, span(call, &scounts, &sdispls)?, sdt)? });
@@ -641,9 +641,9 @@ pub(crate) unsafe fn alltoallw(
     // member, for each side.
     let (rcounts, rdispls, rtypes) = unsafe {
         (
-            ints(call, "recvcounts", recvcounts, n)?,
-            ints(call, "rdispls", rdispls, n)?,
-            type_handles(call, "recvtypes", recvtypes, n)?,
+            array(call, "recvcounts", recvcounts, n)?,
+            array(call, "rdispls", rdispls, n)?,
+            array(call, "recvtypes", recvtypes, n)?,
         )
     };
     let mut outs = Vec::with_capacity(n);
@@ -675,9 +675,9 @@ pub(crate) unsafe fn alltoallw(
     // SAFETY: as above, for the send side (packed when the call starts).
     let (scounts, sdispls, stypes) = unsafe {
         (
-            ints(call, "sendcounts", sendcounts, n)?,
-            ints(call, "sdispls", sdispls, n)?,
-            type_handles(call, "sendtypes", sendtypes, n)?,
+            array(call, "sendcounts", sendcounts, n)?,
+            array(call, "sdispls", sdispls, n)?,
+            array(call, "sendtypes", sendtypes, n)?,
         )
     };
     let mut ins = Vec::with_capacity(n);
@@ -743,7 +743,7 @@ pub(crate) unsafe fn reduce_scatter(
     let o = operation(call, op, datatype)?;
     let n = c.comm.size() as usize;
     // SAFETY: the standard's contract: a count per member.
-    let counts = unsafe { ints(call, "recvcounts", recvcounts, n)? }.to_vec();
+    let counts = unsafe { array(call, "recvcounts", recvcounts, n)? }.to_vec();
     let mine = counts[c.comm.rank() as usize];
     let counts = if c.comm.test_inter() {
         // The input is cut by the other group's counts (see the blocking form).

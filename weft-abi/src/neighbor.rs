@@ -8,7 +8,7 @@
 //! its sources and destinations).
 
 use crate::abi::*;
-use crate::coll_v::{ints, type_handles};
+use crate::coll_v::array;
 use crate::errors::{guard, CError};
 use crate::handles::{self, view, view_mut};
 use crate::icoll::{hold, nonblocking, span, Started};
@@ -153,9 +153,9 @@ unsafe fn allgatherv(
     let c = handles::comm(call, comm)?;
     let (ins, _) = degrees(call, c)?;
     // SAFETY: the standard's contract: a count and a displacement per in-neighbour.
-    let counts = unsafe { ints(call, "recvcounts", recvcounts, ins)? }.to_vec();
+    let counts = unsafe { array(call, "recvcounts", recvcounts, ins)? }.to_vec();
     // SAFETY: as above.
-    let displs = unsafe { ints(call, "displs", displs, ins)? }.to_vec();
+    let displs = unsafe { array(call, "displs", displs, ins)? }.to_vec();
     let (sdt, rdt) = (
         handles::datatype(call, sendtype)?,
         handles::datatype(call, recvtype)?,
@@ -190,10 +190,10 @@ unsafe fn alltoallv(
     // SAFETY: the standard's contract: a count and a displacement per neighbour each way.
     let (scounts, sdispls, rcounts, rdispls) = unsafe {
         (
-            ints(call, "sendcounts", sendcounts, outs)?.to_vec(),
-            ints(call, "sdispls", sdispls, outs)?.to_vec(),
-            ints(call, "recvcounts", recvcounts, ins)?.to_vec(),
-            ints(call, "rdispls", rdispls, ins)?.to_vec(),
+            array(call, "sendcounts", sendcounts, outs)?.to_vec(),
+            array(call, "sdispls", sdispls, outs)?.to_vec(),
+            array(call, "recvcounts", recvcounts, ins)?.to_vec(),
+            array(call, "rdispls", rdispls, ins)?.to_vec(),
         )
     };
     let (sdt, rdt) = (
@@ -225,30 +225,6 @@ unsafe fn alltoallv(
     }))
 }
 
-/// `n` byte displacements (MPI_Aint) at `p`.
-///
-/// # Safety
-/// `p` holds `n` of them when `n > 0`.
-unsafe fn aints(
-    call: &'static str,
-    what: &str,
-    p: *const isize,
-    n: usize,
-) -> Result<Vec<isize>, CError> {
-    if n == 0 {
-        return Ok(Vec::new());
-    }
-    if p.is_null() {
-        return Err(CError::new(
-            MPI_ERR_ARG,
-            call,
-            format!("{what} is a null pointer"),
-        ));
-    }
-    // SAFETY: the caller's promise.
-    Ok(unsafe { std::slice::from_raw_parts(p, n) }.to_vec())
-}
-
 #[allow(clippy::too_many_arguments)]
 unsafe fn alltoallw(
     call: &'static str,
@@ -268,12 +244,12 @@ unsafe fn alltoallw(
     // neighbour each way.
     let (scounts, sd, st, rcounts, rd, rt) = unsafe {
         (
-            ints(call, "sendcounts", sendcounts, outs)?,
-            aints(call, "sdispls", sdispls, outs)?,
-            type_handles(call, "sendtypes", sendtypes, outs)?,
-            ints(call, "recvcounts", recvcounts, ins)?,
-            aints(call, "rdispls", rdispls, ins)?,
-            type_handles(call, "recvtypes", recvtypes, ins)?,
+            array(call, "sendcounts", sendcounts, outs)?,
+            array(call, "sdispls", sdispls, outs)?,
+            array(call, "sendtypes", sendtypes, outs)?,
+            array(call, "recvcounts", recvcounts, ins)?,
+            array(call, "rdispls", rdispls, ins)?,
+            array(call, "recvtypes", recvtypes, ins)?,
         )
     };
     let mut ins_views = Vec::with_capacity(outs);

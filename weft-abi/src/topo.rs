@@ -5,7 +5,7 @@
 //! `as_distributed_graph`. Weft never reorders ranks (MPI allows either).
 
 use crate::abi::*;
-use crate::coll_v::ints;
+use crate::coll_v::array;
 use crate::env::put_int;
 use crate::errors::{guard, CError};
 use crate::group::hand_out_comm;
@@ -98,7 +98,7 @@ unsafe extern "C" fn dims_create(nnodes: c_int, ndims: c_int, dims: *mut c_int) 
     guard(CALL, std::ptr::null_mut(), || {
         let n = size_arg(CALL, "ndims", ndims)?;
         // SAFETY: the standard's contract: `ndims` ints at `dims`.
-        let mut d = unsafe { ints(CALL, "dims", dims, n)? }.to_vec();
+        let mut d = unsafe { array(CALL, "dims", dims, n)? }.to_vec();
         weft::topology::dims_create(nnodes, &mut d).map_err(CError::from_weft)?;
         // SAFETY: as above.
         unsafe { put_ints(CALL, "dims", dims, &d) }
@@ -118,9 +118,9 @@ unsafe fn grid_args(
 ) -> Result<(Vec<c_int>, Vec<bool>), CError> {
     let n = size_arg(call, "ndims", ndims)?;
     // SAFETY: the caller's promise.
-    let d = unsafe { ints(call, "dims", dims, n)? }.to_vec();
+    let d = unsafe { array(call, "dims", dims, n)? }.to_vec();
     // SAFETY: as above.
-    let p = unsafe { ints(call, "periods", periods, n)? };
+    let p = unsafe { array(call, "periods", periods, n)? };
     Ok((d, p.iter().map(|&x| x != 0).collect()))
 }
 
@@ -205,7 +205,7 @@ unsafe extern "C" fn cart_rank(comm: *mut c_void, coords: *const c_int, rank: *m
         let cart = cartesian(CALL, comm)?;
         let n = cart.num_dimensions() as usize;
         // SAFETY: the standard's contract: a coordinate per dimension.
-        let co = unsafe { ints(CALL, "coords", coords, n)? };
+        let co = unsafe { array(CALL, "coords", coords, n)? };
         let r = cart
             .try_coordinates_to_rank(co)
             .map_err(CError::from_weft)?;
@@ -272,7 +272,7 @@ unsafe extern "C" fn cart_sub(
         let cart = cartesian(CALL, comm)?;
         let n = cart.num_dimensions() as usize;
         // SAFETY: the standard's contract: an entry per dimension.
-        let keep: Vec<bool> = unsafe { ints(CALL, "remain_dims", remain_dims, n)? }
+        let keep: Vec<bool> = unsafe { array(CALL, "remain_dims", remain_dims, n)? }
             .iter()
             .map(|&x| x != 0)
             .collect();
@@ -294,14 +294,14 @@ unsafe fn graph_args(
 ) -> Result<(Vec<c_int>, Vec<c_int>), CError> {
     let n = size_arg(call, "nnodes", nnodes)?;
     // SAFETY: the caller's promise.
-    let index = unsafe { ints(call, "index", index, n)? }.to_vec();
+    let index = unsafe { array(call, "index", index, n)? }.to_vec();
     let m = size_arg(
         call,
         "the last entry of index",
         index.last().copied().unwrap_or(0),
     )?;
     // SAFETY: as above.
-    let edges = unsafe { ints(call, "edges", edges, m)? }.to_vec();
+    let edges = unsafe { array(call, "edges", edges, m)? }.to_vec();
     Ok((index, edges))
 }
 
@@ -454,7 +454,7 @@ unsafe fn weights<'a>(
         MPI_UNWEIGHTED => Ok(None),
         MPI_WEIGHTS_EMPTY => Ok(Some(&[])),
         // SAFETY: the caller's promise.
-        _ => Ok(Some(unsafe { ints(call, what, w, n)? })),
+        _ => Ok(Some(unsafe { array(call, what, w, n)? })),
     }
 }
 
@@ -494,9 +494,9 @@ unsafe extern "C" fn dist_graph_create_adjacent(
         // SAFETY: the standard's contract: `indegree` and `outdegree` entries.
         let made = unsafe {
             c.comm.create_distributed_graph_communicator_adjacent(
-                ints(CALL, "sources", sources, ni)?,
+                array(CALL, "sources", sources, ni)?,
                 weights(CALL, "sourceweights", sourceweights, ni)?,
-                ints(CALL, "destinations", destinations, no)?,
+                array(CALL, "destinations", destinations, no)?,
                 weights(CALL, "destweights", destweights, no)?,
                 reorder != 0,
             )
@@ -525,15 +525,15 @@ unsafe extern "C" fn dist_graph_create(
         // SAFETY: the standard's contract: `n` sources and degrees, as many destinations
         // (and weights) as the degrees add up to.
         let made = unsafe {
-            let s = ints(CALL, "sources", sources, n)?;
-            let d = ints(CALL, "degrees", degrees, n)?;
+            let s = array(CALL, "sources", sources, n)?;
+            let d = array(CALL, "degrees", degrees, n)?;
             let m = d.iter().try_fold(0usize, |acc, &k| {
                 Ok::<_, CError>(acc + size_arg(CALL, "a degree", k)?)
             })?;
             c.comm.create_distributed_graph_communicator(
                 s,
                 d,
-                ints(CALL, "destinations", destinations, m)?,
+                array(CALL, "destinations", destinations, m)?,
                 weights(CALL, "weights", weights_in, m)?,
                 reorder != 0,
             )

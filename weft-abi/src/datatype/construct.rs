@@ -12,25 +12,16 @@ use std::ffi::{c_int, c_void};
 
 type Out = *mut *mut c_void;
 
-/// `n` values at `ptr` (an array argument named `what`).
+/// `n` values at `ptr` (an array argument named `what`). Only the constructors' C entry
+/// points call it, with the array arguments the program passed them.
 fn array<'a, T: Copy>(
     call: &'static str,
     what: &str,
     ptr: *const T,
     n: usize,
 ) -> Result<&'a [T], CError> {
-    if n == 0 {
-        return Ok(&[]);
-    }
-    if ptr.is_null() {
-        return Err(CError::new(
-            MPI_ERR_ARG,
-            call,
-            format!("{what} is a null pointer (with {n} entries)"),
-        ));
-    }
-    // SAFETY: checked non-null; the standard's contract: an array of `n` entries.
-    Ok(unsafe { std::slice::from_raw_parts(ptr, n) })
+    // SAFETY: the standard's contract for the constructors' array arguments: `n` entries.
+    unsafe { crate::coll_v::array(call, what, ptr, n) }
 }
 
 /// A count argument, checked not negative.

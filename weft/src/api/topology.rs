@@ -120,6 +120,18 @@ pub struct SimpleCommunicator {
 pub type UserCommunicator = SimpleCommunicator;
 
 impl SimpleCommunicator {
+    /// This communicator seen as one of its typed wrappers (`InterCommunicator`,
+    /// `CartesianCommunicator`, ...), for the `as_*` views a front end uses.
+    ///
+    /// # Safety
+    /// `T` is `repr(transparent)` over `SimpleCommunicator`, and this communicator meets
+    /// `T`'s invariant (a remote group, a grid, a graph).
+    unsafe fn view_as<T>(&self) -> &T {
+        let this: *const SimpleCommunicator = self;
+        // SAFETY: the caller's promise: same layout, invariant checked; borrowed as `self`.
+        unsafe { &*this.cast::<T>() }
+    }
+
     pub(crate) fn world() -> SimpleCommunicator {
         let (rank, size) = runtime::with_call("world", |rt| (rt.boot.rank, rt.boot.size));
         let group = Rc::new(GroupData::new((0..size).collect()));

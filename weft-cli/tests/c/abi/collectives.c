@@ -281,6 +281,50 @@ static void requests_statuses_and_memory(int rank, int size) {
     MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_ARE_FATAL);
 }
 
+/* Bad arguments to this session's calls: each returns the standard's class (and the job
+ * goes on, with MPI_ERRORS_RETURN). */
+static void bad_arguments(int size) {
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+    int rc, n, v = 0, src, dst;
+    rc = MPI_Comm_remote_size(MPI_COMM_WORLD, &n);
+    CHECK(rc == MPI_ERR_COMM, "remote size of an intracommunicator: %d", rc);
+    rc = MPI_Cart_shift(MPI_COMM_WORLD, 0, 1, &src, &dst);
+    CHECK(rc == MPI_ERR_TOPOLOGY, "cart_shift without a grid: %d", rc);
+    rc = MPI_Bcast(&v, 1, MPI_INT, size, MPI_COMM_WORLD);
+    CHECK(rc == MPI_ERR_ROOT, "bcast with root %d: %d", size, rc);
+    MPI_Op sum = MPI_SUM;
+    rc = MPI_Op_free(&sum);
+    CHECK(rc == MPI_ERR_OP, "freeing MPI_SUM: %d", rc);
+    int dims[2] = {0, 0};
+    rc = MPI_Dims_create(-1, 2, dims);
+    CHECK(rc == MPI_ERR_DIMS, "dims_create of -1 nodes: %d", rc);
+    int counts[1] = {-1}, displs[1] = {0};
+    if (size == 1) {
+        rc = MPI_Allgatherv(&v, 0, MPI_INT, &v, counts, displs, MPI_INT, MPI_COMM_WORLD);
+        CHECK(rc == MPI_ERR_COUNT, "allgatherv with a negative count: %d", rc);
+    }
+    int cls;
+    rc = MPI_Remove_error_class(MPI_ERR_OTHER);
+    CHECK(rc == MPI_ERR_ARG, "removing a predefined class: %d", rc);
+    MPI_Add_error_class(&cls);
+    int code;
+    MPI_Add_error_code(cls, &code);
+    rc = MPI_Remove_error_class(cls);
+    CHECK(rc == MPI_ERR_ARG, "removing a class that has codes: %d", rc);
+    MPI_Remove_error_code(code);
+    MPI_Remove_error_class(cls);
+    /* Waiting on a generalized request nothing completed is an error, not a hang. */
+    MPI_Request req;
+    MPI_Grequest_start(NULL, NULL, NULL, NULL, &req);
+    rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+    CHECK(rc != MPI_SUCCESS, "waiting on an incomplete generalized request returned %d", rc);
+    MPI_Grequest_complete(req);
+    MPI_Wait(&req, MPI_STATUS_IGNORE);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+    MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_ARE_FATAL);
+}
+
 int main(int argc, char **argv) {
     int rank, size;
     MPI_Init(&argc, &argv);
@@ -292,6 +336,7 @@ int main(int argc, char **argv) {
     topologies(rank, size);
     error_handlers();
     requests_statuses_and_memory(rank, size);
+    bad_arguments(size);
     if (failures == 0)
         printf("collectives: rank %d of %d ok\n", rank, size);
     MPI_Finalize();

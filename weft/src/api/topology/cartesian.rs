@@ -39,13 +39,9 @@ impl SimpleCommunicator {
     /// every communicator as a `SimpleCommunicator`, as the C ABI does).
     pub fn as_cartesian(&self) -> Option<&CartesianCommunicator> {
         match self.comm_data().process_topology.as_deref() {
-            Some(ProcessTopology::Cartesian(_)) => {
-                let this: *const SimpleCommunicator = self;
-                // SAFETY: `CartesianCommunicator` is `repr(transparent)` over
-                // `SimpleCommunicator`, borrowed for as long as `self`; its invariant (a grid)
-                // was checked above.
-                Some(unsafe { &*this.cast::<CartesianCommunicator>() })
-            }
+            // SAFETY: `CartesianCommunicator` is `repr(transparent)` over
+            // `SimpleCommunicator`; its invariant (a grid) holds here.
+            Some(ProcessTopology::Cartesian(_)) => Some(unsafe { self.view_as() }),
             _ => None,
         }
     }

@@ -31,13 +31,9 @@ impl SimpleCommunicator {
     /// every communicator as a `SimpleCommunicator`, as the C ABI does).
     pub fn as_graph(&self) -> Option<&GraphCommunicator> {
         match self.comm_data().process_topology.as_deref() {
-            Some(ProcessTopology::Graph(_)) => {
-                let this: *const SimpleCommunicator = self;
-                // SAFETY: `GraphCommunicator` is `repr(transparent)` over
-                // `SimpleCommunicator`, borrowed for as long as `self`; its invariant (a
-                // graph) was checked above.
-                Some(unsafe { &*this.cast::<GraphCommunicator>() })
-            }
+            // SAFETY: `GraphCommunicator` is `repr(transparent)` over `SimpleCommunicator`;
+            // its invariant (a graph) holds here.
+            Some(ProcessTopology::Graph(_)) => Some(unsafe { self.view_as() }),
             _ => None,
         }
     }
@@ -45,11 +41,8 @@ impl SimpleCommunicator {
     /// This communicator as a distributed-graph one, when it has such a graph.
     pub fn as_distributed_graph(&self) -> Option<&DistributedGraphCommunicator> {
         match self.comm_data().process_topology.as_deref() {
-            Some(ProcessTopology::DistGraph(_)) => {
-                let this: *const SimpleCommunicator = self;
-                // SAFETY: as in `as_graph`, for `DistributedGraphCommunicator`.
-                Some(unsafe { &*this.cast::<DistributedGraphCommunicator>() })
-            }
+            // SAFETY: as in `as_graph`, for `DistributedGraphCommunicator`.
+            Some(ProcessTopology::DistGraph(_)) => Some(unsafe { self.view_as() }),
             _ => None,
         }
     }

@@ -42,11 +42,9 @@ impl SimpleCommunicator {
     /// [`InterCommunicator`]'s calls through this).
     pub fn as_inter(&self) -> Option<&InterCommunicator> {
         self.comm_data().remote.as_ref()?;
-        let this: *const SimpleCommunicator = self;
-        // SAFETY: `InterCommunicator` is `repr(transparent)` over `SimpleCommunicator`, so the
-        // pointer is to a valid `InterCommunicator` borrowed for as long as `self`; its only
-        // invariant (the communicator has a remote group) was checked above.
-        Some(unsafe { &*this.cast::<InterCommunicator>() })
+        // SAFETY: `InterCommunicator` is `repr(transparent)` over `SimpleCommunicator`; its
+        // invariant (a remote group) was checked above.
+        Some(unsafe { self.view_as() })
     }
 }
 
