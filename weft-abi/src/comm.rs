@@ -182,6 +182,104 @@ unsafe extern "C" fn comm_dup_with_info(
 }
 export!(Comm_dup_with_info, comm_dup_with_info);
 
+/// A duplicate being made (MPI_Comm_idup): handed to the program's `newcomm` when it
+/// completes, with the error handler and the attributes copied when the call was made.
+struct Duplicating {
+    request: Option<weft::topology::DuplicateRequest>,
+    newcomm: *mut *mut c_void,
+    /// Retained until handed on.
+    errhandler: usize,
+    attrs: Vec<(i32, *mut c_void)>,
+}
+
+impl Duplicating {
+    fn hand(&mut self, dup: weft::topology::SimpleCommunicator) {
+        let new = Comm::new(dup, self.errhandler);
+        *new.attrs.borrow_mut() = std::mem::take(&mut self.attrs);
+        // SAFETY: checked non-null when the call was made; the standard makes the program
+        // keep it valid until the request completes.
+        unsafe { hand_out(self.newcomm, Some(new)) };
+    }
+}
+
+impl crate::requests::Ongoing for Duplicating {
+    fn wait(&mut self) {
+        if let Some(r) = self.request.take() {
+            self.hand(r.wait());
+        }
+    }
+    fn test(&mut self) -> bool {
+        match self
+            .request
+            .take()
+            .map(weft::topology::DuplicateRequest::test)
+        {
+            None => true,
+            Some(Ok(dup)) => {
+                self.hand(dup);
+                true
+            }
+            Some(Err(r)) => {
+                self.request = Some(r);
+                false
+            }
+        }
+    }
+}
+
+impl Drop for Duplicating {
+    fn drop(&mut self) {
+        crate::errhandler::release(self.errhandler);
+    }
+}
+
+unsafe extern "C" fn comm_idup(
+    comm: *mut c_void,
+    newcomm: *mut *mut c_void,
+    request: *mut *mut c_void,
+) -> c_int {
+    const CALL: &str = "MPI_Comm_idup";
+    guard(CALL, comm, || {
+        let c = handles::comm(CALL, comm)?;
+        check_slot(CALL, "newcomm", newcomm)?;
+        crate::requests::check_out(CALL, request)?;
+        let attrs = copy_attributes(CALL, c, comm)?;
+        let errhandler = c.errhandler.get();
+        crate::errhandler::retain(errhandler);
+        let d = Duplicating {
+            request: Some(c.comm.immediate_duplicate()),
+            newcomm,
+            errhandler,
+            attrs,
+        };
+        // SAFETY: checked non-null.
+        unsafe { crate::requests::hand_out(request, crate::requests::CRequest::ongoing(d)) };
+        Ok(())
+    })
+}
+export!(Comm_idup, comm_idup);
+
+unsafe extern "C" fn comm_idup_with_info(
+    comm: *mut c_void,
+    info: *mut c_void,
+    newcomm: *mut *mut c_void,
+    request: *mut *mut c_void,
+) -> c_int {
+    let rc = guard("MPI_Comm_idup_with_info", comm, || {
+        if info as usize != MPI_INFO_NULL {
+            crate::info::info("MPI_Comm_idup_with_info", info)?;
+        }
+        Ok(())
+    });
+    if rc != MPI_SUCCESS {
+        return rc;
+    }
+    // Hints may be ignored: the rest is MPI_Comm_idup.
+    // SAFETY: passed on.
+    unsafe { comm_idup(comm, newcomm, request) }
+}
+export!(Comm_idup_with_info, comm_idup_with_info);
+
 unsafe extern "C" fn comm_split(
     comm: *mut c_void,
     color: c_int,

@@ -40,7 +40,7 @@ struct Pair {
 }
 
 /// A started operation whose buffers the request keeps: a nonblocking collective.
-trait Ongoing {
+pub(crate) trait Ongoing {
     fn wait(&mut self);
     /// Whether it completed.
     fn test(&mut self) -> bool;
@@ -199,6 +199,11 @@ impl CRequest {
             request: Some(request),
             keep: Some(keep),
         })))
+    }
+
+    /// Another operation that completes in the background (MPI_Comm_idup).
+    pub(crate) fn ongoing(o: impl Ongoing + 'static) -> CRequest {
+        CRequest(Kind::Collective(Box::new(o)))
     }
 
     /// A generalized request.

@@ -568,6 +568,7 @@ fn comms(world: &impl Communicator) {
         let c = dup.duplicate();
         c.barrier();
     }
+    nonblocking_duplicates(world, &dup);
     half.barrier();
     shared.barrier();
     // The self communicator: just this rank, talking to itself.
@@ -576,6 +577,59 @@ fn comms(world: &impl Communicator) {
     assert_eq!(me.get_name(), "MPI_COMM_SELF");
     let (v, st): (i32, _) = p2p::send_receive(&(rank * 3), &me.this_process(), &me.this_process());
     assert_eq!((v, st.source_rank()), (rank * 3, 0));
+}
+
+/// `immediate_duplicate` (MPI_Comm_idup) of two communicators over the same ranks, started in
+/// opposite orders by even and odd ranks, with a blocking split while they are in flight and
+/// then 100 more in flight at once (more than the first rounds' part of the context mask):
+/// all complete, and traffic on each stays on it.
+fn nonblocking_duplicates(world: &impl Communicator, dup: &weft::topology::SimpleCommunicator) {
+    let (rank, size) = (world.rank(), world.size());
+    let even = rank % 2 == 0;
+    let first = if even {
+        world.immediate_duplicate()
+    } else {
+        dup.immediate_duplicate()
+    };
+    let second = if even {
+        dup.immediate_duplicate()
+    } else {
+        world.immediate_duplicate()
+    };
+    let mid = world
+        .split_by_color(weft::topology::Color::with_value(0))
+        .unwrap();
+    let many: Vec<_> = (0..100).map(|_| dup.immediate_duplicate()).collect();
+    let (second, first) = (second.wait(), first.wait());
+    let (of_world, of_dup) = if even {
+        (first, second)
+    } else {
+        (second, first)
+    };
+    let mut comms: Vec<weft::topology::SimpleCommunicator> =
+        many.into_iter().rev().map(|r| r.wait()).collect();
+    comms.reverse();
+    comms.extend([of_world, of_dup, mid]);
+    // The same tag on every communicator, received in the opposite order: each value comes
+    // on its own communicator.
+    let (next, prev) = ((rank + 1) % size, (rank + size - 1) % size);
+    let values: Vec<i32> = (0..comms.len() as i32).map(|i| rank * 1000 + i).collect();
+    weft::request::scope(|scope| {
+        let sends: Vec<_> = comms
+            .iter()
+            .zip(&values)
+            .map(|(c, v)| c.process_at_rank(next).immediate_send_with_tag(scope, v, 9))
+            .collect();
+        for (i, c) in comms.iter().enumerate().rev() {
+            let (v, _) = c.process_at_rank(prev).receive_with_tag::<i32>(9);
+            assert_eq!(
+                v,
+                prev * 1000 + i as i32,
+                "communicator {i} got another's message"
+            );
+        }
+        sends.into_iter().for_each(|s| s.wait_without_status());
+    });
 }
 
 /// Over TCP: rank 1 connects to rank 0's listener as an outsider would (garbage, then a

@@ -3,10 +3,12 @@
 //! submodules, re-exported here.
 
 mod cartesian;
+mod duplicate;
 mod graph;
 mod inter;
 
 pub use self::cartesian::{dims_create, CartesianCommunicator, CartesianLayout};
+pub use self::duplicate::DuplicateRequest;
 pub use self::graph::{DistributedGraphCommunicator, DistributedGraphNeighbors, GraphCommunicator};
 pub use self::inter::{InterCommunicator, MergeOrder, PROC_NULL, ROOT};
 use super::datatype::{Buffer, BufferMut, Count};
@@ -252,6 +254,12 @@ pub trait Communicator: AsCommunicator {
     #[track_caller]
     fn duplicate(&self) -> SimpleCommunicator {
         fatal(self.try_duplicate())
+    }
+    /// MPI_Comm_idup: starts making a duplicate without blocking; the request completes with
+    /// it. Collective (both groups of an intercommunicator), in order with the other
+    /// collectives on this communicator.
+    fn immediate_duplicate(&self) -> DuplicateRequest {
+        duplicate::start(self)
     }
     /// MPI_Comm_dup, returning errors.
     fn try_duplicate(&self) -> Result<SimpleCommunicator> {

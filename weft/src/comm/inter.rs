@@ -9,9 +9,10 @@
 //! members of one group (a local phase) or between the groups. The groups are disjoint, so a
 //! message's source alone tells the phases apart.
 
-use super::context::{self, ContextMask};
+use super::agreement;
+use super::context::{Claim, ContextMask, OFFER_LEN};
 use super::group::GroupData;
-use super::{allgather_among, allreduce_and_among, color_key, sendrecv, with_color, CommData};
+use super::{allgather_among, color_key, sendrecv, with_color, CommData};
 use crate::engine::matching::Pattern;
 use crate::engine::{Engine, SendMode};
 use crate::error::{Error, ErrorClass, Result};
@@ -24,9 +25,6 @@ const TAG_INTER_AND: i32 = -40;
 const TAG_INTER_BCAST: i32 = -41;
 const TAG_INTER_LEADERS: i32 = -42;
 const TAG_INTER_SPLIT: i32 = -43;
-
-/// A pair number no context has: the leader found the groups overlapping.
-const NO_PAIR: u32 = u32::MAX;
 
 /// Binomial broadcast of `buf` (the same length at every member) from member `root`.
 fn bcast_among<F: Fabric>(
@@ -80,44 +78,66 @@ struct Side<'a> {
 /// Agrees on a context pair free at every member of both groups, and trades `mine` (what this
 /// group's leader tells the other) for the other leader's `theirs_len` bytes, which every
 /// member of this group gets. `check(theirs)` runs at the leader before the pair is chosen;
-/// its error reaches every member of this group (the other leader finds the same).
+/// its error reaches every member of this group (the other leader finds the same). Rounds in
+/// which some member could not offer its mask (`ContextMask::offer`) are repeated.
 fn agree_across<F: Fabric>(
     eng: &mut Engine<F>,
     mask: &mut ContextMask,
     side: &Side<'_>,
     mine: &[u8],
     theirs_len: usize,
-    check: impl FnOnce(&[u8]) -> Result<()>,
+    check: impl Fn(&[u8]) -> Result<()>,
 ) -> Result<(u32, Vec<u8>)> {
-    let mut words = mask.words();
-    allreduce_and_among(eng, side.ctx, TAG_INTER_AND, side.members, side.me, &mut words)?;
-    let mut told = vec![0u8; 4 + theirs_len];
+    let claim = Claim {
+        context: side.ctx,
+        tag: TAG_INTER_AND,
+    };
+    let got = loop {
+        match agreement_round(eng, mask, claim, side, (mine, theirs_len), &check) {
+            Ok(None) => continue,
+            Ok(Some(got)) => break Ok(got),
+            Err(e) => break Err(e),
+        }
+    };
+    mask.leave(claim);
+    got
+}
+
+/// One round of [`agree_across`]: `None` when it must be repeated.
+fn agreement_round<F: Fabric>(
+    eng: &mut Engine<F>,
+    mask: &ContextMask,
+    claim: Claim,
+    side: &Side<'_>,
+    (mine, theirs_len): (&[u8], usize),
+    check: &impl Fn(&[u8]) -> Result<()>,
+) -> Result<Option<(u32, Vec<u8>)>> {
+    let mut offer = mask.offer(claim);
+    agreement::and_among(eng, (side.ctx, TAG_INTER_AND), side.members, side.me, &mut offer)?;
+    // What the leader tells its group: whether the groups may be joined, the AND over
+    // both, and the other leader's bytes.
+    let mut told = vec![0u8; 1 + OFFER_LEN + theirs_len];
     let mut failure = None;
     if side.me == side.leader {
-        let mut out: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let mut out = offer.to_vec();
         out.extend_from_slice(mine);
-        let mut inn = vec![0u8; words.len() * 8 + theirs_len];
+        let mut inn = vec![0u8; OFFER_LEN + theirs_len];
         let (ctx, tag, peer) = side.other_leader;
         sendrecv(eng, ctx, tag, (peer, &out), (peer, &mut inn))?;
-        let (their_words, theirs) = inn.split_at(words.len() * 8);
-        for (w, c) in words.iter_mut().zip(their_words.chunks_exact(8)) {
-            *w &= u64::from_le_bytes(c.try_into().expect("8 bytes"));
+        let (their_offer, theirs) = inn.split_at(OFFER_LEN);
+        for (o, t) in offer.iter_mut().zip(their_offer) {
+            *o &= t;
         }
-        let pair = match check(theirs) {
-            Ok(()) => context::lowest_free(&words),
-            Err(e) => Err(e),
-        };
-        let pair = pair.unwrap_or_else(|e| {
+        if let Err(e) = check(theirs) {
             failure = Some(e);
-            NO_PAIR
-        });
-        told[..4].copy_from_slice(&pair.to_le_bytes());
-        told[4..].copy_from_slice(theirs);
+            told[0] = 1;
+        }
+        told[1..1 + OFFER_LEN].copy_from_slice(&offer);
+        told[1 + OFFER_LEN..].copy_from_slice(theirs);
     }
     let at = (side.ctx, TAG_INTER_BCAST);
     bcast_among(eng, at, side.members, side.me, side.leader, &mut told)?;
-    let pair = u32::from_le_bytes(told[..4].try_into().expect("4 bytes"));
-    if pair == NO_PAIR {
+    if told[0] != 0 {
         return Err(failure.unwrap_or_else(|| {
             Error::new(
                 ErrorClass::Arg,
@@ -126,8 +146,10 @@ fn agree_across<F: Fabric>(
             )
         }));
     }
-    mask.take(pair);
-    Ok((pair, told.split_off(4)))
+    Ok(match mask.settle(claim, &told[1..1 + OFFER_LEN]) {
+        None => None,
+        Some(pair) => Some((pair?, told.split_off(1 + OFFER_LEN))),
+    })
 }
 
 fn world_ranks_bytes(ranks: &[u32]) -> Vec<u8> {
@@ -204,14 +226,6 @@ fn side_of(inter: &CommData) -> Side<'_> {
         leader: 0,
         other_leader: (inter.coll_context(), TAG_INTER_LEADERS, remote.members()[0]),
     }
-}
-
-/// `MPI_Comm_dup` of an intercommunicator: the same groups, a new context pair agreed over
-/// both. Collective over both groups.
-pub fn dup<F: Fabric>(eng: &mut Engine<F>, mask: &mut ContextMask, inter: &CommData) -> Result<CommData> {
-    let (pair, _) = agree_across(eng, mask, &side_of(inter), &[], 0, |_| Ok(()))?;
-    let remote = inter.remote.clone().expect("an intercommunicator");
-    Ok(CommData::new(pair, inter.group.clone(), inter.rank).with_remote(remote))
 }
 
 /// `MPI_Intercomm_merge`: an intracommunicator of both groups, the group that passed

@@ -3,6 +3,7 @@
 //! these need (barrier, all-gather), which travel on the communicator's collective context
 //! so they never match user messages.
 
+pub mod agreement;
 pub mod context;
 pub mod group;
 pub mod inter;
@@ -235,70 +236,6 @@ fn sendrecv<F: Fabric>(
     got.map(drop)
 }
 
-/// Bitwise AND of every member's `words`, into `words` at every member: recursive doubling,
-/// ⌈log2 n⌉ + 2 rounds, one mask per message (MPICH's context-id agreement). Members beyond
-/// the largest power of two first hand their mask to a neighbour and get the result back.
-fn allreduce_and_among<F: Fabric>(
-    eng: &mut Engine<F>,
-    ctx: u32,
-    tag: i32,
-    members: &[u32],
-    me: usize,
-    words: &mut [u64],
-) -> Result<()> {
-    let n = members.len();
-    let pof2 = if n == 0 { 1 } else { 1 << (usize::BITS - 1 - n.leading_zeros()) };
-    let r = n - pof2;
-    let bytes = |w: &[u64]| -> Vec<u8> { w.iter().flat_map(|x| x.to_le_bytes()).collect() };
-    let and_in = |words: &mut [u64], b: &[u8]| {
-        for (w, c) in words.iter_mut().zip(b.chunks_exact(8)) {
-            *w &= u64::from_le_bytes(c.try_into().expect("8 bytes"));
-        }
-    };
-    let mut theirs = vec![0u8; words.len() * 8];
-    let pattern = |from: u32| Pattern {
-        context: ctx,
-        source: Some(from),
-        tag: Some(tag),
-    };
-    // Fold: of the first 2r members, each even one hands its mask to the odd one after it.
-    let nr = if me < 2 * r {
-        if me.is_multiple_of(2) {
-            eng.send(members[me + 1], ctx, tag, &bytes(words), SendMode::Standard)?;
-            None
-        } else {
-            eng.recv(pattern(members[me - 1]), &mut theirs)?;
-            and_in(words, &theirs);
-            Some(me / 2)
-        }
-    } else {
-        Some(me - r)
-    };
-    if let Some(nr) = nr {
-        let real = |v: usize| if v < r { v * 2 + 1 } else { v + r };
-        let mut mask = 1;
-        while mask < pof2 {
-            let partner = members[real(nr ^ mask)];
-            let mine = bytes(words);
-            sendrecv(eng, ctx, tag, (partner, &mine), (partner, &mut theirs))?;
-            and_in(words, &theirs);
-            mask <<= 1;
-        }
-    }
-    // Unfold: the members that sat out get the result.
-    if me < 2 * r {
-        if me.is_multiple_of(2) {
-            eng.recv(pattern(members[me + 1]), &mut theirs)?;
-            for (w, c) in words.iter_mut().zip(theirs.chunks_exact(8)) {
-                *w = u64::from_le_bytes(c.try_into().expect("8 bytes"));
-            }
-        } else {
-            eng.send(members[me - 1], ctx, tag, &bytes(words), SendMode::Standard)?;
-        }
-    }
-    Ok(())
-}
-
 /// Every member's `mine` (the same length everywhere), in member order, at every member:
 /// Bruck's algorithm, ⌈log2 n⌉ rounds, O(n · len) bytes per member.
 pub fn allgather_among<F: Fabric>(
@@ -344,33 +281,89 @@ fn agree_pair<F: Fabric>(
     members: &[u32],
     me: usize,
 ) -> Result<u32> {
-    let mut words = mask.words();
-    allreduce_and_among(eng, ctx, tag, members, me, &mut words)?;
-    let pair = context::lowest_free(&words)?;
-    mask.take(pair);
-    Ok(pair)
+    agreement::agree(eng, mask, ("communicator creation", ctx, tag), members, me)
 }
 
-/// `MPI_Comm_dup`: same group, new contexts. Collective over `comm`.
+/// Who agrees on a duplicate's pair and this rank's place among them: the members of an
+/// intracommunicator, or of both groups of an intercommunicator in world-rank order (which
+/// every member computes alike).
+fn dup_members(comm: &CommData) -> (Vec<u32>, usize) {
+    let me = comm.world_rank(comm.rank);
+    let mut all = comm.group.members().to_vec();
+    let Some(remote) = &comm.remote else {
+        return (all, comm.rank as usize);
+    };
+    all.extend_from_slice(remote.members());
+    all.sort_unstable();
+    let at = all.binary_search(&me).expect("a member of its own group");
+    (all, at)
+}
+
+/// The duplicate of `comm` with context pair `pair`: the same groups and process topology
+/// (MPI_Comm_dup's rule).
+fn duplicate_with(comm: &CommData, pair: u32) -> CommData {
+    let mut d = CommData::new(pair, comm.group.clone(), comm.rank)
+        .with_process_topology(comm.process_topology.clone());
+    d.remote = comm.remote.clone();
+    d
+}
+
+/// `MPI_Comm_dup`: same groups, new contexts. Collective over `comm` (both groups of an
+/// intercommunicator).
 pub fn dup<F: Fabric>(
     eng: &mut Engine<F>,
     mask: &mut ContextMask,
     comm: &CommData,
 ) -> Result<CommData> {
-    if comm.is_inter() {
-        return inter::dup(eng, mask, comm);
+    let (members, me) = dup_members(comm);
+    let pair = agree_pair(eng, mask, comm.coll_context(), TAG_AGREE, &members, me)?;
+    Ok(duplicate_with(comm, pair))
+}
+
+/// A duplicate being made (`MPI_Comm_idup`): its agreement's request, the cell the pair lands
+/// in, and the communicator it duplicates.
+pub struct PendingDup {
+    /// Completes when the members have agreed on the pair.
+    pub handle: crate::engine::request::Handle,
+    agreed: agreement::Agreed,
+    claim: context::Claim,
+    groups: CommData,
+}
+
+/// `MPI_Comm_idup`: starts duplicating `comm` as its collective numbered `tag` (a tag from the
+/// pair's sequence, which every member takes alike). The engine runs the agreement with the
+/// other schedules; [`PendingDup::finish`] makes the communicator once it completed.
+pub fn start_dup<F: Fabric>(
+    eng: &mut Engine<F>,
+    mask: &ContextMask,
+    comm: &CommData,
+    tag: i32,
+) -> PendingDup {
+    let claim = context::Claim {
+        context: comm.coll_context(),
+        tag,
+    };
+    let (members, me) = dup_members(comm);
+    let at = ("MPI_Comm_idup", claim.context, tag);
+    let (handle, agreed) = agreement::start(eng, mask, at, &members, me);
+    PendingDup {
+        handle,
+        agreed,
+        claim,
+        groups: duplicate_with(comm, context::WORLD_PAIR),
     }
-    let pair = agree_pair(
-        eng,
-        mask,
-        comm.coll_context(),
-        0,
-        comm.group.members(),
-        comm.rank as usize,
-    )?;
-    // A duplicate keeps the process topology (MPI_Comm_dup's rule).
-    Ok(CommData::new(pair, comm.group.clone(), comm.rank)
-        .with_process_topology(comm.process_topology.clone()))
+}
+
+impl PendingDup {
+    /// The duplicate, given how the request completed (`done`).
+    pub fn finish(self, mask: &ContextMask, done: Result<()>) -> Result<CommData> {
+        mask.leave(self.claim);
+        done?;
+        let pair = self.agreed.get().expect("a completed agreement has its pair");
+        let mut d = self.groups;
+        d.pair = pair;
+        Ok(d)
+    }
 }
 
 /// One member's (color, key) in a split, as the members exchange it: 9 bytes (whether the

@@ -247,8 +247,8 @@ fn agreeing_on_a_pair_costs_log_n_masks_per_member_not_n() {
         agree_pair(eng, &mut mask, 3, 0, members, me).expect("agreement");
         eng.stats().sent_bytes
     });
-    let mask_bytes = (context::MAX_PAIRS / 8) as u64;
-    // log2(16) = 4 exchanges of one mask each: 4 masks, where gathering at one member would
+    let mask_bytes = context::OFFER_LEN as u64;
+    // log2(16) = 4 exchanges of one mask (and its "real" word) each: 4 masks, where gathering at one member would
     // send it 15.
     for (me, &b) in sent.iter().enumerate() {
         assert!(b <= 4 * mask_bytes, "member {me} sent {b} bytes ({} masks)", b / mask_bytes);
@@ -280,7 +280,7 @@ fn an_intercommunicator_joins_two_groups_on_a_pair_free_in_both() {
                     let peer = (local.rank == 0).then_some((&world, other_leader));
                     let inter = super::inter::create(eng, &mut mask, &local, 0, peer, 77)
                         .expect("create");
-                    let dup = super::inter::dup(eng, &mut mask, &inter).expect("dup");
+                    let dup = super::dup(eng, &mut mask, &inter).expect("dup");
                     // The second group asks to go first; merge puts it first.
                     let merged = super::inter::merge(eng, &mut mask, &inter, me < k).expect("merge");
                     let remote = inter.remote.as_ref().unwrap().members().to_vec();
@@ -377,5 +377,42 @@ fn splitting_an_intercommunicator_pairs_each_color_across_the_groups() {
                 assert_eq!(group[rank as usize], world[me], "{label}: my rank");
             }
         }
+    }
+}
+
+/// Two communicators over the same members, duplicated without blocking in opposite orders
+/// at the two halves (MPICH's comm_idup_overlap, with a shared parent too): every duplicate
+/// completes, the members of each agree on its pair, and no two live ones share a pair.
+#[test]
+fn nonblocking_duplicates_started_in_different_orders_all_complete_on_distinct_pairs() {
+    for n in [2, 3, 5] {
+        let got = on_members(n, 1024, move |eng, members, me| {
+            let group = Rc::new(GroupData::new(members.to_vec()));
+            let (a, b) = (
+                CommData::new(3, group.clone(), me as u32),
+                CommData::new(4, group, me as u32),
+            );
+            let mask = busy_mask(me);
+            // Fill the eager part at one member, so that the later rounds run too.
+            let mut full = mask.share();
+            if me == 1 {
+                (0..64).for_each(|p| full.take(p));
+            }
+            let first = me % 2 == 0;
+            let (x, y) = if first { (&a, &b) } else { (&b, &a) };
+            let px = super::start_dup(eng, &mask, x, -70_000);
+            let py = super::start_dup(eng, &mask, y, -70_000);
+            // A blocking one in the middle, while both are in flight.
+            let mut m2 = mask.share();
+            let blocking = super::dup(eng, &mut m2, &a).expect("blocking dup").pair;
+            let (hx, hy) = (px.handle, py.handle);
+            let dx = px.finish(&mask, eng.wait(hx).map(drop)).expect("idup x").pair;
+            let dy = py.finish(&mask, eng.wait(hy).map(drop)).expect("idup y").pair;
+            let (da, db) = if first { (dx, dy) } else { (dy, dx) };
+            (da, db, blocking)
+        });
+        let (da, db, bl) = got[0];
+        assert!(got.iter().all(|g| *g == (da, db, bl)), "n={n}: members disagree: {got:?}");
+        assert!(da != db && da != bl && db != bl, "n={n}: a pair used twice: {got:?}");
     }
 }

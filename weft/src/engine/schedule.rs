@@ -27,6 +27,22 @@ use std::rc::Rc;
 /// (the argument order of MPI's user functions). Both slices hold whole elements.
 pub type Combine = Rc<dyn Fn(&[u8], &mut [u8])>;
 
+/// A decision between steps ([`Step::Decide`]): it reads and writes the schedule's scratch
+/// vectors (by [`Area::Scratch`] number; each at least as long as asked) and says where the
+/// schedule goes on. A schedule with one repeats rounds until the members agree (context-id
+/// agreement), as one request.
+pub type Decide = Box<dyn FnMut(&mut [Vec<u8>]) -> Flow>;
+
+/// Where a schedule goes after a [`Decide`].
+pub enum Flow {
+    /// On to the next step.
+    Next,
+    /// Back to step `n` (before the decision): another round.
+    Back(usize),
+    /// The schedule ends now, with this error.
+    Fail(Error),
+}
+
 /// Which buffer a span lies in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Area {
@@ -127,6 +143,9 @@ pub enum Step {
     },
     /// Waits for every send and receive started so far.
     Fence,
+    /// Waits like a fence, then runs the schedule's decision number `n` (added by
+    /// [`Schedule::decide`]), which may send the schedule back to an earlier step.
+    Decide(u16),
 }
 
 /// A collective operation's steps and buffers.
@@ -143,6 +162,8 @@ pub struct Schedule {
     scratch_lens: Vec<usize>,
     scratch: Vec<Vec<u8>>,
     combine: Option<Combine>,
+    /// What the [`Step::Decide`] steps run.
+    decides: Vec<Decide>,
     /// Kept alive until the schedule ends (a staging copy whose view is `input`, say).
     keep: Vec<Vec<u8>>,
     /// The members' world ranks and this rank's position, when the collective's size errors
@@ -174,6 +195,7 @@ impl Schedule {
             scratch_lens: Vec::new(),
             scratch: Vec::new(),
             combine: None,
+            decides: Vec::new(),
             keep: Vec::new(),
             members: None,
         }
@@ -232,6 +254,14 @@ impl Schedule {
     /// Appends a step.
     pub fn push(&mut self, step: Step) {
         self.steps.push(step);
+    }
+
+    /// Appends a decision: it runs once every send and receive started before it has
+    /// completed. A [`Flow::Back`] must name an earlier step.
+    pub fn decide(&mut self, f: Decide) {
+        let n = u16::try_from(self.decides.len()).expect("at most 65536 decisions");
+        self.decides.push(f);
+        self.push(Step::Decide(n));
     }
 
     /// Appends a send.
@@ -355,6 +385,11 @@ impl Schedule {
                     }
                 }
                 Step::Fence => {}
+                Step::Decide(n) => {
+                    if n as usize >= self.decides.len() {
+                        return Err(at("names a decision the schedule does not have".into()));
+                    }
+                }
             }
         }
         Ok(())
@@ -527,6 +562,27 @@ impl<F: Fabric> Engine<F> {
                 Step::Fence => {
                     if !run.pending.is_empty() {
                         break;
+                    }
+                }
+                Step::Decide(n) => {
+                    if !run.pending.is_empty() {
+                        break;
+                    }
+                    let sched = &mut run.sched;
+                    match (sched.decides[n as usize])(&mut sched.scratch) {
+                        Flow::Next => {}
+                        Flow::Back(to) => {
+                            assert!(to < run.next, "a schedule goes back to an earlier step");
+                            // Another round, from the next call on: the other schedules, and
+                            // whatever this round waits for, move meanwhile.
+                            run.next = to;
+                            return true;
+                        }
+                        Flow::Fail(e) => {
+                            run.error.get_or_insert(e);
+                            run.next = sched.steps.len();
+                            return true;
+                        }
                     }
                 }
                 Step::Send { to, from } => {

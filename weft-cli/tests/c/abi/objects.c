@@ -73,6 +73,43 @@ int main(int argc, char **argv) {
     CHECK((rank == 0) == (none != MPI_COMM_NULL), "split with MPI_UNDEFINED");
     if (none != MPI_COMM_NULL) MPI_Comm_free(&none);
 
+    /* MPI_Comm_idup of the world and of dup, started in opposite orders by even and odd
+     * ranks, a blocking split while both are in flight, an Ibarrier on another: all complete,
+     * the copy callback ran for the world's duplicate, and each carries its own traffic. */
+    MPI_Comm idups[2], mid;
+    MPI_Request reqs[3];
+    int even = rank % 2 == 0;
+    copies = 0;
+    MPI_Comm_idup(even ? MPI_COMM_WORLD : dup, &idups[even ? 0 : 1], &reqs[0]);
+    MPI_Ibarrier(half, &reqs[2]);
+    MPI_Comm_idup_with_info(even ? dup : MPI_COMM_WORLD, MPI_INFO_NULL, &idups[even ? 1 : 0], &reqs[1]);
+    MPI_Comm_split(MPI_COMM_WORLD, 0, rank, &mid);
+    MPI_Waitall(3, reqs, MPI_STATUSES_IGNORE);
+    CHECK(reqs[0] == MPI_REQUEST_NULL && reqs[1] == MPI_REQUEST_NULL, "idup requests freed");
+    got = NULL;
+    MPI_Comm_get_attr(idups[0], key, &got, &flag);
+    CHECK(flag && got == (void *)101 && copies == 2, "idup attr %p flag %d copies %d", got, flag, copies);
+    MPI_Comm_compare(idups[1], dup, &result);
+    CHECK(result == MPI_CONGRUENT, "compare idup/dup %d", result);
+    int vals[3], outs[3];
+    MPI_Comm three[3] = {idups[0], idups[1], mid};
+    MPI_Request sreqs[3];
+    for (int i = 0; i < 3; i++) {
+        vals[i] = rank * 10 + i;
+        MPI_Isend(&vals[i], 1, MPI_INT, (rank + 1) % size, 5, three[i], &sreqs[i]);
+    }
+    for (int i = 2; i >= 0; i--) {
+        MPI_Recv(&outs[i], 1, MPI_INT, (rank + size - 1) % size, 5, three[i], MPI_STATUS_IGNORE);
+        CHECK(outs[i] == ((rank + size - 1) % size) * 10 + i, "idup traffic %d: %d", i, outs[i]);
+    }
+    MPI_Waitall(3, sreqs, MPI_STATUSES_IGNORE);
+    MPI_Comm_free(&idups[0]);
+    MPI_Comm_free(&idups[1]);
+    MPI_Comm_free(&mid);
+    CHECK(deletes == 2, "deletes after freeing the idups %d", deletes);
+    copies = 1;
+    deletes = 0;
+
     /* Groups: the world's, a subgroup, translation, comparison, a communicator made from one. */
     MPI_Group world_group, evens, odds;
     MPI_Comm_group(MPI_COMM_WORLD, &world_group);
