@@ -122,7 +122,7 @@ pub(crate) fn settle(ops: &[Handle], free_done: bool) -> usize {
                 continue;
             }
             unfinished += 1;
-            rt.engine.cancel(h);
+            rt.engine.cancel_receive(h);
             if !rt.engine.is_done(h) && std::thread::panicking() {
                 // If its peer never comes, this is where the rank hangs: say so.
                 eprintln!(
@@ -265,8 +265,9 @@ impl<'a, D: ?Sized, S: Scope<'a>> Request<'a, D, S> {
         }
     }
 
-    /// Asks to cancel: a pending receive is cancelled (its status says so); a send is not
-    /// (MPI allows that), it still completes normally. Complete the request afterwards.
+    /// Asks to cancel: a pending receive is cancelled; a send is cancelled if its receiver
+    /// has not matched it yet (a message still in the receiver's unexpected queue is dropped
+    /// there). The status says whether it was. Complete the request afterwards.
     #[track_caller]
     pub fn cancel(&self) {
         let h = self.handle;

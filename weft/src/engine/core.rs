@@ -9,6 +9,7 @@
 //!   in a single copy and answers `Fin`, or, when it cannot, answers `Cts` and the sender
 //!   pushes `Data` packets (the pipelined fallback).
 
+mod cancel;
 mod outgoing;
 
 use super::buffer::RawBufMut;
@@ -133,6 +134,10 @@ pub struct Core {
     fast: Option<FastRecv>,
     /// Requests nobody waits for (buffered sends, freed requests): reaped when done.
     detached: Vec<Handle>,
+    /// Sends whose cancellation was asked of their receiver: (peer, message cookie, request).
+    cancelling: Vec<(u32, u64, Handle)>,
+    /// Cookies given to eager messages sent with no request queued (`eager_now`).
+    message_ids: u64,
     /// Counters only: the engine's wait loop counts its yields and sleeps here too.
     pub(super) stats: Stats,
 }
@@ -164,6 +169,8 @@ impl Core {
             sendq: (0..size).map(|_| VecDeque::new()).collect(),
             active: Vec::new(),
             outbox: VecDeque::new(),
+            cancelling: Vec::new(),
+            message_ids: 0,
             pulls: Vec::new(),
             pushes: Vec::new(),
             fast: None,
@@ -215,6 +222,7 @@ impl Core {
     /// [`Core::complete_local`] says so.
     pub fn start_local(&mut self) -> Handle {
         self.reqs.insert(Req {
+            sent: None,
             done: false,
             status: MsgStatus::default(),
             error: None,
@@ -355,6 +363,8 @@ impl Core {
             Some(PacketKind::SyncAck) => self.on_sync_ack(Handle::from_cookie(hdr.cookie)),
             Some(PacketKind::Cts) => self.on_cts(hdr),
             Some(PacketKind::Data) => self.on_data(hdr, payload),
+            Some(PacketKind::CancelSend) => self.on_cancel_send(hdr),
+            Some(PacketKind::CancelAck) => self.on_cancel_ack(hdr),
             None => {
                 debug_assert!(
                     false,
@@ -392,6 +402,7 @@ impl Core {
             tag: hdr.tag,
             len: total,
             sync_cookie: (hdr.flags & FLAG_SYNC != 0).then_some(hdr.cookie),
+            message: hdr.cookie,
             body: UnexpectedBody::Eager { data },
         });
         if payload.len() < total {
@@ -572,6 +583,7 @@ impl Core {
                 tag: hdr.tag,
                 len,
                 sync_cookie: None,
+                message: hdr.cookie,
                 body: UnexpectedBody::Rts {
                     cookie: hdr.cookie,
                     addr: hdr.aux,
@@ -699,6 +711,7 @@ impl Core {
         if let Some(req) = self.reqs.get_mut(h) {
             req.done = true;
             if let Op::Send(s) = std::mem::replace(&mut req.op, Op::Idle) {
+                req.sent = Some((s.peer, h.to_cookie()));
                 self.stats.bsend_in_use -= s.bsend_charge;
             }
         }
@@ -830,6 +843,7 @@ fn is_new_message(kind: u8) -> bool {
 /// A fresh receive request for `buf`.
 fn recv_req(buf: RawBufMut, share: bool) -> Req {
     Req {
+        sent: None,
         done: false,
         status: MsgStatus::default(),
         error: None,

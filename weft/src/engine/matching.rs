@@ -52,6 +52,10 @@ pub struct Unexpected {
     pub len: usize,
     /// Sender request to acknowledge when matched (synchronous mode).
     pub sync_cookie: Option<u64>,
+    /// The cookie the message came with, which names it in a [`PacketKind::CancelSend`].
+    ///
+    /// [`PacketKind::CancelSend`]: crate::fabric::PacketKind::CancelSend
+    pub message: u64,
     pub body: UnexpectedBody,
 }
 
@@ -215,6 +219,19 @@ impl Matcher {
         Some(msg)
     }
 
+    /// Removes the unclaimed message from `source` with cookie `message` if all of it is
+    /// here (or it is a rendezvous offer): a cancelled send. Returns it.
+    pub fn cancel_unexpected(&mut self, source: u32, message: u64) -> Option<Unexpected> {
+        let i = self.order.iter().position(|&id| {
+            let m = self.slot(id).expect("listed message is stored");
+            m.source == source
+                && m.message == message
+                && (m.is_complete() || matches!(m.body, UnexpectedBody::Rts { .. }))
+        })?;
+        let id = self.order.remove(i).expect("found above");
+        self.remove(id)
+    }
+
     /// Whether nothing is posted.
     pub fn posted_is_empty(&self) -> bool {
         self.posted.is_empty()
@@ -237,6 +254,7 @@ mod tests {
             tag,
             len: 0,
             sync_cookie: None,
+            message: 0,
             body: UnexpectedBody::Eager { data: vec![] },
         }
     }

@@ -423,7 +423,7 @@ impl<F: Fabric> Engine<F> {
         mode: SendMode,
     ) -> Result<()> {
         self.check_peer("send", peer)?;
-        if mode != SendMode::Synchronous && self.try_send_now(peer, context, tag, data) {
+        if mode != SendMode::Synchronous && self.try_send_now(peer, context, tag, data, 0) {
             self.core.count_sent(data.len());
             return Ok(());
         }
@@ -445,8 +445,8 @@ impl<F: Fabric> Engine<F> {
     /// Sends `data` as one eager packet right away when it fits one packet and nothing is
     /// queued ahead of it for `peer`. Returns whether it went out (no request, no allocation).
     #[inline]
-    fn try_send_now(&mut self, peer: u32, context: u32, tag: i32, data: &[u8]) -> bool {
-        match self.core.eager_now(peer, context, tag, data.len()) {
+    fn try_send_now(&mut self, peer: u32, context: u32, tag: i32, data: &[u8], id: u64) -> bool {
+        match self.core.eager_now(peer, context, tag, data.len(), id) {
             Some(hdr) => self.fabric.try_send(peer, &hdr, data),
             None => false,
         }
@@ -485,12 +485,12 @@ impl<F: Fabric> Engine<F> {
         bsend_charge: usize,
     ) -> Handle {
         self.core.count_sent(buf.len());
-        if !sync
-            && owned.is_none()
-            && self.try_send_now(peer, context, tag, buf.slice(0..buf.len()))
-        {
-            // Out already: the request is born complete.
-            return self.core.sent_request();
+        if !sync && owned.is_none() {
+            let id = self.core.message_id();
+            if self.try_send_now(peer, context, tag, buf.slice(0..buf.len()), id) {
+                // Out already: the request is born complete.
+                return self.core.sent_request(peer, id);
+            }
         }
         let (h, first) = self.core.start_send(SendOp {
             peer,
@@ -625,8 +625,16 @@ impl<F: Fabric> Engine<F> {
         self.wait(h)
     }
 
-    /// Cancels a pending receive; returns whether it was cancelled (false: already matched).
+    /// Cancels a pending receive, or a send: one that has not gone out is dropped here, and
+    /// the receiver of one that has is asked to drop it if still unmatched (the request
+    /// completes when it answers, its status saying whether it was cancelled). Returns false
+    /// when there is nothing to cancel (a receive already matched, a send already asked).
     pub fn cancel(&mut self, h: Handle) -> bool {
+        self.core.cancel_recv(h) || self.core.cancel_send(h)
+    }
+
+    /// Cancels `h` if it is a receive not yet matched; returns whether it did.
+    pub fn cancel_receive(&mut self, h: Handle) -> bool {
         self.core.cancel_recv(h)
     }
 

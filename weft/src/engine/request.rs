@@ -101,6 +101,9 @@ pub enum Op {
 /// One request.
 #[derive(Debug)]
 pub struct Req {
+    /// Where a send's message went and the cookie it carried (set once it is out, while the
+    /// request lives): what MPI_Cancel asks the receiver to remove.
+    pub sent: Option<(u32, u64)>,
     pub done: bool,
     pub status: MsgStatus,
     pub error: Option<Error>,

@@ -267,6 +267,49 @@ fn probe_matched_probe_and_cancel() {
     assert_eq!(es[1].wait(c).unwrap_err().class, ErrorClass::Handle);
 }
 
+/// Starts a send of `data` from rank 0 to rank 1 with `tag`.
+fn send_from_0(es: &mut [Engine<FakeFabric>], data: &[u8], tag: i32, mode: SendMode) -> super::request::Handle {
+    // SAFETY: every caller's buffer outlives the progress calls of its test.
+    es[0].isend(1, 0, tag, unsafe { RawBuf::new(data) }, mode).unwrap()
+}
+
+#[test]
+fn sends_cancelled_unmatched_are_dropped_at_the_receiver_and_matched_ones_are_not() {
+    let mut es = world(2, 8, 100, 200, true);
+    let (small, two, large) = (pattern_bytes(30, 1), pattern_bytes(150, 2), pattern_bytes(500, 3));
+    let delivered = send_from_0(&mut es, &small, 1, SendMode::Standard);
+    // One packet (sent with no request queued), two packets, a rendezvous offer, synchronous.
+    let sends = [
+        send_from_0(&mut es, &small, 2, SendMode::Standard),
+        send_from_0(&mut es, &two, 3, SendMode::Standard),
+        send_from_0(&mut es, &large, 4, SendMode::Standard),
+        send_from_0(&mut es, &small, 5, SendMode::Synchronous),
+    ];
+    let mut out = [0u8; 30];
+    // SAFETY: the buffer outlives every progress call of this test.
+    let r = es[1].irecv(pat(Some(0), Some(1)), unsafe { RawBufMut::new(&mut out) }).unwrap();
+    run_until_done(&mut es, &[(1, r), (0, delivered)], 100);
+    for &s in sends.iter().chain([&delivered]) {
+        assert!(es[0].cancel(s), "cancel of {s:?} starts");
+        assert!(!es[0].cancel(s), "a second cancel of {s:?} does nothing");
+    }
+    let all: Vec<_> = sends.iter().chain([&delivered]).map(|&s| (0, s)).collect();
+    run_until_done(&mut es, &all, 100);
+    for s in sends {
+        assert!(es[0].wait(s).unwrap().cancelled, "{s:?} was unmatched: cancelled");
+    }
+    assert!(!es[0].wait(delivered).unwrap().cancelled, "a delivered send is not cancelled");
+    // Nothing of the cancelled sends is left at the receiver: the next message it gets from
+    // rank 0 is a new one.
+    let marker = send_from_0(&mut es, &small, 9, SendMode::Standard);
+    let mut any = vec![0u8; 500];
+    // SAFETY: the buffer outlives every progress call of this test.
+    let r = es[1].irecv(pat(Some(0), None), unsafe { RawBufMut::new(&mut any) }).unwrap();
+    run_until_done(&mut es, &[(1, r), (0, marker)], 100);
+    assert_eq!(es[1].wait(r).unwrap().tag, 9);
+    assert_eq!(es[1].iprobe(&pat(None, None)), None, "nothing else arrived");
+}
+
 #[test]
 fn buffered_send_respects_attached_capacity() {
     let mut es = world(2, 1, 100, 200, true);
@@ -556,16 +599,16 @@ fn transmit_all(c: &mut Core, peer: u32) -> Vec<(Header, usize)> {
 fn eager_up_to_the_limit_and_rendezvous_above_it() {
     let mut c = core(0, 100, 1000, 0);
     // The request-free path: exactly at the limit yes, one byte over no.
-    let hdr = c.eager_now(1, 7, 3, 100).expect("100 bytes go eagerly");
+    let hdr = c.eager_now(1, 7, 3, 100, 0).expect("100 bytes go eagerly");
     assert_eq!(
         (hdr.kind, hdr.len, hdr.context, hdr.tag),
         (PacketKind::Eager as u8, 100, 7, 3)
     );
-    assert!(c.eager_now(1, 7, 3, 101).is_none());
+    assert!(c.eager_now(1, 7, 3, 101, 0).is_none());
     // Within the eager limit but over one packet: a request streams it.
     let small = core(0, 100, 64, 0);
-    assert!(small.eager_now(1, 0, 0, 64).is_some());
-    assert!(small.eager_now(1, 0, 0, 65).is_none());
+    assert!(small.eager_now(1, 0, 0, 64, 0).is_some());
+    assert!(small.eager_now(1, 0, 0, 65, 0).is_none());
 
     let at = vec![1u8; 100];
     let over = vec![2u8; 101];
@@ -574,7 +617,7 @@ fn eager_up_to_the_limit_and_rendezvous_above_it() {
     let (h_at, first) = c.start_send(send_op(1, at_buf, false));
     assert!(first);
     // Something queued to the peer: a later message may not overtake it.
-    assert!(c.eager_now(1, 0, 0, 1).is_none());
+    assert!(c.eager_now(1, 0, 0, 1, 0).is_none());
     let pkts = transmit_all(&mut c, 1);
     assert_eq!(pkts.len(), 1);
     assert_eq!((pkts[0].0.kind, pkts[0].1), (PacketKind::Eager as u8, 100));

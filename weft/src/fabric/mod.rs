@@ -39,6 +39,11 @@ pub enum PacketKind {
     Share = 9,
     /// The sender pushed its part of a split rendezvous: `len` bytes for receiver request `aux`.
     Pushed = 10,
+    /// The sender asks to cancel its message `cookie` (the cookie its `Eager` or `Rts` carried)
+    /// if it is still unmatched (MPI_Cancel of a send).
+    CancelSend = 11,
+    /// Reply to `CancelSend` for message `cookie`: `aux` is 1 if it was removed unmatched.
+    CancelAck = 12,
 }
 
 impl PacketKind {
@@ -54,6 +59,8 @@ impl PacketKind {
             7 => Self::SyncAck,
             9 => Self::Share,
             10 => Self::Pushed,
+            11 => Self::CancelSend,
+            12 => Self::CancelAck,
             _ => return None,
         })
     }

@@ -14,7 +14,7 @@ impl Core {
     /// eager packet, with no request: it is within the eager limit and one packet, and
     /// nothing is queued ahead of it for `peer`. `None`: start a request instead.
     #[inline]
-    pub fn eager_now(&self, peer: u32, context: u32, tag: i32, len: usize) -> Option<Header> {
+    pub fn eager_now(&self, peer: u32, context: u32, tag: i32, len: usize, id: u64) -> Option<Header> {
         let l = self.limits[peer as usize];
         if len > l.eager_limit || len > l.max_payload || !self.sendq[peer as usize].is_empty() {
             return None;
@@ -25,8 +25,17 @@ impl Core {
             context,
             tag,
             len: len as u64,
+            cookie: id,
             ..Header::default()
         })
+    }
+
+    /// A cookie for an eager message sent with no request queued, which a request may yet
+    /// cancel ([`Core::sent_request`]): never one a request handle makes (top bit set).
+    #[inline]
+    pub fn message_id(&mut self) -> u64 {
+        self.message_ids += 1;
+        (1 << 63) | self.message_ids
     }
 
     /// Charges `bytes` of a buffered send to the attached buffer (released when it is sent).
@@ -41,9 +50,10 @@ impl Core {
         self.stats.sent_bytes += len as u64;
     }
 
-    /// A request for a send that went out whole already.
-    pub fn sent_request(&mut self) -> Handle {
+    /// A request for a send that went out whole already, to `peer` with cookie `id`.
+    pub fn sent_request(&mut self, peer: u32, id: u64) -> Handle {
         self.reqs.insert(Req {
+            sent: Some((peer, id)),
             done: true,
             status: MsgStatus::default(),
             error: None,
@@ -56,6 +66,7 @@ impl Core {
     pub fn start_send(&mut self, op: SendOp) -> (Handle, bool) {
         let peer = op.peer;
         let h = self.reqs.insert(Req {
+            sent: None,
             done: false,
             status: MsgStatus::default(),
             error: None,
