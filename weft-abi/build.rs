@@ -4,7 +4,8 @@
 //!   (found by its `export!` line), each returning MPI_ERR_UNSUPPORTED_OPERATION;
 //! - the linker's version script, exporting only the `MPI_*` and `PMPI_*` symbols;
 //!
-//! and sets the library's soname to `libmpi_abi.so.1`.
+//! and sets the library's soname to `libmpi_abi.so.1`. It also compiles `csrc/long_double.c`
+//! (the reductions on `long double`).
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -17,6 +18,11 @@ fn main() {
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap());
     println!("cargo:rerun-if-changed=abi");
     println!("cargo:rerun-if-changed=src");
+    println!("cargo:rerun-if-changed=csrc");
+    cc::Build::new()
+        .file(here.join("csrc/long_double.c"))
+        .flag_if_supported("-std=c11")
+        .compile("weft_long_double");
 
     let constants = std::fs::read_to_string(here.join("abi/constants.tsv")).unwrap();
     std::fs::write(out.join("constants.rs"), constants_rs(&constants)).unwrap();

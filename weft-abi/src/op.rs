@@ -77,6 +77,12 @@ pub(crate) fn operation(
 ) -> Result<AnyOp, CError> {
     let value = op as usize;
     if let Some(o) = predefined(value) {
+        if let Some(f) = long_double_function(value, datatype as usize) {
+            // SAFETY: the C function combines `len` elements of the datatype (the C type
+            // it was compiled for) at its first argument into those at its second.
+            let o = unsafe { UnsafeUserOperation::new(true, f) };
+            return Ok(AnyOp::User(o.with_datatype(datatype.cast())));
+        }
         return Ok(AnyOp::System(o));
     }
     if let Some(u) = handles::user_object::<COp>(value) {
@@ -86,6 +92,50 @@ pub(crate) fn operation(
         return Ok(AnyOp::User(o.with_datatype(datatype.cast())));
     }
     Err(not_an_op(call, value))
+}
+
+// The reductions on `long double` types, compiled from `csrc/long_double.c`.
+unsafe extern "C" {
+    fn weft_long_double_sum(a: *mut c_void, b: *mut c_void, n: *mut c_int, d: *mut Datatype);
+    fn weft_long_double_prod(a: *mut c_void, b: *mut c_void, n: *mut c_int, d: *mut Datatype);
+    fn weft_long_double_max(a: *mut c_void, b: *mut c_void, n: *mut c_int, d: *mut Datatype);
+    fn weft_long_double_min(a: *mut c_void, b: *mut c_void, n: *mut c_int, d: *mut Datatype);
+    fn weft_long_double_complex_sum(
+        a: *mut c_void,
+        b: *mut c_void,
+        n: *mut c_int,
+        d: *mut Datatype,
+    );
+    fn weft_long_double_complex_prod(
+        a: *mut c_void,
+        b: *mut c_void,
+        n: *mut c_int,
+        d: *mut Datatype,
+    );
+    fn weft_long_double_int_maxloc(a: *mut c_void, b: *mut c_void, n: *mut c_int, d: *mut Datatype);
+    fn weft_long_double_int_minloc(a: *mut c_void, b: *mut c_void, n: *mut c_int, d: *mut Datatype);
+}
+
+type Datatype = weft::ffi::MPI_Datatype;
+
+/// The C function doing predefined operation `op` on predefined datatype `datatype` when
+/// that is a `long double` type (whose arithmetic only the C compiler has).
+fn long_double_function(op: usize, datatype: usize) -> Option<UnsafeUserFunction> {
+    Some(match (datatype, op) {
+        (MPI_LONG_DOUBLE, MPI_SUM) => weft_long_double_sum,
+        (MPI_LONG_DOUBLE, MPI_PROD) => weft_long_double_prod,
+        (MPI_LONG_DOUBLE, MPI_MAX) => weft_long_double_max,
+        (MPI_LONG_DOUBLE, MPI_MIN) => weft_long_double_min,
+        (MPI_C_LONG_DOUBLE_COMPLEX | MPI_CXX_LONG_DOUBLE_COMPLEX, MPI_SUM) => {
+            weft_long_double_complex_sum
+        }
+        (MPI_C_LONG_DOUBLE_COMPLEX | MPI_CXX_LONG_DOUBLE_COMPLEX, MPI_PROD) => {
+            weft_long_double_complex_prod
+        }
+        (MPI_LONG_DOUBLE_INT, MPI_MAXLOC) => weft_long_double_int_maxloc,
+        (MPI_LONG_DOUBLE_INT, MPI_MINLOC) => weft_long_double_int_minloc,
+        _ => return None,
+    })
 }
 
 #[cold]

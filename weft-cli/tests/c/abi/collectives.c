@@ -325,6 +325,19 @@ static void bad_arguments(int size) {
     MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_ARE_FATAL);
 }
 
+/* Reductions on long double (compiled by the C compiler into Weft's library): a sum whose
+ * low bits a double would lose, and MAXLOC on MPI_LONG_DOUBLE_INT with a tie. */
+static void long_doubles(int rank, int size) {
+    long double tiny = 1.0L / (1ULL << 60), mine = 1.0L + rank * tiny, sum = 0;
+    MPI_Allreduce(&mine, &sum, 1, MPI_LONG_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    long double want = size + (size * (size - 1) / 2) * tiny;
+    CHECK(sum == want, "long double sum off by %Lg", sum - want);
+    struct { long double value; int index; } in = {rank == 0 ? 1.0L : 2.0L, rank}, out;
+    MPI_Allreduce(&in, &out, 1, MPI_LONG_DOUBLE_INT, MPI_MAXLOC, MPI_COMM_WORLD);
+    CHECK(out.value == (size > 1 ? 2.0L : 1.0L) && out.index == (size > 1 ? 1 : 0),
+          "long double maxloc (%Lg, %d)", out.value, out.index);
+}
+
 int main(int argc, char **argv) {
     int rank, size;
     MPI_Init(&argc, &argv);
@@ -337,6 +350,7 @@ int main(int argc, char **argv) {
     error_handlers();
     requests_statuses_and_memory(rank, size);
     bad_arguments(size);
+    long_doubles(rank, size);
     if (failures == 0)
         printf("collectives: rank %d of %d ok\n", rank, size);
     MPI_Finalize();
