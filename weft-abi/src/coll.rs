@@ -4,7 +4,7 @@
 
 use crate::abi::*;
 use crate::errors::{guard, CError};
-use crate::handles::{self, view, view_mut};
+use crate::handles::{self, view, view_mut, CCount};
 use crate::inter::partners;
 use crate::op::operation;
 use crate::state::Comm;
@@ -84,14 +84,14 @@ pub(crate) fn nothing_mut() -> Result<impl BufferMut, CError> {
 
 /// `count` times the members a block goes to or comes from (an intercommunicator's: the
 /// other group's).
-fn per_member(call: &'static str, count: c_int, c: &Comm) -> Result<c_int, CError> {
+fn per_member(call: &'static str, count: impl CCount, c: &Comm) -> Result<i64, CError> {
     handles::count(call, count)?;
     let n = partners(c);
-    count.checked_mul(n).ok_or_else(|| {
+    count.wide().checked_mul(n.into()).ok_or_else(|| {
         CError::new(
             MPI_ERR_COUNT,
             call,
-            format!("{count} elements for each of {n} members overflow an int"),
+            format!("{count} elements for each of {n} members overflow an MPI_Count"),
         )
     })
 }
@@ -104,14 +104,15 @@ unsafe extern "C" fn barrier(comm: *mut c_void) -> c_int {
 }
 export!(Barrier, barrier);
 
-unsafe extern "C" fn bcast(
+unsafe extern "C" fn bcast<C: CCount>(
     buffer: *mut c_void,
-    count: c_int,
+    count: C,
     datatype: *mut c_void,
     root: c_int,
     comm: *mut c_void,
 ) -> c_int {
-    const CALL: &str = "MPI_Bcast";
+    #[allow(non_snake_case)]
+    let CALL = C::pick("MPI_Bcast", "MPI_Bcast_c");
     guard(CALL, comm, || {
         let c = handles::comm(CALL, comm)?;
         let (at, part) = rooted(CALL, root, c)?;
@@ -126,7 +127,8 @@ unsafe extern "C" fn bcast(
         Ok(())
     })
 }
-export!(Bcast, bcast);
+export!(Bcast, bcast::<c_int>);
+export!(Bcast_c, bcast::<i64>);
 
 /// The reductions that take one send and one receive buffer of `count` elements each on
 /// every member.
@@ -140,12 +142,12 @@ enum Everyone {
 /// # Safety
 /// The standard's contract for the buffers.
 #[allow(clippy::too_many_arguments)]
-unsafe fn reduce_everyone(
+unsafe fn reduce_everyone<C: CCount>(
     call: &'static str,
     kind: Everyone,
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
-    count: c_int,
+    count: C,
     datatype: *mut c_void,
     op: *mut c_void,
     comm: *mut c_void,
@@ -177,17 +179,17 @@ unsafe fn reduce_everyone(
 
 macro_rules! everyone {
     ($($name:ident, $fn:ident, $kind:ident;)*) => {$(
-        unsafe extern "C" fn $fn(
+        unsafe extern "C" fn $fn<C: CCount>(
             sendbuf: *const c_void,
             recvbuf: *mut c_void,
-            count: c_int,
+            count: C,
             datatype: *mut c_void,
             op: *mut c_void,
             comm: *mut c_void,
         ) -> c_int {
             // SAFETY: the standard's contract, passed on.
             unsafe {
-                reduce_everyone(concat!("MPI_", stringify!($name)), Everyone::$kind, sendbuf, recvbuf, count, datatype, op, comm)
+                reduce_everyone(C::pick(concat!("MPI_", stringify!($name)), concat!("MPI_", stringify!($name), "_c")), Everyone::$kind, sendbuf, recvbuf, count, datatype, op, comm)
             }
         }
     )*};
@@ -198,21 +200,25 @@ everyone! {
     Scan, scan, Scan;
     Exscan, exscan, Exscan;
 }
-export!(Allreduce, allreduce);
-export!(Scan, scan);
-export!(Exscan, exscan);
+export!(Allreduce, allreduce::<c_int>);
+export!(Allreduce_c, allreduce::<i64>);
+export!(Scan, scan::<c_int>);
+export!(Scan_c, scan::<i64>);
+export!(Exscan, exscan::<c_int>);
+export!(Exscan_c, exscan::<i64>);
 
 #[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn reduce(
+unsafe extern "C" fn reduce<C: CCount>(
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
-    count: c_int,
+    count: C,
     datatype: *mut c_void,
     op: *mut c_void,
     root: c_int,
     comm: *mut c_void,
 ) -> c_int {
-    const CALL: &str = "MPI_Reduce";
+    #[allow(non_snake_case)]
+    let CALL = C::pick("MPI_Reduce", "MPI_Reduce_c");
     guard(CALL, comm, || {
         let c = handles::comm(CALL, comm)?;
         let (at, part) = rooted(CALL, root, c)?;
@@ -243,20 +249,22 @@ unsafe extern "C" fn reduce(
         Ok(())
     })
 }
-export!(Reduce, reduce);
+export!(Reduce, reduce::<c_int>);
+export!(Reduce_c, reduce::<i64>);
 
 #[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn gather(
+unsafe extern "C" fn gather<C: CCount>(
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: C,
     sendtype: *mut c_void,
     recvbuf: *mut c_void,
-    recvcount: c_int,
+    recvcount: C,
     recvtype: *mut c_void,
     root: c_int,
     comm: *mut c_void,
 ) -> c_int {
-    const CALL: &str = "MPI_Gather";
+    #[allow(non_snake_case)]
+    let CALL = C::pick("MPI_Gather", "MPI_Gather_c");
     guard(CALL, comm, || {
         let c = handles::comm(CALL, comm)?;
         let (at, part) = rooted(CALL, root, c)?;
@@ -289,20 +297,22 @@ unsafe extern "C" fn gather(
         Ok(())
     })
 }
-export!(Gather, gather);
+export!(Gather, gather::<c_int>);
+export!(Gather_c, gather::<i64>);
 
 #[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn scatter(
+unsafe extern "C" fn scatter<C: CCount>(
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: C,
     sendtype: *mut c_void,
     recvbuf: *mut c_void,
-    recvcount: c_int,
+    recvcount: C,
     recvtype: *mut c_void,
     root: c_int,
     comm: *mut c_void,
 ) -> c_int {
-    const CALL: &str = "MPI_Scatter";
+    #[allow(non_snake_case)]
+    let CALL = C::pick("MPI_Scatter", "MPI_Scatter_c");
     guard(CALL, comm, || {
         let c = handles::comm(CALL, comm)?;
         let (at, part) = rooted(CALL, root, c)?;
@@ -340,7 +350,8 @@ unsafe extern "C" fn scatter(
         Ok(())
     })
 }
-export!(Scatter, scatter);
+export!(Scatter, scatter::<c_int>);
+export!(Scatter_c, scatter::<i64>);
 
 /// The exchanges where every member sends and receives a block per member (allgather,
 /// all-to-all).
@@ -353,14 +364,14 @@ enum Exchange {
 /// # Safety
 /// The standard's contract for the buffers.
 #[allow(clippy::too_many_arguments)]
-unsafe fn exchange(
+unsafe fn exchange<C: CCount>(
     call: &'static str,
     kind: Exchange,
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: C,
     sendtype: *mut c_void,
     recvbuf: *mut c_void,
-    recvcount: c_int,
+    recvcount: C,
     recvtype: *mut c_void,
     comm: *mut c_void,
 ) -> c_int {
@@ -379,7 +390,7 @@ unsafe fn exchange(
         }
         let sdt = handles::datatype(call, sendtype)?;
         let sent = match kind {
-            Exchange::Allgather => sendcount,
+            Exchange::Allgather => sendcount.wide(),
             Exchange::Alltoall => per_member(call, sendcount, c)?,
         };
         // SAFETY: the standard's contract: the blocks to send at `sendbuf`.
@@ -395,18 +406,18 @@ unsafe fn exchange(
 macro_rules! exchanges {
     ($($name:ident, $fn:ident, $kind:ident;)*) => {$(
         #[allow(clippy::too_many_arguments)]
-        unsafe extern "C" fn $fn(
+        unsafe extern "C" fn $fn<C: CCount>(
             sendbuf: *const c_void,
-            sendcount: c_int,
+            sendcount: C,
             sendtype: *mut c_void,
             recvbuf: *mut c_void,
-            recvcount: c_int,
+            recvcount: C,
             recvtype: *mut c_void,
             comm: *mut c_void,
         ) -> c_int {
             // SAFETY: the standard's contract, passed on.
             unsafe {
-                exchange(concat!("MPI_", stringify!($name)), Exchange::$kind, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+                exchange(C::pick(concat!("MPI_", stringify!($name)), concat!("MPI_", stringify!($name), "_c")), Exchange::$kind, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
             }
         }
     )*};
@@ -416,31 +427,37 @@ exchanges! {
     Allgather, allgather, Allgather;
     Alltoall, alltoall, Alltoall;
 }
-export!(Allgather, allgather);
-export!(Alltoall, alltoall);
+export!(Allgather, allgather::<c_int>);
+export!(Allgather_c, allgather::<i64>);
+export!(Alltoall, alltoall::<c_int>);
+export!(Alltoall_c, alltoall::<i64>);
 
-unsafe extern "C" fn reduce_scatter_block(
+unsafe extern "C" fn reduce_scatter_block<C: CCount>(
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
-    recvcount: c_int,
+    recvcount: C,
     datatype: *mut c_void,
     op: *mut c_void,
     comm: *mut c_void,
 ) -> c_int {
-    const CALL: &str = "MPI_Reduce_scatter_block";
+    #[allow(non_snake_case)]
+    let CALL = C::pick("MPI_Reduce_scatter_block", "MPI_Reduce_scatter_block_c");
     guard(CALL, comm, || {
         let c = handles::comm(CALL, comm)?;
         let dt = handles::datatype(CALL, datatype)?;
         let op = operation(CALL, op, datatype)?;
         // The input is a block per member of this group (on an intercommunicator too, where
         // it holds the other group's blocks: the same number of elements).
-        let total = recvcount.checked_mul(c.comm.size()).ok_or_else(|| {
-            CError::new(
-                MPI_ERR_COUNT,
-                CALL,
-                format!("{recvcount} elements for each member overflow an int"),
-            )
-        })?;
+        let total = recvcount
+            .wide()
+            .checked_mul(c.comm.size().into())
+            .ok_or_else(|| {
+                CError::new(
+                    MPI_ERR_COUNT,
+                    CALL,
+                    format!("{recvcount} elements for each member overflow an MPI_Count"),
+                )
+            })?;
         handles::count(CALL, recvcount)?;
         if in_place(sendbuf) {
             // SAFETY: the standard's contract: in place, the input (a block per member) is at
@@ -457,4 +474,5 @@ unsafe extern "C" fn reduce_scatter_block(
         Ok(())
     })
 }
-export!(Reduce_scatter_block, reduce_scatter_block);
+export!(Reduce_scatter_block, reduce_scatter_block::<c_int>);
+export!(Reduce_scatter_block_c, reduce_scatter_block::<i64>);

@@ -84,3 +84,36 @@ export!(Allgatherv, allgatherv);
 export!(Alltoallv, alltoallv);
 export!(Alltoallw, alltoallw);
 export!(Reduce_scatter, reduce_scatter);
+
+// The large-count forms: counts of type MPI_Count, displacements MPI_Aint.
+blocking! {
+    Gatherv_c, gatherv_c, gatherv, comm,
+        (sendbuf: *const c_void, sendcount: i64, sendtype: *mut c_void, recvbuf: *mut c_void,
+         recvcounts: *const i64, displs: *const isize, recvtype: *mut c_void, root: c_int,
+         comm: *mut c_void);
+    Scatterv_c, scatterv_c, scatterv, comm,
+        (sendbuf: *const c_void, sendcounts: *const i64, displs: *const isize,
+         sendtype: *mut c_void, recvbuf: *mut c_void, recvcount: i64, recvtype: *mut c_void,
+         root: c_int, comm: *mut c_void);
+    Allgatherv_c, allgatherv_c, allgatherv, comm,
+        (sendbuf: *const c_void, sendcount: i64, sendtype: *mut c_void, recvbuf: *mut c_void,
+         recvcounts: *const i64, displs: *const isize, recvtype: *mut c_void,
+         comm: *mut c_void);
+    Alltoallv_c, alltoallv_c, alltoallv, comm,
+        (sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const isize,
+         sendtype: *mut c_void, recvbuf: *mut c_void, recvcounts: *const i64,
+         rdispls: *const isize, recvtype: *mut c_void, comm: *mut c_void);
+    Alltoallw_c, alltoallw_c, alltoallw, comm,
+        (sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const isize,
+         sendtypes: *const *mut c_void, recvbuf: *mut c_void, recvcounts: *const i64,
+         rdispls: *const isize, recvtypes: *const *mut c_void, comm: *mut c_void);
+    Reduce_scatter_c, reduce_scatter_c, reduce_scatter, comm,
+        (sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const i64,
+         datatype: *mut c_void, op: *mut c_void, comm: *mut c_void);
+}
+export!(Gatherv_c, gatherv_c);
+export!(Scatterv_c, scatterv_c);
+export!(Allgatherv_c, allgatherv_c);
+export!(Alltoallv_c, alltoallv_c);
+export!(Alltoallw_c, alltoallw_c);
+export!(Reduce_scatter_c, reduce_scatter_c);

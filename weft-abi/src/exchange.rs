@@ -6,7 +6,7 @@
 
 use crate::abi::*;
 use crate::errors::{guard, CError};
-use crate::handles::{self, view};
+use crate::handles::{self, view, CCount};
 use crate::p2p::{start_recv, start_send, Mode, Status};
 use crate::requests::{check_out, hand_out, CRequest};
 use std::ffi::{c_int, c_void};
@@ -17,10 +17,10 @@ use weft::datatype::Buffer;
 /// # Safety
 /// The standard's contract: `count` elements of `datatype` at `buf`, valid until completion.
 #[allow(clippy::too_many_arguments)]
-unsafe fn start_replace(
+unsafe fn start_replace<C: CCount>(
     call: &'static str,
     buf: *mut c_void,
-    count: c_int,
+    count: C,
     datatype: *mut c_void,
     dest: c_int,
     sendtag: c_int,
@@ -58,21 +58,22 @@ unsafe fn start_replace(
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn isendrecv(
+unsafe extern "C" fn isendrecv<C: CCount>(
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: C,
     sendtype: *mut c_void,
     dest: c_int,
     sendtag: c_int,
     recvbuf: *mut c_void,
-    recvcount: c_int,
+    recvcount: C,
     recvtype: *mut c_void,
     source: c_int,
     recvtag: c_int,
     comm: *mut c_void,
     request: *mut *mut c_void,
 ) -> c_int {
-    const CALL: &str = "MPI_Isendrecv";
+    #[allow(non_snake_case)]
+    let CALL = C::pick("MPI_Isendrecv", "MPI_Isendrecv_c");
     guard(CALL, comm, || {
         check_out(CALL, request)?;
         // SAFETY: the standard's contract for both buffers, valid until completion.
@@ -95,12 +96,13 @@ unsafe extern "C" fn isendrecv(
         Ok(())
     })
 }
-export!(Isendrecv, isendrecv);
+export!(Isendrecv, isendrecv::<c_int>);
+export!(Isendrecv_c, isendrecv::<i64>);
 
 #[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn isendrecv_replace(
+unsafe extern "C" fn isendrecv_replace<C: CCount>(
     buf: *mut c_void,
-    count: c_int,
+    count: C,
     datatype: *mut c_void,
     dest: c_int,
     sendtag: c_int,
@@ -109,7 +111,8 @@ unsafe extern "C" fn isendrecv_replace(
     comm: *mut c_void,
     request: *mut *mut c_void,
 ) -> c_int {
-    const CALL: &str = "MPI_Isendrecv_replace";
+    #[allow(non_snake_case)]
+    let CALL = C::pick("MPI_Isendrecv_replace", "MPI_Isendrecv_replace_c");
     guard(CALL, comm, || {
         check_out(CALL, request)?;
         // SAFETY: the standard's contract for the buffer, valid until completion.
@@ -123,12 +126,13 @@ unsafe extern "C" fn isendrecv_replace(
         Ok(())
     })
 }
-export!(Isendrecv_replace, isendrecv_replace);
+export!(Isendrecv_replace, isendrecv_replace::<c_int>);
+export!(Isendrecv_replace_c, isendrecv_replace::<i64>);
 
 #[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn sendrecv_replace(
+unsafe extern "C" fn sendrecv_replace<C: CCount>(
     buf: *mut c_void,
-    count: c_int,
+    count: C,
     datatype: *mut c_void,
     dest: c_int,
     sendtag: c_int,
@@ -137,7 +141,8 @@ unsafe extern "C" fn sendrecv_replace(
     comm: *mut c_void,
     status: *mut Status,
 ) -> c_int {
-    const CALL: &str = "MPI_Sendrecv_replace";
+    #[allow(non_snake_case)]
+    let CALL = C::pick("MPI_Sendrecv_replace", "MPI_Sendrecv_replace_c");
     guard(CALL, comm, || {
         // SAFETY: the standard's contract for the buffer.
         let pair = unsafe {
@@ -151,4 +156,5 @@ unsafe extern "C" fn sendrecv_replace(
         Ok(())
     })
 }
-export!(Sendrecv_replace, sendrecv_replace);
+export!(Sendrecv_replace, sendrecv_replace::<c_int>);
+export!(Sendrecv_replace_c, sendrecv_replace::<i64>);

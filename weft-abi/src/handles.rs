@@ -68,9 +68,76 @@ pub(crate) fn datatype(call: &'static str, handle: *mut c_void) -> Result<Dt, CE
     crate::datatype::committed(call, handle)
 }
 
+/// A count as C passes it: an `int`, or an `MPI_Count` in the large-count (`_c`) forms,
+/// which are the same functions instantiated with the wider type.
+pub(crate) trait CCount: Copy + std::fmt::Display + 'static {
+    /// Whether this is the large-count form's type.
+    const LARGE: bool;
+    /// The value, widened.
+    fn wide(self) -> i64;
+    /// The call's name: `classic`, or `large` for the large-count form.
+    fn pick(classic: &'static str, large: &'static str) -> &'static str {
+        if Self::LARGE {
+            large
+        } else {
+            classic
+        }
+    }
+}
+impl CCount for i32 {
+    const LARGE: bool = false;
+    fn wide(self) -> i64 {
+        self.into()
+    }
+}
+impl CCount for i64 {
+    const LARGE: bool = true;
+    fn wide(self) -> i64 {
+        self
+    }
+}
+/// A displacement (`MPI_Aint`), in the large-count forms.
+impl CCount for isize {
+    const LARGE: bool = true;
+    fn wide(self) -> i64 {
+        self as i64
+    }
+}
+
+/// `n` counts or displacements at `p` as the `int`s Weft's partitions hold: an error naming
+/// the value when one does not fit (a large-count form's part beyond 2^31 - 1 elements).
+///
+/// # Safety
+/// `p` holds `n` values when `n > 0`.
+pub(crate) unsafe fn ints<T: CCount>(
+    call: &'static str,
+    what: &str,
+    p: *const T,
+    n: usize,
+) -> Result<Vec<i32>, CError> {
+    // SAFETY: the caller's promise.
+    let values = unsafe { crate::coll_v::array(call, what, p, n)? };
+    values
+        .iter()
+        .map(|&v| {
+            i32::try_from(v.wide()).map_err(|_| {
+                CError::new(
+                    MPI_ERR_COUNT,
+                    call,
+                    format!(
+                        "{what} holds {v}: Weft's parts of a vector collective count up to \
+                         2^31 - 1 elements"
+                    ),
+                )
+            })
+        })
+        .collect()
+}
+
 /// Checks `count` (not negative).
-pub(crate) fn count(call: &'static str, count: i32) -> Result<usize, CError> {
-    usize::try_from(count).map_err(|_| {
+#[inline]
+pub(crate) fn count(call: &'static str, count: impl CCount) -> Result<usize, CError> {
+    usize::try_from(count.wide()).map_err(|_| {
         CError::new(
             MPI_ERR_COUNT,
             call,
@@ -137,7 +204,7 @@ unsafe impl BufferMut for CViewMut {
 
 /// Checks `count` (not negative) elements of `dt` can be laid out: more than one of a type
 /// of negative extent cannot (Weft's type maps step forward).
-fn strided(call: &'static str, count: i32, dt: Dt) -> Result<usize, CError> {
+fn strided(call: &'static str, count: impl CCount, dt: Dt) -> Result<usize, CError> {
     let n = self::count(call, count)?;
     if !dt.stride_ok(n) {
         return Err(negative_extent(call, n, dt));
@@ -166,7 +233,7 @@ pub(crate) fn negative_extent(call: &'static str, n: usize, dt: &Shape) -> CErro
 pub(crate) unsafe fn view(
     call: &'static str,
     buf: *const c_void,
-    count: i32,
+    count: impl CCount,
     dt: Dt,
 ) -> Result<CView, CError> {
     Ok(CView {
@@ -184,7 +251,7 @@ pub(crate) unsafe fn view(
 pub(crate) unsafe fn view_mut(
     call: &'static str,
     buf: *mut c_void,
-    count: i32,
+    count: impl CCount,
     dt: Dt,
 ) -> Result<CViewMut, CError> {
     Ok(CViewMut {

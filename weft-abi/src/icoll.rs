@@ -12,7 +12,7 @@ use crate::abi::*;
 use crate::coll::{in_place, nothing, nothing_mut, rooted, Part};
 use crate::coll_v::array;
 use crate::errors::{guard, CError};
-use crate::handles::{self, view, view_mut};
+use crate::handles::{self, ints, view, view_mut, CCount};
 use crate::inter::partners;
 use crate::op::operation;
 use crate::requests::{check_out, hand_out, CRequest, Pinned};
@@ -37,13 +37,13 @@ pub(crate) fn hold<K: 'static, D: ?Sized + 'static>(
 }
 
 /// `count` elements times the members a block goes to or comes from.
-fn blocks(call: &'static str, count: c_int, n: c_int) -> Result<c_int, CError> {
+fn blocks(call: &'static str, count: impl CCount, n: c_int) -> Result<i64, CError> {
     handles::count(call, count)?;
-    count.checked_mul(n).ok_or_else(|| {
+    count.wide().checked_mul(n.into()).ok_or_else(|| {
         CError::new(
             MPI_ERR_COUNT,
             call,
-            format!("{count} elements for each of {n} members overflow an int"),
+            format!("{count} elements for each of {n} members overflow an MPI_Count"),
         )
     })
 }
@@ -89,10 +89,10 @@ unsafe fn barrier(call: &'static str, comm: *mut c_void) -> Started {
     Ok(CRequest::collective(c.comm.immediate_barrier(), ()))
 }
 
-unsafe fn bcast(
+unsafe fn bcast<C: CCount>(
     call: &'static str,
     buffer: *mut c_void,
-    count: c_int,
+    count: C,
     datatype: *mut c_void,
     root: c_int,
     comm: *mut c_void,
@@ -119,12 +119,12 @@ enum Everyone {
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn reduce_everyone(
+unsafe fn reduce_everyone<C: CCount>(
     call: &'static str,
     kind: Everyone,
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
-    count: c_int,
+    count: C,
     datatype: *mut c_void,
     op: *mut c_void,
     comm: *mut c_void,
@@ -150,11 +150,11 @@ unsafe fn reduce_everyone(
     }))
 }
 
-unsafe fn allreduce(
+unsafe fn allreduce<C: CCount>(
     call: &'static str,
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
-    count: c_int,
+    count: C,
     datatype: *mut c_void,
     op: *mut c_void,
     comm: *mut c_void,
@@ -164,11 +164,11 @@ unsafe fn allreduce(
     unsafe { reduce_everyone(call, k, sendbuf, recvbuf, count, datatype, op, comm) }
 }
 
-unsafe fn scan(
+unsafe fn scan<C: CCount>(
     call: &'static str,
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
-    count: c_int,
+    count: C,
     datatype: *mut c_void,
     op: *mut c_void,
     comm: *mut c_void,
@@ -178,11 +178,11 @@ unsafe fn scan(
     unsafe { reduce_everyone(call, k, sendbuf, recvbuf, count, datatype, op, comm) }
 }
 
-unsafe fn exscan(
+unsafe fn exscan<C: CCount>(
     call: &'static str,
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
-    count: c_int,
+    count: C,
     datatype: *mut c_void,
     op: *mut c_void,
     comm: *mut c_void,
@@ -193,11 +193,11 @@ unsafe fn exscan(
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn reduce(
+unsafe fn reduce<C: CCount>(
     call: &'static str,
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
-    count: c_int,
+    count: C,
     datatype: *mut c_void,
     op: *mut c_void,
     root: c_int,
@@ -240,13 +240,13 @@ unsafe fn reduce(
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn gather(
+unsafe fn gather<C: CCount>(
     call: &'static str,
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: C,
     sendtype: *mut c_void,
     recvbuf: *mut c_void,
-    recvcount: c_int,
+    recvcount: C,
     recvtype: *mut c_void,
     root: c_int,
     comm: *mut c_void,
@@ -290,14 +290,14 @@ unsafe fn gather(
 }
 
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn gatherv(
+pub(crate) unsafe fn gatherv<C: CCount, D: CCount>(
     call: &'static str,
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: C,
     sendtype: *mut c_void,
     recvbuf: *mut c_void,
-    recvcounts: *const c_int,
-    displs: *const c_int,
+    recvcounts: *const C,
+    displs: *const D,
     recvtype: *mut c_void,
     root: c_int,
     comm: *mut c_void,
@@ -322,9 +322,9 @@ pub(crate) unsafe fn gatherv(
     }
     let n = partners(c) as usize;
     // SAFETY: the standard's contract: a count and a displacement per member.
-    let counts = unsafe { array(call, "recvcounts", recvcounts, n)? }.to_vec();
+    let counts = unsafe { ints(call, "recvcounts", recvcounts, n)? };
     // SAFETY: as above.
-    let displs = unsafe { array(call, "displs", displs, n)? }.to_vec();
+    let displs = unsafe { ints(call, "displs", displs, n)? };
     let rdt = handles::datatype(call, recvtype)?;
     // SAFETY: the standard's contract: every part fits the root's `recvbuf`.
     let out = Pinned::new(unsafe { view_mut(call, recvbuf, span(call, &counts, &displs)?, rdt)? });
@@ -349,13 +349,13 @@ pub(crate) unsafe fn gatherv(
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn scatter(
+unsafe fn scatter<C: CCount>(
     call: &'static str,
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: C,
     sendtype: *mut c_void,
     recvbuf: *mut c_void,
-    recvcount: c_int,
+    recvcount: C,
     recvtype: *mut c_void,
     root: c_int,
     comm: *mut c_void,
@@ -401,14 +401,14 @@ unsafe fn scatter(
 }
 
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn scatterv(
+pub(crate) unsafe fn scatterv<C: CCount, D: CCount>(
     call: &'static str,
     sendbuf: *const c_void,
-    sendcounts: *const c_int,
-    displs: *const c_int,
+    sendcounts: *const C,
+    displs: *const D,
     sendtype: *mut c_void,
     recvbuf: *mut c_void,
-    recvcount: c_int,
+    recvcount: C,
     recvtype: *mut c_void,
     root: c_int,
     comm: *mut c_void,
@@ -433,9 +433,9 @@ pub(crate) unsafe fn scatterv(
     }
     let n = partners(c) as usize;
     // SAFETY: the standard's contract: a count and a displacement per member.
-    let counts = unsafe { array(call, "sendcounts", sendcounts, n)? }.to_vec();
+    let counts = unsafe { ints(call, "sendcounts", sendcounts, n)? };
     // SAFETY: as above.
-    let displs = unsafe { array(call, "displs", displs, n)? }.to_vec();
+    let displs = unsafe { ints(call, "displs", displs, n)? };
     let sdt = handles::datatype(call, sendtype)?;
     let len = span(call, &counts, &displs)?;
     if in_place(recvbuf) && !c.comm.test_inter() {
@@ -472,14 +472,14 @@ enum Exchange {
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn exchange(
+unsafe fn exchange<C: CCount>(
     call: &'static str,
     kind: Exchange,
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: C,
     sendtype: *mut c_void,
     recvbuf: *mut c_void,
-    recvcount: c_int,
+    recvcount: C,
     recvtype: *mut c_void,
     comm: *mut c_void,
 ) -> Started {
@@ -497,7 +497,7 @@ unsafe fn exchange(
     }
     let sdt = handles::datatype(call, sendtype)?;
     let sent = match kind {
-        Exchange::Allgather => sendcount,
+        Exchange::Allgather => sendcount.wide(),
         Exchange::Alltoall => blocks(call, sendcount, n)?,
     };
     // SAFETY: the standard's contract: the blocks to send at `sendbuf` until completion.
@@ -509,13 +509,13 @@ unsafe fn exchange(
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn allgather(
+unsafe fn allgather<C: CCount>(
     call: &'static str,
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: C,
     sendtype: *mut c_void,
     recvbuf: *mut c_void,
-    recvcount: c_int,
+    recvcount: C,
     recvtype: *mut c_void,
     comm: *mut c_void,
 ) -> Started {
@@ -525,13 +525,13 @@ unsafe fn allgather(
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn alltoall(
+unsafe fn alltoall<C: CCount>(
     call: &'static str,
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: C,
     sendtype: *mut c_void,
     recvbuf: *mut c_void,
-    recvcount: c_int,
+    recvcount: C,
     recvtype: *mut c_void,
     comm: *mut c_void,
 ) -> Started {
@@ -541,23 +541,23 @@ unsafe fn alltoall(
 }
 
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn allgatherv(
+pub(crate) unsafe fn allgatherv<C: CCount, D: CCount>(
     call: &'static str,
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: C,
     sendtype: *mut c_void,
     recvbuf: *mut c_void,
-    recvcounts: *const c_int,
-    displs: *const c_int,
+    recvcounts: *const C,
+    displs: *const D,
     recvtype: *mut c_void,
     comm: *mut c_void,
 ) -> Started {
     let c = handles::comm(call, comm)?;
     let n = partners(c) as usize;
     // SAFETY: the standard's contract: a count and a displacement per member.
-    let counts = unsafe { array(call, "recvcounts", recvcounts, n)? }.to_vec();
+    let counts = unsafe { ints(call, "recvcounts", recvcounts, n)? };
     // SAFETY: as above.
-    let displs = unsafe { array(call, "displs", displs, n)? }.to_vec();
+    let displs = unsafe { ints(call, "displs", displs, n)? };
     let rdt = handles::datatype(call, recvtype)?;
     // SAFETY: the standard's contract: every part fits `recvbuf`.
     let out = Pinned::new(unsafe { view_mut(call, recvbuf, span(call, &counts, &displs)?, rdt)? });
@@ -578,24 +578,24 @@ pub(crate) unsafe fn allgatherv(
 }
 
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn alltoallv(
+pub(crate) unsafe fn alltoallv<C: CCount, D: CCount>(
     call: &'static str,
     sendbuf: *const c_void,
-    sendcounts: *const c_int,
-    sdispls: *const c_int,
+    sendcounts: *const C,
+    sdispls: *const D,
     sendtype: *mut c_void,
     recvbuf: *mut c_void,
-    recvcounts: *const c_int,
-    rdispls: *const c_int,
+    recvcounts: *const C,
+    rdispls: *const D,
     recvtype: *mut c_void,
     comm: *mut c_void,
 ) -> Started {
     let c = handles::comm(call, comm)?;
     let n = partners(c) as usize;
     // SAFETY: the standard's contract: a count and a displacement per member.
-    let rcounts = unsafe { array(call, "recvcounts", recvcounts, n)? }.to_vec();
+    let rcounts = unsafe { ints(call, "recvcounts", recvcounts, n)? };
     // SAFETY: as above.
-    let rdispls = unsafe { array(call, "rdispls", rdispls, n)? }.to_vec();
+    let rdispls = unsafe { ints(call, "rdispls", rdispls, n)? };
     let rdt = handles::datatype(call, recvtype)?;
     // SAFETY: the standard's contract: every part fits `recvbuf`.
     let out =
@@ -609,9 +609,9 @@ pub(crate) unsafe fn alltoallv(
         }));
     }
     // SAFETY: as above, for the send side.
-    let scounts = unsafe { array(call, "sendcounts", sendcounts, n)? }.to_vec();
+    let scounts = unsafe { ints(call, "sendcounts", sendcounts, n)? };
     // SAFETY: as above.
-    let sdispls = unsafe { array(call, "sdispls", sdispls, n)? }.to_vec();
+    let sdispls = unsafe { ints(call, "sdispls", sdispls, n)? };
     let sdt = handles::datatype(call, sendtype)?;
     // SAFETY: the standard's contract: every part lies in `sendbuf`.
     let input = Pinned::new(unsafe { view(call, sendbuf, span(call, &scounts, &sdispls)?, sdt)? });
@@ -623,15 +623,15 @@ pub(crate) unsafe fn alltoallv(
 }
 
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn alltoallw(
+pub(crate) unsafe fn alltoallw<C: CCount, D: CCount>(
     call: &'static str,
     sendbuf: *const c_void,
-    sendcounts: *const c_int,
-    sdispls: *const c_int,
+    sendcounts: *const C,
+    sdispls: *const D,
     sendtypes: *const *mut c_void,
     recvbuf: *mut c_void,
-    recvcounts: *const c_int,
-    rdispls: *const c_int,
+    recvcounts: *const C,
+    rdispls: *const D,
     recvtypes: *const *mut c_void,
     comm: *mut c_void,
 ) -> Started {
@@ -654,7 +654,7 @@ pub(crate) unsafe fn alltoallw(
         outs.push(unsafe {
             view_mut(
                 call,
-                recvbuf.byte_offset(rdispls[i] as isize),
+                recvbuf.byte_offset(rdispls[i].wide() as isize),
                 rcounts[i],
                 dt,
             )?
@@ -687,7 +687,7 @@ pub(crate) unsafe fn alltoallw(
         ins.push(unsafe {
             view(
                 call,
-                sendbuf.byte_offset(sdispls[i] as isize),
+                sendbuf.byte_offset(sdispls[i].wide() as isize),
                 scounts[i],
                 dt,
             )?
@@ -699,11 +699,11 @@ pub(crate) unsafe fn alltoallw(
     }))
 }
 
-unsafe fn reduce_scatter_block(
+unsafe fn reduce_scatter_block<C: CCount>(
     call: &'static str,
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
-    recvcount: c_int,
+    recvcount: C,
     datatype: *mut c_void,
     op: *mut c_void,
     comm: *mut c_void,
@@ -729,11 +729,11 @@ unsafe fn reduce_scatter_block(
     }))
 }
 
-pub(crate) unsafe fn reduce_scatter(
+pub(crate) unsafe fn reduce_scatter<C: CCount>(
     call: &'static str,
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
-    recvcounts: *const c_int,
+    recvcounts: *const C,
     datatype: *mut c_void,
     op: *mut c_void,
     comm: *mut c_void,
@@ -743,7 +743,7 @@ pub(crate) unsafe fn reduce_scatter(
     let o = operation(call, op, datatype)?;
     let n = c.comm.size() as usize;
     // SAFETY: the standard's contract: a count per member.
-    let counts = unsafe { array(call, "recvcounts", recvcounts, n)? }.to_vec();
+    let counts = unsafe { ints(call, "recvcounts", recvcounts, n)? };
     let mine = counts[c.comm.rank() as usize];
     let counts = if c.comm.test_inter() {
         // The input is cut by the other group's counts (see the blocking form).
@@ -888,6 +888,96 @@ nonblocking! {
         (sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int,
          datatype: *mut c_void, op: *mut c_void, comm: *mut c_void);
 }
+
+// The large-count forms of those with scalar counts: the same start functions, with counts of
+// type MPI_Count.
+nonblocking! {
+    Ibcast_c, Bcast_init_c, bcast, comm,
+        (buffer: *mut c_void, count: i64, datatype: *mut c_void, root: c_int, comm: *mut c_void);
+    Iallreduce_c, Allreduce_init_c, allreduce, comm,
+        (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: *mut c_void,
+         op: *mut c_void, comm: *mut c_void);
+    Iscan_c, Scan_init_c, scan, comm,
+        (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: *mut c_void,
+         op: *mut c_void, comm: *mut c_void);
+    Iexscan_c, Exscan_init_c, exscan, comm,
+        (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: *mut c_void,
+         op: *mut c_void, comm: *mut c_void);
+    Ireduce_c, Reduce_init_c, reduce, comm,
+        (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: *mut c_void,
+         op: *mut c_void, root: c_int, comm: *mut c_void);
+    Igather_c, Gather_init_c, gather, comm,
+        (sendbuf: *const c_void, sendcount: i64, sendtype: *mut c_void, recvbuf: *mut c_void,
+         recvcount: i64, recvtype: *mut c_void, root: c_int, comm: *mut c_void);
+    Iscatter_c, Scatter_init_c, scatter, comm,
+        (sendbuf: *const c_void, sendcount: i64, sendtype: *mut c_void, recvbuf: *mut c_void,
+         recvcount: i64, recvtype: *mut c_void, root: c_int, comm: *mut c_void);
+    Iallgather_c, Allgather_init_c, allgather, comm,
+        (sendbuf: *const c_void, sendcount: i64, sendtype: *mut c_void, recvbuf: *mut c_void,
+         recvcount: i64, recvtype: *mut c_void, comm: *mut c_void);
+    Ialltoall_c, Alltoall_init_c, alltoall, comm,
+        (sendbuf: *const c_void, sendcount: i64, sendtype: *mut c_void, recvbuf: *mut c_void,
+         recvcount: i64, recvtype: *mut c_void, comm: *mut c_void);
+    Ireduce_scatter_block_c, Reduce_scatter_block_init_c, reduce_scatter_block, comm,
+        (sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: i64, datatype: *mut c_void,
+         op: *mut c_void, comm: *mut c_void);
+    Igatherv_c, Gatherv_init_c, gatherv, comm,
+        (sendbuf: *const c_void, sendcount: i64, sendtype: *mut c_void, recvbuf: *mut c_void,
+         recvcounts: *const i64, displs: *const isize, recvtype: *mut c_void, root: c_int,
+         comm: *mut c_void);
+    Iscatterv_c, Scatterv_init_c, scatterv, comm,
+        (sendbuf: *const c_void, sendcounts: *const i64, displs: *const isize,
+         sendtype: *mut c_void, recvbuf: *mut c_void, recvcount: i64, recvtype: *mut c_void,
+         root: c_int, comm: *mut c_void);
+    Iallgatherv_c, Allgatherv_init_c, allgatherv, comm,
+        (sendbuf: *const c_void, sendcount: i64, sendtype: *mut c_void, recvbuf: *mut c_void,
+         recvcounts: *const i64, displs: *const isize, recvtype: *mut c_void,
+         comm: *mut c_void);
+    Ialltoallv_c, Alltoallv_init_c, alltoallv, comm,
+        (sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const isize,
+         sendtype: *mut c_void, recvbuf: *mut c_void, recvcounts: *const i64,
+         rdispls: *const isize, recvtype: *mut c_void, comm: *mut c_void);
+    Ialltoallw_c, Alltoallw_init_c, alltoallw, comm,
+        (sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const isize,
+         sendtypes: *const *mut c_void, recvbuf: *mut c_void, recvcounts: *const i64,
+         rdispls: *const isize, recvtypes: *const *mut c_void, comm: *mut c_void);
+    Ireduce_scatter_c, Reduce_scatter_init_c, reduce_scatter, comm,
+        (sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const i64,
+         datatype: *mut c_void, op: *mut c_void, comm: *mut c_void);
+}
+
+export!(Ibcast_c, Ibcast_c::now);
+export!(Bcast_init_c, Ibcast_c::init);
+export!(Iallreduce_c, Iallreduce_c::now);
+export!(Allreduce_init_c, Iallreduce_c::init);
+export!(Iscan_c, Iscan_c::now);
+export!(Scan_init_c, Iscan_c::init);
+export!(Iexscan_c, Iexscan_c::now);
+export!(Exscan_init_c, Iexscan_c::init);
+export!(Ireduce_c, Ireduce_c::now);
+export!(Reduce_init_c, Ireduce_c::init);
+export!(Igather_c, Igather_c::now);
+export!(Gather_init_c, Igather_c::init);
+export!(Iscatter_c, Iscatter_c::now);
+export!(Scatter_init_c, Iscatter_c::init);
+export!(Iallgather_c, Iallgather_c::now);
+export!(Allgather_init_c, Iallgather_c::init);
+export!(Ialltoall_c, Ialltoall_c::now);
+export!(Alltoall_init_c, Ialltoall_c::init);
+export!(Ireduce_scatter_block_c, Ireduce_scatter_block_c::now);
+export!(Reduce_scatter_block_init_c, Ireduce_scatter_block_c::init);
+export!(Igatherv_c, Igatherv_c::now);
+export!(Gatherv_init_c, Igatherv_c::init);
+export!(Iscatterv_c, Iscatterv_c::now);
+export!(Scatterv_init_c, Iscatterv_c::init);
+export!(Iallgatherv_c, Iallgatherv_c::now);
+export!(Allgatherv_init_c, Iallgatherv_c::init);
+export!(Ialltoallv_c, Ialltoallv_c::now);
+export!(Alltoallv_init_c, Ialltoallv_c::init);
+export!(Ialltoallw_c, Ialltoallw_c::now);
+export!(Alltoallw_init_c, Ialltoallw_c::init);
+export!(Ireduce_scatter_c, Ireduce_scatter_c::now);
+export!(Reduce_scatter_init_c, Ireduce_scatter_c::init);
 
 export!(Ibarrier, Ibarrier::now);
 export!(Barrier_init, Ibarrier::init);

@@ -5,7 +5,7 @@
 use crate::abi::*;
 use crate::env::put_int;
 use crate::errors::{guard, CError};
-use crate::handles::{self, view_mut};
+use crate::handles::{self, view_mut, CCount};
 use crate::p2p::{check_rank, check_tag, Status};
 use crate::requests::{self, CRequest};
 use crate::state::Comm;
@@ -132,14 +132,15 @@ unsafe fn take(
     Ok(out)
 }
 
-unsafe extern "C" fn mrecv(
+unsafe extern "C" fn mrecv<C: CCount>(
     buf: *mut c_void,
-    count: c_int,
+    count: C,
     datatype: *mut c_void,
     message: *mut *mut c_void,
     status: *mut Status,
 ) -> c_int {
-    const CALL: &str = "MPI_Mrecv";
+    #[allow(non_snake_case)]
+    let CALL = C::pick("MPI_Mrecv", "MPI_Mrecv_c");
     guard(CALL, std::ptr::null_mut(), || {
         let dt = handles::datatype(CALL, datatype)?;
         // SAFETY: the standard's contract: room for `count` elements at `buf`.
@@ -154,16 +155,18 @@ unsafe extern "C" fn mrecv(
         Ok(())
     })
 }
-export!(Mrecv, mrecv);
+export!(Mrecv, mrecv::<c_int>);
+export!(Mrecv_c, mrecv::<i64>);
 
-unsafe extern "C" fn imrecv(
+unsafe extern "C" fn imrecv<C: CCount>(
     buf: *mut c_void,
-    count: c_int,
+    count: C,
     datatype: *mut c_void,
     message: *mut *mut c_void,
     request: *mut *mut c_void,
 ) -> c_int {
-    const CALL: &str = "MPI_Imrecv";
+    #[allow(non_snake_case)]
+    let CALL = C::pick("MPI_Imrecv", "MPI_Imrecv_c");
     guard(CALL, std::ptr::null_mut(), || {
         let dt = handles::datatype(CALL, datatype)?;
         requests::check_out(CALL, request)?;
@@ -180,4 +183,5 @@ unsafe extern "C" fn imrecv(
         Ok(())
     })
 }
-export!(Imrecv, imrecv);
+export!(Imrecv, imrecv::<c_int>);
+export!(Imrecv_c, imrecv::<i64>);

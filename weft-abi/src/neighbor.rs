@@ -10,7 +10,7 @@
 use crate::abi::*;
 use crate::coll_v::array;
 use crate::errors::{guard, CError};
-use crate::handles::{self, view, view_mut};
+use crate::handles::{self, ints, view, view_mut, CCount};
 use crate::icoll::{hold, nonblocking, span, Started};
 use crate::requests::{check_out, hand_out, CRequest, Pinned};
 use crate::state::Comm;
@@ -49,16 +49,16 @@ fn degrees(call: &'static str, c: &Comm) -> Result<(usize, usize), CError> {
 }
 
 /// `count` times `n`, as an element count.
-fn times(call: &'static str, count: c_int, n: usize) -> Result<c_int, CError> {
+fn times(call: &'static str, count: impl CCount, n: usize) -> Result<i64, CError> {
     handles::count(call, count)?;
-    c_int::try_from(n)
+    i64::try_from(n)
         .ok()
-        .and_then(|n| count.checked_mul(n))
+        .and_then(|n| count.wide().checked_mul(n))
         .ok_or_else(|| {
             CError::new(
                 MPI_ERR_COUNT,
                 call,
-                format!("{count} elements for each of {n} neighbours overflow an int"),
+                format!("{count} elements for each of {n} neighbours overflow an MPI_Count"),
             )
         })
 }
@@ -70,14 +70,14 @@ enum Exchange {
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn exchange(
+unsafe fn exchange<C: CCount>(
     call: &'static str,
     kind: Exchange,
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: C,
     sendtype: *mut c_void,
     recvbuf: *mut c_void,
-    recvcount: c_int,
+    recvcount: C,
     recvtype: *mut c_void,
     comm: *mut c_void,
 ) -> Started {
@@ -88,7 +88,7 @@ unsafe fn exchange(
         handles::datatype(call, recvtype)?,
     );
     let sent = match kind {
-        Exchange::Allgather => sendcount,
+        Exchange::Allgather => sendcount.wide(),
         Exchange::Alltoall => times(call, sendcount, outs)?,
     };
     // SAFETY: the standard's contract: the blocks to send at `sendbuf`, room for a block
@@ -107,13 +107,13 @@ unsafe fn exchange(
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn allgather(
+unsafe fn allgather<C: CCount>(
     call: &'static str,
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: C,
     sendtype: *mut c_void,
     recvbuf: *mut c_void,
-    recvcount: c_int,
+    recvcount: C,
     recvtype: *mut c_void,
     comm: *mut c_void,
 ) -> Started {
@@ -123,13 +123,13 @@ unsafe fn allgather(
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn alltoall(
+unsafe fn alltoall<C: CCount>(
     call: &'static str,
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: C,
     sendtype: *mut c_void,
     recvbuf: *mut c_void,
-    recvcount: c_int,
+    recvcount: C,
     recvtype: *mut c_void,
     comm: *mut c_void,
 ) -> Started {
@@ -139,23 +139,23 @@ unsafe fn alltoall(
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn allgatherv(
+unsafe fn allgatherv<C: CCount, D: CCount>(
     call: &'static str,
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: C,
     sendtype: *mut c_void,
     recvbuf: *mut c_void,
-    recvcounts: *const c_int,
-    displs: *const c_int,
+    recvcounts: *const C,
+    displs: *const D,
     recvtype: *mut c_void,
     comm: *mut c_void,
 ) -> Started {
     let c = handles::comm(call, comm)?;
     let (ins, _) = degrees(call, c)?;
     // SAFETY: the standard's contract: a count and a displacement per in-neighbour.
-    let counts = unsafe { array(call, "recvcounts", recvcounts, ins)? }.to_vec();
+    let counts = unsafe { ints(call, "recvcounts", recvcounts, ins)? };
     // SAFETY: as above.
-    let displs = unsafe { array(call, "displs", displs, ins)? }.to_vec();
+    let displs = unsafe { ints(call, "displs", displs, ins)? };
     let (sdt, rdt) = (
         handles::datatype(call, sendtype)?,
         handles::datatype(call, recvtype)?,
@@ -173,15 +173,15 @@ unsafe fn allgatherv(
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn alltoallv(
+unsafe fn alltoallv<C: CCount, D: CCount>(
     call: &'static str,
     sendbuf: *const c_void,
-    sendcounts: *const c_int,
-    sdispls: *const c_int,
+    sendcounts: *const C,
+    sdispls: *const D,
     sendtype: *mut c_void,
     recvbuf: *mut c_void,
-    recvcounts: *const c_int,
-    rdispls: *const c_int,
+    recvcounts: *const C,
+    rdispls: *const D,
     recvtype: *mut c_void,
     comm: *mut c_void,
 ) -> Started {
@@ -190,10 +190,10 @@ unsafe fn alltoallv(
     // SAFETY: the standard's contract: a count and a displacement per neighbour each way.
     let (scounts, sdispls, rcounts, rdispls) = unsafe {
         (
-            array(call, "sendcounts", sendcounts, outs)?.to_vec(),
-            array(call, "sdispls", sdispls, outs)?.to_vec(),
-            array(call, "recvcounts", recvcounts, ins)?.to_vec(),
-            array(call, "rdispls", rdispls, ins)?.to_vec(),
+            ints(call, "sendcounts", sendcounts, outs)?,
+            ints(call, "sdispls", sdispls, outs)?,
+            ints(call, "recvcounts", recvcounts, ins)?,
+            ints(call, "rdispls", rdispls, ins)?,
         )
     };
     let (sdt, rdt) = (
@@ -226,15 +226,15 @@ unsafe fn alltoallv(
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn alltoallw(
+unsafe fn alltoallw<C: CCount, D: CCount>(
     call: &'static str,
     sendbuf: *const c_void,
-    sendcounts: *const c_int,
-    sdispls: *const isize,
+    sendcounts: *const C,
+    sdispls: *const D,
     sendtypes: *const *mut c_void,
     recvbuf: *mut c_void,
-    recvcounts: *const c_int,
-    rdispls: *const isize,
+    recvcounts: *const C,
+    rdispls: *const D,
     recvtypes: *const *mut c_void,
     comm: *mut c_void,
 ) -> Started {
@@ -256,7 +256,7 @@ unsafe fn alltoallw(
     for i in 0..outs {
         let dt = handles::datatype(call, st[i])?;
         // SAFETY: the standard's contract: block i at its byte displacement.
-        let at = unsafe { sendbuf.cast::<u8>().offset(sd[i]) };
+        let at = unsafe { sendbuf.cast::<u8>().offset(sd[i].wide() as isize) };
         // SAFETY: as above: `scounts[i]` elements there.
         ins_views.push(unsafe { view(call, at.cast(), scounts[i], dt)? });
     }
@@ -264,7 +264,7 @@ unsafe fn alltoallw(
     for i in 0..ins {
         let dt = handles::datatype(call, rt[i])?;
         // SAFETY: the standard's contract: block i at its byte displacement.
-        let at = unsafe { recvbuf.cast::<u8>().offset(rd[i]) };
+        let at = unsafe { recvbuf.cast::<u8>().offset(rd[i].wide() as isize) };
         // SAFETY: as above: room for `rcounts[i]` elements there, until completion.
         outs_views.push(unsafe { view_mut(call, at.cast(), rcounts[i], dt)? });
     }
@@ -343,6 +343,41 @@ macro_rules! nonblocking_of_every {
 every_form!(blocking_of_every);
 every_form!(nonblocking_of_every);
 
+/// The large-count forms (counts MPI_Count, displacements MPI_Aint).
+macro_rules! large_count_forms {
+    ($m:ident) => {
+        $m! {
+            Neighbor_allgather_c, Ineighbor_allgather_c, Neighbor_allgather_init_c, allgather,
+                comm,
+                (sendbuf: *const c_void, sendcount: i64, sendtype: *mut c_void,
+                 recvbuf: *mut c_void, recvcount: i64, recvtype: *mut c_void,
+                 comm: *mut c_void);
+            Neighbor_alltoall_c, Ineighbor_alltoall_c, Neighbor_alltoall_init_c, alltoall, comm,
+                (sendbuf: *const c_void, sendcount: i64, sendtype: *mut c_void,
+                 recvbuf: *mut c_void, recvcount: i64, recvtype: *mut c_void,
+                 comm: *mut c_void);
+            Neighbor_allgatherv_c, Ineighbor_allgatherv_c, Neighbor_allgatherv_init_c,
+                allgatherv, comm,
+                (sendbuf: *const c_void, sendcount: i64, sendtype: *mut c_void,
+                 recvbuf: *mut c_void, recvcounts: *const i64, displs: *const isize,
+                 recvtype: *mut c_void, comm: *mut c_void);
+            Neighbor_alltoallv_c, Ineighbor_alltoallv_c, Neighbor_alltoallv_init_c, alltoallv,
+                comm,
+                (sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const isize,
+                 sendtype: *mut c_void, recvbuf: *mut c_void, recvcounts: *const i64,
+                 rdispls: *const isize, recvtype: *mut c_void, comm: *mut c_void);
+            Neighbor_alltoallw_c, Ineighbor_alltoallw_c, Neighbor_alltoallw_init_c, alltoallw,
+                comm,
+                (sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const isize,
+                 sendtypes: *const *mut c_void, recvbuf: *mut c_void, recvcounts: *const i64,
+                 rdispls: *const isize, recvtypes: *const *mut c_void, comm: *mut c_void);
+        }
+    };
+}
+
+large_count_forms!(blocking_of_every);
+large_count_forms!(nonblocking_of_every);
+
 export!(Neighbor_allgather, Neighbor_allgather::now);
 export!(Ineighbor_allgather, Ineighbor_allgather::now);
 export!(Neighbor_allgather_init, Ineighbor_allgather::init);
@@ -358,3 +393,18 @@ export!(Neighbor_alltoallv_init, Ineighbor_alltoallv::init);
 export!(Neighbor_alltoallw, Neighbor_alltoallw::now);
 export!(Ineighbor_alltoallw, Ineighbor_alltoallw::now);
 export!(Neighbor_alltoallw_init, Ineighbor_alltoallw::init);
+export!(Neighbor_allgather_c, Neighbor_allgather_c::now);
+export!(Ineighbor_allgather_c, Ineighbor_allgather_c::now);
+export!(Neighbor_allgather_init_c, Ineighbor_allgather_c::init);
+export!(Neighbor_alltoall_c, Neighbor_alltoall_c::now);
+export!(Ineighbor_alltoall_c, Ineighbor_alltoall_c::now);
+export!(Neighbor_alltoall_init_c, Ineighbor_alltoall_c::init);
+export!(Neighbor_allgatherv_c, Neighbor_allgatherv_c::now);
+export!(Ineighbor_allgatherv_c, Ineighbor_allgatherv_c::now);
+export!(Neighbor_allgatherv_init_c, Ineighbor_allgatherv_c::init);
+export!(Neighbor_alltoallv_c, Neighbor_alltoallv_c::now);
+export!(Ineighbor_alltoallv_c, Ineighbor_alltoallv_c::now);
+export!(Neighbor_alltoallv_init_c, Ineighbor_alltoallv_c::init);
+export!(Neighbor_alltoallw_c, Neighbor_alltoallw_c::now);
+export!(Ineighbor_alltoallw_c, Ineighbor_alltoallw_c::now);
+export!(Neighbor_alltoallw_init_c, Ineighbor_alltoallw_c::init);

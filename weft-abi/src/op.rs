@@ -5,7 +5,7 @@
 use crate::abi::*;
 use crate::env::put_int;
 use crate::errors::{guard, CError};
-use crate::handles::{self, view, view_mut, Marked};
+use crate::handles::{self, view, view_mut, CCount, Marked};
 use std::ffi::{c_int, c_void};
 use weft::collective::UnsafeUserOperation;
 use weft::collective::{Operation, Reduction, SystemOperation, UnsafeUserFunction};
@@ -217,14 +217,15 @@ unsafe extern "C" fn op_commutative(op: *mut c_void, commute: *mut c_int) -> c_i
 }
 export!(Op_commutative, op_commutative);
 
-unsafe extern "C" fn reduce_local(
+unsafe extern "C" fn reduce_local<C: CCount>(
     inbuf: *const c_void,
     inoutbuf: *mut c_void,
-    count: c_int,
+    count: C,
     datatype: *mut c_void,
     op: *mut c_void,
 ) -> c_int {
-    const CALL: &str = "MPI_Reduce_local";
+    #[allow(non_snake_case)]
+    let CALL = C::pick("MPI_Reduce_local", "MPI_Reduce_local_c");
     guard(CALL, std::ptr::null_mut(), || {
         let dt = handles::datatype(CALL, datatype)?;
         let o = operation(CALL, op, datatype)?;
@@ -236,4 +237,5 @@ unsafe extern "C" fn reduce_local(
         Ok(())
     })
 }
-export!(Reduce_local, reduce_local);
+export!(Reduce_local, reduce_local::<c_int>);
+export!(Reduce_local_c, reduce_local::<i64>);

@@ -3,7 +3,7 @@
 
 use crate::abi::*;
 use crate::errors::{guard, CError};
-use crate::handles::{self, view, view_mut};
+use crate::handles::{self, view, view_mut, CCount};
 use crate::requests::{self, CRequest};
 use crate::state::Comm;
 use std::ffi::{c_int, c_void};
@@ -175,13 +175,14 @@ pub(crate) enum Mode {
 }
 
 /// The C functions of a send in its four modes: each passes its name, its mode and its
-/// arguments (the send's six, then `extra`) to `inner`.
+/// arguments (the send's six, then `extra`) to `inner`. Counts are of type `count` (`c_int`,
+/// or `MPI_Count` for the large-count forms).
 macro_rules! send_modes {
-    ($inner:ident, [$($p:ident: $ty:ty),*];) => {};
-    ($inner:ident, [$($p:ident: $ty:ty),*]; $name:ident, $fn:ident, $mode:ident; $($rest:tt)*) => {
+    ($inner:ident, [$($p:ident: $ty:ty),*], $count:ty;) => {};
+    ($inner:ident, [$($p:ident: $ty:ty),*], $count:ty; $name:ident, $fn:ident, $mode:ident; $($rest:tt)*) => {
         unsafe extern "C" fn $fn(
             buf: *const c_void,
-            count: c_int,
+            count: $count,
             datatype: *mut c_void,
             dest: c_int,
             tag: c_int,
@@ -193,7 +194,7 @@ macro_rules! send_modes {
                 $inner(concat!("MPI_", stringify!($name)), Mode::$mode, buf, count, datatype, dest, tag, comm, $($p),*)
             }
         }
-        $crate::p2p::send_modes! { $inner, [$($p: $ty),*]; $($rest)* }
+        $crate::p2p::send_modes! { $inner, [$($p: $ty),*], $count; $($rest)* }
     };
 }
 pub(crate) use send_modes;
@@ -203,11 +204,11 @@ pub(crate) use send_modes;
 /// # Safety
 /// The standard's contract for `buf`, `count` and `datatype`.
 #[allow(clippy::too_many_arguments)]
-unsafe fn send_in(
+unsafe fn send_in<C: CCount>(
     call: &'static str,
     mode: Mode,
     buf: *const c_void,
-    count: c_int,
+    count: C,
     datatype: *mut c_void,
     dest: c_int,
     tag: c_int,
@@ -228,7 +229,7 @@ unsafe fn send_in(
         if matches!(mode, Mode::Standard) && map.is_contiguous() && !map.is_restricted() {
             // Plain bytes: the shortest way in.
             // SAFETY: the caller's promise: `count` contiguous elements at `buf`.
-            let bytes = unsafe { handles::bytes(buf, map.size() * count as usize) };
+            let bytes = unsafe { handles::bytes(buf, map.size() * count.wide() as usize) };
             return to.try_send_with_tag(bytes, tag).map_err(CError::from_weft);
         }
         match mode {
@@ -242,16 +243,26 @@ unsafe fn send_in(
     })
 }
 
-send_modes! { send_in, [];
+send_modes! { send_in, [], c_int;
     Send, send, Standard;
     Ssend, ssend, Synchronous;
     Rsend, rsend, Ready;
     Bsend, bsend, Buffered;
 }
+send_modes! { send_in, [], i64;
+    Send_c, send_c, Standard;
+    Ssend_c, ssend_c, Synchronous;
+    Rsend_c, rsend_c, Ready;
+    Bsend_c, bsend_c, Buffered;
+}
 export!(Send, send);
 export!(Ssend, ssend);
 export!(Rsend, rsend);
 export!(Bsend, bsend);
+export!(Send_c, send_c);
+export!(Ssend_c, ssend_c);
+export!(Rsend_c, rsend_c);
+export!(Bsend_c, bsend_c);
 
 /// Starts a nonblocking send in `mode`.
 ///
@@ -259,11 +270,11 @@ export!(Bsend, bsend);
 /// The standard's contract for `buf`, `count` and `datatype` (valid until the request
 /// completes).
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn start_send(
+pub(crate) unsafe fn start_send<C: CCount>(
     call: &'static str,
     mode: Mode,
     buf: *const c_void,
-    count: c_int,
+    count: C,
     datatype: *mut c_void,
     dest: c_int,
     tag: c_int,
@@ -290,11 +301,11 @@ pub(crate) unsafe fn start_send(
 /// # Safety
 /// As for [`start_send`], and `request` is a writable handle slot.
 #[allow(clippy::too_many_arguments)]
-unsafe fn isend_in(
+unsafe fn isend_in<C: CCount>(
     call: &'static str,
     mode: Mode,
     buf: *const c_void,
-    count: c_int,
+    count: C,
     datatype: *mut c_void,
     dest: c_int,
     tag: c_int,
@@ -311,25 +322,35 @@ unsafe fn isend_in(
     })
 }
 
-send_modes! { isend_in, [request: *mut *mut c_void];
+send_modes! { isend_in, [request: *mut *mut c_void], c_int;
     Isend, isend, Standard;
     Issend, issend, Synchronous;
     Irsend, irsend, Ready;
     Ibsend, ibsend, Buffered;
 }
+send_modes! { isend_in, [request: *mut *mut c_void], i64;
+    Isend_c, isend_c, Standard;
+    Issend_c, issend_c, Synchronous;
+    Irsend_c, irsend_c, Ready;
+    Ibsend_c, ibsend_c, Buffered;
+}
 export!(Isend, isend);
 export!(Issend, issend);
 export!(Irsend, irsend);
 export!(Ibsend, ibsend);
+export!(Isend_c, isend_c);
+export!(Issend_c, issend_c);
+export!(Irsend_c, irsend_c);
+export!(Ibsend_c, ibsend_c);
 
 /// Receives into `buf` (blocking); the status.
 ///
 /// # Safety
 /// The standard's contract for `buf`, `count` and `datatype`.
-unsafe fn receive(
+unsafe fn receive<C: CCount>(
     call: &'static str,
     buf: *mut c_void,
-    count: c_int,
+    count: C,
     datatype: *mut c_void,
     source: c_int,
     tag: c_int,
@@ -346,7 +367,7 @@ unsafe fn receive(
     let map = dt.type_map();
     if source >= 0 && tag >= 0 && map.is_contiguous() && !map.is_restricted() {
         // SAFETY: the caller's promise: room for `count` contiguous elements at `buf`.
-        let bytes = unsafe { handles::bytes_mut(buf, map.size() * count as usize) };
+        let bytes = unsafe { handles::bytes_mut(buf, map.size() * count.wide() as usize) };
         let st = c
             .comm
             .process_at_rank(source)
@@ -363,16 +384,17 @@ unsafe fn receive(
     Ok(Status::from_weft(&st))
 }
 
-unsafe extern "C" fn recv(
+unsafe extern "C" fn recv<C: CCount>(
     buf: *mut c_void,
-    count: c_int,
+    count: C,
     datatype: *mut c_void,
     source: c_int,
     tag: c_int,
     comm: *mut c_void,
     status: *mut Status,
 ) -> c_int {
-    const CALL: &str = "MPI_Recv";
+    #[allow(non_snake_case)]
+    let CALL = C::pick("MPI_Recv", "MPI_Recv_c");
     guard(CALL, comm, || {
         let c = handles::comm(CALL, comm)?;
         // SAFETY: the standard's contract.
@@ -382,17 +404,18 @@ unsafe extern "C" fn recv(
         Ok(())
     })
 }
-export!(Recv, recv);
+export!(Recv, recv::<c_int>);
+export!(Recv_c, recv::<i64>);
 
 /// Starts a nonblocking receive.
 ///
 /// # Safety
 /// The standard's contract for `buf`, `count` and `datatype` (room until the request
 /// completes).
-pub(crate) unsafe fn start_recv(
+pub(crate) unsafe fn start_recv<C: CCount>(
     call: &'static str,
     buf: *mut c_void,
-    count: c_int,
+    count: C,
     datatype: *mut c_void,
     source: c_int,
     tag: c_int,
@@ -424,16 +447,17 @@ pub(crate) unsafe fn start_recv(
     }))
 }
 
-unsafe extern "C" fn irecv(
+unsafe extern "C" fn irecv<C: CCount>(
     buf: *mut c_void,
-    count: c_int,
+    count: C,
     datatype: *mut c_void,
     source: c_int,
     tag: c_int,
     comm: *mut c_void,
     request: *mut *mut c_void,
 ) -> c_int {
-    const CALL: &str = "MPI_Irecv";
+    #[allow(non_snake_case)]
+    let CALL = C::pick("MPI_Irecv", "MPI_Irecv_c");
     guard(CALL, comm, || {
         requests::check_out(CALL, request)?;
         // SAFETY: the standard's contract: the buffer stays valid until the request completes.
@@ -443,24 +467,26 @@ unsafe extern "C" fn irecv(
         Ok(())
     })
 }
-export!(Irecv, irecv);
+export!(Irecv, irecv::<c_int>);
+export!(Irecv_c, irecv::<i64>);
 
 #[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn sendrecv(
+unsafe extern "C" fn sendrecv<C: CCount>(
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: C,
     sendtype: *mut c_void,
     dest: c_int,
     sendtag: c_int,
     recvbuf: *mut c_void,
-    recvcount: c_int,
+    recvcount: C,
     recvtype: *mut c_void,
     source: c_int,
     recvtag: c_int,
     comm: *mut c_void,
     status: *mut Status,
 ) -> c_int {
-    const CALL: &str = "MPI_Sendrecv";
+    #[allow(non_snake_case)]
+    let CALL = C::pick("MPI_Sendrecv", "MPI_Sendrecv_c");
     guard(CALL, comm, || {
         let c = handles::comm(CALL, comm)?;
         let sdt = handles::datatype(CALL, sendtype)?;
@@ -488,7 +514,8 @@ unsafe extern "C" fn sendrecv(
         })
     })
 }
-export!(Sendrecv, sendrecv);
+export!(Sendrecv, sendrecv::<c_int>);
+export!(Sendrecv_c, sendrecv::<i64>);
 
 /// The status of the next message matching (`source`, `tag`): blocking, or `None` when none
 /// has arrived (`wait` false).

@@ -974,16 +974,17 @@ export!(Startall, startall);
 /// The persistent forms of the sends (MPI_Send_init and its modes) and of the receive.
 mod persistent {
     use super::*;
+    use crate::handles::CCount;
     use crate::p2p::{start_recv, start_send, Mode};
 
     /// # Safety
     /// The standard's contract for the arguments (valid while the request is used).
     #[allow(clippy::too_many_arguments)]
-    unsafe fn send_init(
+    unsafe fn send_init<C: CCount>(
         call: &'static str,
         mode: Mode,
         buf: *const c_void,
-        count: c_int,
+        count: C,
         datatype: *mut c_void,
         dest: c_int,
         tag: c_int,
@@ -1008,27 +1009,38 @@ mod persistent {
         })
     }
 
-    crate::p2p::send_modes! { send_init, [request: *mut *mut c_void];
+    crate::p2p::send_modes! { send_init, [request: *mut *mut c_void], c_int;
         Send_init, send_init_standard, Standard;
         Ssend_init, ssend_init, Synchronous;
         Rsend_init, rsend_init, Ready;
         Bsend_init, bsend_init, Buffered;
     }
+    crate::p2p::send_modes! { send_init, [request: *mut *mut c_void], i64;
+        Send_init_c, send_init_standard_c, Standard;
+        Ssend_init_c, ssend_init_c, Synchronous;
+        Rsend_init_c, rsend_init_c, Ready;
+        Bsend_init_c, bsend_init_c, Buffered;
+    }
     export!(Send_init, send_init_standard);
     export!(Ssend_init, ssend_init);
     export!(Rsend_init, rsend_init);
     export!(Bsend_init, bsend_init);
+    export!(Send_init_c, send_init_standard_c);
+    export!(Ssend_init_c, ssend_init_c);
+    export!(Rsend_init_c, rsend_init_c);
+    export!(Bsend_init_c, bsend_init_c);
 
-    unsafe extern "C" fn recv_init(
+    unsafe extern "C" fn recv_init<C: CCount>(
         buf: *mut c_void,
-        count: c_int,
+        count: C,
         datatype: *mut c_void,
         source: c_int,
         tag: c_int,
         comm: *mut c_void,
         request: *mut *mut c_void,
     ) -> c_int {
-        const CALL: &str = "MPI_Recv_init";
+        #[allow(non_snake_case)]
+        let CALL = C::pick("MPI_Recv_init", "MPI_Recv_init_c");
         guard(CALL, comm, || {
             check_out(CALL, request)?;
             crate::p2p::check_receive(CALL, datatype, source, tag, comm)?;
@@ -1043,5 +1055,6 @@ mod persistent {
             Ok(())
         })
     }
-    export!(Recv_init, recv_init);
+    export!(Recv_init, recv_init::<c_int>);
+    export!(Recv_init_c, recv_init::<i64>);
 }

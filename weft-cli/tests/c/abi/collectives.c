@@ -338,6 +338,50 @@ static void long_doubles(int rank, int size) {
           "long double maxloc (%Lg, %d)", out.value, out.index);
 }
 
+/* The large-count (_c) forms: MPI_Count counts, MPI_Aint displacements. */
+static void large_count_forms(int rank, int size) {
+    MPI_Count n = 3;
+    int ring[3] = {rank, rank, rank}, got[3] = {-1, -1, -1};
+    MPI_Sendrecv_c(ring, n, MPI_INT, (rank + 1) % size, 4, got, n, MPI_INT,
+                   (rank + size - 1) % size, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    CHECK(got[2] == (rank + size - 1) % size, "Sendrecv_c got %d", got[2]);
+    long sum = 0, mine = rank + 1;
+    MPI_Allreduce_c(&mine, &sum, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    CHECK(sum == (long)size * (size + 1) / 2, "Allreduce_c %ld", sum);
+    /* Allgatherv_c: member i gives i + 1 values, laid out backwards in the receive buffer. */
+    MPI_Count *counts = malloc(size * sizeof(MPI_Count));
+    MPI_Aint *displs = malloc(size * sizeof(MPI_Aint));
+    MPI_Aint at = 0;
+    for (int i = size - 1; i >= 0; i--) {
+        counts[i] = i + 1;
+        displs[i] = at;
+        at += i + 1;
+    }
+    int *mine_v = malloc((rank + 1) * sizeof(int)), *all = malloc(at * sizeof(int));
+    for (int j = 0; j <= rank; j++) mine_v[j] = rank * 100 + j;
+    MPI_Request req;
+    MPI_Iallgatherv_c(mine_v, rank + 1, MPI_INT, all, counts, displs, MPI_INT, MPI_COMM_WORLD, &req);
+    MPI_Wait(&req, MPI_STATUS_IGNORE);
+    for (int i = 0; i < size; i++)
+        for (int j = 0; j <= i; j++)
+            CHECK(all[displs[i] + j] == i * 100 + j, "Iallgatherv_c [%d][%d] = %d", i, j,
+                  all[displs[i] + j]);
+    MPI_Count count = -1;
+    MPI_Status st;
+    if (size > 1) {
+        if (rank == 0) MPI_Send_c(all, at, MPI_INT, 1, 8, MPI_COMM_WORLD);
+        if (rank == 1) {
+            MPI_Recv_c(all, at, MPI_INT, 0, 8, MPI_COMM_WORLD, &st);
+            MPI_Get_count_c(&st, MPI_INT, &count);
+            CHECK(count == at, "Get_count_c %lld", (long long)count);
+        }
+    }
+    free(counts);
+    free(displs);
+    free(mine_v);
+    free(all);
+}
+
 int main(int argc, char **argv) {
     int rank, size;
     MPI_Init(&argc, &argv);
@@ -351,6 +395,7 @@ int main(int argc, char **argv) {
     requests_statuses_and_memory(rank, size);
     bad_arguments(size);
     long_doubles(rank, size);
+    large_count_forms(rank, size);
     if (failures == 0)
         printf("collectives: rank %d of %d ok\n", rank, size);
     MPI_Finalize();
