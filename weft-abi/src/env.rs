@@ -8,11 +8,31 @@ use std::ffi::{c_char, c_int, c_void};
 use weft::traits::*;
 
 fn init(call: &'static str, required: c_int) -> Result<c_int, CError> {
-    if state::phase() != Phase::Before {
+    if state::world_model() != Phase::Before {
         return Err(CError::new(
             MPI_ERR_OTHER,
             call,
             "MPI was already initialized",
+        ));
+    }
+    if let Some(r) = state::running() {
+        // Sessions started the runtime: the world model joins it.
+        state::set_world_model(Phase::Running);
+        return Ok(r.thread_level.min(required.max(MPI_THREAD_SINGLE)));
+    }
+    let provided = start_runtime(call, required)?;
+    state::set_world_model(Phase::Running);
+    Ok(provided)
+}
+
+/// Starts weft and installs the C layer's state (for MPI_Init or a first MPI_Session_init);
+/// the threading level provided.
+pub(crate) fn start_runtime(call: &'static str, required: c_int) -> Result<c_int, CError> {
+    if state::phase() != Phase::Before {
+        return Err(CError::new(
+            MPI_ERR_OTHER,
+            call,
+            "MPI was finalized: Weft cannot start it again in this process",
         ));
     }
     let provided = match required {
@@ -90,7 +110,7 @@ export!(Init_thread, init_thread);
 
 unsafe extern "C" fn finalize() -> c_int {
     guard("MPI_Finalize", std::ptr::null_mut(), || {
-        if state::phase() != Phase::Running {
+        if state::world_model() != Phase::Running {
             return Err(CError::not_initialized("MPI_Finalize"));
         }
         // MPI_COMM_SELF's attributes are deleted first (their delete callbacks run while MPI
@@ -103,14 +123,23 @@ unsafe extern "C" fn finalize() -> c_int {
                 MPI_COMM_SELF as *mut c_void,
             )?;
         }
-        crate::requests::sweep_detached(true);
-        let running = state::take().ok_or_else(|| CError::not_initialized("MPI_Finalize"))?;
-        // Dropping the universe finalizes weft (a barrier over the world, then the PMI's).
-        drop(running);
+        state::set_world_model(Phase::After);
+        if state::count_session(0) == 0 {
+            stop_runtime("MPI_Finalize")?;
+        }
         Ok(())
     })
 }
 export!(Finalize, finalize);
+
+/// Ends weft (when neither the world model nor a session uses it any more).
+pub(crate) fn stop_runtime(call: &'static str) -> Result<(), CError> {
+    crate::requests::sweep_detached(true);
+    let running = state::take().ok_or_else(|| CError::not_initialized(call))?;
+    // Dropping the universe finalizes weft (a barrier over the world, then the PMI's).
+    drop(running);
+    Ok(())
+}
 
 /// Writes `value` through `flag`, failing on a null pointer.
 pub(crate) fn put_int(
@@ -133,7 +162,7 @@ pub(crate) fn put_int(
 
 unsafe extern "C" fn initialized(flag: *mut c_int) -> c_int {
     guard("MPI_Initialized", std::ptr::null_mut(), || {
-        let on = state::phase() != Phase::Before;
+        let on = state::world_model() != Phase::Before;
         put_int("MPI_Initialized", "flag", flag, on.into())
     })
 }
@@ -141,7 +170,7 @@ export!(Initialized, initialized);
 
 unsafe extern "C" fn finalized(flag: *mut c_int) -> c_int {
     guard("MPI_Finalized", std::ptr::null_mut(), || {
-        let done = state::phase() == Phase::After;
+        let done = state::world_model() == Phase::After;
         put_int("MPI_Finalized", "flag", flag, done.into())
     })
 }

@@ -75,7 +75,7 @@ pub(crate) fn call_user(handler: usize, comm: *mut c_void, code: c_int) -> Optio
 }
 
 /// The error handler of `handle`, checked (predefined or a live user one).
-fn checked(call: &'static str, handle: *mut c_void) -> Result<usize, CError> {
+pub(crate) fn checked(call: &'static str, handle: *mut c_void) -> Result<usize, CError> {
     let value = handle as usize;
     if predefined(value) || handles::user_object::<CErrhandler>(value).is_some() {
         return Ok(value);
@@ -96,19 +96,33 @@ unsafe extern "C" fn comm_create_errhandler(
     function: Option<CommErrhandlerFn>,
     errhandler: *mut *mut c_void,
 ) -> c_int {
-    const CALL: &str = "MPI_Comm_create_errhandler";
-    guard(CALL, std::ptr::null_mut(), || {
+    // SAFETY: passed on.
+    unsafe { create("MPI_Comm_create_errhandler", function, errhandler) }
+}
+export!(Comm_create_errhandler, comm_create_errhandler);
+
+/// Makes an error handler calling `function` (for communicators or sessions: both kinds of
+/// function take the object's handle and the code by pointer), its handle at `errhandler`.
+///
+/// # Safety
+/// `errhandler` is null or a writable handle slot.
+pub(crate) unsafe fn create(
+    call: &'static str,
+    function: Option<CommErrhandlerFn>,
+    errhandler: *mut *mut c_void,
+) -> c_int {
+    guard(call, std::ptr::null_mut(), || {
         let Some(function) = function else {
             return Err(CError::new(
                 MPI_ERR_ARG,
-                CALL,
+                call,
                 "the function is a null pointer",
             ));
         };
         if errhandler.is_null() {
             return Err(CError::new(
                 MPI_ERR_ARG,
-                CALL,
+                call,
                 "errhandler is a null pointer",
             ));
         }
@@ -122,7 +136,6 @@ unsafe extern "C" fn comm_create_errhandler(
         Ok(())
     })
 }
-export!(Comm_create_errhandler, comm_create_errhandler);
 
 unsafe extern "C" fn errhandler_free(errhandler: *mut *mut c_void) -> c_int {
     const CALL: &str = "MPI_Errhandler_free";

@@ -143,7 +143,12 @@ fn handle(comm: *mut c_void, e: CError) -> c_int {
     } else {
         comm
     };
+    let session = crate::session::session_object(comm);
     let (handler, comm) = match state::phase() {
+        Phase::Running if session.is_some() => (
+            session.map_or(MPI_ERRORS_ARE_FATAL, |s| s.errhandler.get()),
+            comm,
+        ),
         Phase::Running => match crate::handles::comm(e.call, comm) {
             Ok(c) => (c.errhandler.get(), comm),
             Err(_) => (

@@ -37,7 +37,7 @@ impl CGroup {
 }
 
 /// The group of `handle`.
-fn group(call: &'static str, handle: *mut c_void) -> Result<&'static CGroup, CError> {
+pub(crate) fn group(call: &'static str, handle: *mut c_void) -> Result<&'static CGroup, CError> {
     let value = handle as usize;
     let running = state::running().ok_or_else(|| CError::not_initialized(call))?;
     if value == MPI_GROUP_EMPTY {

@@ -97,6 +97,7 @@ mod neighbor;
 mod op;
 mod p2p;
 mod requests;
+mod session;
 mod state;
 mod status;
 mod topo;

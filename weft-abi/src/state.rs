@@ -108,6 +108,34 @@ static RUNNING: Cell = Cell(UnsafeCell::new(None));
 /// Where the process is in its life: see [`Phase`].
 static PHASE: AtomicU8 = AtomicU8::new(Phase::Before as u8);
 
+/// The world model's [`Phase`] (MPI_Init .. MPI_Finalize): the runtime may also run for
+/// sessions only (MPI_Session_init), and outlive MPI_Finalize while sessions remain.
+static WORLD_MODEL: AtomicU8 = AtomicU8::new(Phase::Before as u8);
+
+/// Sessions initialized and not finalized.
+static SESSIONS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// The world model's phase.
+pub(crate) fn world_model() -> Phase {
+    match WORLD_MODEL.load(Relaxed) {
+        0 => Phase::Before,
+        1 => Phase::Running,
+        _ => Phase::After,
+    }
+}
+
+/// Sets the world model's phase.
+pub(crate) fn set_world_model(p: Phase) {
+    WORLD_MODEL.store(p as u8, Relaxed);
+}
+
+/// Counts a session in (`+1`) or out (`-1`); the sessions left.
+pub(crate) fn count_session(delta: isize) -> usize {
+    let n = (SESSIONS.load(Relaxed) as isize + delta) as usize;
+    SESSIONS.store(n, Relaxed);
+    n
+}
+
 /// Before MPI_Init, between it and MPI_Finalize, after.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 #[repr(u8)]

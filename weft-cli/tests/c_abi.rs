@@ -159,6 +159,15 @@ fn intercommunicators_user_ops_collectives_topologies_and_error_handlers_from_c(
 }
 
 #[test]
+fn sessions_without_mpi_init_then_the_world_model_joining_from_c() {
+    let exe = compile(&prefix().join("bin/mpicc"), "sessions.c", "sessions", &[]);
+    for n in [1, 2, 3] {
+        let out = weft_run(n, &exe, &[]);
+        assert_every_rank(&out, n, |r| format!("sessions: rank {r} of {n} ok"));
+    }
+}
+
+#[test]
 fn derived_datatypes_constructors_pack_and_non_contiguous_communication_from_c() {
     let exe = compile(&prefix().join("bin/mpicc"), "datatypes.c", "datatypes", &[]);
     for n in [1, 2, 3] {
