@@ -75,6 +75,8 @@ pub(crate) trait CCount: Copy + std::fmt::Display + 'static {
     const LARGE: bool;
     /// The value, widened.
     fn wide(self) -> i64;
+    /// `v` as this type, if it fits.
+    fn narrow(v: i64) -> Option<Self>;
     /// The call's name: `classic`, or `large` for the large-count form.
     fn pick(classic: &'static str, large: &'static str) -> &'static str {
         if Self::LARGE {
@@ -89,11 +91,17 @@ impl CCount for i32 {
     fn wide(self) -> i64 {
         self.into()
     }
+    fn narrow(v: i64) -> Option<Self> {
+        v.try_into().ok()
+    }
 }
 impl CCount for i64 {
     const LARGE: bool = true;
     fn wide(self) -> i64 {
         self
+    }
+    fn narrow(v: i64) -> Option<Self> {
+        Some(v)
     }
 }
 /// A displacement (`MPI_Aint`), in the large-count forms.
@@ -101,6 +109,9 @@ impl CCount for isize {
     const LARGE: bool = true;
     fn wide(self) -> i64 {
         self as i64
+    }
+    fn narrow(v: i64) -> Option<Self> {
+        v.try_into().ok()
     }
 }
 

@@ -237,10 +237,23 @@ unsafe fn send_in<C: CCount>(
             Mode::Synchronous => to.synchronous_send_with_tag(&v, tag),
             // SAFETY: MPI_Rsend's contract: the matching receive is posted.
             Mode::Ready => unsafe { to.ready_send_with_tag(&v, tag) },
-            Mode::Buffered => to.buffered_send_with_tag(&v, tag),
+            Mode::Buffered => {
+                return to
+                    .try_buffered_send_with_tag(&v, tag)
+                    .map_err(buffered_error);
+            }
         }
         Ok(())
     })
+}
+
+/// A buffered send's error: no room in the attached buffer is `MPI_ERR_BUFFER` (MPICH's
+/// class for it).
+fn buffered_error(e: weft::Error) -> CError {
+    if e.class == weft::ErrorClass::Resource {
+        return CError::new(MPI_ERR_BUFFER, e.call, e.detail);
+    }
+    CError::from_weft(e)
 }
 
 send_modes! { send_in, [], c_int;
@@ -707,8 +720,9 @@ unsafe extern "C" fn test_cancelled(status: *const Status, flag: *mut c_int) -> 
 }
 export!(Test_cancelled, test_cancelled);
 
-unsafe extern "C" fn buffer_attach(buffer: *mut c_void, size: c_int) -> c_int {
-    const CALL: &str = "MPI_Buffer_attach";
+unsafe extern "C" fn buffer_attach<C: CCount>(buffer: *mut c_void, size: C) -> c_int {
+    #[allow(non_snake_case)]
+    let CALL = C::pick("MPI_Buffer_attach", "MPI_Buffer_attach_c");
     guard(CALL, std::ptr::null_mut(), || {
         let r = crate::state::running().ok_or_else(|| CError::not_initialized(CALL))?;
         if r.bsend_buffer.get().is_some() {
@@ -722,21 +736,23 @@ unsafe extern "C" fn buffer_attach(buffer: *mut c_void, size: c_int) -> c_int {
         // Weft copies buffered messages into memory of its own of this capacity; the
         // program's buffer is only remembered, for MPI_Buffer_detach to hand back.
         r.universe.borrow_mut().set_buffer_size(bytes);
-        r.bsend_buffer.set(Some((buffer as usize, size)));
+        r.bsend_buffer.set(Some((buffer as usize, size.wide())));
         Ok(())
     })
 }
-export!(Buffer_attach, buffer_attach);
+export!(Buffer_attach, buffer_attach::<c_int>);
+export!(Buffer_attach_c, buffer_attach::<i64>);
 
-unsafe extern "C" fn buffer_detach(buffer_addr: *mut c_void, size: *mut c_int) -> c_int {
-    const CALL: &str = "MPI_Buffer_detach";
+unsafe extern "C" fn buffer_detach<C: CCount>(buffer_addr: *mut c_void, size: *mut C) -> c_int {
+    #[allow(non_snake_case)]
+    let CALL = C::pick("MPI_Buffer_detach", "MPI_Buffer_detach_c");
     guard(CALL, std::ptr::null_mut(), || {
         let r = crate::state::running().ok_or_else(|| CError::not_initialized(CALL))?;
-        if buffer_addr.is_null() {
+        if buffer_addr.is_null() || size.is_null() {
             return Err(CError::new(
                 MPI_ERR_ARG,
                 CALL,
-                "buffer_addr is a null pointer",
+                "buffer_addr or size is a null pointer",
             ));
         }
         // Waits until the buffered messages have gone.
@@ -744,7 +760,48 @@ unsafe extern "C" fn buffer_detach(buffer_addr: *mut c_void, size: *mut c_int) -
         let (addr, bytes) = r.bsend_buffer.take().unwrap_or((0, 0));
         // SAFETY: checked non-null; the standard's contract: the address of a pointer.
         unsafe { *buffer_addr.cast::<*mut c_void>() = addr as *mut c_void };
-        crate::env::put_int(CALL, "size", size, bytes)
+        // Attached by the other form with a size this one cannot hold: the largest it can.
+        let n = C::narrow(bytes).unwrap_or_else(|| C::narrow(i32::MAX.into()).expect("fits"));
+        // SAFETY: checked non-null; the standard's contract: a pointer to the size.
+        unsafe { *size = n };
+        Ok(())
     })
 }
-export!(Buffer_detach, buffer_detach);
+export!(Buffer_detach, buffer_detach::<c_int>);
+export!(Buffer_detach_c, buffer_detach::<i64>);
+
+unsafe extern "C" fn buffer_flush() -> c_int {
+    const CALL: &str = "MPI_Buffer_flush";
+    guard(CALL, std::ptr::null_mut(), || {
+        let r = crate::state::running().ok_or_else(|| CError::not_initialized(CALL))?;
+        r.universe.borrow().flush_buffer();
+        Ok(())
+    })
+}
+export!(Buffer_flush, buffer_flush);
+
+/// MPI_Buffer_iflush's operation: complete once every buffered send has gone.
+struct Flushing;
+
+impl requests::Ongoing for Flushing {
+    fn wait(&mut self) {
+        if let Some(r) = crate::state::running() {
+            r.universe.borrow().flush_buffer();
+        }
+    }
+    fn test(&mut self) -> bool {
+        crate::state::running().is_none_or(|r| r.universe.borrow().buffer_flushed())
+    }
+}
+
+unsafe extern "C" fn buffer_iflush(request: *mut *mut c_void) -> c_int {
+    const CALL: &str = "MPI_Buffer_iflush";
+    guard(CALL, std::ptr::null_mut(), || {
+        crate::state::running().ok_or_else(|| CError::not_initialized(CALL))?;
+        requests::check_out(CALL, request)?;
+        // SAFETY: checked above.
+        unsafe { requests::hand_out(request, CRequest::ongoing(Flushing)) };
+        Ok(())
+    })
+}
+export!(Buffer_iflush, buffer_iflush);

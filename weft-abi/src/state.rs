@@ -73,7 +73,7 @@ pub(crate) struct Running {
     /// What MPI_GROUP_EMPTY stands for.
     pub(crate) group_empty: crate::group::CGroup,
     /// The buffered-send buffer attached (address and size), if any.
-    pub(crate) bsend_buffer: std::cell::Cell<Option<(usize, i32)>>,
+    pub(crate) bsend_buffer: std::cell::Cell<Option<(usize, i64)>>,
     /// Last, so it drops last: dropping it finalizes weft, after the communicators above.
     pub(crate) universe: std::cell::RefCell<weft::environment::Universe>,
 }

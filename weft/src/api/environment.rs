@@ -50,6 +50,16 @@ impl Universe {
     pub fn detach_buffer(&mut self) {
         self.set_buffer_size(0);
     }
+    /// Waits until every buffered send has gone, the buffer staying attached
+    /// (MPI_Buffer_flush).
+    pub fn flush_buffer(&self) {
+        runtime::with_call("flush_buffer", |rt| rt.engine.flush_buffered());
+    }
+    /// Whether every buffered send has gone (MPI_Buffer_iflush's test), after a pass of
+    /// progress.
+    pub fn buffer_flushed(&self) -> bool {
+        runtime::with_call("buffer_flushed", |rt| rt.engine.buffered_done())
+    }
     /// The threading level in force.
     pub fn threading_support(&self) -> Threading {
         threading_support()

@@ -561,9 +561,20 @@ impl<F: Fabric> Engine<F> {
     /// Attaches a buffered-send buffer of `bytes` (0 detaches), after waiting for buffered
     /// sends in flight to finish.
     pub fn set_bsend_capacity(&mut self, bytes: usize, overhead: usize) {
-        self.wait_until(|e| e.core.stats().bsend_in_use == 0);
+        self.flush_buffered();
         self.bsend_capacity = bytes;
         self.bsend_overhead = overhead;
+    }
+
+    /// Waits until every buffered send has gone (their space is free again).
+    pub fn flush_buffered(&mut self) {
+        self.wait_until(|e| e.core.stats().bsend_in_use == 0);
+    }
+
+    /// Whether every buffered send has gone, after a progress pass.
+    pub fn buffered_done(&mut self) -> bool {
+        self.progress();
+        self.core.stats().bsend_in_use == 0
     }
 
     /// The attached buffered-send buffer size.

@@ -190,10 +190,38 @@ int main(int argc, char **argv) {
     MPI_Mrecv(&from, count, MPI_INT, &msg, MPI_STATUS_IGNORE);
     CHECK(from == prev && msg == MPI_MESSAGE_NULL && count == 1, "mrecv %d count %d", from, count);
     void *detached;
-    int dsize;
-    MPI_Buffer_detach(&detached, &dsize);
-    CHECK(detached == bbuf && dsize == bufsize, "detach gave %p %d", detached, dsize);
+    MPI_Count dsize;
+    MPI_Buffer_detach_c(&detached, &dsize);
+    CHECK(detached == bbuf && dsize == bufsize, "detach gave %p %lld", detached, (long long)dsize);
     free(bbuf);
+    /* A buffer for one 1 MiB message (a rendezvous: it holds its room until received): a
+     * second is MPI_ERR_BUFFER until a flush (nonblocking: it completes when the receiver
+     * takes the first) frees the room. */
+    int big = 1 << 20;
+    bufsize = big + MPI_BSEND_OVERHEAD;
+    bbuf = malloc(bufsize);
+    char *out_big = calloc(big, 1), *in_big = malloc(big);
+    MPI_Buffer_attach(bbuf, bufsize);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Bsend(out_big, big, MPI_BYTE, next, 13, MPI_COMM_WORLD);
+    int rc = MPI_Bsend(out_big, big, MPI_BYTE, next, 13, MPI_COMM_WORLD), cls = -1;
+    MPI_Error_class(rc, &cls);
+    CHECK(cls == MPI_ERR_BUFFER, "a Bsend with no room: class %d", cls);
+    MPI_Request flush;
+    MPI_Buffer_iflush(&flush);
+    MPI_Recv(in_big, big, MPI_BYTE, prev, 13, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Wait(&flush, MPI_STATUS_IGNORE);
+    rc = MPI_Bsend(out_big, big, MPI_BYTE, next, 13, MPI_COMM_WORLD);
+    CHECK(rc == MPI_SUCCESS, "a Bsend after the flush: %d", rc);
+    MPI_Recv(in_big, big, MPI_BYTE, prev, 13, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Buffer_flush();
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+    int isize;
+    MPI_Buffer_detach(&detached, &isize);
+    CHECK(detached == bbuf && isize == bufsize, "detach gave %p %d", detached, isize);
+    free(bbuf);
+    free(out_big);
+    free(in_big);
 
     MPI_Comm_free(&half);
     MPI_Comm_free(&dup);
