@@ -14,8 +14,15 @@ use weft::datatype::TypeMap;
 /// An operation the program made.
 pub(crate) struct COp {
     magic: std::cell::Cell<u64>,
-    function: UnsafeUserFunction,
+    function: CFunction,
     commute: bool,
+}
+
+/// A user function: MPI_Op_create's (an `int` length) or MPI_Op_create_c's (`MPI_Count`).
+#[derive(Clone, Copy)]
+enum CFunction {
+    Int(UnsafeUserFunction),
+    Large(weft::collective::UnsafeUserFunctionLarge),
 }
 
 const OP_MAGIC: u64 = 0x5745_4654_4f50_4552; // "WEFTOPER"
@@ -88,7 +95,12 @@ pub(crate) fn operation(
     if let Some(u) = handles::user_object::<COp>(value) {
         // SAFETY: MPI_Op_create's contract: the function combines `len` elements of the
         // datatype at its first argument into those at its second, touching nothing else.
-        let o = unsafe { UnsafeUserOperation::new(u.commute, u.function) };
+        let o = unsafe {
+            match u.function {
+                CFunction::Int(f) => UnsafeUserOperation::new(u.commute, f),
+                CFunction::Large(f) => UnsafeUserOperation::new_large_count(u.commute, f),
+            }
+        };
         return Ok(AnyOp::User(o.with_datatype(datatype.cast())));
     }
     Err(not_an_op(call, value))
@@ -155,17 +167,41 @@ unsafe extern "C" fn op_create(
     commute: c_int,
     op: *mut *mut c_void,
 ) -> c_int {
-    const CALL: &str = "MPI_Op_create";
-    guard(CALL, std::ptr::null_mut(), || {
+    make_op("MPI_Op_create", function.map(CFunction::Int), commute, op)
+}
+export!(Op_create, op_create);
+
+unsafe extern "C" fn op_create_c(
+    function: Option<weft::collective::UnsafeUserFunctionLarge>,
+    commute: c_int,
+    op: *mut *mut c_void,
+) -> c_int {
+    make_op(
+        "MPI_Op_create_c",
+        function.map(CFunction::Large),
+        commute,
+        op,
+    )
+}
+export!(Op_create_c, op_create_c);
+
+/// Boxes a user operation of `function` behind a handle at `op`.
+fn make_op(
+    call: &'static str,
+    function: Option<CFunction>,
+    commute: c_int,
+    op: *mut *mut c_void,
+) -> c_int {
+    guard(call, std::ptr::null_mut(), || {
         let Some(function) = function else {
             return Err(CError::new(
                 MPI_ERR_ARG,
-                CALL,
+                call,
                 "the user function is a null pointer",
             ));
         };
         if op.is_null() {
-            return Err(CError::new(MPI_ERR_ARG, CALL, "op is a null pointer"));
+            return Err(CError::new(MPI_ERR_ARG, call, "op is a null pointer"));
         }
         let made = Box::new(COp {
             magic: std::cell::Cell::new(OP_MAGIC),
@@ -177,7 +213,6 @@ unsafe extern "C" fn op_create(
         Ok(())
     })
 }
-export!(Op_create, op_create);
 
 unsafe extern "C" fn op_free(op: *mut *mut c_void) -> c_int {
     const CALL: &str = "MPI_Op_free";

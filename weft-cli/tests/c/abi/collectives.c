@@ -338,6 +338,15 @@ static void long_doubles(int rank, int size) {
           "long double maxloc (%Lg, %d)", out.value, out.index);
 }
 
+/* A large-count user function: the maximum, its length an MPI_Count. */
+static MPI_Count largest_len = 0;
+static void max_c(void *in, void *inout, MPI_Count *len, MPI_Datatype *dt) {
+    CHECK(*dt == MPI_INT, "max_c got another datatype");
+    largest_len = *len > largest_len ? *len : largest_len;
+    for (MPI_Count i = 0; i < *len; i++)
+        if (((int *)in)[i] > ((int *)inout)[i]) ((int *)inout)[i] = ((int *)in)[i];
+}
+
 /* The large-count (_c) forms: MPI_Count counts, MPI_Aint displacements. */
 static void large_count_forms(int rank, int size) {
     MPI_Count n = 3;
@@ -348,6 +357,13 @@ static void large_count_forms(int rank, int size) {
     long sum = 0, mine = rank + 1;
     MPI_Allreduce_c(&mine, &sum, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     CHECK(sum == (long)size * (size + 1) / 2, "Allreduce_c %ld", sum);
+    MPI_Op op_c;
+    MPI_Op_create_c(max_c, 1, &op_c);
+    int pair[2] = {rank, -rank}, top[2] = {-1, -1};
+    MPI_Allreduce_c(pair, top, 2, MPI_INT, op_c, MPI_COMM_WORLD);
+    CHECK(top[0] == size - 1 && top[1] == 0, "Op_create_c max (%d, %d)", top[0], top[1]);
+    CHECK(size == 1 || largest_len == 2, "max_c saw %lld elements", (long long)largest_len);
+    MPI_Op_free(&op_c);
     /* Allgatherv_c: member i gives i + 1 values, laid out backwards in the receive buffer. */
     MPI_Count *counts = malloc(size * sizeof(MPI_Count));
     MPI_Aint *displs = malloc(size * sizeof(MPI_Aint));

@@ -34,7 +34,7 @@ pub use in_place::{InPlaceCollectives, InPlaceRoot};
 pub use neighbor::NeighborCollectives;
 pub use operation::{
     reduce_local_into, DynBuffer, DynBufferMut, Operation, Reduction, SystemOperation,
-    UnsafeUserFunction, UnsafeUserOperation, UserOperation,
+    UnsafeUserFunction, UnsafeUserFunctionLarge, UnsafeUserOperation, UserOperation,
 };
 pub use persistent::{
     Parts, PersistentCollectives, PersistentNeighborCollectives, PersistentRequest,

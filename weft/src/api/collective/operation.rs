@@ -360,12 +360,24 @@ impl Operation for UserOperation<'_> {
 pub type UnsafeUserFunction =
     unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_int, *mut crate::api::ffi::MPI_Datatype);
 
+/// The C signature of a large-count user operation (`MPI_User_function_c`): the length is an
+/// `MPI_Count`.
+pub type UnsafeUserFunctionLarge =
+    unsafe extern "C" fn(*mut c_void, *mut c_void, *mut i64, *mut crate::api::ffi::MPI_Datatype);
+
+/// A C user function of either length type.
+#[derive(Clone, Copy, Debug)]
+enum UserFunction {
+    Int(UnsafeUserFunction),
+    Large(UnsafeUserFunctionLarge),
+}
+
 /// A reduction given by a C-style function (rsmpi's `UnsafeUserOperation`). The datatype
 /// argument points to a null handle unless [`with_datatype`](Self::with_datatype) names one
 /// (the C ABI passes the handle the program gave the call).
 #[derive(Debug)]
 pub struct UnsafeUserOperation {
-    function: UnsafeUserFunction,
+    function: UserFunction,
     commute: bool,
     datatype: crate::api::ffi::MPI_Datatype,
 }
@@ -378,7 +390,7 @@ impl UnsafeUserOperation {
     /// `inoutvec` and touch no other memory.
     pub unsafe fn associative(function: UnsafeUserFunction) -> Self {
         UnsafeUserOperation {
-            function,
+            function: UserFunction::Int(function),
             commute: false,
             datatype: std::ptr::null_mut(),
         }
@@ -389,7 +401,7 @@ impl UnsafeUserOperation {
     /// As for [`UnsafeUserOperation::associative`].
     pub unsafe fn commutative(function: UnsafeUserFunction) -> Self {
         UnsafeUserOperation {
-            function,
+            function: UserFunction::Int(function),
             commute: true,
             datatype: std::ptr::null_mut(),
         }
@@ -400,7 +412,19 @@ impl UnsafeUserOperation {
     /// As for [`UnsafeUserOperation::associative`].
     pub unsafe fn new(commute: bool, function: UnsafeUserFunction) -> Self {
         UnsafeUserOperation {
-            function,
+            function: UserFunction::Int(function),
+            commute,
+            datatype: std::ptr::null_mut(),
+        }
+    }
+
+    /// An operation whose function takes its length as an `MPI_Count` (`MPI_Op_create_c`).
+    ///
+    /// # Safety
+    /// As for [`UnsafeUserOperation::associative`].
+    pub unsafe fn new_large_count(commute: bool, function: UnsafeUserFunctionLarge) -> Self {
+        UnsafeUserOperation {
+            function: UserFunction::Large(function),
             commute,
             datatype: std::ptr::null_mut(),
         }
@@ -425,20 +449,26 @@ impl Operation for UnsafeUserOperation {
             self.commute,
             name,
             move |count, pa, pb| {
-                let Ok(mut len) = c_int::try_from(count) else {
-                    panic!("{call}: {count} elements are more than a C user function takes");
-                };
                 let mut datatype = handle;
-                // SAFETY: the constructor's contract: the function combines `len` elements at
-                // `pa` (aligned scratch holding them in their layout) into those at `pb`.
-                unsafe {
-                    function(
-                        pa as *mut c_void,
-                        pb as *mut c_void,
-                        &mut len,
-                        &mut datatype,
-                    )
-                };
+                let (pa, pb) = (pa as *mut c_void, pb as *mut c_void);
+                match function {
+                    UserFunction::Int(f) => {
+                        let Ok(mut len) = c_int::try_from(count) else {
+                            panic!(
+                                "{call}: {count} elements are more than a C user function takes"
+                            );
+                        };
+                        // SAFETY: the constructor's contract: the function combines `len`
+                        // elements at `pa` (aligned scratch holding them in their layout)
+                        // into those at `pb`.
+                        unsafe { f(pa, pb, &mut len, &mut datatype) };
+                    }
+                    UserFunction::Large(f) => {
+                        let mut len = count as i64;
+                        // SAFETY: as above.
+                        unsafe { f(pa, pb, &mut len, &mut datatype) };
+                    }
+                }
             },
         ))
     }
