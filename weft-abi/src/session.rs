@@ -290,6 +290,30 @@ fn from_group(
         .ok_or_else(|| CError::new(MPI_ERR_GROUP, call, "this process is not in the group"))
 }
 
+/// The arguments both constructors from groups take, checked: the string tag and the error
+/// handler.
+fn common_arguments(
+    call: &'static str,
+    stringtag: *const c_char,
+    info: *mut c_void,
+    errhandler: *mut c_void,
+    out: *mut *mut c_void,
+) -> Result<(String, usize), CError> {
+    let tag = string(call, "stringtag", stringtag)?;
+    if info as usize != MPI_INFO_NULL {
+        crate::info::info(call, info)?;
+    }
+    let eh = crate::errhandler::checked(call, errhandler)?;
+    if out.is_null() {
+        return Err(CError::new(
+            MPI_ERR_ARG,
+            call,
+            "the new communicator's slot is a null pointer",
+        ));
+    }
+    Ok((tag, eh))
+}
+
 unsafe extern "C" fn comm_create_from_group(
     g: *mut c_void,
     stringtag: *const c_char,
@@ -300,14 +324,7 @@ unsafe extern "C" fn comm_create_from_group(
     const CALL: &str = "MPI_Comm_create_from_group";
     guard(CALL, std::ptr::null_mut(), || {
         let g = &group(CALL, g)?.group;
-        let tag = string(CALL, "stringtag", stringtag)?;
-        if info as usize != MPI_INFO_NULL {
-            crate::info::info(CALL, info)?;
-        }
-        let eh = crate::errhandler::checked(CALL, errhandler)?;
-        if out.is_null() {
-            return Err(CError::new(MPI_ERR_ARG, CALL, "newcomm is a null pointer"));
-        }
+        let (tag, eh) = common_arguments(CALL, stringtag, info, errhandler, out)?;
         let made = from_group(CALL, g, &tag)?;
         hand_out_new(out, made, eh)
     })
@@ -329,18 +346,7 @@ unsafe extern "C" fn intercomm_create_from_groups(
     guard(CALL, std::ptr::null_mut(), || {
         let local = &group(CALL, local_group)?.group;
         let remote = &group(CALL, remote_group)?.group;
-        let tag = string(CALL, "stringtag", stringtag)?;
-        if info as usize != MPI_INFO_NULL {
-            crate::info::info(CALL, info)?;
-        }
-        let eh = crate::errhandler::checked(CALL, errhandler)?;
-        if out.is_null() {
-            return Err(CError::new(
-                MPI_ERR_ARG,
-                CALL,
-                "newintercomm is a null pointer",
-            ));
-        }
+        let (tag, eh) = common_arguments(CALL, stringtag, info, errhandler, out)?;
         let r = state::running().ok_or_else(|| CError::not_initialized(CALL))?;
         if !(0..remote.size()).contains(&remote_leader) {
             return Err(CError::new(
