@@ -277,17 +277,17 @@ fn from_group(
     stringtag: &str,
 ) -> Result<weft::topology::SimpleCommunicator, CError> {
     let r = state::running().ok_or_else(|| CError::not_initialized(call))?;
-    if g.rank().is_none() {
-        return Err(CError::new(
-            MPI_ERR_GROUP,
-            call,
-            "this process is not a member of the group",
-        ));
-    }
+    // `None`: this process is not in the group (it takes no part, and gets no communicator).
     r.world
         .comm
         .split_by_subgroup_with_tag(g, tag_of(stringtag))
-        .ok_or_else(|| CError::new(MPI_ERR_GROUP, call, "this process is not in the group"))
+        .ok_or_else(|| {
+            CError::new(
+                MPI_ERR_GROUP,
+                call,
+                "this process is not a member of the group",
+            )
+        })
 }
 
 /// The arguments both constructors from groups take, checked: the string tag and the error

@@ -382,6 +382,14 @@ static void large_count_forms(int rank, int size) {
         for (int j = 0; j <= i; j++)
             CHECK(all[displs[i] + j] == i * 100 + j, "Iallgatherv_c [%d][%d] = %d", i, j,
                   all[displs[i] + j]);
+    /* A part beyond what Weft's partitions count is MPI_ERR_COUNT, before any data moves. */
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    counts[0] = (MPI_Count)1 << 31;
+    int rc = MPI_Allgatherv_c(mine_v, rank + 1, MPI_INT, all, counts, displs, MPI_INT,
+                              MPI_COMM_WORLD), cls = -1;
+    MPI_Error_class(rc, &cls);
+    CHECK(cls == MPI_ERR_COUNT, "a 2^31-element part: class %d", cls);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
     MPI_Count count = -1;
     MPI_Status st;
     if (size > 1) {
