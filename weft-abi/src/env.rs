@@ -176,7 +176,7 @@ unsafe extern "C" fn finalized(flag: *mut c_int) -> c_int {
 }
 export!(Finalized, finalized);
 
-fn running(call: &'static str) -> Result<&'static Running, CError> {
+pub(crate) fn running(call: &'static str) -> Result<&'static Running, CError> {
     state::running().ok_or_else(|| CError::not_initialized(call))
 }
 

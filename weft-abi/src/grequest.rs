@@ -24,6 +24,9 @@ pub(crate) struct Generalized {
     /// Set by MPI_Grequest_complete (Release), read by wait and test (Acquire): the
     /// program's writes before completing it are seen by the thread that waits on it.
     complete: AtomicBool,
+    /// The first error code a callback returned, which the call that completes or frees
+    /// the request returns (MPI 4.1 §13.2); MPI_SUCCESS while none did.
+    failed: c_int,
 }
 
 impl Generalized {
@@ -31,14 +34,33 @@ impl Generalized {
         self.complete.load(Ordering::Acquire)
     }
 
+    /// Keeps `code` if it is the first error a callback returned.
+    fn note(&mut self, code: c_int) {
+        if self.failed == MPI_SUCCESS {
+            self.failed = code;
+        }
+    }
+
     /// The status the query callback gives (the empty one when there is none).
-    fn status(&self) -> Status {
+    fn status(&mut self) -> Status {
         let mut st = Status::empty();
         if let Some(q) = self.query {
             // SAFETY: MPI_Grequest_start's contract: the callback fills a status.
-            unsafe { q(self.extra_state, &mut st) };
+            let code = unsafe { q(self.extra_state, &mut st) };
+            self.note(code);
         }
         st
+    }
+
+    /// Runs the free callback (once: dropping the request later does not run it again);
+    /// the first error code a callback returned, or MPI_SUCCESS.
+    pub(crate) fn free_now(&mut self) -> c_int {
+        if let Some(f) = self.free.take() {
+            // SAFETY: MPI_Grequest_start's contract: called once, when the request is freed.
+            let code = unsafe { f(self.extra_state) };
+            self.note(code);
+        }
+        std::mem::replace(&mut self.failed, MPI_SUCCESS)
     }
 
     pub(crate) fn wait(&mut self) -> Status {
@@ -57,10 +79,12 @@ impl Generalized {
         self.is_complete().then(|| self.status())
     }
 
-    pub(crate) fn cancel(&self) {
-        if let Some(c) = self.cancel {
+    /// Runs the cancel callback; its error code, which MPI_Cancel returns.
+    pub(crate) fn cancel(&self) -> c_int {
+        match self.cancel {
             // SAFETY: MPI_Grequest_start's contract.
-            unsafe { c(self.extra_state, self.is_complete().into()) };
+            Some(c) => unsafe { c(self.extra_state, self.is_complete().into()) },
+            None => MPI_SUCCESS,
         }
     }
 }
@@ -90,6 +114,7 @@ unsafe extern "C" fn grequest_start(
             cancel: cancel_fn,
             extra_state,
             complete: AtomicBool::new(false),
+            failed: MPI_SUCCESS,
         };
         // SAFETY: checked non-null.
         unsafe { hand_out(request, CRequest::generalized(g)) };
@@ -124,3 +149,16 @@ unsafe extern "C" fn grequest_complete(request: *mut c_void) -> c_int {
     })
 }
 export!(Grequest_complete, grequest_complete);
+
+/// `code`, an error code a generalized request's callback returned, as `call`'s error (the
+/// call that completed, freed or cancelled the request returns it: MPI 4.1 §13.2).
+pub(crate) fn callback_error(call: &'static str, code: c_int) -> Result<(), CError> {
+    match code {
+        MPI_SUCCESS => Ok(()),
+        code => Err(CError::new(
+            code,
+            call,
+            format!("a callback of the generalized request returned error code {code}"),
+        )),
+    }
+}

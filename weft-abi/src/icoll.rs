@@ -776,12 +776,57 @@ pub(crate) unsafe fn reduce_scatter<C: CCount>(
     }))
 }
 
+/// An array argument of a persistent collective, copied at initialization (or kept as it
+/// was passed when this member does not read it).
+pub(crate) struct Kept<T> {
+    copy: Option<Box<[T]>>,
+    passed: *const T,
+}
+
+impl<T: Copy> Kept<T> {
+    /// # Safety
+    /// `p` is null or holds `n` elements.
+    pub(crate) unsafe fn copy(p: *const T, n: usize) -> Kept<T> {
+        let copy = (!p.is_null() && n > 0)
+            // SAFETY: the caller's promise.
+            .then(|| unsafe { std::slice::from_raw_parts(p, n) }.into());
+        Kept { copy, passed: p }
+    }
+
+    /// The array to pass on: the copy, or the pointer as passed.
+    pub(crate) fn ptr(&self) -> *const T {
+        self.copy.as_ref().map_or(self.passed, |c| c.as_ptr())
+    }
+}
+
+/// How many members a collective on `comm` exchanges with (the length of its arrays).
+pub(crate) fn members(call: &'static str, comm: *mut c_void) -> Result<usize, CError> {
+    Ok(partners(handles::comm(call, comm)?) as usize)
+}
+
+/// The members of `comm`'s own group (MPI_Reduce_scatter's `recvcounts`).
+fn local_members(call: &'static str, comm: *mut c_void) -> Result<usize, CError> {
+    Ok(handles::comm(call, comm)?.comm.size() as usize)
+}
+
+/// The length of an array only the root reads: the members at the root, 0 elsewhere.
+fn at_root(call: &'static str, comm: *mut c_void, root: c_int) -> Result<usize, CError> {
+    let c = handles::comm(call, comm)?;
+    Ok(match rooted(call, root, c)?.1 {
+        Part::Root => partners(c) as usize,
+        Part::Member | Part::Idle => 0,
+    })
+}
+
 /// The nonblocking form (`$name::now`) and the persistent form (`$name::init`) of the
 /// collective whose `start` function is `$start`, with the standard's arguments `$arg: $ty`
-/// (`$comm` names the communicator among them). Exported below, one `export!` line each (the build
-/// script reads those lines).
+/// (`$comm` names the communicator among them). The persistent form copies the arrays named
+/// in braces (`$kept: $len`, their lengths as this member reads them) at initialization:
+/// MPICH and Open MPI do, and programs (mpi4py among them) free them after the init call.
+/// Exported below, one `export!` line each (the build script reads those lines).
 macro_rules! nonblocking {
-    ($($name:ident, $init:ident, $start:ident, $comm:ident, ($($arg:ident: $ty:ty),*);)*) => {$(
+    ($($name:ident, $init:ident, $start:ident, $comm:ident,
+       { $($kept:ident: $len:expr),* }, ($($arg:ident: $ty:ty),*);)*) => {$(
         #[allow(non_snake_case)]
         mod $name {
             use super::*;
@@ -814,11 +859,15 @@ macro_rules! nonblocking {
                     // Starts match by initialization order: each runs under the sequence
                     // number taken now.
                     let c = handles::comm(CALL, $comm)?;
+                    // SAFETY: the standard's contract: each array holds what this member
+                    // reads of it (`$len` elements) during the call.
+                    $(let $kept = unsafe { $crate::icoll::Kept::copy($kept, $len?) };)*
                     let seq = weft::collective::ReservedSequence::take(CALL, &c.comm);
                     let r = CRequest::persistent(move || {
+                        $(let $kept = $kept.ptr();)*
                         seq.replay(CALL, || {
-                            // SAFETY: the standard's contract: the arguments stay valid while
-                            // the request lives; each start reads them again.
+                            // SAFETY: the standard's contract: the buffers (and handles) stay
+                            // valid while the request lives; the arrays are our copies.
                             unsafe { $start(CALL, $($arg),*) }
                         })
                     });
@@ -834,57 +883,57 @@ macro_rules! nonblocking {
 pub(crate) use nonblocking;
 
 nonblocking! {
-    Ibarrier, Barrier_init, barrier, comm, (comm: *mut c_void);
-    Ibcast, Bcast_init, bcast, comm,
+    Ibarrier, Barrier_init, barrier, comm, {}, (comm: *mut c_void);
+    Ibcast, Bcast_init, bcast, comm, {},
         (buffer: *mut c_void, count: c_int, datatype: *mut c_void, root: c_int, comm: *mut c_void);
-    Iallreduce, Allreduce_init, allreduce, comm,
+    Iallreduce, Allreduce_init, allreduce, comm, {},
         (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: *mut c_void,
          op: *mut c_void, comm: *mut c_void);
-    Iscan, Scan_init, scan, comm,
+    Iscan, Scan_init, scan, comm, {},
         (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: *mut c_void,
          op: *mut c_void, comm: *mut c_void);
-    Iexscan, Exscan_init, exscan, comm,
+    Iexscan, Exscan_init, exscan, comm, {},
         (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: *mut c_void,
          op: *mut c_void, comm: *mut c_void);
-    Ireduce, Reduce_init, reduce, comm,
+    Ireduce, Reduce_init, reduce, comm, {},
         (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: *mut c_void,
          op: *mut c_void, root: c_int, comm: *mut c_void);
-    Igather, Gather_init, gather, comm,
+    Igather, Gather_init, gather, comm, {},
         (sendbuf: *const c_void, sendcount: c_int, sendtype: *mut c_void, recvbuf: *mut c_void,
          recvcount: c_int, recvtype: *mut c_void, root: c_int, comm: *mut c_void);
-    Igatherv, Gatherv_init, gatherv, comm,
+    Igatherv, Gatherv_init, gatherv, comm, { recvcounts: at_root(CALL, comm, root), displs: at_root(CALL, comm, root) },
         (sendbuf: *const c_void, sendcount: c_int, sendtype: *mut c_void, recvbuf: *mut c_void,
          recvcounts: *const c_int, displs: *const c_int, recvtype: *mut c_void, root: c_int,
          comm: *mut c_void);
-    Iscatter, Scatter_init, scatter, comm,
+    Iscatter, Scatter_init, scatter, comm, {},
         (sendbuf: *const c_void, sendcount: c_int, sendtype: *mut c_void, recvbuf: *mut c_void,
          recvcount: c_int, recvtype: *mut c_void, root: c_int, comm: *mut c_void);
-    Iscatterv, Scatterv_init, scatterv, comm,
+    Iscatterv, Scatterv_init, scatterv, comm, { sendcounts: at_root(CALL, comm, root), displs: at_root(CALL, comm, root) },
         (sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int,
          sendtype: *mut c_void, recvbuf: *mut c_void, recvcount: c_int, recvtype: *mut c_void,
          root: c_int, comm: *mut c_void);
-    Iallgather, Allgather_init, allgather, comm,
+    Iallgather, Allgather_init, allgather, comm, {},
         (sendbuf: *const c_void, sendcount: c_int, sendtype: *mut c_void, recvbuf: *mut c_void,
          recvcount: c_int, recvtype: *mut c_void, comm: *mut c_void);
-    Ialltoall, Alltoall_init, alltoall, comm,
+    Ialltoall, Alltoall_init, alltoall, comm, {},
         (sendbuf: *const c_void, sendcount: c_int, sendtype: *mut c_void, recvbuf: *mut c_void,
          recvcount: c_int, recvtype: *mut c_void, comm: *mut c_void);
-    Iallgatherv, Allgatherv_init, allgatherv, comm,
+    Iallgatherv, Allgatherv_init, allgatherv, comm, { recvcounts: members(CALL, comm), displs: members(CALL, comm) },
         (sendbuf: *const c_void, sendcount: c_int, sendtype: *mut c_void, recvbuf: *mut c_void,
          recvcounts: *const c_int, displs: *const c_int, recvtype: *mut c_void,
          comm: *mut c_void);
-    Ialltoallv, Alltoallv_init, alltoallv, comm,
+    Ialltoallv, Alltoallv_init, alltoallv, comm, { sendcounts: members(CALL, comm), sdispls: members(CALL, comm), recvcounts: members(CALL, comm), rdispls: members(CALL, comm) },
         (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int,
          sendtype: *mut c_void, recvbuf: *mut c_void, recvcounts: *const c_int,
          rdispls: *const c_int, recvtype: *mut c_void, comm: *mut c_void);
-    Ialltoallw, Alltoallw_init, alltoallw, comm,
+    Ialltoallw, Alltoallw_init, alltoallw, comm, { sendcounts: members(CALL, comm), sdispls: members(CALL, comm), sendtypes: members(CALL, comm), recvcounts: members(CALL, comm), rdispls: members(CALL, comm), recvtypes: members(CALL, comm) },
         (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int,
          sendtypes: *const *mut c_void, recvbuf: *mut c_void, recvcounts: *const c_int,
          rdispls: *const c_int, recvtypes: *const *mut c_void, comm: *mut c_void);
-    Ireduce_scatter_block, Reduce_scatter_block_init, reduce_scatter_block, comm,
+    Ireduce_scatter_block, Reduce_scatter_block_init, reduce_scatter_block, comm, {},
         (sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: *mut c_void,
          op: *mut c_void, comm: *mut c_void);
-    Ireduce_scatter, Reduce_scatter_init, reduce_scatter, comm,
+    Ireduce_scatter, Reduce_scatter_init, reduce_scatter, comm, { recvcounts: local_members(CALL, comm) },
         (sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int,
          datatype: *mut c_void, op: *mut c_void, comm: *mut c_void);
 }
@@ -892,56 +941,56 @@ nonblocking! {
 // The large-count forms of those with scalar counts: the same start functions, with counts of
 // type MPI_Count.
 nonblocking! {
-    Ibcast_c, Bcast_init_c, bcast, comm,
+    Ibcast_c, Bcast_init_c, bcast, comm, {},
         (buffer: *mut c_void, count: i64, datatype: *mut c_void, root: c_int, comm: *mut c_void);
-    Iallreduce_c, Allreduce_init_c, allreduce, comm,
+    Iallreduce_c, Allreduce_init_c, allreduce, comm, {},
         (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: *mut c_void,
          op: *mut c_void, comm: *mut c_void);
-    Iscan_c, Scan_init_c, scan, comm,
+    Iscan_c, Scan_init_c, scan, comm, {},
         (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: *mut c_void,
          op: *mut c_void, comm: *mut c_void);
-    Iexscan_c, Exscan_init_c, exscan, comm,
+    Iexscan_c, Exscan_init_c, exscan, comm, {},
         (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: *mut c_void,
          op: *mut c_void, comm: *mut c_void);
-    Ireduce_c, Reduce_init_c, reduce, comm,
+    Ireduce_c, Reduce_init_c, reduce, comm, {},
         (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: *mut c_void,
          op: *mut c_void, root: c_int, comm: *mut c_void);
-    Igather_c, Gather_init_c, gather, comm,
+    Igather_c, Gather_init_c, gather, comm, {},
         (sendbuf: *const c_void, sendcount: i64, sendtype: *mut c_void, recvbuf: *mut c_void,
          recvcount: i64, recvtype: *mut c_void, root: c_int, comm: *mut c_void);
-    Iscatter_c, Scatter_init_c, scatter, comm,
+    Iscatter_c, Scatter_init_c, scatter, comm, {},
         (sendbuf: *const c_void, sendcount: i64, sendtype: *mut c_void, recvbuf: *mut c_void,
          recvcount: i64, recvtype: *mut c_void, root: c_int, comm: *mut c_void);
-    Iallgather_c, Allgather_init_c, allgather, comm,
+    Iallgather_c, Allgather_init_c, allgather, comm, {},
         (sendbuf: *const c_void, sendcount: i64, sendtype: *mut c_void, recvbuf: *mut c_void,
          recvcount: i64, recvtype: *mut c_void, comm: *mut c_void);
-    Ialltoall_c, Alltoall_init_c, alltoall, comm,
+    Ialltoall_c, Alltoall_init_c, alltoall, comm, {},
         (sendbuf: *const c_void, sendcount: i64, sendtype: *mut c_void, recvbuf: *mut c_void,
          recvcount: i64, recvtype: *mut c_void, comm: *mut c_void);
-    Ireduce_scatter_block_c, Reduce_scatter_block_init_c, reduce_scatter_block, comm,
+    Ireduce_scatter_block_c, Reduce_scatter_block_init_c, reduce_scatter_block, comm, {},
         (sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: i64, datatype: *mut c_void,
          op: *mut c_void, comm: *mut c_void);
-    Igatherv_c, Gatherv_init_c, gatherv, comm,
+    Igatherv_c, Gatherv_init_c, gatherv, comm, { recvcounts: at_root(CALL, comm, root), displs: at_root(CALL, comm, root) },
         (sendbuf: *const c_void, sendcount: i64, sendtype: *mut c_void, recvbuf: *mut c_void,
          recvcounts: *const i64, displs: *const isize, recvtype: *mut c_void, root: c_int,
          comm: *mut c_void);
-    Iscatterv_c, Scatterv_init_c, scatterv, comm,
+    Iscatterv_c, Scatterv_init_c, scatterv, comm, { sendcounts: at_root(CALL, comm, root), displs: at_root(CALL, comm, root) },
         (sendbuf: *const c_void, sendcounts: *const i64, displs: *const isize,
          sendtype: *mut c_void, recvbuf: *mut c_void, recvcount: i64, recvtype: *mut c_void,
          root: c_int, comm: *mut c_void);
-    Iallgatherv_c, Allgatherv_init_c, allgatherv, comm,
+    Iallgatherv_c, Allgatherv_init_c, allgatherv, comm, { recvcounts: members(CALL, comm), displs: members(CALL, comm) },
         (sendbuf: *const c_void, sendcount: i64, sendtype: *mut c_void, recvbuf: *mut c_void,
          recvcounts: *const i64, displs: *const isize, recvtype: *mut c_void,
          comm: *mut c_void);
-    Ialltoallv_c, Alltoallv_init_c, alltoallv, comm,
+    Ialltoallv_c, Alltoallv_init_c, alltoallv, comm, { sendcounts: members(CALL, comm), sdispls: members(CALL, comm), recvcounts: members(CALL, comm), rdispls: members(CALL, comm) },
         (sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const isize,
          sendtype: *mut c_void, recvbuf: *mut c_void, recvcounts: *const i64,
          rdispls: *const isize, recvtype: *mut c_void, comm: *mut c_void);
-    Ialltoallw_c, Alltoallw_init_c, alltoallw, comm,
+    Ialltoallw_c, Alltoallw_init_c, alltoallw, comm, { sendcounts: members(CALL, comm), sdispls: members(CALL, comm), sendtypes: members(CALL, comm), recvcounts: members(CALL, comm), rdispls: members(CALL, comm), recvtypes: members(CALL, comm) },
         (sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const isize,
          sendtypes: *const *mut c_void, recvbuf: *mut c_void, recvcounts: *const i64,
          rdispls: *const isize, recvtypes: *const *mut c_void, comm: *mut c_void);
-    Ireduce_scatter_c, Reduce_scatter_init_c, reduce_scatter, comm,
+    Ireduce_scatter_c, Reduce_scatter_init_c, reduce_scatter, comm, { recvcounts: local_members(CALL, comm) },
         (sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const i64,
          datatype: *mut c_void, op: *mut c_void, comm: *mut c_void);
 }

@@ -281,6 +281,16 @@ unsafe fn alltoallw<C: CCount, D: CCount>(
     }))
 }
 
+/// The length of the arrays of the neighbours a member receives from (persistent forms).
+fn indegree(call: &'static str, comm: *mut c_void) -> Result<usize, CError> {
+    Ok(degrees(call, handles::comm(call, comm)?)?.0)
+}
+
+/// The length of the arrays of the neighbours a member sends to (persistent forms).
+fn outdegree(call: &'static str, comm: *mut c_void) -> Result<usize, CError> {
+    Ok(degrees(call, handles::comm(call, comm)?)?.1)
+}
+
 /// The blocking forms: start, then wait.
 macro_rules! blocking {
     ($($name:ident, $start:ident, $comm:ident, ($($arg:ident: $ty:ty),*);)*) => {$(
@@ -305,23 +315,23 @@ macro_rules! blocking {
 macro_rules! every_form {
     ($m:ident) => {
         $m! {
-            Neighbor_allgather, Ineighbor_allgather, Neighbor_allgather_init, allgather, comm,
+            Neighbor_allgather, Ineighbor_allgather, Neighbor_allgather_init, allgather, comm, {},
                 (sendbuf: *const c_void, sendcount: c_int, sendtype: *mut c_void,
                  recvbuf: *mut c_void, recvcount: c_int, recvtype: *mut c_void,
                  comm: *mut c_void);
-            Neighbor_alltoall, Ineighbor_alltoall, Neighbor_alltoall_init, alltoall, comm,
+            Neighbor_alltoall, Ineighbor_alltoall, Neighbor_alltoall_init, alltoall, comm, {},
                 (sendbuf: *const c_void, sendcount: c_int, sendtype: *mut c_void,
                  recvbuf: *mut c_void, recvcount: c_int, recvtype: *mut c_void,
                  comm: *mut c_void);
-            Neighbor_allgatherv, Ineighbor_allgatherv, Neighbor_allgatherv_init, allgatherv, comm,
+            Neighbor_allgatherv, Ineighbor_allgatherv, Neighbor_allgatherv_init, allgatherv, comm, { recvcounts: indegree(CALL, comm), displs: indegree(CALL, comm) },
                 (sendbuf: *const c_void, sendcount: c_int, sendtype: *mut c_void,
                  recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int,
                  recvtype: *mut c_void, comm: *mut c_void);
-            Neighbor_alltoallv, Ineighbor_alltoallv, Neighbor_alltoallv_init, alltoallv, comm,
+            Neighbor_alltoallv, Ineighbor_alltoallv, Neighbor_alltoallv_init, alltoallv, comm, { sendcounts: outdegree(CALL, comm), sdispls: outdegree(CALL, comm), recvcounts: indegree(CALL, comm), rdispls: indegree(CALL, comm) },
                 (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int,
                  sendtype: *mut c_void, recvbuf: *mut c_void, recvcounts: *const c_int,
                  rdispls: *const c_int, recvtype: *mut c_void, comm: *mut c_void);
-            Neighbor_alltoallw, Ineighbor_alltoallw, Neighbor_alltoallw_init, alltoallw, comm,
+            Neighbor_alltoallw, Ineighbor_alltoallw, Neighbor_alltoallw_init, alltoallw, comm, { sendcounts: outdegree(CALL, comm), sdispls: outdegree(CALL, comm), sendtypes: outdegree(CALL, comm), recvcounts: indegree(CALL, comm), rdispls: indegree(CALL, comm), recvtypes: indegree(CALL, comm) },
                 (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const isize,
                  sendtypes: *const *mut c_void, recvbuf: *mut c_void, recvcounts: *const c_int,
                  rdispls: *const isize, recvtypes: *const *mut c_void, comm: *mut c_void);
@@ -330,13 +340,13 @@ macro_rules! every_form {
 }
 
 macro_rules! blocking_of_every {
-    ($($b:ident, $i:ident, $p:ident, $start:ident, $comm:ident, $args:tt;)*) => {
+    ($($b:ident, $i:ident, $p:ident, $start:ident, $comm:ident, $kept:tt, $args:tt;)*) => {
         blocking! { $($b, $start, $comm, $args;)* }
     };
 }
 macro_rules! nonblocking_of_every {
-    ($($b:ident, $i:ident, $p:ident, $start:ident, $comm:ident, $args:tt;)*) => {
-        nonblocking! { $($i, $p, $start, $comm, $args;)* }
+    ($($b:ident, $i:ident, $p:ident, $start:ident, $comm:ident, $kept:tt, $args:tt;)*) => {
+        nonblocking! { $($i, $p, $start, $comm, $kept, $args;)* }
     };
 }
 
@@ -348,26 +358,25 @@ macro_rules! large_count_forms {
     ($m:ident) => {
         $m! {
             Neighbor_allgather_c, Ineighbor_allgather_c, Neighbor_allgather_init_c, allgather,
-                comm,
+                comm, {},
                 (sendbuf: *const c_void, sendcount: i64, sendtype: *mut c_void,
                  recvbuf: *mut c_void, recvcount: i64, recvtype: *mut c_void,
                  comm: *mut c_void);
-            Neighbor_alltoall_c, Ineighbor_alltoall_c, Neighbor_alltoall_init_c, alltoall, comm,
+            Neighbor_alltoall_c, Ineighbor_alltoall_c, Neighbor_alltoall_init_c, alltoall, comm, {},
                 (sendbuf: *const c_void, sendcount: i64, sendtype: *mut c_void,
                  recvbuf: *mut c_void, recvcount: i64, recvtype: *mut c_void,
                  comm: *mut c_void);
-            Neighbor_allgatherv_c, Ineighbor_allgatherv_c, Neighbor_allgatherv_init_c,
-                allgatherv, comm,
+            Neighbor_allgatherv_c, Ineighbor_allgatherv_c, Neighbor_allgatherv_init_c, allgatherv, comm, { recvcounts: indegree(CALL, comm), displs: indegree(CALL, comm) },
                 (sendbuf: *const c_void, sendcount: i64, sendtype: *mut c_void,
                  recvbuf: *mut c_void, recvcounts: *const i64, displs: *const isize,
                  recvtype: *mut c_void, comm: *mut c_void);
             Neighbor_alltoallv_c, Ineighbor_alltoallv_c, Neighbor_alltoallv_init_c, alltoallv,
-                comm,
+                comm, { sendcounts: outdegree(CALL, comm), sdispls: outdegree(CALL, comm), recvcounts: indegree(CALL, comm), rdispls: indegree(CALL, comm) },
                 (sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const isize,
                  sendtype: *mut c_void, recvbuf: *mut c_void, recvcounts: *const i64,
                  rdispls: *const isize, recvtype: *mut c_void, comm: *mut c_void);
             Neighbor_alltoallw_c, Ineighbor_alltoallw_c, Neighbor_alltoallw_init_c, alltoallw,
-                comm,
+                comm, { sendcounts: outdegree(CALL, comm), sdispls: outdegree(CALL, comm), sendtypes: outdegree(CALL, comm), recvcounts: indegree(CALL, comm), rdispls: indegree(CALL, comm), recvtypes: indegree(CALL, comm) },
                 (sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const isize,
                  sendtypes: *const *mut c_void, recvbuf: *mut c_void, recvcounts: *const i64,
                  rdispls: *const isize, recvtypes: *const *mut c_void, comm: *mut c_void);

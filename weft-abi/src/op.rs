@@ -246,6 +246,11 @@ export!(Op_free, op_free);
 unsafe extern "C" fn op_commutative(op: *mut c_void, commute: *mut c_int) -> c_int {
     const CALL: &str = "MPI_Op_commutative";
     guard(CALL, std::ptr::null_mut(), || {
+        if matches!(op as usize, MPI_REPLACE | MPI_NO_OP) {
+            // One-sided accumulates' own operations: the result depends on the order
+            // (MPICH answers the same).
+            return put_int(CALL, "commute", commute, 0);
+        }
         let o = operation(CALL, op, std::ptr::null_mut())?;
         put_int(CALL, "commute", commute, o.is_commutative().into())
     })

@@ -83,14 +83,21 @@ impl Status {
     /// # Safety
     /// `out` is null or points to a writable `MPI_Status`.
     pub(crate) unsafe fn store(self, out: *mut Status) {
-        if !out.is_null() {
-            // The MPI_ERROR field is left as it was: only a call that returns
-            // MPI_ERR_IN_STATUS sets it (MPI 4.1 §3.2.5), and none of Weft's does yet.
+        if out.is_null() {
+            return;
+        }
+        if self.source == MPI_ANY_SOURCE && self.tag == MPI_ANY_TAG {
+            // The empty status is whole, MPI_ERROR = MPI_SUCCESS included (MPI 4.1 §3.7.3).
             // SAFETY: the caller's promise.
-            unsafe {
-                let error = (*out).error;
-                *out = Status { error, ..self };
-            }
+            unsafe { *out = self };
+            return;
+        }
+        // Otherwise the MPI_ERROR field is left as it was: only a call that returns
+        // MPI_ERR_IN_STATUS sets it (MPI 4.1 §3.2.5), and none of Weft's does yet.
+        // SAFETY: the caller's promise.
+        unsafe {
+            let error = (*out).error;
+            *out = Status { error, ..self };
         }
     }
 }

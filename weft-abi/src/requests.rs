@@ -5,6 +5,7 @@
 
 use crate::abi::*;
 use crate::errors::{guard, CError};
+use crate::grequest::callback_error;
 use crate::p2p::Status;
 use std::ffi::{c_int, c_void};
 use weft::request::{Request, StaticScope};
@@ -295,8 +296,11 @@ impl CRequest {
         Some(st)
     }
 
-    fn cancel(&self) {
+    /// Asks for the operation to be cancelled; the error code a generalized request's cancel
+    /// callback returned, MPI_SUCCESS otherwise.
+    fn cancel(&self) -> c_int {
         match &self.0 {
+            Kind::Generalized(g) => return g.cancel(),
             Kind::Send(p) => p.cancel(),
             Kind::Recv(p) => p.cancel(),
             // A collective cannot be cancelled (MPI 4.1 §6.12).
@@ -305,12 +309,21 @@ impl CRequest {
                 p.send.cancel();
                 p.recv.cancel();
             }
-            Kind::Generalized(g) => g.cancel(),
             Kind::Persistent(p) => {
                 if let Some(r) = &p.active {
-                    r.cancel();
+                    return r.cancel();
                 }
             }
+        }
+        MPI_SUCCESS
+    }
+
+    /// Runs a generalized request's free callback; the first error code its callbacks
+    /// returned, MPI_SUCCESS otherwise (and for every other kind).
+    fn free_callbacks(&mut self) -> c_int {
+        match &mut self.0 {
+            Kind::Generalized(g) => g.free_now(),
+            _ => MPI_SUCCESS,
         }
     }
 
@@ -393,13 +406,16 @@ unsafe fn any_request<'a>(handle: *mut c_void) -> Option<&'a mut CRequest> {
 ///
 /// # Safety
 /// `*slot` is a live handle from [`hand_out`].
-unsafe fn release(slot: *mut *mut c_void) {
+unsafe fn release(slot: *mut *mut c_void) -> c_int {
     // SAFETY: the caller's promise.
     unsafe {
-        if (*(*slot).cast::<CRequest>()).is_persistent() {
-            return;
+        let r = &mut *(*slot).cast::<CRequest>();
+        if r.is_persistent() {
+            return MPI_SUCCESS;
         }
+        let code = r.free_callbacks();
         destroy(slot);
+        code
     }
 }
 
@@ -456,18 +472,17 @@ unsafe extern "C" fn wait(request: *mut *mut c_void, status: *mut Status) -> c_i
     guard(CALL, std::ptr::null_mut(), || {
         check_out(CALL, request)?;
         // SAFETY: the standard's contract: a live request or MPI_REQUEST_NULL.
-        let st = match unsafe { self::request(*request) } {
-            None => Status::empty(),
+        let (st, code) = match unsafe { self::request(*request) } {
+            None => (Status::empty(), MPI_SUCCESS),
             Some(r) => {
                 let st = r.wait();
                 // SAFETY: a live handle, complete now.
-                unsafe { release(request) };
-                st
+                (st, unsafe { release(request) })
             }
         };
         // SAFETY: the standard's contract for `status`.
         unsafe { st.store(status) };
-        Ok(())
+        callback_error(CALL, code)
     })
 }
 export!(Wait, wait);
@@ -481,13 +496,14 @@ unsafe extern "C" fn test(
     guard(CALL, std::ptr::null_mut(), || {
         check_out(CALL, request)?;
         // SAFETY: the standard's contract: a live request or MPI_REQUEST_NULL.
+        let mut code = MPI_SUCCESS;
         let st = match unsafe { self::request(*request) } {
             None => Some(Status::empty()),
             Some(r) => {
                 let st = r.test();
                 if st.is_some() {
                     // SAFETY: a live handle, complete now.
-                    unsafe { release(request) };
+                    code = unsafe { release(request) };
                 }
                 st
             }
@@ -497,7 +513,7 @@ unsafe extern "C" fn test(
             // SAFETY: the standard's contract for `status`.
             unsafe { st.store(status) };
         }
-        Ok(())
+        callback_error(CALL, code)
     })
 }
 export!(Test, test);
@@ -508,20 +524,79 @@ export!(Test, test);
 /// # Safety
 /// `slots` holds live handles or MPI_REQUEST_NULL; `statuses` is null or holds as many
 /// statuses.
-unsafe fn wait_each(slots: &mut [*mut c_void], statuses: *mut Status) {
+unsafe fn wait_each(
+    call: &'static str,
+    slots: &mut [*mut c_void],
+    statuses: *mut Status,
+) -> Result<(), CError> {
+    let mut errors = InStatus::default();
     for (i, slot) in slots.iter_mut().enumerate() {
         // SAFETY: the caller's promise.
-        let st = match unsafe { request(*slot) } {
-            None => Status::empty(),
+        let (st, code) = match unsafe { request(*slot) } {
+            None => (Status::empty(), MPI_SUCCESS),
             Some(r) => {
                 let st = r.wait();
                 // SAFETY: a live handle, complete now.
-                unsafe { release(slot) };
-                st
+                (st, unsafe { release(slot) })
             }
         };
         // SAFETY: the caller's promise.
         unsafe { store_at(statuses, i, st) };
+        errors.note(i, code);
+    }
+    // SAFETY: the caller's promise.
+    unsafe { errors.report(call, statuses, slots.len()) }
+}
+
+/// The error codes of the requests a multiple-completion call completed (only generalized
+/// requests' callbacks return any yet): reported as MPI_ERR_IN_STATUS, each status's
+/// MPI_ERROR field set (MPI 4.1 §3.7.5).
+#[derive(Default)]
+struct InStatus {
+    codes: Vec<(usize, c_int)>,
+}
+
+impl InStatus {
+    fn note(&mut self, i: usize, code: c_int) {
+        if code != MPI_SUCCESS {
+            self.codes.push((i, code));
+        }
+    }
+
+    /// Sets the MPI_ERROR fields of the first `n` statuses (MPI_SUCCESS where there was no
+    /// error) and hands out MPI_ERR_IN_STATUS; with MPI_STATUSES_IGNORE, the first error.
+    ///
+    /// # Safety
+    /// `statuses` is null or holds at least `n` statuses.
+    unsafe fn report(
+        self,
+        call: &'static str,
+        statuses: *mut Status,
+        n: usize,
+    ) -> Result<(), CError> {
+        let Some(&(first, code)) = self.codes.first() else {
+            return Ok(());
+        };
+        if statuses.is_null() {
+            return callback_error(call, code);
+        }
+        for i in 0..n {
+            let code = self
+                .codes
+                .iter()
+                .find(|(j, _)| *j == i)
+                .map_or(MPI_SUCCESS, |c| c.1);
+            // SAFETY: the caller's promise.
+            unsafe { (*statuses.add(i)).error = code };
+        }
+        Err(CError::new(
+            MPI_ERR_IN_STATUS,
+            call,
+            format!(
+                "{} of the requests failed (the first, status {first}, with error code {code})",
+                self.codes.len()
+            ),
+        ))
     }
 }
 
@@ -534,8 +609,7 @@ unsafe extern "C" fn waitall(
     guard(CALL, std::ptr::null_mut(), || {
         // SAFETY: the standard's contract: `count` request handles at `requests`, and `count`
         // statuses or MPI_STATUSES_IGNORE.
-        unsafe { wait_each(slots(CALL, count, requests)?, statuses) };
-        Ok(())
+        unsafe { wait_each(CALL, slots(CALL, count, requests)?, statuses) }
     })
 }
 export!(Waitall, waitall);
@@ -562,16 +636,16 @@ unsafe extern "C" fn testall(
         crate::env::put_int(CALL, "flag", flag, all.into())?;
         if all {
             // SAFETY: the standard's contract for the statuses; every request is complete.
-            unsafe { wait_each(slots, statuses) };
+            unsafe { wait_each(CALL, slots, statuses) }?;
         }
         Ok(())
     })
 }
 export!(Testall, testall);
 
-/// Tests the active requests of `slots` in turn: the index and status of the first complete
-/// one (freed), `Ok(None)` if none is, or `Err(())` if none is active.
-fn first_complete(slots: &mut [*mut c_void]) -> Result<Option<(usize, Status)>, ()> {
+/// Tests the active requests of `slots` in turn: the index, status and callback error code
+/// of the first complete one (freed), `Ok(None)` if none is, or `Err(())` if none is active.
+fn first_complete(slots: &mut [*mut c_void]) -> Result<Option<(usize, Status, c_int)>, ()> {
     let mut active = false;
     for (i, slot) in slots.iter_mut().enumerate() {
         // SAFETY: the standard's contract: each a live request or MPI_REQUEST_NULL.
@@ -579,8 +653,8 @@ fn first_complete(slots: &mut [*mut c_void]) -> Result<Option<(usize, Status)>, 
             active = true;
             if let Some(st) = r.test() {
                 // SAFETY: a live handle, complete now.
-                unsafe { release(slot) };
-                return Ok(Some((i, st)));
+                let code = unsafe { release(slot) };
+                return Ok(Some((i, st, code)));
             }
         }
     }
@@ -601,17 +675,17 @@ unsafe extern "C" fn waitany(
     guard(CALL, std::ptr::null_mut(), || {
         // SAFETY: the standard's contract: `count` request handles at `requests`.
         let slots = unsafe { slots(CALL, count, requests)? };
-        let (i, st) = loop {
+        let (i, st, code) = loop {
             match first_complete(slots) {
-                Ok(Some((i, st))) => break (i as c_int, st),
+                Ok(Some((i, st, code))) => break (i as c_int, st, code),
                 Ok(None) => std::thread::yield_now(),
-                Err(()) => break (MPI_UNDEFINED, Status::empty()),
+                Err(()) => break (MPI_UNDEFINED, Status::empty(), MPI_SUCCESS),
             }
         };
         crate::env::put_int(CALL, "index", index, i)?;
         // SAFETY: the standard's contract for `status`.
         unsafe { st.store(status) };
-        Ok(())
+        callback_error(CALL, code)
     })
 }
 export!(Waitany, waitany);
@@ -627,10 +701,10 @@ unsafe extern "C" fn testany(
     guard(CALL, std::ptr::null_mut(), || {
         // SAFETY: the standard's contract: `count` request handles at `requests`.
         let slots = unsafe { slots(CALL, count, requests)? };
-        let (i, done, st) = match first_complete(slots) {
-            Ok(Some((i, st))) => (i as c_int, true, Some(st)),
-            Ok(None) => (MPI_UNDEFINED, false, None),
-            Err(()) => (MPI_UNDEFINED, true, Some(Status::empty())),
+        let (i, done, st, code) = match first_complete(slots) {
+            Ok(Some((i, st, code))) => (i as c_int, true, Some(st), code),
+            Ok(None) => (MPI_UNDEFINED, false, None, MPI_SUCCESS),
+            Err(()) => (MPI_UNDEFINED, true, Some(Status::empty()), MPI_SUCCESS),
         };
         crate::env::put_int(CALL, "index", index, i)?;
         crate::env::put_int(CALL, "flag", flag, done.into())?;
@@ -638,7 +712,7 @@ unsafe extern "C" fn testany(
             // SAFETY: the standard's contract for `status`.
             unsafe { st.store(status) };
         }
-        Ok(())
+        callback_error(CALL, code)
     })
 }
 export!(Testany, testany);
@@ -652,6 +726,7 @@ unsafe fn some(
     slots: &mut [*mut c_void],
     indices: *mut c_int,
     statuses: *mut Status,
+    errors: &mut InStatus,
 ) -> Option<c_int> {
     let mut active = false;
     let mut n = 0;
@@ -662,7 +737,7 @@ unsafe fn some(
             if let Some(st) = r.test() {
                 // SAFETY: a live handle, complete now; the caller's promise for the arrays.
                 unsafe {
-                    release(slot);
+                    errors.note(n, release(slot));
                     *indices.add(n) = i as c_int;
                     store_at(statuses, n, st);
                 }
@@ -687,15 +762,18 @@ unsafe extern "C" fn waitsome(
         if indices.is_null() && !slots.is_empty() {
             return Err(CError::new(MPI_ERR_ARG, CALL, "indices is a null pointer"));
         }
+        let mut errors = InStatus::default();
         let n = loop {
             // SAFETY: the standard's contract for the arrays.
-            match unsafe { some(slots, indices, statuses) } {
+            match unsafe { some(slots, indices, statuses, &mut errors) } {
                 Some(0) => std::thread::yield_now(),
                 Some(n) => break n,
                 None => break MPI_UNDEFINED,
             }
         };
-        crate::env::put_int(CALL, "outcount", outcount, n)
+        crate::env::put_int(CALL, "outcount", outcount, n)?;
+        // SAFETY: the standard's contract for the statuses.
+        unsafe { errors.report(CALL, statuses, n.max(0) as usize) }
     })
 }
 export!(Waitsome, waitsome);
@@ -715,8 +793,12 @@ unsafe extern "C" fn testsome(
             return Err(CError::new(MPI_ERR_ARG, CALL, "indices is a null pointer"));
         }
         // SAFETY: the standard's contract for the arrays.
-        let n = unsafe { some(slots, indices, statuses) }.unwrap_or(MPI_UNDEFINED);
-        crate::env::put_int(CALL, "outcount", outcount, n)
+        let mut errors = InStatus::default();
+        // SAFETY: the standard's contract for the arrays.
+        let n = unsafe { some(slots, indices, statuses, &mut errors) }.unwrap_or(MPI_UNDEFINED);
+        crate::env::put_int(CALL, "outcount", outcount, n)?;
+        // SAFETY: the standard's contract for the statuses.
+        unsafe { errors.report(CALL, statuses, n.max(0) as usize) }
     })
 }
 export!(Testsome, testsome);
@@ -742,8 +824,11 @@ unsafe extern "C" fn request_free(request: *mut *mut c_void) -> c_int {
             // SAFETY: the caller's slot.
             unsafe { *request = MPI_REQUEST_NULL as *mut c_void };
         } else {
+            let code = r.free_callbacks();
             // SAFETY: a live handle, complete.
             unsafe { destroy(request) };
+            sweep_detached(false);
+            return callback_error(CALL, code);
         }
         sweep_detached(false);
         Ok(())
@@ -780,10 +865,7 @@ unsafe extern "C" fn cancel(request: *mut *mut c_void) -> c_int {
         check_out(CALL, request)?;
         // SAFETY: the standard's contract.
         match unsafe { self::request(*request) } {
-            Some(r) => {
-                r.cancel();
-                Ok(())
-            }
+            Some(r) => callback_error(CALL, r.cancel()),
             None => Err(CError::new(
                 MPI_ERR_REQUEST,
                 CALL,

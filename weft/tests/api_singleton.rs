@@ -429,6 +429,12 @@ fn extension_collectives_on_one_member(
             world.all_to_all_varcount_into(&s, &mut PartitionMut::new(&mut a[..], vec![1], vec![0]))
         },
     );
+    // An empty part touches no memory: any displacement will do (mpi4py passes them).
+    let mut none: [u16; 0] = [];
+    world.all_to_all_varcount_into(
+        &Partition::new(&none[..], vec![0], vec![7]),
+        &mut PartitionMut::new(&mut none[..], vec![0], vec![3]),
+    );
     world.reduce_scatter_varcount_in_place(
         &mut PartitionMut::new(&mut v[..], vec![1], vec![0]),
         SystemOperation::sum(),

@@ -177,9 +177,12 @@ unsafe extern "C" fn type_get_name(
 ) -> c_int {
     const CALL: &str = "MPI_Type_get_name";
     guard(CALL, std::ptr::null_mut(), || {
-        let s = match decode(CALL, datatype)? {
-            Type::Derived(t) => t.name.borrow().clone(),
-            Type::Predefined(h, _) => {
+        let s = match decode(CALL, datatype) {
+            // MPI_DATATYPE_NULL has its name too (as MPI_COMM_NULL has; MPICH answers so).
+            Err(_) if datatype as usize == MPI_DATATYPE_NULL => "MPI_DATATYPE_NULL".to_string(),
+            Err(e) => return Err(e),
+            Ok(Type::Derived(t)) => t.name.borrow().clone(),
+            Ok(Type::Predefined(h, _)) => {
                 let r = RENAMED.lock().unwrap_or_else(|e| e.into_inner());
                 match r.as_ref().and_then(|m| m.get(&h)) {
                     Some(s) => s.clone(),

@@ -152,6 +152,42 @@ static void persistent_out_of_order(int rank, int size) {
     }
     MPI_Request_free(&reqs[0]);
     MPI_Request_free(&reqs[1]);
+
+    /* The count and displacement arrays may be freed once the init call returns (MPICH and
+     * Open MPI copy them; mpi4py frees its own): member r gives r + 1 copies of r. */
+    int total = size * (size + 1) / 2, *all = malloc(sizeof(int) * total);
+    int *mine = malloc(sizeof(int) * (rank + 1));
+    for (int i = 0; i <= rank; i++)
+        mine[i] = rank;
+    MPI_Count *counts = malloc(sizeof(MPI_Count) * size);
+    MPI_Aint *displs = malloc(sizeof(MPI_Aint) * size);
+    int *icounts = malloc(sizeof(int) * size), *idispls = malloc(sizeof(int) * size);
+    for (int r = 0, at = 0; r < size; at += r + 1, r++)
+        counts[r] = icounts[r] = r + 1, displs[r] = idispls[r] = at;
+    MPI_Allgatherv_init_c(mine, rank + 1, MPI_INT, all, counts, displs, MPI_INT, MPI_COMM_WORLD,
+                          MPI_INFO_NULL, &reqs[0]);
+    MPI_Gatherv_init(mine, rank + 1, MPI_INT, all, rank == 0 ? icounts : NULL,
+                     rank == 0 ? idispls : NULL, MPI_INT, 0, MPI_COMM_WORLD, MPI_INFO_NULL,
+                     &reqs[1]);
+    for (int r = 0; r < size; r++)
+        counts[r] = icounts[r] = -7, displs[r] = idispls[r] = -7;
+    free(counts), free(displs), free(icounts), free(idispls);
+    for (int round = 0; round < 2; round++) {
+        for (int k = 0; k < 2; k++) {
+            memset(all, 0xff, sizeof(int) * total);
+            MPI_Start(&reqs[k]);
+            MPI_Wait(&reqs[k], MPI_STATUS_IGNORE);
+            if (k == 1 && rank != 0)
+                continue;
+            for (int r = 0, at = 0; r < size; at += r + 1, r++)
+                for (int i = 0; i <= r; i++)
+                    CHECK(all[at + i] == r, "persistent %s round %d: [%d] = %d",
+                          k ? "gatherv" : "allgatherv_c", round, at + i, all[at + i]);
+        }
+    }
+    MPI_Request_free(&reqs[0]);
+    MPI_Request_free(&reqs[1]);
+    free(all), free(mine);
 }
 
 static void topologies(int rank, int size) {
@@ -233,6 +269,16 @@ static int free_fn(void *extra) {
 static int cancel_fn(void *extra, int complete) {
     (void)extra; (void)complete;
     return MPI_SUCCESS;
+}
+/* Callbacks that fail: their error codes are what the completing call returns. */
+static int failing_query(void *extra, MPI_Status *st) {
+    (void)extra;
+    MPI_Status_set_elements(st, MPI_INT, 0);
+    return MPI_ERR_BUFFER;
+}
+static int failing_free(void *extra) {
+    (void)extra;
+    return MPI_ERR_INTERN;
 }
 
 static void requests_statuses_and_memory(int rank, int size) {
@@ -321,6 +367,44 @@ static void bad_arguments(int size) {
     CHECK(rc != MPI_SUCCESS, "waiting on an incomplete generalized request returned %d", rc);
     MPI_Grequest_complete(req);
     MPI_Wait(&req, MPI_STATUS_IGNORE);
+    /* A callback's error code comes back from the call that completes or frees the request:
+     * directly from MPI_Wait, as MPI_ERR_IN_STATUS (each status's MPI_ERROR set) from
+     * MPI_Waitall. */
+    MPI_Grequest_start(failing_query, NULL, NULL, NULL, &req);
+    MPI_Grequest_complete(req);
+    rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+    CHECK(rc == MPI_ERR_BUFFER && req == MPI_REQUEST_NULL, "failing query: MPI_Wait returned %d", rc);
+    MPI_Grequest_start(NULL, failing_free, NULL, NULL, &req);
+    MPI_Grequest_complete(req);
+    rc = MPI_Request_free(&req);
+    CHECK(rc == MPI_ERR_INTERN, "failing free: MPI_Request_free returned %d", rc);
+    MPI_Request two[2];
+    MPI_Status sts[2];
+    MPI_Grequest_start(NULL, NULL, NULL, NULL, &two[0]);
+    MPI_Grequest_start(failing_query, NULL, NULL, NULL, &two[1]);
+    MPI_Grequest_complete(two[0]);
+    MPI_Grequest_complete(two[1]);
+    sts[0].MPI_ERROR = sts[1].MPI_ERROR = -1;
+    rc = MPI_Waitall(2, two, sts);
+    CHECK(rc == MPI_ERR_IN_STATUS && sts[0].MPI_ERROR == MPI_SUCCESS
+          && sts[1].MPI_ERROR == MPI_ERR_BUFFER,
+          "waitall with a failing query: %d, errors %d %d", rc, sts[0].MPI_ERROR, sts[1].MPI_ERROR);
+    /* The empty status is whole: MPI_ERROR = MPI_SUCCESS too (MPI 4.1 3.7.3). */
+    MPI_Status empty;
+    empty.MPI_ERROR = -1;
+    req = MPI_REQUEST_NULL;
+    MPI_Wait(&req, &empty);
+    CHECK(empty.MPI_SOURCE == MPI_ANY_SOURCE && empty.MPI_TAG == MPI_ANY_TAG
+          && empty.MPI_ERROR == MPI_SUCCESS, "empty status: source %d tag %d error %d",
+          empty.MPI_SOURCE, empty.MPI_TAG, empty.MPI_ERROR);
+    /* MPI_REPLACE and MPI_NO_OP are not commutative; MPI_DATATYPE_NULL has its name. */
+    int commute = -1;
+    rc = MPI_Op_commutative(MPI_REPLACE, &commute);
+    CHECK(rc == MPI_SUCCESS && commute == 0, "MPI_Op_commutative(MPI_REPLACE): %d, %d", rc, commute);
+    char tname[MPI_MAX_OBJECT_NAME];
+    int tlen;
+    rc = MPI_Type_get_name(MPI_DATATYPE_NULL, tname, &tlen);
+    CHECK(rc == MPI_SUCCESS && strcmp(tname, "MPI_DATATYPE_NULL") == 0, "name of MPI_DATATYPE_NULL");
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
     MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_ARE_FATAL);
 }

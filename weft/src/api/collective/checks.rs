@@ -45,6 +45,10 @@ pub(super) fn parts(
         .zip(displs)
         .enumerate()
         .map(|(j, (&c, &d))| {
+            if c == 0 {
+                // An empty part touches no memory, wherever it is said to start.
+                return Ok((0, 0));
+            }
             if c < 0 || d < 0 || (c as usize + d as usize) > l.count {
                 return Err(count_error(
                     call,
