@@ -430,9 +430,9 @@ fn extension_collectives_on_one_member(
         },
     );
     // An empty part touches no memory: any displacement will do (mpi4py passes them).
-    let mut none: [u16; 0] = [];
+    let (nothing, mut none): ([u16; 0], [u16; 0]) = ([], []);
     world.all_to_all_varcount_into(
-        &Partition::new(&none[..], vec![0], vec![7]),
+        &Partition::new(&nothing[..], vec![0], vec![7]),
         &mut PartitionMut::new(&mut none[..], vec![0], vec![3]),
     );
     world.reduce_scatter_varcount_in_place(
