@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: unit and multi-process tests (cargo test; C programs on the C ABI), the
 # loom model of the wake-up handshake, the benchmarks' floors (built and run once), rsmpi's
-# examples built against Weft, and MPICH's test suite on the C ABI. Installs what the tests
+# examples built against Weft (renamed dependency, and rsmpi itself over the C ABI), mpi4py
+# built from source with its own test suite, and MPICH's test suite on the C ABI. Installs what the tests
 # need first (MPICH and Open MPI, for the "programs built against MPICH" and Hydra tests;
 # MPICH 5, for the C ABI's; Slurm, for the tests that start a local two-node Slurm).
 set -euo pipefail
@@ -53,9 +54,16 @@ rm -rf "$floors"
 echo "== rsmpi's examples against Weft"
 python3 scripts/rsmpi-examples.py --ranks 4
 
+echo "== rsmpi 0.8.2 itself (its mpi-sys through our mpicc -show, bindgen) over Weft's C ABI"
+python3 scripts/rsmpi-examples.py --native --ranks 4
+
+echo "== mpi4py built from source on Weft's C ABI: its benchmarks and its own test suite"
+python3 scripts/mpi4py-tests.py --check-known
+
 echo "== MPICH's test suite on Weft's C ABI (failures allowed only as listed in scripts/mpich-known-failures.txt)"
 python3 scripts/mpich-tests.py --timeout 30
 
 echo "== the multi-process suites and rsmpi's examples again, every pair of ranks over TCP"
 WEFT_TRANSPORTS=tcp cargo test -p weft-cli --quiet --test p2p --test run --test coll
 WEFT_TRANSPORTS=tcp python3 scripts/rsmpi-examples.py --ranks 4
+WEFT_TRANSPORTS=tcp python3 scripts/mpi4py-tests.py --ranks 3

@@ -12,7 +12,7 @@ use std::ffi::{c_char, c_int, c_void, CStr};
 /// An info object as C holds it.
 pub(crate) struct CInfo {
     magic: Cell<u64>,
-    entries: RefCell<Vec<(String, String)>>,
+    pub(crate) entries: RefCell<Vec<(String, String)>>,
 }
 
 const INFO_MAGIC: u64 = 0x5745_4654_494e_464f; // "WEFTINFO"

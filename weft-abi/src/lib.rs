@@ -85,6 +85,7 @@ mod env;
 mod errhandler;
 mod errors;
 mod exchange;
+mod fortran;
 mod grequest;
 mod group;
 mod handles;

@@ -83,6 +83,27 @@ int main(int argc, char **argv) {
     CHECK(major == 5 && minor == 0, "MPI %d.%d", major, minor);
     MPI_Abi_get_version(&major, &minor);
     CHECK(major == MPI_ABI_VERSION && minor == MPI_ABI_SUBVERSION, "ABI %d.%d", major, minor);
+    /* No Fortran bindings: no Fortran ABI details until the program sets them, once. */
+    MPI_Info fortran;
+    MPI_Abi_get_fortran_info(&fortran);
+    CHECK(fortran == MPI_INFO_NULL, "Fortran ABI info before it was set");
+    MPI_Info_create(&fortran);
+    MPI_Info_set(fortran, "mpi_integer_size", "4");
+    MPI_Abi_set_fortran_info(fortran);
+    MPI_Info_free(&fortran);
+    MPI_Abi_get_fortran_info(&fortran);
+    char isize[8] = "";
+    int ilen = sizeof isize, found = 0;
+    MPI_Info_get_string(fortran, "mpi_integer_size", &ilen, isize, &found);
+    CHECK(found && strcmp(isize, "4") == 0, "Fortran ABI info after it was set: '%s'", isize);
+    MPI_Info_free(&fortran);
+    int t = 1, f = 0, is_set = -1;
+    MPI_Abi_get_fortran_booleans(4, &t, &f, &is_set);
+    CHECK(is_set == 0, "Fortran booleans set before they were");
+    int yes = -1, no = 0;
+    MPI_Abi_set_fortran_booleans(4, &yes, &no);
+    MPI_Abi_get_fortran_booleans(4, &t, &f, &is_set);
+    CHECK(is_set == 1 && t == -1 && f == 0, "Fortran booleans %d %d %d", is_set, t, f);
     double t0 = MPI_Wtime(), t1 = MPI_Wtime();
     CHECK(t1 >= t0 && MPI_Wtick() > 0 && MPI_Wtick() < 1, "wtime %g %g tick %g", t0, t1, MPI_Wtick());
     CHECK(MPI_Aint_add(100, -30) == 70 && MPI_Aint_diff(100, 30) == 70, "aint arithmetic");
