@@ -269,6 +269,18 @@ unsafe extern "C" fn abi_get_info(info: *mut *mut c_void) -> c_int {
 }
 export!(Abi_get_info, abi_get_info);
 
+/// MPI_Get_hw_resource_info (MPI 4.1): a new info object describing the hardware the
+/// process runs on. The standard defines no key an implementation must set; Weft sets none
+/// yet, as Open MPI 5 does not (a program reads an empty info object, not an error).
+unsafe extern "C" fn get_hw_resource_info(info: *mut *mut c_void) -> c_int {
+    const CALL: &str = "MPI_Get_hw_resource_info";
+    guard(CALL, std::ptr::null_mut(), || {
+        running(CALL)?;
+        crate::info::hand_out(CALL, info, crate::info::CInfo::new(Vec::new()))
+    })
+}
+export!(Get_hw_resource_info, get_hw_resource_info);
+
 unsafe extern "C" fn get_library_version(version: *mut c_char, resultlen: *mut c_int) -> c_int {
     guard("MPI_Get_library_version", std::ptr::null_mut(), || {
         if version.is_null() || resultlen.is_null() {

@@ -15,8 +15,10 @@ use std::sync::Mutex;
 
 /// What MPI_Abi_set_fortran_info stored.
 static INFO: Mutex<Option<Vec<(String, String)>>> = Mutex::new(None);
-/// The (true, false) bytes of a LOGICAL, by its size in bytes.
-static BOOLEANS: Mutex<Option<HashMap<c_int, (Vec<u8>, Vec<u8>)>>> = Mutex::new(None);
+/// A LOGICAL's literal true and false, as bytes.
+type Literals = (Vec<u8>, Vec<u8>);
+/// The literals of each LOGICAL size (in bytes) the program has set.
+static BOOLEANS: Mutex<Option<HashMap<c_int, Literals>>> = Mutex::new(None);
 
 fn already(call: &'static str, what: String) -> CError {
     CError::new(

@@ -495,8 +495,8 @@ unsafe extern "C" fn test(
     const CALL: &str = "MPI_Test";
     guard(CALL, std::ptr::null_mut(), || {
         check_out(CALL, request)?;
-        // SAFETY: the standard's contract: a live request or MPI_REQUEST_NULL.
         let mut code = MPI_SUCCESS;
+        // SAFETY: the standard's contract: a live request or MPI_REQUEST_NULL.
         let st = match unsafe { self::request(*request) } {
             None => Some(Status::empty()),
             Some(r) => {

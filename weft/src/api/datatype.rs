@@ -315,6 +315,12 @@ pub trait Datatype {
     /// The layout.
     #[doc(hidden)]
     fn type_map(&self) -> &TypeMap;
+    /// A datatype of its own with the same layout (MPI_Type_dup).
+    fn dup(&self) -> UserDatatype {
+        UserDatatype {
+            map: self.type_map().clone(),
+        }
+    }
 }
 
 /// Datatypes that can be used to build other datatypes (rsmpi's `UncommittedDatatype`).
@@ -874,6 +880,7 @@ unsafe impl<D: Datatype, T: ?Sized> BufferMut for MutView<'_, '_, D, T> {
     }
 }
 
+pub use super::dyn_buffer::{Collection, DynBuffer, DynBufferMut};
 pub use super::partition::{
     Partition, PartitionMut, Partitioned, PartitionedBuffer, PartitionedBufferMut,
 };
@@ -881,7 +888,7 @@ pub use super::partition::{
 /// Traits to glob-import.
 pub mod traits {
     pub use super::{
-        Buffer, BufferMut, Datatype, Equivalence, Partitioned, PartitionedBuffer,
+        Buffer, BufferMut, Collection, Datatype, Equivalence, Partitioned, PartitionedBuffer,
         PartitionedBufferMut, UncommittedDatatype,
     };
 }

@@ -33,6 +33,16 @@ impl Universe {
     pub fn world(&self) -> SimpleCommunicator {
         SimpleCommunicator::world()
     }
+    /// How many processes the job can have (MPI_UNIVERSE_SIZE): Weft's launchers start the
+    /// job's ranks and no spare slots, so the world's size.
+    pub fn size(&self) -> Option<usize> {
+        Some(runtime::with_call("size", |rt| rt.boot.size) as usize)
+    }
+    /// The number of this process's application in the job (MPI_APPNUM): Weft starts one
+    /// program per job, number 0.
+    pub fn appnum(&self) -> Option<i32> {
+        Some(0)
+    }
     /// Size of the attached buffered-send buffer.
     pub fn buffer_size(&self) -> usize {
         self.buffer_size

@@ -4,6 +4,7 @@
 
 pub mod collective;
 pub mod datatype;
+mod dyn_buffer;
 pub mod environment;
 pub mod ffi;
 mod partition;

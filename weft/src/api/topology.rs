@@ -2,11 +2,13 @@
 //! grids as rsmpi has them, graphs and distributed graphs as a Weft extension) in the
 //! submodules, re-exported here.
 
+mod attribute;
 mod cartesian;
 mod duplicate;
 mod graph;
 mod inter;
 
+pub use self::attribute::{AnyCommunicator, Attributes, CommAttribute};
 pub use self::cartesian::{dims_create, CartesianCommunicator, CartesianLayout};
 pub use self::duplicate::DuplicateRequest;
 pub use self::graph::{DistributedGraphCommunicator, DistributedGraphNeighbors, GraphCommunicator};
@@ -116,6 +118,8 @@ pub enum IntoTopology {
 pub struct SimpleCommunicator {
     data: Rc<CommData>,
     owned: bool,
+    /// This handle's attributes (`AnyCommunicator`).
+    attributes: Attributes,
 }
 
 /// rsmpi's name for communicators made from others.
@@ -140,6 +144,7 @@ impl SimpleCommunicator {
         SimpleCommunicator {
             data: Rc::new(CommData::new(WORLD_PAIR, group, rank)),
             owned: false,
+            attributes: Attributes::default(),
         }
     }
 
@@ -150,6 +155,7 @@ impl SimpleCommunicator {
         SimpleCommunicator {
             data: Rc::new(CommData::new(SELF_PAIR, group, 0)),
             owned: false,
+            attributes: Attributes::default(),
         }
     }
 
@@ -157,6 +163,7 @@ impl SimpleCommunicator {
         SimpleCommunicator {
             data: Rc::new(data),
             owned: true,
+            attributes: Attributes::default(),
         }
     }
 
@@ -204,6 +211,12 @@ impl AsCommunicator for SimpleCommunicator {
 /// Operations on communicators (rsmpi's `Communicator`). Methods panic on error with a
 /// message naming the call and values (MPI_ERRORS_ARE_FATAL); the `try_` forms return it.
 pub trait Communicator: AsCommunicator {
+    /// This handle's attributes (set and read through [`AnyCommunicator`]).
+    #[doc(hidden)]
+    fn attributes(&self) -> &Attributes;
+    /// This handle's attributes, to change.
+    #[doc(hidden)]
+    fn attributes_mut(&mut self) -> &mut Attributes;
     /// Number of ranks.
     fn size(&self) -> Rank {
         self.comm_data().size() as Rank
@@ -267,7 +280,9 @@ pub trait Communicator: AsCommunicator {
         let data = runtime::with_call("duplicate", |rt| {
             comm::dup(&mut rt.engine, &mut rt.contexts, d)
         })?;
-        Ok(SimpleCommunicator::user(data))
+        let mut dup = SimpleCommunicator::user(data);
+        dup.attributes = self.attributes().for_duplicate();
+        Ok(dup)
     }
     /// MPI_Comm_split with key 0. Collective.
     fn split_by_color(&self, color: Color) -> Option<SimpleCommunicator> {
@@ -566,7 +581,14 @@ pub trait Communicator: AsCommunicator {
     }
 }
 
-impl Communicator for SimpleCommunicator {}
+impl Communicator for SimpleCommunicator {
+    fn attributes(&self) -> &Attributes {
+        &self.attributes
+    }
+    fn attributes_mut(&mut self) -> &mut Attributes {
+        &mut self.attributes
+    }
+}
 
 /// A process of a communicator: a destination or a source.
 #[derive(Clone, Copy, Debug)]
@@ -752,5 +774,5 @@ impl Group for SystemGroup {
 
 /// Traits to glob-import.
 pub mod traits {
-    pub use super::{AsCommunicator, Communicator, Group};
+    pub use super::{AnyCommunicator, AsCommunicator, CommAttribute, Communicator, Group};
 }

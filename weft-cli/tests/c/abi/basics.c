@@ -104,6 +104,12 @@ int main(int argc, char **argv) {
     MPI_Abi_set_fortran_booleans(4, &yes, &no);
     MPI_Abi_get_fortran_booleans(4, &t, &f, &is_set);
     CHECK(is_set == 1 && t == -1 && f == 0, "Fortran booleans %d %d %d", is_set, t, f);
+    MPI_Info hw = MPI_INFO_NULL;
+    int nkeys = -1;
+    MPI_Get_hw_resource_info(&hw);
+    MPI_Info_get_nkeys(hw, &nkeys);
+    CHECK(hw != MPI_INFO_NULL && nkeys >= 0, "hw resource info: %d keys", nkeys);
+    MPI_Info_free(&hw);
     double t0 = MPI_Wtime(), t1 = MPI_Wtime();
     CHECK(t1 >= t0 && MPI_Wtick() > 0 && MPI_Wtick() < 1, "wtime %g %g tick %g", t0, t1, MPI_Wtick());
     CHECK(MPI_Aint_add(100, -30) == 70 && MPI_Aint_diff(100, 30) == 70, "aint arithmetic");

@@ -6,7 +6,8 @@
 //! operation gets the elements in their own layout, copied into aligned scratch memory,
 //! and its results are packed back.
 
-use crate::api::datatype::{Buffer, BufferMut, Datatype, Equivalence, TypeMap};
+use crate::api::datatype::{Buffer, BufferMut, TypeMap};
+pub use crate::api::dyn_buffer::{DynBuffer, DynBufferMut};
 use crate::coll::algorithm::Order;
 use crate::coll::op::{self, Elements, SysOp};
 use crate::engine::schedule::Combine;
@@ -150,62 +151,6 @@ impl Operation for SystemOperation {
             order: Order::Commutative,
             name: self.name(),
         })
-    }
-}
-
-/// The data of a user operation's first argument (rsmpi's `DynBuffer`).
-#[derive(Clone, Copy, Debug)]
-pub struct DynBuffer<'b> {
-    ptr: *const u8,
-    count: usize,
-    map: &'b TypeMap,
-}
-
-/// The data of a user operation's second argument, to combine into (rsmpi's
-/// `DynBufferMut`).
-#[derive(Debug)]
-pub struct DynBufferMut<'b> {
-    ptr: *mut u8,
-    count: usize,
-    map: &'b TypeMap,
-}
-
-impl<'b> DynBuffer<'b> {
-    /// The elements as `T`s, when `T`'s datatype is the data's.
-    pub fn downcast<T: Equivalence>(self) -> Option<&'b [T]> {
-        if T::equivalent_datatype().type_map() != self.map {
-            return None;
-        }
-        // SAFETY: the elements lie in aligned scratch memory in `T`'s own layout (the maps
-        // are equal), initialized by unpacking valid data of the type, borrowed for 'b.
-        Some(unsafe { std::slice::from_raw_parts(self.ptr as *const T, self.count) })
-    }
-    /// Number of elements.
-    pub fn len(&self) -> usize {
-        self.count
-    }
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.count == 0
-    }
-}
-
-impl<'b> DynBufferMut<'b> {
-    /// The elements as `T`s, when `T`'s datatype is the data's.
-    pub fn downcast<T: Equivalence>(self) -> Option<&'b mut [T]> {
-        if T::equivalent_datatype().type_map() != self.map {
-            return None;
-        }
-        // SAFETY: as for `DynBuffer::downcast`, and borrowed exclusively for 'b.
-        Some(unsafe { std::slice::from_raw_parts_mut(self.ptr as *mut T, self.count) })
-    }
-    /// Number of elements.
-    pub fn len(&self) -> usize {
-        self.count
-    }
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.count == 0
     }
 }
 

@@ -287,4 +287,11 @@ impl AsCommunicator for CartesianCommunicator {
     }
 }
 
-impl Communicator for CartesianCommunicator {}
+impl Communicator for CartesianCommunicator {
+    fn attributes(&self) -> &super::Attributes {
+        self.0.attributes()
+    }
+    fn attributes_mut(&mut self) -> &mut super::Attributes {
+        self.0.attributes_mut()
+    }
+}

@@ -2,7 +2,7 @@
 //! pair in rounds the progress engine runs with everything else (`comm::agreement`), so
 //! duplicates of overlapping communicators, started in different orders, all complete.
 
-use super::{Communicator, SimpleCommunicator};
+use super::{Attributes, Communicator, SimpleCommunicator};
 use crate::comm::PendingDup;
 use crate::error::{fatal, Result};
 use crate::runtime;
@@ -13,6 +13,8 @@ use crate::runtime;
 #[must_use = "a duplicate being made must be waited for"]
 pub struct DuplicateRequest {
     pending: Option<Box<PendingDup>>,
+    /// The attributes the duplicate gets (copied when it was started, as MPI_Comm_idup does).
+    attributes: Option<Attributes>,
 }
 
 impl std::fmt::Debug for DuplicateRequest {
@@ -30,7 +32,9 @@ impl DuplicateRequest {
 
     /// [`wait`](Self::wait), returning errors.
     pub fn try_wait(mut self) -> Result<SimpleCommunicator> {
-        wait_for(self.pending.take().expect("not yet completed"))
+        let mut dup = wait_for(self.pending.take().expect("not yet completed"))?;
+        dup.attributes = self.attributes.take().unwrap_or_default();
+        Ok(dup)
     }
 
     /// The duplicate if the members have agreed, else the request back.
@@ -55,7 +59,9 @@ impl DuplicateRequest {
         };
         let p = self.pending.take().expect("not yet completed");
         let data = runtime::with_call("test", |rt| p.finish(&rt.contexts, done))?;
-        Ok(Some(SimpleCommunicator::user(data)))
+        let mut dup = SimpleCommunicator::user(data);
+        dup.attributes = self.attributes.take().unwrap_or_default();
+        Ok(Some(dup))
     }
 }
 
@@ -92,5 +98,6 @@ pub(super) fn start<C: Communicator + ?Sized>(comm: &C) -> DuplicateRequest {
     });
     DuplicateRequest {
         pending: Some(Box::new(pending)),
+        attributes: Some(comm.attributes().for_duplicate()),
     }
 }

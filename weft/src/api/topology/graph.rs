@@ -330,11 +330,25 @@ impl AsCommunicator for GraphCommunicator {
         self.0.comm_data()
     }
 }
-impl Communicator for GraphCommunicator {}
+impl Communicator for GraphCommunicator {
+    fn attributes(&self) -> &super::Attributes {
+        self.0.attributes()
+    }
+    fn attributes_mut(&mut self) -> &mut super::Attributes {
+        self.0.attributes_mut()
+    }
+}
 
 impl AsCommunicator for DistributedGraphCommunicator {
     fn comm_data(&self) -> &CommData {
         self.0.comm_data()
     }
 }
-impl Communicator for DistributedGraphCommunicator {}
+impl Communicator for DistributedGraphCommunicator {
+    fn attributes(&self) -> &super::Attributes {
+        self.0.attributes()
+    }
+    fn attributes_mut(&mut self) -> &mut super::Attributes {
+        self.0.attributes_mut()
+    }
+}

@@ -165,7 +165,14 @@ impl AsCommunicator for InterCommunicator {
     }
 }
 
-impl Communicator for InterCommunicator {}
+impl Communicator for InterCommunicator {
+    fn attributes(&self) -> &super::Attributes {
+        self.0.attributes()
+    }
+    fn attributes_mut(&mut self) -> &mut super::Attributes {
+        self.0.attributes_mut()
+    }
+}
 
 /// `MPI_Intercomm_create` for [`Communicator::create_intercommunicator`].
 pub(super) fn create(
