@@ -40,6 +40,37 @@ fn count_of(call: &'static str, len: Count) -> usize {
     })
 }
 
+/// What both kinds answer alike.
+macro_rules! queries {
+    ($($t:ident),*) => {$(
+        impl<'b> $t<'b> {
+            /// Whether the elements are `T`s (same datatype, aligned for `T`).
+            pub fn is<T: Equivalence>(&self) -> bool {
+                holds::<T>(self.ptr, self.map)
+            }
+            /// Number of elements.
+            pub fn len(&self) -> usize {
+                self.count
+            }
+            /// Whether there are none.
+            pub fn is_empty(&self) -> bool {
+                self.count == 0
+            }
+            /// The elements' datatype.
+            pub fn as_datatype(&self) -> DatatypeRef<'b> {
+                DatatypeRef::from_map(self.map)
+            }
+        }
+
+        impl Collection for $t<'_> {
+            fn count(&self) -> Count {
+                self.count as Count
+            }
+        }
+    )*};
+}
+queries!(DynBuffer, DynBufferMut);
+
 impl<'b> DynBuffer<'b> {
     /// The elements of `buf`.
     pub fn new<T: Equivalence>(buf: &'b [T]) -> Self {
@@ -58,10 +89,6 @@ impl<'b> DynBuffer<'b> {
             map: datatype.into_map(),
         }
     }
-    /// Whether the elements are `T`s (same datatype, aligned for `T`).
-    pub fn is<T: Equivalence>(&self) -> bool {
-        holds::<T>(self.ptr, self.map)
-    }
     /// The elements as `T`s, when they are.
     pub fn downcast<T: Equivalence>(self) -> Option<&'b [T]> {
         if !self.is::<T>() {
@@ -70,18 +97,6 @@ impl<'b> DynBuffer<'b> {
         // SAFETY: `count` elements in `T`'s own layout (the maps are equal) at an address
         // aligned for `T`, valid data of the type (the constructors' contracts), for 'b.
         Some(unsafe { std::slice::from_raw_parts(self.ptr as *const T, self.count) })
-    }
-    /// Number of elements.
-    pub fn len(&self) -> usize {
-        self.count
-    }
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.count == 0
-    }
-    /// The elements' datatype.
-    pub fn as_datatype(&self) -> DatatypeRef<'b> {
-        DatatypeRef::from_map(self.map)
     }
 }
 
@@ -104,10 +119,6 @@ impl<'b> DynBufferMut<'b> {
             map: datatype.into_map(),
         }
     }
-    /// Whether the elements are `T`s (same datatype, aligned for `T`).
-    pub fn is<T: Equivalence>(&self) -> bool {
-        holds::<T>(self.ptr, self.map)
-    }
     /// The elements as `T`s, when they are.
     pub fn downcast<T: Equivalence>(self) -> Option<&'b mut [T]> {
         if !self.is::<T>() {
@@ -115,18 +126,6 @@ impl<'b> DynBufferMut<'b> {
         }
         // SAFETY: as for `DynBuffer::downcast`, and borrowed exclusively for 'b.
         Some(unsafe { std::slice::from_raw_parts_mut(self.ptr as *mut T, self.count) })
-    }
-    /// Number of elements.
-    pub fn len(&self) -> usize {
-        self.count
-    }
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.count == 0
-    }
-    /// The elements' datatype.
-    pub fn as_datatype(&self) -> DatatypeRef<'b> {
-        DatatypeRef::from_map(self.map)
     }
 }
 
@@ -187,18 +186,6 @@ impl<T: Equivalence> Collection for Vec<T> {
 impl<T: Equivalence, const N: usize> Collection for [T; N] {
     fn count(&self) -> Count {
         N as Count
-    }
-}
-
-impl Collection for DynBuffer<'_> {
-    fn count(&self) -> Count {
-        self.count as Count
-    }
-}
-
-impl Collection for DynBufferMut<'_> {
-    fn count(&self) -> Count {
-        self.count as Count
     }
 }
 
