@@ -217,10 +217,11 @@ mod tests {
         assert_eq!(v[0], 9);
         let r = DynBuffer::new(&v[1..]);
         assert_eq!(r.downcast::<i32>(), Some(&[2, 3][..]));
-        let bytes = [0u8; 9];
-        // SAFETY: eight readable bytes at offset 1 (not aligned for an i32), as two i32s.
-        let odd =
-            unsafe { DynBuffer::from_raw(bytes[1..].as_ptr(), 2, i32::equivalent_datatype()) };
+        let words = [0u32; 3];
+        // One byte into 4-aligned memory: never aligned for an i32.
+        let at = (words.as_ptr() as *const u8).wrapping_add(1);
+        // SAFETY: eight readable bytes at `at` (inside `words`), as two i32s.
+        let odd = unsafe { DynBuffer::from_raw(at, 2, i32::equivalent_datatype()) };
         assert!(
             odd.downcast::<i32>().is_none(),
             "an unaligned pointer is not lent as i32s"
