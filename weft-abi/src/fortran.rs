@@ -71,6 +71,18 @@ fn logical_size(call: &'static str, size: c_int) -> Result<usize, CError> {
     }
 }
 
+/// Checks the addresses of a LOGICAL's true and false values.
+fn both_given(call: &'static str, t: *const c_void, f: *const c_void) -> Result<(), CError> {
+    if t.is_null() || f.is_null() {
+        return Err(CError::new(
+            MPI_ERR_ARG,
+            call,
+            "logical_true or logical_false is a null pointer",
+        ));
+    }
+    Ok(())
+}
+
 unsafe extern "C" fn abi_set_fortran_booleans(
     size: c_int,
     logical_true: *const c_void,
@@ -79,9 +91,7 @@ unsafe extern "C" fn abi_set_fortran_booleans(
     const CALL: &str = "MPI_Abi_set_fortran_booleans";
     guard(CALL, std::ptr::null_mut(), || {
         let n = logical_size(CALL, size)?;
-        if logical_true.is_null() || logical_false.is_null() {
-            return Err(CError::new(MPI_ERR_ARG, CALL, "a value is a null pointer"));
-        }
+        both_given(CALL, logical_true, logical_false)?;
         // SAFETY: the standard's contract: a LOGICAL of `size` bytes at each.
         let (t, f) = unsafe {
             (
@@ -116,9 +126,7 @@ unsafe extern "C" fn abi_get_fortran_booleans(
         let Some((t, f)) = all.as_ref().and_then(|a| a.get(&size)) else {
             return put_int(CALL, "is_set", is_set, 0);
         };
-        if logical_true.is_null() || logical_false.is_null() {
-            return Err(CError::new(MPI_ERR_ARG, CALL, "a value is a null pointer"));
-        }
+        both_given(CALL, logical_true, logical_false)?;
         // SAFETY: the standard's contract: room for a LOGICAL of `size` bytes at each.
         unsafe {
             std::ptr::copy_nonoverlapping(t.as_ptr(), logical_true.cast::<u8>(), n);

@@ -800,7 +800,7 @@ impl<T: Copy> Kept<T> {
 }
 
 /// How many members a collective on `comm` exchanges with (the length of its arrays).
-pub(crate) fn members(call: &'static str, comm: *mut c_void) -> Result<usize, CError> {
+fn members(call: &'static str, comm: *mut c_void) -> Result<usize, CError> {
     Ok(partners(handles::comm(call, comm)?) as usize)
 }
 

@@ -93,7 +93,7 @@ impl Status {
             return;
         }
         // Otherwise the MPI_ERROR field is left as it was: only a call that returns
-        // MPI_ERR_IN_STATUS sets it (MPI 4.1 §3.2.5), and none of Weft's does yet.
+        // MPI_ERR_IN_STATUS sets it (MPI 4.1 §3.2.5; `requests::InStatus`).
         // SAFETY: the caller's promise.
         unsafe {
             let error = (*out).error;

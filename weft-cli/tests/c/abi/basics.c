@@ -104,6 +104,20 @@ int main(int argc, char **argv) {
     MPI_Abi_set_fortran_booleans(4, &yes, &no);
     MPI_Abi_get_fortran_booleans(4, &t, &f, &is_set);
     CHECK(is_set == 1 && t == -1 && f == 0, "Fortran booleans %d %d %d", is_set, t, f);
+    /* Each is set once; a LOGICAL's size is a power of two up to 16. */
+    MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+    MPI_Info_create(&fortran);
+    int rc = MPI_Abi_set_fortran_info(fortran);
+    CHECK(rc == MPI_ERR_ABI, "setting the Fortran ABI info twice returned %d", rc);
+    MPI_Info_free(&fortran);
+    rc = MPI_Abi_set_fortran_booleans(4, &yes, &no);
+    CHECK(rc == MPI_ERR_ABI, "setting the 4-byte booleans twice returned %d", rc);
+    rc = MPI_Abi_get_fortran_booleans(3, &t, &f, &is_set);
+    CHECK(rc == MPI_ERR_ARG, "booleans of logical_size 3: %d", rc);
+    MPI_Comm parent = MPI_COMM_WORLD;
+    MPI_Comm_get_parent(&parent);
+    CHECK(parent == MPI_COMM_NULL, "a process nothing spawned has a parent");
+    MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_ARE_FATAL);
     MPI_Info hw = MPI_INFO_NULL;
     int nkeys = -1;
     MPI_Get_hw_resource_info(&hw);

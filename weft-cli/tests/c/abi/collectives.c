@@ -280,6 +280,10 @@ static int failing_free(void *extra) {
     (void)extra;
     return MPI_ERR_INTERN;
 }
+static int failing_cancel(void *extra, int complete) {
+    (void)extra; (void)complete;
+    return MPI_ERR_PENDING;
+}
 
 static void requests_statuses_and_memory(int rank, int size) {
     /* A generalized request: completed by the program, its status from the query. */
@@ -378,6 +382,15 @@ static void bad_arguments(int size) {
     MPI_Grequest_complete(req);
     rc = MPI_Request_free(&req);
     CHECK(rc == MPI_ERR_INTERN, "failing free: MPI_Request_free returned %d", rc);
+    MPI_Grequest_start(NULL, NULL, failing_cancel, NULL, &req);
+    rc = MPI_Cancel(&req);
+    CHECK(rc == MPI_ERR_PENDING, "failing cancel: MPI_Cancel returned %d", rc);
+    MPI_Grequest_complete(req);
+    MPI_Wait(&req, MPI_STATUS_IGNORE);
+    /* A persistent collective's arguments are checked at initialization. */
+    rc = MPI_Gatherv_init(&v, 1, MPI_INT, &v, counts, displs, MPI_INT, size, MPI_COMM_WORLD,
+                          MPI_INFO_NULL, &req);
+    CHECK(rc == MPI_ERR_ROOT, "gatherv_init with root %d returned %d", size, rc);
     MPI_Request two[2];
     MPI_Status sts[2];
     MPI_Grequest_start(NULL, NULL, NULL, NULL, &two[0]);
