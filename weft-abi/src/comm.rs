@@ -376,6 +376,9 @@ unsafe extern "C" fn comm_free(comm: *mut *mut c_void) -> c_int {
         }
         let c = handles::comm(CALL, handle)?;
         delete_attributes(CALL, c, handle)?;
+        if let Some(running) = crate::state::running() {
+            crate::dynamic::forget_parent(running, handle);
+        }
         c.magic.set(0);
         // SAFETY: a live user handle (checked by `handles::comm`), boxed by `hand_out`.
         drop(unsafe { Box::from_raw(handle.cast::<Comm>()) });

@@ -60,7 +60,7 @@ pub(crate) fn start_runtime(call: &'static str, required: c_int) -> Result<c_int
         io: MPI_ANY_SOURCE,
         wtime_is_global: 0,
         universe_size: world.comm.size(),
-        appnum: 0,
+        appnum: universe.appnum().unwrap_or(0),
         lastusedcode: std::cell::Cell::new(crate::errhandler::last_used_code()),
     };
     state::install(Running {
@@ -73,6 +73,8 @@ pub(crate) fn start_runtime(call: &'static str, required: c_int) -> Result<c_int
         keyvals: Default::default(),
         predefined_attrs,
         bsend_buffer: Default::default(),
+        parent: Default::default(),
+        ports: Default::default(),
         info_env: crate::info::CInfo::env(size, provided),
         group_empty: crate::group::CGroup::new(weft::topology::SystemGroup::empty().include(&[])),
     });

@@ -66,6 +66,8 @@ impl CError {
             W::Topology => MPI_ERR_TOPOLOGY,
             W::Dims => MPI_ERR_DIMS,
             W::Arg => MPI_ERR_ARG,
+            W::Port => MPI_ERR_PORT,
+            W::Spawn => MPI_ERR_SPAWN,
             W::Resource => MPI_ERR_NO_MEM,
             W::Internal => MPI_ERR_INTERN,
             _ => MPI_ERR_OTHER,

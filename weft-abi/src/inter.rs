@@ -1,5 +1,5 @@
 //! Intercommunicators (MPI 4.1 §7.6): MPI_Intercomm_create and MPI_Intercomm_merge, the
-//! remote group's size and group, and MPI_Comm_get_parent. C holds an intercommunicator as
+//! remote group's size and group (MPI_Comm_get_parent is in `dynamic`). C holds an intercommunicator as
 //! any other communicator (`Comm` over a `SimpleCommunicator` whose data has a remote
 //! group); the calls that only an intercommunicator has reach Weft's `InterCommunicator`
 //! through `as_inter`.
@@ -108,20 +108,3 @@ pub(crate) fn partners(c: &Comm) -> c_int {
         .as_inter()
         .map_or_else(|| c.comm.size(), |i| i.remote_size())
 }
-
-unsafe extern "C" fn comm_get_parent(parent: *mut *mut c_void) -> c_int {
-    const CALL: &str = "MPI_Comm_get_parent";
-    guard(CALL, std::ptr::null_mut(), || {
-        crate::env::running(CALL)?;
-        if parent.is_null() {
-            return Err(CError::new(MPI_ERR_ARG, CALL, "parent is a null pointer"));
-        }
-        // No process of a Weft job was started by MPI_Comm_spawn (which Weft does not
-        // support yet), and a process that was not spawned has no parent: MPI_COMM_NULL
-        // (MPI 4.1 §11.8.2).
-        // SAFETY: checked non-null; the caller's promise that it points to a handle.
-        unsafe { *parent = MPI_COMM_NULL as *mut c_void };
-        Ok(())
-    })
-}
-export!(Comm_get_parent, comm_get_parent);

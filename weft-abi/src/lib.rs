@@ -81,6 +81,7 @@ mod coll_v;
 mod comm;
 mod convert;
 mod datatype;
+mod dynamic;
 mod env;
 mod errhandler;
 mod errors;

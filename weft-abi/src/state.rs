@@ -74,6 +74,10 @@ pub(crate) struct Running {
     pub(crate) group_empty: crate::group::CGroup,
     /// The buffered-send buffer attached (address and size), if any.
     pub(crate) bsend_buffer: std::cell::Cell<Option<(usize, i64)>>,
+    /// The handle MPI_Comm_get_parent hands out, once asked (MPI_COMM_NULL: none, or freed).
+    pub(crate) parent: std::cell::Cell<Option<*mut std::ffi::c_void>>,
+    /// The ports this process opened (MPI_Open_port) and has not closed.
+    pub(crate) ports: std::cell::RefCell<Vec<weft::topology::Port>>,
     /// Last, so it drops last: dropping it finalizes weft, after the communicators above.
     pub(crate) universe: std::cell::RefCell<weft::environment::Universe>,
 }

@@ -36,8 +36,42 @@ pub enum ErrorClass {
     Comm,
     /// Any other invalid argument.
     Arg,
+    /// A port name that names no open port, or a failed meeting at one (MPI_ERR_PORT).
+    Port,
+    /// Processes could not be spawned (MPI_ERR_SPAWN).
+    Spawn,
     /// An internal invariant failed: a bug in weft.
     Internal,
+}
+
+impl ErrorClass {
+    /// Every class, in declaration order (`class as u8` indexes it).
+    const ALL: [ErrorClass; 18] = [
+        Self::Rank,
+        Self::Tag,
+        Self::Count,
+        Self::Truncate,
+        Self::Op,
+        Self::Root,
+        Self::Handle,
+        Self::Unsupported,
+        Self::Boot,
+        Self::Os,
+        Self::Resource,
+        Self::Topology,
+        Self::Dims,
+        Self::Comm,
+        Self::Arg,
+        Self::Port,
+        Self::Spawn,
+        Self::Internal,
+    ];
+
+    /// The class numbered `n` (`class as u8`), for errors that travel between ranks;
+    /// `Internal` for a number no class has.
+    pub(crate) fn from_index(n: u8) -> ErrorClass {
+        Self::ALL.get(n as usize).copied().unwrap_or(Self::Internal)
+    }
 }
 
 /// An error from a weft call.
@@ -88,5 +122,33 @@ pub(crate) fn fatal<T>(r: Result<T>) -> T {
     match r {
         Ok(v) => v,
         Err(e) => panic!("{e}"),
+    }
+}
+
+/// rsmpi's error type for the calls that return one (spawning): a spawn that started fewer
+/// processes than asked, a string with an interior NUL, or any of Weft's errors.
+#[derive(Debug, thiserror::Error)]
+pub enum MpiError {
+    /// Failed to spawn some processes: how many, of how many.
+    #[error("Failed to spawn {0} of {1} processes")]
+    Spawn(crate::Rank, crate::Rank),
+    /// A string with an interior 0 byte.
+    #[error("An interior 0 byte was found in string")]
+    StringNul(#[from] std::ffi::NulError),
+    /// Any other error.
+    #[error(transparent)]
+    Weft(#[from] Error),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ErrorClass;
+
+    #[test]
+    fn every_class_travels_by_its_number() {
+        for c in ErrorClass::ALL {
+            assert_eq!(ErrorClass::from_index(c as u8), c);
+        }
+        assert_eq!(ErrorClass::from_index(200), ErrorClass::Internal);
     }
 }

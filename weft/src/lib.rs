@@ -48,7 +48,7 @@ pub mod error;
 pub mod launcher;
 pub mod tunables;
 
-pub use error::{Error, ErrorClass, Result};
+pub use error::{Error, ErrorClass, MpiError, Result};
 
 /// The collectives' cost model: which algorithm runs a collective of a given shape, and each
 /// algorithm's predicted cost (pure functions of the tunables; `weft info --coll` prints them).

@@ -40,6 +40,52 @@ pub struct Runtime {
     pub names: HashMap<u32, String>,
     /// The tunables in force.
     pub tunables: Tunables,
+    /// The intercommunicator with the job that spawned this one (MPI_Comm_get_parent), made
+    /// during initialize; `None` when this job was not spawned.
+    pub parent: Option<std::rc::Rc<crate::comm::CommData>>,
+}
+
+impl Runtime {
+    /// The pieces a join with another job works on.
+    pub fn joining(&mut self) -> crate::comm::dynamic::Joining<'_> {
+        crate::comm::dynamic::Joining {
+            eng: &mut self.engine,
+            boot: &mut self.boot,
+            tunables: &self.tunables,
+            mask: &mut self.contexts,
+        }
+    }
+
+    /// The world communicator's data.
+    pub fn world(&self) -> crate::comm::CommData {
+        crate::comm::CommData::new(
+            crate::comm::context::WORLD_PAIR,
+            std::rc::Rc::new(crate::comm::group::GroupData::new((0..self.boot.size).collect())),
+            self.boot.rank,
+        )
+    }
+
+    /// In a spawned job (`PMI_SPAWNED=1`), joins the parents at the port their key-value
+    /// space entry names. Collective over the world.
+    fn connect_parent(&mut self) -> Result<()> {
+        if std::env::var("PMI_SPAWNED").map_or(true, |v| v.trim() != "1") {
+            return Ok(());
+        }
+        const CALL: &str = "initialize";
+        let key = crate::comm::dynamic::PARENT_PORT_KEY;
+        let port = self.boot.pmi.get(key).map_err(|e| {
+            Error::new(
+                ErrorClass::Spawn,
+                CALL,
+                format!("this job was spawned (PMI_SPAWNED=1) but its parents' port is not in its key-value space: {}", e.detail),
+            )
+        })?;
+        let world = self.world();
+        let meet = (self.boot.rank == 0).then_some(crate::comm::dynamic::Meet::Connect(&port));
+        let parent = crate::comm::dynamic::join(CALL, self.joining(), &world, 0, meet)?;
+        self.parent = Some(std::rc::Rc::new(parent));
+        Ok(())
+    }
 }
 
 /// The process's runtime and who may use it.
@@ -192,7 +238,7 @@ pub fn init() -> Result<()> {
     let config = Config::from_tunables(&tunables, boot.local_ranks().len(), cpus);
     let mut engine = Engine::new(fabric, config);
     engine.set_bsend_capacity(0, tunables.bsend_overhead);
-    let rt = Runtime {
+    let mut rt = Runtime {
         engine,
         boot,
         contexts: ContextMask::default(),
@@ -201,7 +247,9 @@ pub fn init() -> Result<()> {
         coll_stores: None,
         names: HashMap::new(),
         tunables,
+        parent: None,
     };
+    rt.connect_parent()?;
     SLOT.coll_check.store(rt.tunables.coll_check, Relaxed);
     // No thread owns the slot yet (`entry` is 0 until here, and `EVER_INITIALIZED` let only
     // this call through), so this thread may take it and put the runtime in.
@@ -305,13 +353,7 @@ pub fn finalize() {
         rt.boot.pmi.abort(101, &format!("rank {rank} panicked"));
     }
     rt.engine.drain();
-    let world = crate::comm::CommData::new(
-        crate::comm::context::WORLD_PAIR,
-        std::rc::Rc::new(crate::comm::group::GroupData::new(
-            (0..rt.boot.size).collect(),
-        )),
-        rt.boot.rank,
-    );
+    let world = rt.world();
     if let Err(e) = crate::comm::barrier(&mut rt.engine, &world) {
         eprintln!("{e}");
     }

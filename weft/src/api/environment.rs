@@ -38,10 +38,12 @@ impl Universe {
     pub fn size(&self) -> Option<usize> {
         Some(runtime::with_call("size", |rt| rt.boot.size) as usize)
     }
-    /// The number of this process's application in the job (MPI_APPNUM): Weft starts one
-    /// program per job, number 0.
+    /// The number of this process's command in the job (MPI_APPNUM): 0, or in a job
+    /// started by `spawn_multiple` the position of the command that started it
+    /// (`PMI_APPNUM`, which `weft run` sets).
     pub fn appnum(&self) -> Option<i32> {
-        Some(0)
+        let given = std::env::var("PMI_APPNUM").ok();
+        Some(given.and_then(|v| v.trim().parse().ok()).unwrap_or(0))
     }
     /// Size of the attached buffered-send buffer.
     pub fn buffer_size(&self) -> usize {

@@ -5,12 +5,14 @@
 mod attribute;
 mod cartesian;
 mod duplicate;
+mod dynamic;
 mod graph;
 mod inter;
 
 pub use self::attribute::{AnyCommunicator, Attributes, CommAttribute};
 pub use self::cartesian::{dims_create, CartesianCommunicator, CartesianLayout};
 pub use self::duplicate::DuplicateRequest;
+pub use self::dynamic::{Port, SpawnCommand};
 pub use self::graph::{DistributedGraphCommunicator, DistributedGraphNeighbors, GraphCommunicator};
 pub use self::inter::{InterCommunicator, MergeOrder, PROC_NULL, ROOT};
 use super::datatype::{Buffer, BufferMut, Count};
@@ -154,6 +156,16 @@ impl SimpleCommunicator {
         let group = Rc::new(GroupData::new(vec![rank]));
         SimpleCommunicator {
             data: Rc::new(CommData::new(SELF_PAIR, group, 0)),
+            owned: false,
+            attributes: Attributes::default(),
+        }
+    }
+
+    /// A handle on a communicator the runtime keeps (the parent intercommunicator):
+    /// dropping it frees nothing.
+    fn borrowed(data: Rc<CommData>) -> SimpleCommunicator {
+        SimpleCommunicator {
+            data,
             owned: false,
             attributes: Attributes::default(),
         }

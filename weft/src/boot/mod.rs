@@ -31,6 +31,32 @@ pub trait Pmi {
     fn finalize(&mut self) -> Result<()>;
     /// Name of the protocol, for diagnostics (`"pmi-1"`, `"pmi-2"`, `"singleton"`).
     fn protocol(&self) -> &'static str;
+    /// Asks the process manager to start a new job running `cmds` (their processes are its
+    /// world, command by command) whose key-value space starts with `preput`. Returns once
+    /// the process manager has started it (or refused, with its reason).
+    fn spawn(&mut self, _cmds: &[SpawnCommand], _preput: &[(String, String)]) -> Result<()> {
+        Err(crate::Error::unsupported(
+            "spawn",
+            format!(
+                "the process manager ({}) offers no spawn to weft: start the job with weft run",
+                self.protocol()
+            ),
+        ))
+    }
+}
+
+/// One command of a spawn: `maxprocs` processes of `program` with `args`, placed as `info`
+/// says (the process manager's keys: `wdir`, `path`, `host`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SpawnCommand {
+    /// The program: a path, or a name searched in `PATH`.
+    pub program: String,
+    /// Its arguments (not its name).
+    pub args: Vec<String>,
+    /// How many processes run it.
+    pub maxprocs: u32,
+    /// Where and how, as the process manager's info keys say.
+    pub info: Vec<(String, String)>,
 }
 
 /// Everything bootstrap learned, and the client for later key-value traffic.
@@ -93,6 +119,9 @@ impl Pmi for Forward {
     fn protocol(&self) -> &'static str {
         self.0.borrow().protocol()
     }
+    fn spawn(&mut self, cmds: &[SpawnCommand], preput: &[(String, String)]) -> Result<()> {
+        self.0.borrow_mut().spawn(cmds, preput)
+    }
 }
 
 impl Boot {
@@ -126,6 +155,17 @@ impl Boot {
             .filter(|&r| self.node_of[r as usize] == me)
             .collect()
     }
+}
+
+/// This job's first universe rank: 0 for a job started by `weft run` (or any other
+/// process manager), `WEFT_UNIVERSE_BASE` for a job `weft run` started for an
+/// `MPI_Comm_spawn` (the number of processes it had started before). Processes of different
+/// jobs of one launcher name each other by universe rank (job base + world rank).
+pub fn universe_base() -> u32 {
+    std::env::var("WEFT_UNIVERSE_BASE")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
 }
 
 /// The job id for shared-memory names: `WEFT_JOB_ID` when the launcher set it, else what the

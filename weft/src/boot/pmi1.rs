@@ -6,7 +6,7 @@
 //! differently), and a reply with `rc` other than 0 becomes an [`Error`] naming the call.
 //! See `shared/notes/launchers.md` and MPICH's `src/pmi/maint/pmi-1.1.txt`.
 
-use super::{Boot, Pmi};
+use super::{Boot, Pmi, SpawnCommand};
 use crate::error::{Error, ErrorClass, Result};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -420,6 +420,45 @@ impl Pmi for Pmi1 {
         Ok(())
     }
 
+    fn spawn(&mut self, cmds: &[SpawnCommand], preput: &[(String, String)]) -> Result<()> {
+        const CALL: &str = "PMI spawn";
+        for (i, c) in cmds.iter().enumerate() {
+            for line in spawn_block(c, (i + 1, cmds.len()), preput) {
+                if line[..line.len() - 1].contains('\n') {
+                    return Err(Error::new(
+                        ErrorClass::Arg,
+                        "spawn",
+                        format!(
+                            "a newline in {:?}: PMI-1 cannot carry it",
+                            truncate(line.trim_end())
+                        ),
+                    ));
+                }
+                self.send(CALL, &line)?;
+            }
+        }
+        let text = self.read_line(CALL)?;
+        let reply = Line::parse(&text).filter(|l| l.cmd == "spawn_result");
+        let Some(reply) = reply else {
+            return Err(Error::new(
+                ErrorClass::Boot,
+                CALL,
+                format!("expected cmd=spawn_result, got {:?}", truncate(&text)),
+            ));
+        };
+        match rc_of(&reply) {
+            0 => Ok(()),
+            rc => Err(Error::new(
+                ErrorClass::Spawn,
+                "spawn",
+                format!(
+                    "the process manager refused (rc={rc}): {}",
+                    reply.get("msg").unwrap_or("no reason given").replace('_', " ")
+                ),
+            )),
+        }
+    }
+
     fn protocol(&self) -> &'static str {
         "pmi-1"
     }
@@ -427,6 +466,32 @@ impl Pmi for Pmi1 {
 
 /// Set once `PMI_FD` has been wrapped, so a second [`connect_from_env`] cannot own it twice.
 static FD_TAKEN: AtomicBool = AtomicBool::new(false);
+
+/// The lines of command `c`, number `i` of `n` (from 1), of a PMI-1 spawn (`mcmd=spawn`
+/// ... `endcmd`, one key per line, as MPICH's simple PMI and Hydra read them).
+fn spawn_block(c: &SpawnCommand, (i, n): (usize, usize), preput: &[(String, String)]) -> Vec<String> {
+    let mut lines = vec![
+        "mcmd=spawn\n".to_owned(),
+        format!("nprocs={}\n", c.maxprocs),
+        format!("execname={}\n", c.program),
+        format!("totspawns={n}\n"),
+        format!("spawnssofar={i}\n"),
+        format!("argcnt={}\n", c.args.len()),
+    ];
+    lines.extend(c.args.iter().enumerate().map(|(k, a)| format!("arg{}={a}\n", k + 1)));
+    lines.push(format!("preput_num={}\n", preput.len()));
+    for (k, (key, val)) in preput.iter().enumerate() {
+        lines.push(format!("preput_key_{k}={key}\n"));
+        lines.push(format!("preput_val_{k}={val}\n"));
+    }
+    lines.push(format!("info_num={}\n", c.info.len()));
+    for (k, (key, val)) in c.info.iter().enumerate() {
+        lines.push(format!("info_key_{k}={key}\n"));
+        lines.push(format!("info_val_{k}={val}\n"));
+    }
+    lines.push("endcmd\n".to_owned());
+    lines
+}
 
 fn env_num(name: &'static str) -> Result<Option<u32>> {
     match std::env::var(name) {

@@ -27,7 +27,7 @@ const TAG_INTER_LEADERS: i32 = -42;
 const TAG_INTER_SPLIT: i32 = -43;
 
 /// Binomial broadcast of `buf` (the same length at every member) from member `root`.
-fn bcast_among<F: Fabric>(
+pub(super) fn bcast_among<F: Fabric>(
     eng: &mut Engine<F>,
     (ctx, tag): (u32, i32),
     members: &[u32],
@@ -64,15 +64,15 @@ fn bcast_among<F: Fabric>(
 }
 
 /// One group's side of an agreement with the other group.
-struct Side<'a> {
+pub(super) struct Side<'a> {
     /// Context and members for the group's own traffic; this rank is `members[me]`.
-    ctx: u32,
-    members: &'a [u32],
-    me: usize,
+    pub ctx: u32,
+    pub members: &'a [u32],
+    pub me: usize,
     /// The member that talks to the other group.
-    leader: usize,
+    pub leader: usize,
     /// At the leader: the context, tag and world rank to reach the other group's leader by.
-    other_leader: (u32, i32, u32),
+    pub other_leader: (u32, i32, u32),
 }
 
 /// Agrees on a context pair free at every member of both groups, and trades `mine` (what this
@@ -80,7 +80,7 @@ struct Side<'a> {
 /// member of this group gets. `check(theirs)` runs at the leader before the pair is chosen;
 /// its error reaches every member of this group (the other leader finds the same). Rounds in
 /// which some member could not offer its mask (`ContextMask::offer`) are repeated.
-fn agree_across<F: Fabric>(
+pub(super) fn agree_across<F: Fabric>(
     eng: &mut Engine<F>,
     mask: &mut ContextMask,
     side: &Side<'_>,
@@ -230,7 +230,7 @@ fn side_of(inter: &CommData) -> Side<'_> {
 
 /// `MPI_Intercomm_merge`: an intracommunicator of both groups, the group that passed
 /// `high = false` first; when both passed the same, the group whose rank 0 has the lower
-/// world rank first. Every member of a group must pass the same `high`. Collective over
+/// universe rank first. Every member of a group must pass the same `high`. Collective over
 /// both groups.
 pub fn merge<F: Fabric>(
     eng: &mut Engine<F>,
@@ -245,7 +245,7 @@ pub fn merge<F: Fabric>(
     let mine_first = if high != their_high {
         !high
     } else {
-        mine[0] < others[0]
+        eng.fabric().universe_rank(mine[0]) < eng.fabric().universe_rank(others[0])
     };
     let (first, second) = if mine_first {
         (mine, others)

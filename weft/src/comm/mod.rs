@@ -5,10 +5,12 @@
 
 pub mod agreement;
 pub mod context;
+pub mod dynamic;
 pub mod group;
 pub mod inter;
 pub mod node_memory;
 pub mod node_topology;
+pub mod port;
 pub mod process_topology;
 pub mod sequence;
 
@@ -285,17 +287,18 @@ fn agree_pair<F: Fabric>(
 }
 
 /// Who agrees on a duplicate's pair and this rank's place among them: the members of an
-/// intracommunicator, or of both groups of an intercommunicator in world-rank order (which
-/// every member computes alike).
-fn dup_members(comm: &CommData) -> (Vec<u32>, usize) {
+/// intracommunicator, or of both groups of an intercommunicator in universe-rank order
+/// (which every member computes alike, in whichever job it is).
+fn dup_members<F: Fabric>(eng: &Engine<F>, comm: &CommData) -> (Vec<u32>, usize) {
     let me = comm.world_rank(comm.rank);
     let mut all = comm.group.members().to_vec();
     let Some(remote) = &comm.remote else {
         return (all, comm.rank as usize);
     };
     all.extend_from_slice(remote.members());
-    all.sort_unstable();
-    let at = all.binary_search(&me).expect("a member of its own group");
+    let fabric = eng.fabric();
+    all.sort_unstable_by_key(|&w| fabric.universe_rank(w));
+    let at = all.iter().position(|&w| w == me).expect("a member of its own group");
     (all, at)
 }
 
@@ -315,7 +318,7 @@ pub fn dup<F: Fabric>(
     mask: &mut ContextMask,
     comm: &CommData,
 ) -> Result<CommData> {
-    let (members, me) = dup_members(comm);
+    let (members, me) = dup_members(eng, comm);
     let pair = agree_pair(eng, mask, comm.coll_context(), TAG_AGREE, &members, me)?;
     Ok(duplicate_with(comm, pair))
 }
@@ -343,7 +346,7 @@ pub fn start_dup<F: Fabric>(
         context: comm.coll_context(),
         tag,
     };
-    let (members, me) = dup_members(comm);
+    let (members, me) = dup_members(eng, comm);
     let at = ("MPI_Comm_idup", claim.context, tag);
     let (handle, agreed) = agreement::start(eng, mask, at, &members, me);
     PendingDup {

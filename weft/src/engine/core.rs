@@ -195,6 +195,26 @@ impl Core {
         self.limits[peer as usize]
     }
 
+    /// Number of peers this core can reach: the world, then the processes of other jobs
+    /// added by [`Core::add_peer`].
+    pub fn peer_count(&self) -> u32 {
+        self.limits.len() as u32
+    }
+
+    /// Adds a peer reached with `limits` (a process of another job, after a connect or a
+    /// spawn) and returns its peer number: the next after the world's and earlier additions.
+    pub fn add_peer(&mut self, limits: PeerLimits) -> u32 {
+        let id = self.limits.len() as u32;
+        self.limits.push(PeerLimits {
+            max_payload: limits.max_payload.max(1),
+            ..limits
+        });
+        self.streams.push(None);
+        self.single_copy_peers.push(false);
+        self.sendq.push(VecDeque::new());
+        id
+    }
+
     // ----- requests ---------------------------------------------------------------------
 
     /// Whether request `h` is complete (or stale).

@@ -180,17 +180,46 @@ impl<F: Fabric> Engine<F> {
     }
 
     fn check_peer(&self, call: &'static str, peer: u32) -> Result<()> {
-        if peer >= self.size() {
+        if peer >= self.core.peer_count() {
             return Err(Error::new(
                 ErrorClass::Rank,
                 call,
                 format!(
-                    "rank {peer} is out of range for a world of {} ranks",
-                    self.size()
+                    "rank {peer} is out of range for a world of {} ranks{}",
+                    self.size(),
+                    match self.core.peer_count() - self.size() {
+                        0 => String::new(),
+                        n => format!(" and {n} processes of other jobs"),
+                    }
                 ),
             ));
         }
         Ok(())
+    }
+
+    /// The transports, to change (a process of another job joins them).
+    pub fn fabric_mut(&mut self) -> &mut F {
+        &mut self.fabric
+    }
+
+    /// Number of peers: the world, then the processes of other jobs added since.
+    pub fn peer_count(&self) -> u32 {
+        self.core.peer_count()
+    }
+
+    /// Makes `peer`, which the fabric reaches now (a process of another job, just added to
+    /// it as its next peer number), reachable by the protocols too.
+    pub fn add_peer(&mut self, peer: u32) {
+        assert_eq!(
+            peer,
+            self.core.peer_count(),
+            "Engine::add_peer: peers are added in order"
+        );
+        let limits = PeerLimits {
+            eager_limit: self.fabric.eager_limit(peer).unwrap_or(self.cfg.eager_limit),
+            max_payload: self.fabric.max_payload(peer),
+        };
+        self.core.add_peer(limits);
     }
 
     // ----- progress -------------------------------------------------------------------------

@@ -172,6 +172,14 @@ pub trait Fabric {
     fn rank(&self) -> u32;
     /// Number of ranks in the world.
     fn size(&self) -> u32;
+    /// The universe rank of peer `peer`: a number every process of every job joined to this
+    /// one (spawned, or connected through a port) gives that process alike, so it orders
+    /// members the same way everywhere (see [`crate::boot::universe_base`]). Peers past the
+    /// world are processes of other jobs.
+    #[inline]
+    fn universe_rank(&self, peer: u32) -> u32 {
+        peer
+    }
     /// Largest payload one packet to `peer` can carry. Like [`Fabric::eager_limit`], asked
     /// once per peer when the engine starts: it must not change during the job.
     fn max_payload(&self, peer: u32) -> usize;

@@ -34,6 +34,8 @@ const TCP_IDLE_STRIDE: u32 = 16;
 pub struct NodeFabric {
     rank: u32,
     size: u32,
+    /// This job's first universe rank.
+    base: u32,
     routes: Vec<Route>,
     selfloop: SelfLoop,
     shm: Option<ShmTransport>,
@@ -102,6 +104,7 @@ impl NodeFabric {
         Ok(NodeFabric {
             rank: boot.rank,
             size: boot.size,
+            base: crate::boot::universe_base(),
             routes,
             selfloop: SelfLoop::default(),
             shm,
@@ -125,6 +128,37 @@ impl NodeFabric {
     /// How this node's wake-ups fence (`None`: no shared-memory transport).
     pub fn wake_fences(&self) -> Option<super::shm::doorbell::Fences> {
         self.shm.as_ref().map(|s| s.fences())
+    }
+
+    /// Makes the TCP transport, for processes of other jobs (a spawn or a connect), when
+    /// the job has none ([`NodeFabric::tcp`] is `None`), with the universe's `secret`.
+    pub fn start_tcp_for_other_jobs(
+        &mut self,
+        boot: &Boot,
+        tunables: &Tunables,
+        secret: [u8; super::tcp::auth::SECRET_LEN],
+    ) -> Result<()> {
+        if self.tcp.is_none() {
+            self.tcp = Some(TcpTransport::for_other_jobs(boot, tunables, secret)?);
+        }
+        Ok(())
+    }
+
+    /// Adds the process of another job with universe rank `uni` (world rank `wire` of its
+    /// job, listening at `addr`) as a TCP peer, after [`NodeFabric::start_tcp_for_other_jobs`].
+    /// Returns its peer number and whether it is new (a process added before keeps its
+    /// number; one of this very job is its world rank).
+    pub fn add_remote(&mut self, uni: u32, wire: u32, addr: std::net::SocketAddr) -> (u32, bool) {
+        let tcp = self.tcp.as_mut().expect("start_tcp_for_other_jobs came first");
+        if let Some(r) = uni.checked_sub(self.base).filter(|&r| r < self.size) {
+            return (r, false);
+        }
+        let id = tcp.add_remote(uni, wire, addr);
+        let new = id as usize == self.routes.len();
+        if new {
+            self.routes.push(Route::Tcp);
+        }
+        (id, new)
     }
 
     /// Ends connections in order (after the final barrier of finalize).
@@ -161,6 +195,12 @@ impl Fabric for NodeFabric {
     }
     fn size(&self) -> u32 {
         self.size
+    }
+    fn universe_rank(&self, peer: u32) -> u32 {
+        match (peer < self.size, &self.tcp) {
+            (true, _) | (false, None) => self.base + peer,
+            (false, Some(t)) => t.uni_of(peer),
+        }
     }
     fn max_payload(&self, peer: u32) -> usize {
         match self.routes[peer as usize] {

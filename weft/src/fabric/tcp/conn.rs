@@ -153,6 +153,9 @@ pub struct RxBuf {
     head_first: bool,
     /// The peer sent `Bye`.
     pub bye: bool,
+    /// The peer number packets are delivered under, when it is not the source they carry
+    /// (a process of another job names itself by its own world rank).
+    deliver_as: Option<u32>,
 }
 
 impl RxBuf {
@@ -165,7 +168,15 @@ impl RxBuf {
             placing: None,
             head_first: false,
             bye: false,
+            deliver_as: None,
         }
+    }
+
+    /// The same buffer delivering packets as coming from peer number `peer` (their source
+    /// is still checked against the rank the reader names).
+    pub fn delivering_as(mut self, peer: u32) -> Self {
+        self.deliver_as = Some(peer);
+        self
     }
 
     /// Reads what `stream` has and delivers every whole frame to `sink`. `peer` is the
@@ -306,13 +317,16 @@ impl RxBuf {
                 break;
             }
             let h = self.start + PREFIX_LEN;
-            let hdr = Header::decode(self.buf[h..h + HEADER_SIZE].try_into().unwrap());
+            let mut hdr = Header::decode(self.buf[h..h + HEADER_SIZE].try_into().unwrap());
             if hdr.src != peer || PacketKind::from_u8(hdr.kind).is_none() {
                 return Err(bad_data(format!(
                     "a packet of kind {} from rank {} on the connection of rank {peer} \
                      (corrupt stream)",
                     hdr.kind, hdr.src
                 )));
+            }
+            if let Some(id) = self.deliver_as {
+                hdr.src = id;
             }
             let total = FRAME_HEAD + plen;
             self.head_first = plen >= PLACE_MIN;

@@ -44,8 +44,12 @@ pub struct Handshake {
     pub stream: TcpStream,
     /// The peer's address.
     pub addr: SocketAddr,
-    /// The peer's rank: known from the start when we connect, from the Hello when we accept.
+    /// The peer's number here: known from the start when we connect, from the Hello when
+    /// we accept.
     pub peer: Option<u32>,
+    /// The peer's rank in the universe (its job's base plus its world rank), which the
+    /// Hello and the MACs carry; equal to `peer` within a job whose base is 0.
+    peer_uni: u32,
     /// When it started.
     pub started: Instant,
     /// Our dial lost to the peer's (simultaneous connect): to be dropped.
@@ -64,14 +68,19 @@ fn nonce() -> io::Result<[u8; NONCE_LEN]> {
 }
 
 impl Handshake {
-    /// Starts connecting to rank `peer` at `addr`.
+    /// Starts connecting to peer number `peer`, universe rank `peer_uni`, at `addr`.
     /// `buffer` > 0: socket buffer sizes, set before connecting.
-    pub fn connect(addr: SocketAddr, peer: u32, buffer: usize) -> io::Result<Handshake> {
+    pub fn connect(
+        addr: SocketAddr,
+        (peer, peer_uni): (u32, u32),
+        buffer: usize,
+    ) -> io::Result<Handshake> {
         let stream = crate::sys::net::connect_nonblocking(addr, buffer)?;
         Ok(Handshake {
             stream,
             addr,
             peer: Some(peer),
+            peer_uni,
             started: Instant::now(),
             abandoned: false,
             step: Step::Connecting,
@@ -89,6 +98,7 @@ impl Handshake {
             stream,
             addr,
             peer: None,
+            peer_uni: 0,
             started: Instant::now(),
             abandoned: false,
             step: Step::AwaitHello,
@@ -139,16 +149,18 @@ impl Handshake {
         }
     }
 
-    /// Runs the handshake as far as the socket allows. `writable`: poll said the socket is
-    /// writable (only matters while connecting).
+    /// Runs the handshake as far as the socket allows. `me` is this rank's universe rank;
+    /// `known(u)` is the peer number of universe rank `u`, for a process this rank may talk
+    /// to (`None`: a stranger, refused). `writable`: poll said the socket is writable (only
+    /// matters while connecting).
     pub fn advance(
         &mut self,
         me: u32,
-        size: u32,
+        known: &dyn Fn(u32) -> Option<u32>,
         secret: &[u8; SECRET_LEN],
         writable: bool,
     ) -> Outcome {
-        match self.step_once(me, size, secret, writable) {
+        match self.step_once(me, known, secret, writable) {
             Ok(o) => o,
             Err(o) => o,
         }
@@ -157,7 +169,7 @@ impl Handshake {
     fn step_once(
         &mut self,
         me: u32,
-        size: u32,
+        known: &dyn Fn(u32) -> Option<u32>,
         secret: &[u8; SECRET_LEN],
         writable: bool,
     ) -> Result<Outcome, Outcome> {
@@ -172,10 +184,9 @@ impl Handshake {
                         Ok(None) => {}
                         Ok(Some(e)) | Err(e) => return Err(failed(e.to_string())),
                     }
-                    let peer = self.peer.expect("connector knows its peer");
                     let hello = Hello {
                         from: me,
-                        to: peer,
+                        to: self.peer_uni,
                         nonce: self.nonce_mine,
                     };
                     self.send(&hello.encode()).map_err(failed)?;
@@ -185,7 +196,7 @@ impl Handshake {
                     if !self.fill(CHALLENGE_LEN).map_err(failed)? {
                         return Ok(Outcome::Pending);
                     }
-                    let peer = self.peer.expect("connector knows its peer");
+                    let peer = self.peer_uni;
                     let (nonce_a, mac_a) = auth::decode_challenge(&self.inbuf).map_err(failed)?;
                     self.nonce_theirs = nonce_a;
                     if !auth::verify(
@@ -225,14 +236,16 @@ impl Handshake {
                     }
                     let bytes: &[u8; HELLO_LEN] = self.inbuf[..HELLO_LEN].try_into().unwrap();
                     let hello = Hello::decode(bytes).map_err(Outcome::Refused)?;
-                    if hello.to != me || hello.from >= size || hello.from == me {
+                    let peer = known(hello.from).filter(|_| hello.to == me && hello.from != me);
+                    let Some(peer) = peer else {
                         return Err(Outcome::Refused(format!(
-                            "it says it is rank {} looking for rank {} (this is rank {me} of \
-                             {size})",
-                            hello.from, hello.to
+                            "it says it is rank {} looking for rank {} (this is rank {me}, \
+                             which does not know rank {})",
+                            hello.from, hello.to, hello.from
                         )));
-                    }
-                    self.peer = Some(hello.from);
+                    };
+                    self.peer = Some(peer);
+                    self.peer_uni = hello.from;
                     self.nonce_theirs = hello.nonce;
                     let mac_a = auth::mac(
                         secret,
@@ -250,7 +263,7 @@ impl Handshake {
                     if !self.fill(PROOF_LEN).map_err(failed)? {
                         return Ok(Outcome::Pending);
                     }
-                    let peer = self.peer.expect("hello named the peer");
+                    let peer = self.peer_uni;
                     if !auth::verify(
                         secret,
                         Role::Connector,
@@ -294,7 +307,7 @@ mod tests {
         secret_a: [u8; SECRET_LEN],
     ) -> (Outcome, Outcome) {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let mut hc = Some(Handshake::connect(l.local_addr().unwrap(), a, 0).unwrap());
+        let mut hc = Some(Handshake::connect(l.local_addr().unwrap(), (a, a), 0).unwrap());
         let (s, addr) = l.accept().unwrap();
         let mut ha = Some(Handshake::accepted(s, addr).unwrap());
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -302,7 +315,7 @@ mod tests {
         while oc.is_none() || oa.is_none() {
             assert!(Instant::now() < deadline, "handshake hung");
             if let Some(h) = ha.as_mut() {
-                match h.advance(a, 8, &secret_a, false) {
+                match h.advance(a, &|r| (r < 8).then_some(r), &secret_a, false) {
                     Outcome::Pending => {}
                     Outcome::Authenticated => {
                         assert!(ha.take().unwrap().welcome(true).is_some());
@@ -315,7 +328,7 @@ mod tests {
                 }
             }
             if let Some(h) = hc.as_mut() {
-                match h.advance(c, 8, &secret_c, true) {
+                match h.advance(c, &|r| (r < 8).then_some(r), &secret_c, true) {
                     Outcome::Pending => {}
                     other => {
                         hc = None;
@@ -361,7 +374,7 @@ mod tests {
         let deadline = Instant::now() + Duration::from_secs(10);
         let o = loop {
             assert!(Instant::now() < deadline);
-            match ha.advance(2, 8, &[0; SECRET_LEN], false) {
+            match ha.advance(2, &|r| (r < 8).then_some(r), &[0; SECRET_LEN], false) {
                 Outcome::Pending => std::thread::sleep(Duration::from_millis(1)),
                 o => break o,
             }
@@ -378,7 +391,7 @@ mod tests {
             .unwrap();
         let o = loop {
             assert!(Instant::now() < deadline);
-            match ha.advance(2, 8, &[0; SECRET_LEN], false) {
+            match ha.advance(2, &|r| (r < 8).then_some(r), &[0; SECRET_LEN], false) {
                 Outcome::Pending => std::thread::sleep(Duration::from_millis(1)),
                 o => break o,
             }

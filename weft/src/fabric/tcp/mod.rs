@@ -210,15 +210,33 @@ impl DropLog {
     }
 }
 
+/// A process of another job this rank talks to (see [`TcpTransport::add_remote`]).
+#[derive(Clone, Copy, Debug)]
+struct Remote {
+    /// Its universe rank.
+    uni: u32,
+    /// Its world rank in its own job: the source its packets carry.
+    wire: u32,
+}
+
 /// The TCP transport of one rank.
 pub struct TcpTransport {
     rank: u32,
     size: u32,
+    /// This job's first universe rank (see [`crate::boot::universe_base`]): connections
+    /// name both ends by universe rank, so that processes of jobs started by one launcher
+    /// (spawned jobs) tell each other apart.
+    base: u32,
+    /// Peers from number `size` on: processes of other jobs, in the order they were added.
+    remotes: Vec<Remote>,
+    /// Universe rank → peer number, for `remotes`.
+    remote_ids: std::collections::HashMap<u32, u32>,
     listener: TcpListener,
     local: SocketAddr,
     /// Peers' listening addresses, read from the key-value space on first need.
     addrs: Vec<PeerAddr>,
-    pmi: SharedPmi,
+    /// For reading world peers' addresses (`None`: no world peer is reached by TCP).
+    pmi: Option<SharedPmi>,
     secret: [u8; SECRET_LEN],
     cfg: TcpConfig,
     slots: Vec<Slot>,
@@ -253,6 +271,26 @@ fn boot_err(detail: String) -> Error {
     Error::new(ErrorClass::Os, "initialize TCP", detail)
 }
 
+/// Opens a nonblocking listener where `WEFT_TCP_ADDR`/`WEFT_TCP_IF` say (the loopback
+/// address when the whole job is on one node); returns it and the address to publish.
+pub fn listen(t: &Tunables, one_node: bool) -> std::result::Result<(TcpListener, SocketAddr), String> {
+    addr::choose(&t.tcp_addr, &t.tcp_if, one_node).and_then(|c| {
+        let l =
+            TcpListener::bind((c.bind, 0)).map_err(|e| format!("cannot listen on {}: {e}", c.bind))?;
+        l.set_nonblocking(true)
+            .map_err(|e| format!("cannot make the listener nonblocking: {e}"))?;
+        net::widen_listen_backlog(&l).map_err(|e| format!("cannot widen the listen backlog: {e}"))?;
+        // Accepted connections inherit the listener's buffer sizes, in time for the
+        // handshake that fixes the receive window's scale.
+        if t.tcp_buffer > 0 {
+            net::set_buffer_sizes(&l, t.tcp_buffer)
+                .map_err(|e| format!("cannot set the socket buffer sizes: {e}"))?;
+        }
+        let port = l.local_addr().map_err(|e| e.to_string())?.port();
+        Ok((l, SocketAddr::new(c.publish, port)))
+    })
+}
+
 impl TcpTransport {
     /// Opens the listener and publishes its address (collective over the world: every rank
     /// calls it when any pair of ranks uses TCP). Peers' addresses are read on first dial,
@@ -260,22 +298,7 @@ impl TcpTransport {
     /// `r` is reached through this transport.
     pub fn new(boot: &mut Boot, t: &Tunables, tcp_peer: &[bool]) -> Result<Self> {
         let one_node = boot.node_of.iter().all(|&n| n == boot.node_of[0]);
-        let bound = addr::choose(&t.tcp_addr, &t.tcp_if, one_node).and_then(|c| {
-            let l = TcpListener::bind((c.bind, 0))
-                .map_err(|e| format!("cannot listen on {}: {e}", c.bind))?;
-            l.set_nonblocking(true)
-                .map_err(|e| format!("cannot make the listener nonblocking: {e}"))?;
-            net::widen_listen_backlog(&l)
-                .map_err(|e| format!("cannot widen the listen backlog: {e}"))?;
-            // Accepted connections inherit the listener's buffer sizes, in time for the
-            // handshake that fixes the receive window's scale.
-            if t.tcp_buffer > 0 {
-                net::set_buffer_sizes(&l, t.tcp_buffer)
-                    .map_err(|e| format!("cannot set the socket buffer sizes: {e}"))?;
-            }
-            let port = l.local_addr().map_err(|e| e.to_string())?.port();
-            Ok((l, SocketAddr::new(c.publish, port)))
-        });
+        let bound = listen(t, one_node);
         let key = addr_key(boot.rank);
         match &bound {
             Ok((_, a)) => boot.pmi.put(&key, &a.to_string())?,
@@ -317,15 +340,40 @@ impl TcpTransport {
                 _ => PeerAddr::NotTcp,
             })
             .collect();
+        let pmi = Some(boot.share_pmi());
+        Ok(Self::assemble(boot, (listener, local), addrs, pmi, secret, t))
+    }
+
+    /// A transport for processes of other jobs only, made when the first of them is added
+    /// (no world peer is reached through it, so nothing is published): not collective.
+    /// `secret` is the universe's (what `weft run` serves every job it starts).
+    pub fn for_other_jobs(boot: &Boot, t: &Tunables, secret: [u8; SECRET_LEN]) -> Result<Self> {
+        let one_node = boot.node_of.iter().all(|&n| n == boot.node_of[0]);
+        let bound = listen(t, one_node).map_err(boot_err)?;
+        let addrs = vec![PeerAddr::NotTcp; boot.size as usize];
+        Ok(Self::assemble(boot, bound, addrs, None, secret, t))
+    }
+
+    fn assemble(
+        boot: &Boot,
+        (listener, local): (TcpListener, SocketAddr),
+        addrs: Vec<PeerAddr>,
+        pmi: Option<SharedPmi>,
+        secret: [u8; SECRET_LEN],
+        t: &Tunables,
+    ) -> Self {
         let mut slots = Vec::with_capacity(boot.size as usize);
         slots.resize_with(boot.size as usize, Slot::default);
-        Ok(TcpTransport {
+        TcpTransport {
             rank: boot.rank,
             size: boot.size,
+            base: crate::boot::universe_base(),
+            remotes: Vec::new(),
+            remote_ids: Default::default(),
             listener,
             local,
             addrs,
-            pmi: boot.share_pmi(),
+            pmi,
             secret,
             cfg: TcpConfig::from_tunables(t),
             slots,
@@ -337,7 +385,43 @@ impl TcpTransport {
             polls: 0,
             dropped: DropLog::new(),
             congestion_warned: false,
-        })
+        }
+    }
+
+    /// Adds the process of another job with universe rank `uni`, world rank `wire` in its
+    /// job, listening at `addr`, as the next peer number (or returns the number it has
+    /// already). Connections to it are made on first contact, as with any peer.
+    pub fn add_remote(&mut self, uni: u32, wire: u32, addr: SocketAddr) -> u32 {
+        if let Some(&id) = self.remote_ids.get(&uni) {
+            return id;
+        }
+        let id = self.size + self.remotes.len() as u32;
+        self.remotes.push(Remote { uni, wire });
+        self.remote_ids.insert(uni, id);
+        self.addrs.push(PeerAddr::Known(addr));
+        self.slots.push(Slot::default());
+        id
+    }
+
+    /// This rank's universe rank.
+    pub fn universe_rank(&self) -> u32 {
+        self.base + self.rank
+    }
+
+    /// The universe rank of peer number `peer`.
+    pub fn uni_of(&self, peer: u32) -> u32 {
+        match peer.checked_sub(self.size) {
+            None => self.base + peer,
+            Some(k) => self.remotes[k as usize].uni,
+        }
+    }
+
+    /// The source packets from peer number `peer` carry (its world rank in its job).
+    fn wire_of(&self, peer: u32) -> u32 {
+        match peer.checked_sub(self.size) {
+            None => peer,
+            Some(k) => self.remotes[k as usize].wire,
+        }
     }
 
     /// The address this rank listens on.
@@ -377,10 +461,17 @@ impl TcpTransport {
     }
 
     fn where_is(&self, peer: u32) -> String {
+        let who = match peer.checked_sub(self.size) {
+            None => format!("rank {peer}"),
+            Some(k) => {
+                let r = self.remotes[k as usize];
+                format!("rank {} of another job (universe rank {})", r.wire, r.uni)
+            }
+        };
         match self.addrs.get(peer as usize) {
-            Some(PeerAddr::Known(a)) => format!("rank {peer} at {a}"),
-            Some(PeerAddr::Seen(ip)) => format!("rank {peer} at {ip}"),
-            _ => format!("rank {peer}"),
+            Some(PeerAddr::Known(a)) => format!("{who} at {a}"),
+            Some(PeerAddr::Seen(ip)) => format!("{who} at {ip}"),
+            _ => who,
         }
     }
 
@@ -391,8 +482,10 @@ impl TcpTransport {
             Some(PeerAddr::Unknown | PeerAddr::Seen(_)) => {}
             _ => return Err("it is not a TCP peer (internal routing error)".into()),
         }
-        let v = self
-            .pmi
+        let Some(pmi) = &self.pmi else {
+            return Err("its address is unknown (internal routing error)".into());
+        };
+        let v = pmi
             .borrow_mut()
             .get(&addr_key(peer))
             .map_err(|e| format!("its address is not in the key-value space: {e}"))?;
@@ -545,9 +638,10 @@ impl TcpTransport {
                 return;
             }
         };
+        let uni = self.uni_of(peer);
         let slot = &mut self.slots[peer as usize];
         slot.retry_at = None;
-        match Handshake::connect(addr, peer, self.cfg.buffer) {
+        match Handshake::connect(addr, (peer, uni), self.cfg.buffer) {
             Ok(h) => {
                 slot.dialing = true;
                 self.handshakes.push(h);
@@ -640,11 +734,12 @@ impl TcpTransport {
     /// Reads what the connection to `peer` has and delivers it; a failure is recorded as
     /// fatal. Returns how many packets were delivered.
     fn read_conn<S: Sink>(&mut self, peer: u32, sink: &mut S) -> usize {
+        let wire = self.wire_of(peer);
         let c = self.slots[peer as usize]
             .conn
             .as_mut()
             .expect("up peers have a connection");
-        match c.rx.read_from(&mut c.stream, peer, sink) {
+        match c.rx.read_from(&mut c.stream, wire, sink) {
             Ok((n, ReadOutcome::Drained)) => n,
             Ok((n, ReadOutcome::Closed)) => {
                 c.peer_done = true;
@@ -703,6 +798,12 @@ impl TcpTransport {
             if (re == 0 && !timed_out) || self.handshakes[k].abandoned {
                 continue;
             }
+            let (me, base, size, remote_ids) =
+                (self.base + self.rank, self.base, self.size, &self.remote_ids);
+            let known = |u: u32| match u.checked_sub(base).filter(|&r| r < size) {
+                Some(r) => Some(r),
+                None => remote_ids.get(&u).copied(),
+            };
             let h = &mut self.handshakes[k];
             let outcome = if re == 0 && outgoing {
                 Outcome::Failed(format!("no answer within {} s", self.cfg.timeout.as_secs()))
@@ -713,7 +814,7 @@ impl TcpTransport {
                     limit.as_millis()
                 ))
             } else {
-                h.advance(self.rank, self.size, &self.secret, re & POLLOUT != 0)
+                h.advance(me, &known, &self.secret, re & POLLOUT != 0)
             };
             self.on_handshake(k, outcome);
         }
@@ -805,8 +906,8 @@ impl TcpTransport {
                 let slot = &self.slots[p as usize];
                 let keep = match (&slot.conn, slot.dialing) {
                     (Some(_), _) => false,
-                    // Both dialled: the lower rank's dial wins.
-                    (None, true) => p < self.rank,
+                    // Both dialled: the lower (universe) rank's dial wins.
+                    (None, true) => self.uni_of(p) < self.base + self.rank,
                     (None, false) => true,
                 };
                 if keep && slot.dialing {
@@ -901,10 +1002,14 @@ impl TcpTransport {
                 self.addrs[peer as usize] = PeerAddr::Seen(a.ip());
             }
         }
+        let rx = match peer >= self.size {
+            true => RxBuf::new(RX_BUFFER).delivering_as(peer),
+            false => RxBuf::new(RX_BUFFER),
+        };
         let slot = &mut self.slots[peer as usize];
         slot.conn = Some(Conn {
             stream,
-            rx: RxBuf::new(RX_BUFFER),
+            rx,
             peer_done: false,
             bye_sent: false,
         });
@@ -1008,6 +1113,11 @@ impl TcpTransport {
     /// send this rank anything more.)
     pub fn close(&mut self) {
         let deadline = Instant::now() + self.cfg.timeout;
+        let (size, remotes) = (self.size, self.remotes.clone());
+        let wire_of = |p: u32| match p.checked_sub(size) {
+            None => p,
+            Some(k) => remotes[k as usize].wire,
+        };
         loop {
             let mut pending = self.handshakes.iter().any(|h| h.is_outgoing())
                 || self
@@ -1032,7 +1142,7 @@ impl TcpTransport {
                     }
                 }
                 if !c.peer_done {
-                    match c.rx.read_from(&mut c.stream, p, &mut Discard) {
+                    match c.rx.read_from(&mut c.stream, wire_of(p), &mut Discard) {
                         Ok((_, ReadOutcome::Closed)) | Err(_) => c.peer_done = true,
                         Ok((_, ReadOutcome::Drained)) => pending = true,
                     }

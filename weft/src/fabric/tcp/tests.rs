@@ -356,7 +356,7 @@ fn a_peer_whose_listener_failed_is_a_fatal_error_at_first_dial_naming_it() {
             return String::new();
         }
         // As if rank 1 could not open its listener (it ends the job itself, reporting why).
-        t.pmi.borrow_mut().put(&addr_key(1), "!failed").unwrap();
+        t.pmi.as_ref().unwrap().borrow_mut().put(&addr_key(1), "!failed").unwrap();
         assert!(
             t.try_send(1, &packet(0, 0), b"hello"),
             "queued while connecting"

@@ -1,0 +1,327 @@
+//! Dynamic processes (MPI 4.1 chapter 11): MPI_Comm_spawn and MPI_Comm_spawn_multiple (under
+//! `weft run`, on its host), MPI_Comm_get_parent, and ports: MPI_Open_port, MPI_Close_port,
+//! MPI_Comm_accept, MPI_Comm_connect. The work is Weft's (`weft::topology::{Port,
+//! SpawnCommand}`); this file reads C's arguments (at the root only, as MPI says) and hands
+//! out the intercommunicator.
+
+use crate::abi::*;
+use crate::errors::{guard, write_string, CError};
+use crate::group::hand_out_comm;
+use crate::handles;
+use crate::state::Running;
+use std::ffi::{c_char, c_int, c_void, CStr};
+use weft::topology::{Port, SpawnCommand};
+use weft::traits::*;
+
+/// The C string `s`, or MPI_ERR_ARG naming `what`.
+fn string(call: &'static str, what: &str, s: *const c_char) -> Result<String, CError> {
+    if s.is_null() {
+        return Err(CError::new(
+            MPI_ERR_ARG,
+            call,
+            format!("{what} is a null pointer"),
+        ));
+    }
+    // SAFETY: the standard's contract: a NUL-terminated string.
+    Ok(unsafe { CStr::from_ptr(s) }.to_string_lossy().into_owned())
+}
+
+/// The arguments of a NULL-terminated `argv` (MPI_ARGV_NULL: none).
+fn args(call: &'static str, argv: *const *const c_char) -> Result<Vec<String>, CError> {
+    let mut out = Vec::new();
+    if argv.is_null() {
+        return Ok(out);
+    }
+    for i in 0.. {
+        // SAFETY: the standard's contract: a NULL-terminated array of C strings.
+        let a = unsafe { *argv.add(i) };
+        if a.is_null() {
+            break;
+        }
+        out.push(string(call, "an argument", a)?);
+    }
+    Ok(out)
+}
+
+/// The spawn info keys Weft's process manager knows, from `info` (MPI_INFO_NULL: none).
+fn spawn_info(call: &'static str, info: *mut c_void) -> Result<Vec<(String, String)>, CError> {
+    if info as usize == MPI_INFO_NULL {
+        return Ok(Vec::new());
+    }
+    let i = crate::info::info(call, info)?;
+    Ok(["wdir", "path", "host"]
+        .iter()
+        .filter_map(|&k| i.get(k).map(|v| (k.to_owned(), v)))
+        .collect())
+}
+
+/// Writes MPI_SUCCESS to the `n` entries of `errcodes` (MPI_ERRCODES_IGNORE: nothing):
+/// Weft starts every process asked for, or fails the call.
+fn all_started(errcodes: *mut c_int, n: u32) {
+    if !errcodes.is_null() {
+        for k in 0..n as usize {
+            // SAFETY: the standard's contract: one entry per process asked for.
+            unsafe { *errcodes.add(k) = MPI_SUCCESS };
+        }
+    }
+}
+
+/// Spawns `cmds` (read at the root only) from `comm` and hands out the intercommunicator.
+fn spawn(
+    call: &'static str,
+    comm: *mut c_void,
+    root: c_int,
+    cmds: impl FnOnce() -> Result<Vec<SpawnCommand>, CError>,
+    intercomm: *mut *mut c_void,
+    errcodes: *mut c_int,
+) -> Result<(), CError> {
+    let c = handles::comm(call, comm)?;
+    if c.comm.test_inter() {
+        return Err(CError::new(
+            MPI_ERR_COMM,
+            call,
+            "comm is an intercommunicator; spawn needs an intracommunicator",
+        ));
+    }
+    // A bad command at the root must fail the call everywhere: it goes to Weft as a
+    // spawn of nothing, which Weft refuses at the root and reports to every member.
+    let at_root = c.comm.rank() == root;
+    let (cmds, bad) = match at_root.then(cmds) {
+        Some(Ok(cmds)) => (cmds, None),
+        Some(Err(e)) => (Vec::new(), Some(e)),
+        None => (Vec::new(), None),
+    };
+    let made = c.comm.process_at_rank(root).spawn_commands(&cmds);
+    if let Some(e) = bad {
+        return Err(e);
+    }
+    let made = made.map_err(CError::from_weft)?;
+    all_started(errcodes, made.remote_size() as u32);
+    hand_out_comm(call, intercomm, Some(made.into()), c)
+}
+
+unsafe extern "C" fn comm_spawn(
+    command: *const c_char,
+    argv: *const *const c_char,
+    maxprocs: c_int,
+    info: *mut c_void,
+    root: c_int,
+    comm: *mut c_void,
+    intercomm: *mut *mut c_void,
+    errcodes: *mut c_int,
+) -> c_int {
+    const CALL: &str = "MPI_Comm_spawn";
+    guard(CALL, comm, || {
+        let cmds = || {
+            Ok(vec![SpawnCommand {
+                program: string(CALL, "command", command)?,
+                args: args(CALL, argv)?,
+                maxprocs: maxprocs_of(CALL, maxprocs)?,
+                info: spawn_info(CALL, info)?,
+            }])
+        };
+        spawn(CALL, comm, root, cmds, intercomm, errcodes)
+    })
+}
+export!(Comm_spawn, comm_spawn);
+
+fn maxprocs_of(call: &'static str, n: c_int) -> Result<u32, CError> {
+    u32::try_from(n).ok().filter(|&n| n > 0).ok_or_else(|| {
+        CError::new(
+            MPI_ERR_ARG,
+            call,
+            format!("maxprocs is {n}; at least 1 process must be spawned"),
+        )
+    })
+}
+
+unsafe extern "C" fn comm_spawn_multiple(
+    count: c_int,
+    commands: *const *const c_char,
+    argvs: *const *const *const c_char,
+    maxprocs: *const c_int,
+    infos: *const *mut c_void,
+    root: c_int,
+    comm: *mut c_void,
+    intercomm: *mut *mut c_void,
+    errcodes: *mut c_int,
+) -> c_int {
+    const CALL: &str = "MPI_Comm_spawn_multiple";
+    guard(CALL, comm, || {
+        let cmds = || {
+            let n = usize::try_from(count)
+                .ok()
+                .filter(|&n| n > 0)
+                .ok_or_else(|| {
+                    CError::new(
+                        MPI_ERR_ARG,
+                        CALL,
+                        format!("count is {count}; at least one command"),
+                    )
+                })?;
+            if commands.is_null() || maxprocs.is_null() || infos.is_null() {
+                return Err(CError::new(
+                    MPI_ERR_ARG,
+                    CALL,
+                    "a null array of commands, maxprocs or infos",
+                ));
+            }
+            (0..n)
+                .map(|i| {
+                    // SAFETY: the standard's contract: `count` entries in each array
+                    // (argvs may be MPI_ARGVS_NULL).
+                    let (cmd, argv, m, info) = unsafe {
+                        let argv = if argvs.is_null() {
+                            std::ptr::null()
+                        } else {
+                            *argvs.add(i)
+                        };
+                        (*commands.add(i), argv, *maxprocs.add(i), *infos.add(i))
+                    };
+                    Ok(SpawnCommand {
+                        program: string(CALL, "a command", cmd)?,
+                        args: args(CALL, argv)?,
+                        maxprocs: maxprocs_of(CALL, m)?,
+                        info: spawn_info(CALL, info)?,
+                    })
+                })
+                .collect()
+        };
+        spawn(CALL, comm, root, cmds, intercomm, errcodes)
+    })
+}
+export!(Comm_spawn_multiple, comm_spawn_multiple);
+
+/// MPI_Comm_get_parent: the same handle every time, until the program frees it; then (and
+/// in a job nobody spawned) MPI_COMM_NULL.
+unsafe extern "C" fn comm_get_parent(parent: *mut *mut c_void) -> c_int {
+    const CALL: &str = "MPI_Comm_get_parent";
+    guard(CALL, std::ptr::null_mut(), || {
+        let running = crate::env::running(CALL)?;
+        if parent.is_null() {
+            return Err(CError::new(MPI_ERR_ARG, CALL, "parent is a null pointer"));
+        }
+        let handle = match running.parent.get() {
+            Some(h) => h,
+            None => {
+                let made = running.world.comm.parent();
+                let h = match made {
+                    Some(p) => Box::into_raw(Box::new(crate::state::Comm::new(
+                        p.into(),
+                        running.world.errhandler.get(),
+                    )))
+                    .cast(),
+                    None => MPI_COMM_NULL as *mut c_void,
+                };
+                running.parent.set(Some(h));
+                h
+            }
+        };
+        // SAFETY: checked non-null; the caller's promise that it points to a handle.
+        unsafe { *parent = handle };
+        Ok(())
+    })
+}
+export!(Comm_get_parent, comm_get_parent);
+
+/// After MPI_Comm_free or MPI_Comm_disconnect of `handle`: if it was the parent, the parent
+/// is gone (MPI_Comm_get_parent returns MPI_COMM_NULL from now on).
+pub(crate) fn forget_parent(running: &Running, handle: *mut c_void) {
+    if running.parent.get() == Some(handle) {
+        running.parent.set(Some(MPI_COMM_NULL as *mut c_void));
+    }
+}
+
+unsafe extern "C" fn open_port(_info: *mut c_void, port_name: *mut c_char) -> c_int {
+    const CALL: &str = "MPI_Open_port";
+    guard(CALL, std::ptr::null_mut(), || {
+        let running = crate::env::running(CALL)?;
+        if port_name.is_null() {
+            return Err(CError::new(
+                MPI_ERR_ARG,
+                CALL,
+                "port_name is a null pointer",
+            ));
+        }
+        let p = Port::open().map_err(CError::from_weft)?;
+        let mut len = 0;
+        // SAFETY: the standard's contract: MPI_MAX_PORT_NAME bytes at `port_name`.
+        unsafe { write_string(p.name(), port_name, MPI_MAX_PORT_NAME as usize, &mut len) };
+        running.ports.borrow_mut().push(p);
+        Ok(())
+    })
+}
+export!(Open_port, open_port);
+
+unsafe extern "C" fn close_port(port_name: *const c_char) -> c_int {
+    const CALL: &str = "MPI_Close_port";
+    guard(CALL, std::ptr::null_mut(), || {
+        let running = crate::env::running(CALL)?;
+        let name = string(CALL, "port_name", port_name)?;
+        let mut ports = running.ports.borrow_mut();
+        match ports.iter().position(|p| p.name() == name) {
+            Some(k) => {
+                ports.remove(k);
+                Ok(())
+            }
+            None => Err(CError::new(
+                MPI_ERR_PORT,
+                CALL,
+                format!("{name:?} is not a port this process opened"),
+            )),
+        }
+    })
+}
+export!(Close_port, close_port);
+
+unsafe extern "C" fn comm_accept(
+    port_name: *const c_char,
+    _info: *mut c_void,
+    root: c_int,
+    comm: *mut c_void,
+    newcomm: *mut *mut c_void,
+) -> c_int {
+    const CALL: &str = "MPI_Comm_accept";
+    guard(CALL, comm, || {
+        let running = crate::env::running(CALL)?;
+        let c = handles::comm(CALL, comm)?;
+        // The port matters at the root only; a bad one there fails the call everywhere
+        // (Weft broadcasts the root's failure).
+        let name = if c.comm.rank() == root {
+            Some(string(CALL, "port_name", port_name)?)
+        } else {
+            None
+        };
+        let ports = running.ports.borrow();
+        let port = name
+            .as_deref()
+            .and_then(|n| ports.iter().find(|p| p.name() == n));
+        let made = c.comm.accept(port, root).map_err(CError::from_weft)?;
+        hand_out_comm(CALL, newcomm, Some(made.into()), c)
+    })
+}
+export!(Comm_accept, comm_accept);
+
+unsafe extern "C" fn comm_connect(
+    port_name: *const c_char,
+    _info: *mut c_void,
+    root: c_int,
+    comm: *mut c_void,
+    newcomm: *mut *mut c_void,
+) -> c_int {
+    const CALL: &str = "MPI_Comm_connect";
+    guard(CALL, comm, || {
+        let c = handles::comm(CALL, comm)?;
+        let name = if c.comm.rank() == root {
+            Some(string(CALL, "port_name", port_name)?)
+        } else {
+            None
+        };
+        let made = c
+            .comm
+            .connect(name.as_deref(), root)
+            .map_err(CError::from_weft)?;
+        hand_out_comm(CALL, newcomm, Some(made.into()), c)
+    })
+}
+export!(Comm_connect, comm_connect);

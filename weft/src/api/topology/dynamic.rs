@@ -1,0 +1,201 @@
+//! Dynamic processes (MPI 4.1 chapter 11) in rsmpi's shape: a root spawns a new job with
+//! [`Process::spawn`] or [`Process::spawn_multiple`] and gets an [`InterCommunicator`] with
+//! it; the new job finds the same through [`SimpleCommunicator::parent`]. Two jobs (or two
+//! groups of one) also meet at a [`Port`]: one group accepts ([`SimpleCommunicator::accept`]),
+//! the other connects ([`SimpleCommunicator::connect`]).
+//!
+//! Spawning needs `weft run`: it starts the new job on its own host, with the secret that
+//! lets the jobs' processes prove to each other that they belong together. Processes of
+//! different jobs talk over TCP (loopback on one host), not shared memory.
+
+use super::{AsCommunicator, InterCommunicator, Process, Rank, SimpleCommunicator};
+pub use crate::boot::SpawnCommand;
+use crate::comm::dynamic::{self, Meet};
+use crate::comm::port;
+use crate::error::{Error, ErrorClass, MpiError, Result};
+use crate::runtime;
+use std::process::Command;
+
+/// An open port (MPI_Open_port): its [`name`](Port::name) lets another group
+/// [`connect`](SimpleCommunicator::connect) to a group that
+/// [`accept`](SimpleCommunicator::accept)s at it. Dropping it closes it (MPI_Close_port).
+#[derive(Debug)]
+pub struct Port(port::Port);
+
+impl Port {
+    /// Opens a port on this process.
+    pub fn open() -> Result<Port> {
+        runtime::with_call("open_port", |rt| {
+            let one_node = rt.boot.node_of.iter().all(|&n| n == rt.boot.node_of[0]);
+            port::Port::open(&rt.tunables, one_node)
+        })
+        .map(Port)
+    }
+
+    /// Its name, to hand to the connecting group.
+    pub fn name(&self) -> &str {
+        self.0.name()
+    }
+}
+
+/// A spawn command as the process manager takes it.
+fn spawn_command(call: &'static str, c: &Command, maxprocs: Rank) -> Result<SpawnCommand> {
+    if maxprocs < 1 {
+        return Err(Error::new(
+            ErrorClass::Arg,
+            call,
+            format!("maxprocs is {maxprocs}; at least 1 process must be spawned"),
+        ));
+    }
+    if c.get_envs().len() != 0 {
+        return Err(Error::unsupported(
+            call,
+            "the command sets environment variables, which spawn cannot pass on (as rsmpi)",
+        ));
+    }
+    let text = |s: &std::ffi::OsStr| s.to_string_lossy().into_owned();
+    Ok(SpawnCommand {
+        program: text(c.get_program()),
+        args: c.get_args().map(text).collect(),
+        maxprocs: maxprocs as u32,
+        info: c
+            .get_current_dir()
+            .map(|d| ("wdir".to_owned(), d.to_string_lossy().into_owned()))
+            .into_iter()
+            .collect(),
+    })
+}
+
+impl Process<'_> {
+    /// Spawns `maxprocs` processes running `command` as a new job (MPI_Comm_spawn), this
+    /// process being the root that names them. Collective over the communicator: every
+    /// member calls it with the same root. The new job's world is the other group of the
+    /// returned intercommunicator.
+    pub fn spawn(
+        &self,
+        command: &Command,
+        maxprocs: Rank,
+    ) -> std::result::Result<InterCommunicator, MpiError> {
+        self.spawn_multiple(std::slice::from_ref(command), &[maxprocs])
+    }
+
+    /// Spawns one new job of `commands` as the process manager takes them (program,
+    /// arguments, process count and info keys: `wdir`, `path`, `host`), significant at
+    /// the root only: the C ABI's way in. Collective as [`spawn`](Self::spawn).
+    pub fn spawn_commands(&self, commands: &[SpawnCommand]) -> Result<InterCommunicator> {
+        const CALL: &str = "spawn";
+        let comm = self.comm;
+        comm.check_rank(CALL, self.rank)?;
+        let meet = (comm.rank as Rank == self.rank).then_some(
+            match commands.iter().find(|c| c.maxprocs == 0) {
+                Some(c) => Meet::Fail(Error::new(
+                    ErrorClass::Arg,
+                    CALL,
+                    format!(
+                        "maxprocs is 0 for {:?}; at least 1 process must be spawned",
+                        c.program
+                    ),
+                )),
+                None if commands.is_empty() => {
+                    Meet::Fail(Error::new(ErrorClass::Arg, CALL, "no command to spawn"))
+                }
+                None => Meet::Spawn(commands),
+            },
+        );
+        let data = runtime::with_call(CALL, |rt| {
+            dynamic::join(CALL, rt.joining(), comm, self.rank as u32, meet)
+        })?;
+        Ok(InterCommunicator(SimpleCommunicator::user(data)))
+    }
+
+    /// Spawns one new job running several commands, `maxprocs[i]` processes of
+    /// `commands[i]`, in order (MPI_Comm_spawn_multiple). Collective as
+    /// [`spawn`](Self::spawn).
+    pub fn spawn_multiple(
+        &self,
+        commands: &[Command],
+        maxprocs: &[Rank],
+    ) -> std::result::Result<InterCommunicator, MpiError> {
+        const CALL: &str = "spawn";
+        if commands.len() != maxprocs.len() {
+            return Err(Error::new(
+                ErrorClass::Arg,
+                CALL,
+                format!(
+                    "{} commands but {} process counts",
+                    commands.len(),
+                    maxprocs.len()
+                ),
+            )
+            .into());
+        }
+        let comm = self.comm;
+        let root = self.rank;
+        comm.check_rank(CALL, root)?;
+        let me_root = comm.rank as Rank == root;
+        // The commands matter at the root only (MPI): the others pass what they like. A bad
+        // one fails the call at every member (the root's failure is broadcast).
+        let cmds: Result<Vec<SpawnCommand>> = match me_root {
+            true => commands
+                .iter()
+                .zip(maxprocs)
+                .map(|(c, &n)| spawn_command(CALL, c, n))
+                .collect(),
+            false => Ok(Vec::new()),
+        };
+        let meet = match (me_root, &cmds) {
+            (false, _) => None,
+            (true, Ok(cmds)) => Some(Meet::Spawn(cmds)),
+            (true, Err(e)) => Some(Meet::Fail(e.clone())),
+        };
+        let data = runtime::with_call(CALL, |rt| {
+            dynamic::join(CALL, rt.joining(), comm, root as u32, meet)
+        })?;
+        Ok(InterCommunicator(SimpleCommunicator::user(data)))
+    }
+}
+
+impl SimpleCommunicator {
+    /// The intercommunicator with the job that spawned this one (MPI_Comm_get_parent), or
+    /// `None` when this job was not spawned.
+    pub fn parent(&self) -> Option<InterCommunicator> {
+        let data = runtime::with_call("parent", |rt| rt.parent.clone())?;
+        Some(InterCommunicator(SimpleCommunicator::borrowed(data)))
+    }
+
+    /// Waits at `port` (significant at `root` only) for another group to
+    /// [`connect`](Self::connect), and joins it (MPI_Comm_accept). Collective over this
+    /// communicator.
+    pub fn accept(&self, port: Option<&Port>, root: Rank) -> Result<InterCommunicator> {
+        self.meet("accept", root, port.map(|p| Meet::Accept(&p.0)))
+    }
+
+    /// Joins the group accepting at the port named `port_name` (significant at `root`
+    /// only) (MPI_Comm_connect). Collective over this communicator.
+    pub fn connect(&self, port_name: Option<&str>, root: Rank) -> Result<InterCommunicator> {
+        self.meet("connect", root, port_name.map(Meet::Connect))
+    }
+
+    fn meet(
+        &self,
+        call: &'static str,
+        root: Rank,
+        meet: Option<Meet<'_>>,
+    ) -> Result<InterCommunicator> {
+        let comm = self.comm_data();
+        comm.check_rank(call, root)?;
+        let meet = match (comm.rank as Rank == root, meet) {
+            (true, None) => Some(Meet::Fail(Error::new(
+                ErrorClass::Port,
+                call,
+                format!("the root (rank {root}) must name the port"),
+            ))),
+            (true, m) => m,
+            (false, _) => None,
+        };
+        let data = runtime::with_call(call, |rt| {
+            dynamic::join(call, rt.joining(), comm, root as u32, meet)
+        })?;
+        Ok(InterCommunicator(SimpleCommunicator::user(data)))
+    }
+}
