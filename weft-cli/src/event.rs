@@ -4,9 +4,12 @@
 //! event loop and the PMI server, so that dependencies point one way (the PMI server reports
 //! events; it does not know the loop that takes them).
 
+use crate::pmi_spawn::SpawnRequest;
 use crate::sys::Status;
 
-/// Reports to the main thread.
+/// Reports to the main thread. A `rank` is the launcher's index of a rank (its world rank
+/// in the first job, or a multi-host job; base + rank in a spawned job, see
+/// [`crate::pmi_server::Place`]).
 #[derive(Debug)]
 pub enum Event {
     /// A child was reaped.
@@ -29,10 +32,16 @@ pub enum Event {
     RankStartFailed { rank: u32, why: String },
     /// The local ranks' starter put the ranks from now on in a new process group.
     GroupStarted { pgid: libc::pid_t },
-    /// The local ranks' starter stopped, after starting the first `started` ranks of its
-    /// host, by local rank (all of them, or fewer when told to stop or when one could not be
-    /// started).
-    StartEnded { started: u32 },
+    /// A starter of local ranks stopped; `unstarted` are the ranks it was to start and did
+    /// not (none, or the last ones when told to stop or when one could not be started).
+    StartEnded { unstarted: Vec<u32> },
+    /// A rank's whole PMI spawn request was read; its PMI thread waits for the verdict on
+    /// `reply` (Ok: the new job's start is under way) before answering the rank.
+    Spawn {
+        rank: u32,
+        request: SpawnRequest,
+        reply: std::sync::mpsc::Sender<Result<(), String>>,
+    },
     /// A remote rank ended.
     RankExited { rank: u32, status: Status },
     /// A host's ranks all entered a PMI barrier, with their puts since the last one.

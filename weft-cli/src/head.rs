@@ -248,10 +248,10 @@ pub fn run(opts: &Options, h: &HostOptions) -> anyhow::Result<u8> {
         let _ = stdin.flush();
         p.stdin = Some(stdin);
         if let Some(o) = child.stdout.take() {
-            outputs.push(thread::spawn(move || launch::forward(0, o, false, false)));
+            outputs.push(thread::spawn(move || launch::forward("", o, false, false)));
         }
         if let Some(e) = child.stderr.take() {
-            outputs.push(thread::spawn(move || launch::forward(0, e, true, false)));
+            outputs.push(thread::spawn(move || launch::forward("", e, true, false)));
         }
         children.push(Some(child));
     }

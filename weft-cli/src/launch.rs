@@ -1,13 +1,13 @@
 //! `weft run`: start N ranks on this host, serve them PMI-1, forward their output, and end
 //! the whole job on the first failure.
 //!
-//! Threads: one starter (it starts the ranks one by one and then stays: PR_SET_PDEATHSIG
-//! fires when the thread that started a child ends), one PMI server per rank, two output
-//! forwarders per rank, one reaper (`waitpid(-1)`), one signal taker (`sigwait`). They report
-//! [`Event`]s to the main thread, which alone decides how the job ends, from the first
-//! instant: the time limit, a signal or a failed rank stop the start of the others too.
-//! A rank count the host's limits could never run is refused before anything starts
-//! ([`check_rank_count`]).
+//! Threads: one starter per job (it starts the job's ranks one by one and then stays:
+//! PR_SET_PDEATHSIG fires when the thread that started a child ends), one PMI server per
+//! rank, two output forwarders per rank, one reaper (`waitpid(-1)`; shared by every starter,
+//! [`Children`]), one signal taker (`sigwait`). They report [`Event`]s to the main thread,
+//! which alone decides how the job ends, from the first instant: the time limit, a signal or
+//! a failed rank stop the start of the others too. A rank count the host's limits could
+//! never run is refused before anything starts ([`check_rank_count`]).
 //!
 //! Environment each rank gets (on top of the launcher's own, minus `PMI_PORT`/`PMI_ID`, plus
 //! every `-x`): `PMI_FD` (its end of a socket pair; PMI-1 is served on the other end),
@@ -19,13 +19,22 @@
 //! started if every rank of it ended before the next was started); each has
 //! PR_SET_PDEATHSIG(SIGKILL).
 //!
+//! PMI spawn ([`crate::spawn`]): a rank's spawn request reaches this loop as
+//! [`Event::Spawn`]; the new job gets a starter of its own, and its processes join the
+//! launcher's rank table ([`Control::ranks`], after those it had: the universe), so the
+//! launcher waits for them, any failure among them ends the whole universe, the time limit
+//! and signals cover them, and their output is forwarded (`--tag-output`: `[J.R] ` for rank
+//! R of spawned job J, `[R] ` in the first job). Messages name them "rank R of spawned job
+//! J". The shared-memory segments of every job id are removed at the end.
+//!
 //! Multi-host jobs (`--hosts`, in [`crate::head`]) reuse the rank start-up ([`Starter`], in
 //! each host's proxy, which listens to the head from the first instant as this loop does)
 //! and this event loop ([`drive`], in the head, with [`Hooks`] for what only they have:
-//! remote starts, barriers across hosts, lost hosts).
+//! remote starts, barriers across hosts, lost hosts). They refuse spawn.
 
 pub use crate::event::Event;
 use crate::pmi_server::{self, Job};
+use crate::spawn::Spawner;
 use crate::sys::{self, Status};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::AsRawFd;
@@ -108,6 +117,9 @@ pub struct Rank {
     /// Reaped, waiting for the PMI socket to drain until the instant.
     pending: Option<(Status, Instant)>,
     done: bool,
+    /// For a process of a job started by PMI spawn: that job's number (1 for the first
+    /// spawned) and its rank there.
+    spawned: Option<(u32, u32)>,
 }
 
 impl Rank {
@@ -121,6 +133,15 @@ impl Rank {
             pmi_open: true,
             pending: None,
             done: false,
+            spawned: None,
+        }
+    }
+
+    /// Rank `rank` of spawned job `job` (on this host, not yet started).
+    pub fn spawned(job: u32, rank: u32) -> Rank {
+        Rank {
+            spawned: Some((job, rank)),
+            ..Rank::new(0, None)
         }
     }
 }
@@ -135,10 +156,12 @@ pub fn new_job_id() -> String {
     format!("{}_{bits}", std::process::id())
 }
 
-pub fn forward(rank: u32, src: impl Read, to_stderr: bool, tag: bool) {
+/// Copies a rank's output line by line to the launcher's stdout (or stderr), each line
+/// prefixed with `[label] ` when `tag`.
+pub fn forward(label: &str, src: impl Read, to_stderr: bool, tag: bool) {
     let mut reader = BufReader::new(src);
     let mut line = Vec::new();
-    let prefix = format!("[{rank}] ");
+    let prefix = format!("[{label}] ");
     loop {
         line.clear();
         match reader.read_until(b'\n', &mut line) {
@@ -203,7 +226,7 @@ pub fn check_rank_count(np: u32) -> anyhow::Result<()> {
 }
 
 /// [`check_rank_count`] for `np` ranks on this host, named `what` in the message.
-fn check_ranks_here(np: u32, what: &str) -> anyhow::Result<()> {
+pub fn check_ranks_here(np: u32, what: &str) -> anyhow::Result<()> {
     let read =
         |path: &str| -> Option<u64> { std::fs::read_to_string(path).ok()?.trim().parse().ok() };
     let nofile = sys::raise_nofile().ok().flatten();
@@ -265,20 +288,22 @@ pub fn check_rank_count_on_hosts(np: u32, hosts: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// How far the start of the ranks got, shared by the thread that starts them and the event
-/// loop (which stops it as soon as the job's end is decided).
+/// How far one starter got, shared by the thread that starts its ranks and the event loop
+/// (which stops it as soon as the job's end is decided).
 #[derive(Default)]
 pub struct Starting {
-    /// Ranks in the job.
+    /// Ranks it starts.
     total: u32,
+    /// What they are, for messages: "ranks", or "processes of spawned job J".
+    what: String,
     /// Ranks started so far (they are started in order).
     started: AtomicU32,
     /// The event loop decided the job's end: start no more.
     stop: AtomicBool,
     /// Every rank is started, or starting stopped.
     done: AtomicBool,
-    /// Held by the starter while it starts a rank (see [`reap_beside_spawn`]).
-    spawn: Mutex<()>,
+    /// What every starter of the launcher shares with the reaper.
+    children: Arc<Children>,
 }
 
 impl Starting {
@@ -290,7 +315,71 @@ impl Starting {
         self.stop.store(true, Ordering::Release);
         let started = self.started.load(Ordering::Relaxed);
         (!self.done.load(Ordering::Acquire) && started < self.total)
-            .then(|| format!("({started} of {} ranks started)", self.total))
+            .then(|| format!("({started} of {} {} started)", self.total, self.what))
+    }
+}
+
+/// What every starter of one launcher shares with its one reaper (`waitpid(-1)` would race a
+/// second): no child is reaped while a starter is starting one ([`reap_beside_spawn`]), and
+/// the reaper runs as long as children may be left or be started.
+#[derive(Default)]
+pub struct Children {
+    /// Held by a starter while it starts a child.
+    spawn: Mutex<()>,
+    state: Mutex<Reaping>,
+}
+
+#[derive(Default)]
+struct Reaping {
+    /// Starters still starting.
+    starting: u32,
+    /// Starters ever registered (tells the reaper whether one came while it waited).
+    registered: u64,
+    /// The reaper thread runs.
+    reaper: bool,
+}
+
+impl Children {
+    fn state(&self) -> std::sync::MutexGuard<'_, Reaping> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Registers a starter about to start children, and starts the reaper unless it runs
+    /// (the first time, or again when it ended for want of children before a spawn was
+    /// handled: a rank may send its request and exit without waiting for the answer).
+    fn register(self: &Arc<Self>, tx: &mpsc::Sender<Event>) -> anyhow::Result<()> {
+        let mut st = self.state();
+        if !st.reaper {
+            start_reaper(tx, Some(self.clone()))?;
+            st.reaper = true;
+        }
+        st.starting += 1;
+        st.registered += 1;
+        Ok(())
+    }
+
+    /// A starter started its last child (or stopped).
+    fn unregister(&self) {
+        let mut st = self.state();
+        st.starting = st.starting.saturating_sub(1);
+    }
+
+    /// The reaper's look before it waits: the registrations so far when no starter is
+    /// starting (None: one is).
+    fn idle(&self) -> Option<u64> {
+        let st = self.state();
+        (st.starting == 0).then_some(st.registered)
+    }
+
+    /// The reaper found no child left, after [`idle`](Children::idle) said `seen`: whether
+    /// that is the end (no starter came since, so none can come without restarting it).
+    fn reaper_may_end(&self, seen: Option<u64>) -> bool {
+        let mut st = self.state();
+        let end = st.starting == 0 && seen == Some(st.registered);
+        if end {
+            st.reaper = false;
+        }
+        end
     }
 }
 
@@ -310,8 +399,9 @@ pub fn run(opts: &Options) -> anyhow::Result<u8> {
         kvsname.clone(),
         opts.process_mapping.clone(),
         opts.pmi_debug,
-        secret,
+        secret.clone(),
     );
+    let universe = job.place.universe.clone();
     let (tx, rx) = mpsc::channel::<Event>();
 
     // Signals that end the job are taken by one thread; block them first so every thread
@@ -322,55 +412,89 @@ pub fn run(opts: &Options) -> anyhow::Result<u8> {
         .bind
         .cpus()
         .map_err(|e| anyhow::anyhow!("--bind-to core: reading the launcher's CPUs: {e}"))?;
-    let (starting, outputs) = Starter {
-        program: opts.program.clone(),
-        args: opts.args.clone(),
+    let children = Arc::new(Children::default());
+    let outputs = Outputs::default();
+    let starting = Starter {
+        apps: vec![App {
+            program: opts.program.clone(),
+            args: opts.args.clone(),
+            cwd: None,
+            count: n,
+        }],
         env: opts.env.clone(),
         size: n,
         job_id: job_id.clone(),
         kvsname,
-        cwd: None,
-        cpus,
+        cpus: cpus.clone(),
         ranks: (0..n).collect(),
         tag_output: opts.tag_output,
         pmi: job,
         // Checked in main before anything started.
         check_limits: false,
     }
-    .start(&tx)?;
-    drop(tx);
+    .start(&tx, &children, &outputs)?;
 
     let ranks = (0..n).map(|_| Rank::new(0, None)).collect();
     let mut ctl = Control::new(ranks, 0);
-    ctl.starting = Some(starting);
-    drive(&mut ctl, &rx, opts.timeout, &mut LocalStart::default());
+    ctl.starting.push(starting);
+    let mut hooks = LocalStart {
+        early: Vec::new(),
+        spawner: Spawner {
+            tx,
+            children,
+            outputs: outputs.clone(),
+            env: opts.env.clone(),
+            tag_output: opts.tag_output,
+            pmi_debug: opts.pmi_debug,
+            secret,
+            cpus,
+            universe,
+            job_ids: vec![job_id],
+        },
+    };
+    drive(&mut ctl, &rx, opts.timeout, &mut hooks);
 
-    let removed = remove_segments(&job_id);
-    if removed > 0 {
-        note!("weft run: removed {removed} shared-memory segment(s) /dev/shm/weft-{job_id}-* left by the job");
+    for job_id in &hooks.spawner.job_ids {
+        let removed = remove_segments(job_id);
+        if removed > 0 {
+            note!("weft run: removed {removed} shared-memory segment(s) /dev/shm/weft-{job_id}-* left by the job");
+        }
     }
     let outputs = std::mem::take(&mut *outputs.lock().unwrap_or_else(|e| e.into_inner()));
     finish_output(outputs);
     Ok(ctl.outcome.map_or(0, exit_byte))
 }
 
-/// The start of this host's ranks, shared by the local launcher and each proxy: what every
-/// rank here shares, and which ranks to start.
-pub struct Starter {
+/// One program of a job and the consecutive ranks that run it (a job has one, unless it was
+/// started by a PMI spawn of several commands).
+#[derive(Clone, Debug)]
+pub struct App {
     pub program: String,
+    /// Its arguments (not the program itself).
     pub args: Vec<String>,
+    /// Where its ranks start (None: the launcher's directory).
+    pub cwd: Option<std::path::PathBuf>,
+    /// How many of the starter's ranks run it (the apps' counts add up to the ranks).
+    pub count: u32,
+}
+
+/// The start of this host's ranks of one job, shared by the local launcher (for the first
+/// job and every job spawned) and each proxy: what every rank here shares, and which ranks
+/// to start.
+pub struct Starter {
+    /// The programs, in rank order.
+    pub apps: Vec<App>,
     pub env: Vec<(String, String)>,
     /// Ranks in the job.
     pub size: u32,
     pub job_id: String,
     pub kvsname: String,
-    /// Where the ranks start (None: the launcher's directory).
-    pub cwd: Option<std::path::PathBuf>,
     /// Local rank k runs only on `cpus[k % len]` (empty: anywhere).
     pub cpus: Vec<usize>,
-    /// The world ranks to start on this host, by local rank.
+    /// The world ranks to start on this host, by local rank (ranks of the job: its place in
+    /// the universe, `pmi.place`, turns them into the launcher's indices in events).
     pub ranks: Vec<u32>,
-    /// Prefix each output line with `[rank] `.
+    /// Prefix each output line with `[rank] ` (`[job.rank] ` in a spawned job).
     pub tag_output: bool,
     /// The PMI-1 service of this host's ranks.
     pub pmi: Arc<Job>,
@@ -384,20 +508,31 @@ pub struct Starter {
 pub type Outputs = Arc<Mutex<Vec<thread::JoinHandle<()>>>>;
 
 impl Starter {
-    /// Starts the reaper and the thread that starts the ranks, and returns at once: the
-    /// caller's event loop runs while the ranks start, and stops their start through the
-    /// returned [`Starting`]. Events: [`Event::RankStarted`], [`Event::RankStartFailed`],
+    /// Starts the thread that starts the ranks (and the reaper of `children`, unless it
+    /// runs), and returns at once: the caller's event loop runs while the ranks start, and
+    /// stops their start through the returned [`Starting`]. The output forwarders go into
+    /// `outputs`. Events: [`Event::RankStarted`], [`Event::RankStartFailed`],
     /// [`Event::GroupStarted`], then [`Event::StartEnded`]; [`Event::Exited`] from the reaper
     /// (possibly before the start of that child is reported).
-    pub fn start(self, tx: &mpsc::Sender<Event>) -> anyhow::Result<(Arc<Starting>, Outputs)> {
+    pub fn start(
+        self,
+        tx: &mpsc::Sender<Event>,
+        children: &Arc<Children>,
+        outputs: &Outputs,
+    ) -> anyhow::Result<Arc<Starting>> {
+        let what = match self.pmi.place.number {
+            0 => "ranks".to_owned(),
+            j => format!("processes of spawned job {j}"),
+        };
         let starting = Arc::new(Starting {
             total: self.ranks.len() as u32,
+            what,
+            children: children.clone(),
             ..Starting::default()
         });
-        let outputs = Outputs::default();
-        start_reaper(tx, Some(starting.clone()))?;
+        children.register(tx)?;
         let (tx, st, out) = (tx.clone(), starting.clone(), outputs.clone());
-        thread::Builder::new()
+        let started = thread::Builder::new()
             .name("starter".into())
             .spawn(move || {
                 start_ranks(&self, &st, &out, tx);
@@ -406,15 +541,19 @@ impl Starter {
                 loop {
                     thread::park();
                 }
-            })
-            .map_err(|e| anyhow::anyhow!("starting the thread that starts the ranks: {e}"))?;
-        Ok((starting, outputs))
+            });
+        if let Err(e) = started {
+            children.unregister();
+            anyhow::bail!("starting the thread that starts the ranks: {e}");
+        }
+        Ok(starting)
     }
 }
 
 /// The starter thread's work: starts the ranks in order until all are started or the
 /// event loop says stop, reporting each ([`Event::RankStarted`],
-/// [`Event::RankStartFailed`]) and then the end ([`Event::StartEnded`]).
+/// [`Event::RankStartFailed`]) and then the end ([`Event::StartEnded`]). Events name ranks by
+/// the launcher's index (`pmi.index`).
 fn start_ranks(
     st: &Starter,
     starting: &Starting,
@@ -423,16 +562,35 @@ fn start_ranks(
 ) {
     let n = st.ranks.len() as u32;
     let launcher = std::process::id() as libc::pid_t;
-    let how = Spawn {
-        program: &st.program,
-        args: &st.args,
-        env: &st.env,
-        size: st.size,
-        job_id: &st.job_id,
-        kvsname: &st.kvsname,
-        cwd: st.cwd.as_deref(),
-        cpus: &st.cpus,
-    };
+    let place = &st.pmi.place;
+    let hows: Vec<Spawn> = st
+        .apps
+        .iter()
+        .enumerate()
+        .map(|(appnum, app)| Spawn {
+            program: &app.program,
+            args: &app.args,
+            env: &st.env,
+            size: st.size,
+            job_id: &st.job_id,
+            kvsname: &st.kvsname,
+            cwd: app.cwd.as_deref(),
+            cpus: &st.cpus,
+            spawned: (place.number > 0).then_some((place.base, appnum as u32)),
+        })
+        .collect();
+    // The app of each local rank, in order.
+    let app_of: Vec<usize> = st
+        .apps
+        .iter()
+        .enumerate()
+        .flat_map(|(i, app)| std::iter::repeat_n(i, app.count as usize))
+        .collect();
+    debug_assert_eq!(
+        app_of.len(),
+        st.ranks.len(),
+        "the apps' counts add up to the ranks"
+    );
     let mut pgid: libc::pid_t = 0;
     let mut started = 0;
     let refused = st
@@ -441,15 +599,28 @@ fn start_ranks(
         .flatten();
     if let (Some(e), Some(&rank)) = (&refused, st.ranks.first()) {
         let _ = tx.send(Event::RankStartFailed {
-            rank,
+            rank: st.pmi.index(rank),
             why: format!("{e:#}"),
         });
     }
     // SYNC: pairs with the Release store in `Starting::stop`.
     while refused.is_none() && started < n && !starting.stop.load(Ordering::Acquire) {
         let (local, rank) = (started, st.ranks[started as usize]);
+        let index = st.pmi.index(rank);
+        let app = app_of.get(local as usize).copied();
+        let Some(how) = app.or(hows.len().checked_sub(1)).and_then(|a| hows.get(a)) else {
+            let _ = tx.send(Event::RankStartFailed {
+                rank: index,
+                why: "the launcher has no program for it".into(),
+            });
+            break;
+        };
         let spawned = {
-            let _spawning = starting.spawn.lock().unwrap_or_else(|e| e.into_inner());
+            let _spawning = starting
+                .children
+                .spawn
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
             match how.spawn(rank, local, n, pgid, launcher) {
                 // The group is gone: every rank in it ended (and was reaped) before this one
                 // started. Start a new one, led by this rank.
@@ -466,7 +637,7 @@ fn start_ranks(
             Ok(x) => x,
             Err(e) => {
                 let _ = tx.send(Event::RankStartFailed {
-                    rank,
+                    rank: index,
                     why: e.to_string(),
                 });
                 break;
@@ -479,23 +650,24 @@ fn start_ranks(
         }
         started += 1;
         starting.started.store(started, Ordering::Relaxed);
-        let _ = tx.send(Event::RankStarted { rank, pid });
+        let _ = tx.send(Event::RankStarted { rank: index, pid });
         // The child is reaped by the reaper thread through waitpid(-1), not through `child`.
         let (out, err) = (child.stdout.take(), child.stderr.take());
         drop(child);
-        let tag = st.tag_output;
+        let (tag, label) = (st.tag_output, st.pmi.tag(rank));
+        let err_label = label.clone();
         let (job, rtx) = (st.pmi.clone(), tx.clone());
         let threads = [
             out.map(|o| {
                 (
                     "stdout",
-                    Box::new(move || forward(rank, o, false, tag)) as Box<dyn FnOnce() + Send>,
+                    Box::new(move || forward(&label, o, false, tag)) as Box<dyn FnOnce() + Send>,
                 )
             }),
             err.map(|e| {
                 (
                     "stderr",
-                    Box::new(move || forward(rank, e, true, tag)) as Box<dyn FnOnce() + Send>,
+                    Box::new(move || forward(&err_label, e, true, tag)) as Box<dyn FnOnce() + Send>,
                 )
             }),
             Some((
@@ -510,7 +682,7 @@ fn start_ranks(
                 Ok(_) => {}
                 Err(e) => {
                     let _ = tx.send(Event::RankStartFailed {
-                        rank,
+                        rank: index,
                         why: format!("cannot start the launcher's {what} thread for it: {e}"),
                     });
                     starting.stop.store(true, Ordering::Relaxed);
@@ -518,17 +690,22 @@ fn start_ranks(
             }
         }
     }
-    // SYNC: pairs with the Acquire loads of done in `Starting::stop` and in the reaper.
+    // SYNC: pairs with the Acquire loads of done in `Starting::stop`.
     starting.done.store(true, Ordering::Release);
-    let _ = tx.send(Event::StartEnded { started });
+    starting.children.unregister();
+    let unstarted = st.ranks[started as usize..]
+        .iter()
+        .map(|&r| st.pmi.index(r))
+        .collect();
+    let _ = tx.send(Event::StartEnded { unstarted });
 }
 
 /// The event loop's part in a local job's start-up: it learns each rank's pid as it is
-/// started, and gives up on the ranks that never will be.
-#[derive(Default)]
+/// started, gives up on the ranks that never will be, and starts the jobs ranks spawn.
 struct LocalStart {
     /// Children reaped before their start was reported (the reaper can be first).
     early: Vec<(libc::pid_t, Status)>,
+    spawner: Spawner,
 }
 
 impl Hooks for LocalStart {
@@ -545,22 +722,35 @@ impl Hooks for LocalStart {
                     sys::kill(pid, libc::SIGKILL);
                 }
             }
-            Event::RankStartFailed { rank, why } => ctl.fail(
-                EXIT_CANNOT_START,
-                format!("cannot start rank {rank}: {why}"),
-            ),
+            Event::RankStartFailed { rank, why } => {
+                let name = ctl.name(rank as usize);
+                ctl.fail(EXIT_CANNOT_START, format!("cannot start {name}: {why}"));
+            }
             Event::GroupStarted { pgid } => {
                 ctl.pgids.push(pgid);
                 if ctl.outcome.is_some() {
                     sys::kill(-pgid, libc::SIGKILL);
                 }
             }
-            Event::StartEnded { started } => {
-                for i in started as usize..ctl.ranks.len() {
-                    ctl.abandon(i);
+            Event::StartEnded { unstarted } => {
+                for i in unstarted {
+                    ctl.abandon(i as usize);
                 }
             }
             Event::Exited { pid, status } => self.early.push((pid, status)),
+            Event::Spawn {
+                rank,
+                request,
+                reply,
+            } => {
+                let result = if ctl.outcome.is_some() {
+                    Err("the job is ending".to_owned())
+                } else {
+                    self.spawner.spawn(ctl, rank as usize, request)
+                };
+                // A rank that hung up meanwhile just misses the answer.
+                let _ = reply.send(result);
+            }
             _ => {}
         }
     }
@@ -597,22 +787,19 @@ pub fn start_reaper_thread(tx: &mpsc::Sender<Event>) -> anyhow::Result<()> {
     start_reaper(tx, None)
 }
 
-/// Like [`start_reaper_thread`], while children may still be started: then having none is
-/// not the end.
-fn start_reaper(tx: &mpsc::Sender<Event>, starting: Option<Arc<Starting>>) -> anyhow::Result<()> {
+/// Like [`start_reaper_thread`], while the starters sharing `children` may still start
+/// children: then having none is not the end.
+fn start_reaper(tx: &mpsc::Sender<Event>, children: Option<Arc<Children>>) -> anyhow::Result<()> {
     let tx = tx.clone();
     thread::Builder::new()
         .name("reaper".into())
         .spawn(move || loop {
-            // Read before waiting: if starting was done then, "no child" really is the end.
-            // SYNC: pairs with the Release store of done at the end of `start_ranks`.
-            let done = match &starting {
-                Some(s) => s.done.load(Ordering::Acquire),
-                None => true,
-            };
-            let reaped = match &starting {
+            // Look before waiting: if no starter was starting then, and none came since,
+            // "no child" really is the end.
+            let idle = children.as_ref().map(|c| c.idle());
+            let reaped = match &children {
                 None => sys::wait_any(),
-                Some(s) => reap_beside_spawn(s),
+                Some(c) => reap_beside_spawn(c),
             };
             match reaped {
                 Ok(Some((pid, status))) => {
@@ -620,8 +807,11 @@ fn start_reaper(tx: &mpsc::Sender<Event>, starting: Option<Arc<Starting>>) -> an
                         break;
                     }
                 }
-                Ok(None) if done => break,
-                Ok(None) => thread::sleep(Duration::from_millis(2)),
+                Ok(None) => match (&children, idle) {
+                    (None, _) => break,
+                    (Some(c), Some(seen)) if c.reaper_may_end(seen) => break,
+                    _ => thread::sleep(Duration::from_millis(2)),
+                },
                 Err(e) => {
                     let _ = tx.send(Event::ReaperError(e.to_string()));
                     break;
@@ -635,11 +825,11 @@ fn start_reaper(tx: &mpsc::Sender<Event>, starting: Option<Arc<Starting>>) -> an
 /// when its exec fails (and panics if someone else reaped it first), so the reaper only
 /// looks (`WNOWAIT`) until no spawn is under way, then reaps exactly the child it saw, if
 /// spawn has not taken it. `Ok(None)`: no child now, or nothing of ours to report yet.
-fn reap_beside_spawn(starting: &Starting) -> std::io::Result<Option<(libc::pid_t, Status)>> {
+fn reap_beside_spawn(children: &Children) -> std::io::Result<Option<(libc::pid_t, Status)>> {
     let Some(pid) = sys::wait_exited_peek()? else {
         return Ok(None);
     };
-    let _no_spawn = starting.spawn.lock().unwrap_or_else(|e| e.into_inner());
+    let _no_spawn = children.spawn.lock().unwrap_or_else(|e| e.into_inner());
     sys::reap(pid).map(|st| st.map(|st| (pid, st)))
 }
 
@@ -685,7 +875,9 @@ pub fn drive(
         };
         match ev {
             Ok(Event::Exited { pid, status }) => {
-                let local = |r: &Rank| r.pid == pid && r.host.is_none() && !r.done;
+                // (A rank reaped already, waiting for its PMI socket, is not this child.)
+                let local =
+                    |r: &Rank| r.pid == pid && r.host.is_none() && !r.done && r.pending.is_none();
                 match ctl.ranks.iter().position(local) {
                     Some(i) => ctl.exited(i, status),
                     None => hooks.event(ctl, Event::Exited { pid, status }),
@@ -783,6 +975,9 @@ pub struct Spawn<'a> {
     pub cwd: Option<&'a std::path::Path>,
     /// Local rank k runs only on `cpus[k % len]` (empty: anywhere).
     pub cpus: &'a [usize],
+    /// For a job started by PMI spawn: the launcher's index of its rank 0 and the command
+    /// these ranks run (`WEFT_UNIVERSE_BASE`, `PMI_APPNUM`, with `PMI_SPAWNED=1`).
+    pub spawned: Option<(u32, u32)>,
 }
 
 impl Spawn<'_> {
@@ -815,6 +1010,11 @@ impl Spawn<'_> {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(pgid);
+        if let Some((base, appnum)) = self.spawned {
+            cmd.env("PMI_SPAWNED", "1")
+                .env("WEFT_UNIVERSE_BASE", base.to_string())
+                .env("PMI_APPNUM", appnum.to_string());
+        }
         if let Some(dir) = self.cwd {
             cmd.current_dir(dir);
         }
@@ -849,9 +1049,9 @@ pub struct Control {
     give_up_at: Option<Instant>,
     /// Signals the remote ranks (multi-host jobs: through their proxies).
     pub signal_remote: Option<Box<dyn FnMut(i32)>>,
-    /// The start of the local ranks, while it may still go on (stopped when the job's end
-    /// is decided).
-    pub starting: Option<Arc<Starting>>,
+    /// The starts of local ranks (the first job's, and every spawned job's), while they may
+    /// still go on (stopped when the job's end is decided).
+    pub starting: Vec<Arc<Starting>>,
 }
 
 impl Control {
@@ -865,17 +1065,26 @@ impl Control {
             kill_at: None,
             give_up_at: None,
             signal_remote: None,
-            starting: None,
+            starting: Vec::new(),
         }
     }
 
-    /// "rank R (pid P)", with " on host H" for a remote rank.
+    /// "rank R", or "rank R of spawned job J" for a process a PMI spawn started.
+    pub fn name(&self, i: usize) -> String {
+        match self.ranks.get(i).and_then(|r| r.spawned) {
+            Some((job, rank)) => format!("rank {rank} of spawned job {job}"),
+            None => format!("rank {i}"),
+        }
+    }
+
+    /// "rank R (pid P)" (see [`name`](Control::name)), with " on host H" for a remote rank.
     pub fn who(&self, i: usize) -> String {
         let r = &self.ranks[i];
+        let name = self.name(i);
         match (&r.host, r.pid) {
-            (None, pid) => format!("rank {i} (pid {pid})"),
-            (Some(h), 0) => format!("rank {i} (on host {h})"),
-            (Some(h), pid) => format!("rank {i} (pid {pid} on host {h})"),
+            (None, pid) => format!("{name} (pid {pid})"),
+            (Some(h), 0) => format!("{name} (on host {h})"),
+            (Some(h), pid) => format!("{name} (pid {pid} on host {h})"),
         }
     }
 
@@ -932,9 +1141,10 @@ impl Control {
             return;
         }
         self.outcome = Some(code);
-        let why = match self.starting.as_ref().and_then(|s| s.stop()) {
-            Some(progress) => format!("{why} {progress}"),
-            None => why,
+        let progress: Vec<String> = self.starting.iter().filter_map(|s| s.stop()).collect();
+        let why = match progress.is_empty() {
+            true => why,
+            false => format!("{why} {}", progress.join(" ")),
         };
         if self.alive > 0 {
             note!("weft run: {why}; ending the job");

@@ -1,7 +1,8 @@
 //! `weft`: the launcher (`weft run`) and information tool (`weft info`).
 //!
 //! Exit codes of `weft run`: 0 when every rank exits 0 (and every rank that called PMI init
-//! also called PMI finalize); otherwise the first failure decides: a rank's exit code, 128 +
+//! also called PMI finalize; the processes of jobs spawned through PMI count as ranks);
+//! otherwise the first failure decides: a rank's exit code, 128 +
 //! the signal number for a rank killed by a signal, the code a rank passed to PMI abort (0
 //! becomes 1), 1 for a rank that exited 0 after PMI init without PMI finalize, 124 when the
 //! time limit passed, 128 + the signal number when the launcher itself was interrupted, 127
@@ -31,7 +32,9 @@ mod install;
 mod launch;
 mod mpiexec;
 mod pmi_server;
+mod pmi_spawn;
 mod proxy;
+mod spawn;
 mod sys;
 mod wire;
 
@@ -71,7 +74,8 @@ struct RunArgs {
     /// Number of ranks to start.
     #[arg(short = 'n', long = "np", value_name = "N")]
     np: u32,
-    /// Prefix every line of output with `[rank] `.
+    /// Prefix every line of output with `[rank] ` (`[job.rank] ` for a process of the
+    /// job-th job spawned through PMI).
     #[arg(short = 'l', long = "tag-output")]
     tag_output: bool,
     /// Pass NAME=VALUE to the ranks (NAME alone: the launcher's value). Repeatable.

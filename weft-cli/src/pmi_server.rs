@@ -6,12 +6,26 @@
 //! reported to the launcher's event loop. On a multi-host job each host's proxy serves its
 //! own ranks: its barrier completes when its ranks have entered and the [`Fence`] hook has
 //! exchanged the puts with every other host.
+//!
+//! Spawn (`mcmd=spawn` blocks, [`crate::pmi_spawn`]): once a rank's whole request is read,
+//! its server thread sends [`Event::Spawn`] to the event loop, waits for the verdict and
+//! answers `cmd=spawn_result rc=0` (or `rc=-1 msg=...`, with a note on stderr). The local
+//! launcher starts the new job ([`crate::spawn`]); a proxy refuses.
+//!
+//! A launcher's jobs form one universe: the first job and each job spawned since, each with
+//! its own key-value space ([`Job`]); a job's [`Place`] says where its ranks are in the
+//! launcher's rank table (their events carry that index, base + rank), which command of
+//! its spawn each rank runs (`get_appnum`: 0 in the first job), and how many processes the
+//! universe has now (`get_universe_size`: the first job's and every spawned job's so far;
+//! the job's size under a proxy).
 
 use crate::event::Event;
+use crate::pmi_spawn::{self, Blocks, Finished};
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
-use std::sync::mpsc::Sender;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Condvar, Mutex};
 use weft::launcher::pmi::{Line, MAX_LINE};
 
@@ -24,10 +38,34 @@ pub use weft::launcher::auth::SECRET_KEY;
 pub type Fence =
     Box<dyn Fn(Vec<(String, String)>) -> Result<Vec<(String, String)>, String> + Send + Sync>;
 
+/// Where a job sits in the launcher's universe.
+#[derive(Clone, Debug)]
+pub struct Place {
+    /// 0 for the first job; k for the k-th job spawned.
+    pub number: u32,
+    /// The launcher's index of the job's rank 0 (its events carry base + rank).
+    pub base: u32,
+    /// The first rank of each command of the spawn that started the job, in order (empty:
+    /// one command).
+    pub apps: Vec<u32>,
+    /// Processes in the universe so far (shared by all its jobs; the launcher adds to it).
+    pub universe: Arc<AtomicU32>,
+}
+
+impl Place {
+    /// The first job's place: a universe of its `size` ranks so far.
+    pub fn first(size: u32) -> Place {
+        Place {
+            number: 0,
+            base: 0,
+            apps: Vec::new(),
+            universe: Arc::new(AtomicU32::new(size)),
+        }
+    }
+}
+
 /// What every rank's server thread shares.
 pub struct Job {
-    /// Number of ranks in the job.
-    pub size: u32,
     /// Number of ranks this server serves (= size, except under a proxy).
     pub local: u32,
     /// The key-value-space name (unique per job).
@@ -36,6 +74,8 @@ pub struct Job {
     pub mapping: String,
     /// Print every line received and sent to stderr.
     pub debug: bool,
+    /// Where the job sits in the launcher's universe.
+    pub place: Place,
     /// The job-wide exchange behind a barrier (None: every rank is served here).
     fence: Option<Fence>,
     state: Mutex<State>,
@@ -87,11 +127,11 @@ impl Job {
         fence: Option<Fence>,
     ) -> Arc<Job> {
         Arc::new(Job {
-            size,
             local,
             kvsname,
             mapping,
             debug,
+            place: Place::first(size),
             fence,
             state: Mutex::new(State {
                 kvs: kvs.into_iter().collect(),
@@ -99,6 +139,58 @@ impl Job {
             }),
             barrier_done: Condvar::new(),
         })
+    }
+
+    /// A job started by PMI spawn, all served here (all on one node): `size` ranks at
+    /// `place`, a key-value space starting as `kvs`.
+    pub fn spawned(
+        size: u32,
+        kvsname: String,
+        debug: bool,
+        kvs: Vec<(String, String)>,
+        place: Place,
+    ) -> Arc<Job> {
+        Arc::new(Job {
+            local: size,
+            kvsname,
+            mapping: weft::launcher::mapping::single_node(size),
+            debug,
+            place,
+            fence: None,
+            state: Mutex::new(State {
+                kvs: kvs.into_iter().collect(),
+                ..State::default()
+            }),
+            barrier_done: Condvar::new(),
+        })
+    }
+
+    /// The launcher's index of rank `rank` of this job.
+    pub fn index(&self, rank: u32) -> u32 {
+        self.place.base + rank
+    }
+
+    /// How messages name rank `rank`: "rank R", or "rank R of spawned job J".
+    pub fn label(&self, rank: u32) -> String {
+        match self.place.number {
+            0 => format!("rank {rank}"),
+            j => format!("rank {rank} of spawned job {j}"),
+        }
+    }
+
+    /// The `--tag-output` prefix's label of rank `rank`: "R", or "J.R" in spawned job J.
+    pub fn tag(&self, rank: u32) -> String {
+        match self.place.number {
+            0 => rank.to_string(),
+            j => format!("{j}.{rank}"),
+        }
+    }
+
+    /// The command of the spawn that rank `rank` runs (0 in a job not spawned).
+    pub fn appnum(&self, rank: u32) -> u32 {
+        let apps = &self.place.apps;
+        apps.partition_point(|&first| first <= rank)
+            .saturating_sub(1) as u32
     }
 
     /// Enters the barrier; `Err` when the job-wide fence failed.
@@ -137,18 +229,22 @@ impl Job {
     }
 }
 
-/// Serves rank `rank` on `stream` until it hangs up; then reports [`Event::PmiClosed`].
+/// Serves rank `rank` of the job on `stream` until it hangs up; then reports
+/// [`Event::PmiClosed`].
 pub fn serve(job: Arc<Job>, rank: u32, stream: UnixStream, events: Sender<Event>) {
+    let (index, label) = (job.index(rank), job.label(rank));
     let mut out = match stream.try_clone() {
         Ok(s) => s,
         Err(e) => {
-            note!("weft run: rank {rank}: cannot duplicate the PMI socket: {e}");
-            let _ = events.send(Event::PmiClosed { rank });
+            note!("weft run: {label}: cannot duplicate the PMI socket: {e}");
+            let _ = events.send(Event::PmiClosed { rank: index });
             return;
         }
     };
     let mut input = BufReader::new(stream);
     let mut text = String::new();
+    // A multi-line command (`mcmd=spawn`) under way.
+    let mut blocks = Blocks::default();
     loop {
         text.clear();
         match input.read_line(&mut text) {
@@ -156,12 +252,18 @@ pub fn serve(job: Arc<Job>, rank: u32, stream: UnixStream, events: Sender<Event>
             Ok(_) => {}
         }
         if job.debug {
-            note!("weft run: pmi rank {rank} > {}", text.trim_end());
+            note!("weft run: pmi {label} > {}", text.trim_end());
         }
-        let reply = handle(&job, rank, &text, &events);
+        let reply = if blocks.is_open() || text.starts_with("mcmd=") {
+            blocks
+                .line(&text)
+                .map(|done| spawn(&job, rank, done, &events))
+        } else {
+            handle(&job, rank, &text, &events)
+        };
         if let Some(reply) = reply {
             if job.debug {
-                note!("weft run: pmi rank {rank} < {}", reply.trim_end());
+                note!("weft run: pmi {label} < {}", reply.trim_end());
             }
             debug_assert!(reply.len() <= MAX_LINE, "reply over the PMI line limit");
             if out.write_all(reply.as_bytes()).is_err() {
@@ -169,13 +271,41 @@ pub fn serve(job: Arc<Job>, rank: u32, stream: UnixStream, events: Sender<Event>
             }
         }
     }
-    let _ = events.send(Event::PmiClosed { rank });
+    let _ = events.send(Event::PmiClosed { rank: index });
 }
 
-fn handle(job: &Job, rank: u32, text: &str, events: &Sender<Event>) -> Option<String> {
+/// Answers a finished `mcmd` request: a spawn request goes to the event loop
+/// ([`Event::Spawn`]), and this thread waits for its verdict.
+fn spawn(job: &Job, rank: u32, done: Finished, events: &Sender<Event>) -> String {
+    let ending = || "weft run is ending".to_owned();
+    let result = done.request.and_then(|request| {
+        let (reply, verdict) = mpsc::channel();
+        events
+            .send(Event::Spawn {
+                rank: job.index(rank),
+                request,
+                reply,
+            })
+            .map_err(|_| ending())?;
+        verdict.recv().map_err(|_| ending())?
+    });
+    if let Err(why) = &result {
+        note!(
+            "weft run: {} asked to spawn processes (PMI mcmd={}): refused: {why}",
+            job.label(rank),
+            done.mcmd
+        );
+    }
+    pmi_spawn::reply(&done.mcmd, &result)
+}
+
+fn handle(job: &Job, job_rank: u32, text: &str, events: &Sender<Event>) -> Option<String> {
+    // Events carry the launcher's index of the rank.
+    let rank = job.index(job_rank);
     let Some(line) = Line::parse(text) else {
         note!(
-            "weft run: rank {rank} sent a malformed PMI line {:?}; ignoring it",
+            "weft run: {} sent a malformed PMI line {:?}; ignoring it",
+            job.label(job_rank),
             text.trim_end()
         );
         return None;
@@ -198,8 +328,11 @@ fn handle(job: &Job, rank: u32, text: &str, events: &Sender<Event>) -> Option<St
             "cmd=maxes kvsname_max=256 keylen_max=64 vallen_max={}\n",
             MAX_LINE
         ),
-        "get_appnum" => "cmd=appnum appnum=0\n".to_owned(),
-        "get_universe_size" => format!("cmd=universe_size size={}\n", job.size),
+        "get_appnum" => format!("cmd=appnum appnum={}\n", job.appnum(job_rank)),
+        "get_universe_size" => format!(
+            "cmd=universe_size size={}\n",
+            job.place.universe.load(Ordering::Relaxed)
+        ),
         "get_my_kvsname" => format!("cmd=my_kvsname kvsname={}\n", job.kvsname),
         "put" => match (line.get("key"), line.get("value")) {
             (Some(k), Some(v)) if line.get("kvsname") == Some(job.kvsname.as_str()) => {
@@ -215,7 +348,10 @@ fn handle(job: &Job, rank: u32, text: &str, events: &Sender<Event>) -> Option<St
         "barrier_in" => match job.barrier() {
             Ok(()) => "cmd=barrier_out\n".to_owned(),
             Err(why) => {
-                note!("weft: rank {rank}: the job-wide PMI barrier failed: {why}");
+                note!(
+                    "weft: {}: the job-wide PMI barrier failed: {why}",
+                    job.label(job_rank)
+                );
                 "cmd=barrier_out rc=-1\n".to_owned()
             }
         },
@@ -249,8 +385,8 @@ fn handle(job: &Job, rank: u32, text: &str, events: &Sender<Event>) -> Option<St
         }
         other => {
             note!(
-                "weft run: rank {rank} sent PMI command {other:?}, which weft run does not \
-                 serve: {:?}",
+                "weft run: {} sent PMI command {other:?}, which weft run does not serve: {:?}",
+                job.label(job_rank),
                 text.trim_end()
             );
             format!("cmd={other}_result rc=-1 msg=unknown_command\n")
@@ -276,6 +412,100 @@ mod tests {
             ask(&job, 0, "cmd=get kvsname=kvs key=weft-job-secret\n"),
             "cmd=get_result rc=0 msg=success value=00ab\n"
         );
+    }
+
+    #[test]
+    fn a_spawned_job_serves_its_appnums_its_preput_and_the_universe_size() {
+        let universe = Arc::new(AtomicU32::new(5));
+        let place = Place {
+            number: 2,
+            base: 3,
+            apps: vec![0, 2],
+            universe: universe.clone(),
+        };
+        let kvs = vec![("PARENT_KEY".into(), "v=1".into())];
+        let job = Job::spawned(3, "kvs2".into(), false, kvs, place);
+        let appnums: Vec<String> = (0..3).map(|r| ask(&job, r, "cmd=get_appnum\n")).collect();
+        assert_eq!(
+            appnums,
+            [
+                "cmd=appnum appnum=0\n",
+                "cmd=appnum appnum=0\n",
+                "cmd=appnum appnum=1\n"
+            ]
+        );
+        assert_eq!(
+            ask(&job, 1, "cmd=get kvsname=kvs2 key=PARENT_KEY\n"),
+            "cmd=get_result rc=0 msg=success value=v=1\n"
+        );
+        assert!(
+            ask(&job, 0, "cmd=get kvsname=kvs2 key=PMI_process_mapping\n")
+                .contains("value=(vector,(0,1,3))")
+        );
+        universe.store(9, Ordering::Relaxed);
+        assert_eq!(
+            ask(&job, 0, "cmd=get_universe_size\n"),
+            "cmd=universe_size size=9\n"
+        );
+        assert_eq!(
+            (job.index(1), job.label(1), job.tag(1)),
+            (4, "rank 1 of spawned job 2".into(), "2.1".into())
+        );
+        let (tx, rx) = mpsc::channel();
+        handle(&job, 2, "cmd=init pmi_version=1\n", &tx);
+        assert!(matches!(rx.try_recv(), Ok(Event::PmiInit { rank: 5 })));
+    }
+
+    #[test]
+    fn a_spawn_request_goes_to_the_event_loop_and_its_verdict_to_the_rank() {
+        use std::io::BufRead;
+        let job = Job::new(2, "kvs".into(), None, false, "00".into());
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        let (tx, rx) = mpsc::channel();
+        let server = {
+            let job = job.clone();
+            thread::spawn(move || serve(job, 1, theirs, tx))
+        };
+        let mut reader = std::io::BufReader::new(ours.try_clone().unwrap());
+        let mut out = ours;
+        let block = |i: u32, prog: &str| {
+            format!(
+                "mcmd=spawn\nnprocs=1\nexecname={prog}\ntotspawns=2\nspawnssofar={i}\n\
+                 argcnt=0\npreput_num=0\ninfo_num=0\nendcmd\n"
+            )
+        };
+        let mut line = String::new();
+        for verdict in [
+            Ok(()),
+            Err("cannot find program b (searched /x)".to_owned()),
+        ] {
+            out.write_all(block(1, "a").as_bytes()).unwrap();
+            out.write_all(block(2, "b").as_bytes()).unwrap();
+            match rx.recv().unwrap() {
+                Event::Spawn {
+                    rank,
+                    request,
+                    reply,
+                } => {
+                    assert_eq!(rank, 1);
+                    assert_eq!(request.commands.len(), 2);
+                    reply.send(verdict.clone()).unwrap();
+                }
+                other => panic!("{other:?}"),
+            }
+            line.clear();
+            reader.read_line(&mut line).unwrap();
+            assert_eq!(line, pmi_spawn::reply("spawn", &verdict));
+        }
+        // Still served line by line afterwards.
+        out.write_all(b"cmd=get_appnum\n").unwrap();
+        line.clear();
+        reader.read_line(&mut line).unwrap();
+        assert_eq!(line, "cmd=appnum appnum=0\n");
+        drop(out);
+        drop(reader);
+        server.join().unwrap();
+        assert!(matches!(rx.recv(), Ok(Event::PmiClosed { rank: 1 })));
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //! pair per rank), with barriers completed through the head. It reports every rank event
 //! (start, init, finalize, abort, exit status) to the head, which alone decides how the job
 //! ends, and signals its ranks when the head says so. The ranks' output goes to the proxy's
-//! own stdout/stderr, which the remote-start command carries back to the head.
+//! own stdout/stderr, which the remote-start command carries back to the head. A PMI spawn
+//! request is refused (`rc=-1`: spawn is not supported in multi-host jobs yet).
 //!
 //! When the head goes away (its connection closes, fails or stays silent for the heartbeat
 //! timeout, stdin reaches end of file, or the proxy gets SIGTERM/SIGHUP/SIGINT) the proxy
@@ -280,14 +281,19 @@ fn serve_ranks(
         note!("{me}: --bind-to core: cannot read this host's CPUs ({e}); the ranks run unbound");
         Vec::new()
     });
+    let children = Arc::new(launch::Children::default());
+    let outputs = launch::Outputs::default();
     let started = launch::Starter {
-        program: job.program.clone(),
-        args: job.args.clone(),
+        apps: vec![launch::App {
+            program: job.program.clone(),
+            args: job.args.clone(),
+            cwd: cwd.is_dir().then(|| cwd.to_path_buf()),
+            count: job.ranks.len() as u32,
+        }],
         env: job.env.clone(),
         size: job.size,
         job_id: job.job_id.clone(),
         kvsname: job.kvsname.clone(),
-        cwd: cwd.is_dir().then(|| cwd.to_path_buf()),
         cpus,
         ranks: job.ranks.clone(),
         tag_output: job.tag_output,
@@ -295,9 +301,9 @@ fn serve_ranks(
         // The head cannot see this host's limits.
         check_limits: true,
     }
-    .start(&tx);
+    .start(&tx, &children, &outputs);
     drop(tx);
-    let (starting, outputs) = match started {
+    let starting = match started {
         Ok(s) => s,
         Err(e) => {
             for &rank in &job.ranks {
@@ -372,10 +378,10 @@ fn serve_ranks(
                 failed.get_or_insert(rank);
                 send(ToHead::StartFailed { rank, why });
             }
-            Event::StartEnded { started } => {
+            Event::StartEnded { unstarted } => {
                 start_ended = true;
                 // The head accounts for every rank: the ones never started too.
-                for &rank in &job.ranks[started as usize..] {
+                for rank in unstarted {
                     if failed == Some(rank) {
                         continue;
                     }
@@ -390,6 +396,10 @@ fn serve_ranks(
             Event::PmiFinalize { rank } => send(ToHead::Finalize { rank }),
             Event::PmiAbort { rank, code } => send(ToHead::Abort { rank, code }),
             Event::PmiClosed { rank } => send(ToHead::Closed { rank }),
+            Event::Spawn { reply, .. } => {
+                // The rank's PMI thread answers rc=-1 with this (and notes it).
+                let _ = reply.send(Err("spawn is not supported in multi-host jobs yet".into()));
+            }
             Event::Exited { pid, status } => {
                 if let Some(i) = pids.iter().position(|&p| p == pid) {
                     // Reaped: its pid may be reused, so never signal it again.
