@@ -346,3 +346,66 @@ cmd("cmd=finalize")
         "{out:?}"
     );
 }
+
+#[test]
+fn a_spawn_after_the_last_child_was_reaped_is_still_started_and_reaped() {
+    // The rank exits at once (without PMI init) and leaves a grandchild holding its PMI
+    // socket, which asks for the spawn while the launcher waits for that socket to close:
+    // by then the reaper found no child left and ended, so the spawn must start another.
+    if !installed("python3") {
+        println!("skipped: python3 is not available");
+        return;
+    }
+    let rank = r#"
+import os, socket, time
+if os.fork() != 0:
+    os._exit(0)
+s = socket.socket(fileno=int(os.environ["PMI_FD"]))
+time.sleep(0.02)
+s.sendall(b"mcmd=spawn\nnprocs=1\nexecname=sh\ntotspawns=1\nspawnssofar=1\nargcnt=2\n"
+          b"arg1=-c\narg2=sleep 0.3; echo late-spawn-ran\npreput_num=0\ninfo_num=0\nendcmd\n")
+print("grandchild: " + s.makefile("r").readline().strip(), flush=True)
+"#;
+    let mut c = weft();
+    c.args(["run", "-n", "1", "python3", "-c", rank]);
+    let out = run(c, "weft run (a spawn after the last child was reaped)");
+    assert_eq!(out.code, Some(0), "{out:?}");
+    if out.stdout.contains("grandchild: cmd=spawn_result rc=0") {
+        assert!(out.stdout.contains("late-spawn-ran\n"), "{out:?}");
+    } else {
+        // The launcher ended (its only rank gone) before the request came: nothing to see.
+        println!("the request came after the launcher's end: {out:?}");
+    }
+}
+
+#[test]
+fn the_time_limit_ends_spawned_processes_too_and_leaves_none() {
+    if !installed("python3") {
+        println!("skipped: python3 is not available");
+        return;
+    }
+    let parent = r#"
+print("parent: " + spawn([("sleep", ["300"], 2, [])], []), flush=True)
+cmd("cmd=finalize")
+"#;
+    let mut c = weft();
+    c.args(["run", "-n", "1", "--timeout", "2", "python3", "-c"])
+        .arg(format!("{PMI_PY}{parent}"))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = c.spawn().unwrap();
+    let launcher = child.id();
+    let out = finish(child, WATCHDOG, "weft run --timeout (spawned sleepers)");
+    assert_eq!(out.code, Some(124), "{out:?}");
+    assert!(
+        out.stdout.contains("parent: cmd=spawn_result rc=0\n"),
+        "{out:?}"
+    );
+    wait_none_left("processes of the job left after the time limit", || {
+        live_pids()
+            .into_iter()
+            .filter(|&p| in_job_of(p, launcher))
+            .collect()
+    });
+}
