@@ -325,3 +325,117 @@ unsafe extern "C" fn comm_connect(
     })
 }
 export!(Comm_connect, comm_connect);
+
+unsafe extern "C" fn publish_name(
+    service: *const c_char,
+    _info: *mut c_void,
+    port_name: *const c_char,
+) -> c_int {
+    const CALL: &str = "MPI_Publish_name";
+    guard(CALL, std::ptr::null_mut(), || {
+        crate::env::running(CALL)?;
+        let service = string(CALL, "service_name", service)?;
+        let port = string(CALL, "port_name", port_name)?;
+        weft::topology::publish_name(&service, &port).map_err(CError::from_weft)
+    })
+}
+export!(Publish_name, publish_name);
+
+unsafe extern "C" fn unpublish_name(
+    service: *const c_char,
+    _info: *mut c_void,
+    _port_name: *const c_char,
+) -> c_int {
+    const CALL: &str = "MPI_Unpublish_name";
+    guard(CALL, std::ptr::null_mut(), || {
+        crate::env::running(CALL)?;
+        let service = string(CALL, "service_name", service)?;
+        weft::topology::unpublish_name(&service).map_err(CError::from_weft)
+    })
+}
+export!(Unpublish_name, unpublish_name);
+
+unsafe extern "C" fn lookup_name(
+    service: *const c_char,
+    _info: *mut c_void,
+    port_name: *mut c_char,
+) -> c_int {
+    const CALL: &str = "MPI_Lookup_name";
+    guard(CALL, std::ptr::null_mut(), || {
+        crate::env::running(CALL)?;
+        let service = string(CALL, "service_name", service)?;
+        if port_name.is_null() {
+            return Err(CError::new(
+                MPI_ERR_ARG,
+                CALL,
+                "port_name is a null pointer",
+            ));
+        }
+        let port = weft::topology::lookup_name(&service).map_err(CError::from_weft)?;
+        let mut len = 0;
+        // SAFETY: the standard's contract: MPI_MAX_PORT_NAME bytes at `port_name`.
+        unsafe { write_string(&port, port_name, MPI_MAX_PORT_NAME as usize, &mut len) };
+        Ok(())
+    })
+}
+export!(Lookup_name, lookup_name);
+
+/// MPI_Comm_join: the two processes at the ends of the socket `fd` each open a port and trade
+/// its name over the socket; the one whose name sorts first accepts, the other connects.
+unsafe extern "C" fn comm_join(fd: c_int, intercomm: *mut *mut c_void) -> c_int {
+    const CALL: &str = "MPI_Comm_join";
+    guard(CALL, std::ptr::null_mut(), || {
+        let running = crate::env::running(CALL)?;
+        let port = Port::open().map_err(CError::from_weft)?;
+        let theirs = trade_over_socket(CALL, fd, port.name())?;
+        let me = &running.self_comm;
+        let made = if port.name() < theirs.as_str() {
+            me.comm.accept(Some(&port), 0)
+        } else {
+            me.comm.connect(Some(&theirs), 0)
+        };
+        let made = made.map_err(CError::from_weft)?;
+        hand_out_comm(CALL, intercomm, Some(made.into()), me)
+    })
+}
+export!(Comm_join, comm_join);
+
+/// Writes `mine` (length first) to the socket `fd` and reads the other end's.
+fn trade_over_socket(call: &'static str, fd: c_int, mine: &str) -> Result<String, CError> {
+    use std::io::{Read, Write};
+    use std::os::fd::FromRawFd;
+    if fd < 0 {
+        return Err(CError::new(MPI_ERR_ARG, call, format!("fd is {fd}")));
+    }
+    // SAFETY: the caller's socket, borrowed for this call: ManuallyDrop keeps it open.
+    let mut s = std::mem::ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(fd) });
+    let broken = |e: std::io::Error| {
+        CError::new(
+            MPI_ERR_OTHER,
+            call,
+            format!("the socket (fd {fd}) failed: {e}"),
+        )
+    };
+    s.write_all(&(mine.len() as u32).to_le_bytes())
+        .map_err(broken)?;
+    s.write_all(mine.as_bytes()).map_err(broken)?;
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).map_err(broken)?;
+    let len = u32::from_le_bytes(len) as usize;
+    if len > MPI_MAX_PORT_NAME as usize {
+        return Err(CError::new(
+            MPI_ERR_OTHER,
+            call,
+            format!("the other end sent a {len}-byte port name"),
+        ));
+    }
+    let mut theirs = vec![0u8; len];
+    s.read_exact(&mut theirs).map_err(broken)?;
+    String::from_utf8(theirs).map_err(|_| {
+        CError::new(
+            MPI_ERR_OTHER,
+            call,
+            "the other end sent a port name that is not UTF-8",
+        )
+    })
+}

@@ -68,6 +68,8 @@ impl CError {
             W::Arg => MPI_ERR_ARG,
             W::Port => MPI_ERR_PORT,
             W::Spawn => MPI_ERR_SPAWN,
+            W::Name => MPI_ERR_NAME,
+            W::Service => MPI_ERR_SERVICE,
             W::Resource => MPI_ERR_NO_MEM,
             W::Internal => MPI_ERR_INTERN,
             _ => MPI_ERR_OTHER,

@@ -402,6 +402,7 @@ pub fn run(opts: &Options) -> anyhow::Result<u8> {
         secret.clone(),
     );
     let universe = job.place.universe.clone();
+    let names = job.place.names.clone();
     let (tx, rx) = mpsc::channel::<Event>();
 
     // Signals that end the job are taken by one thread; block them first so every thread
@@ -449,6 +450,7 @@ pub fn run(opts: &Options) -> anyhow::Result<u8> {
             secret,
             cpus,
             universe,
+            names,
             job_ids: vec![job_id],
         },
     };

@@ -50,7 +50,12 @@ pub struct Place {
     pub apps: Vec<u32>,
     /// Processes in the universe so far (shared by all its jobs; the launcher adds to it).
     pub universe: Arc<AtomicU32>,
+    /// Names published in the universe (`publish_name`): service → port.
+    pub names: Names,
 }
+
+/// The universe's published names (MPI_Publish_name), shared by all its jobs.
+pub type Names = Arc<Mutex<HashMap<String, String>>>;
 
 impl Place {
     /// The first job's place: a universe of its `size` ranks so far.
@@ -60,6 +65,7 @@ impl Place {
             base: 0,
             apps: Vec::new(),
             universe: Arc::new(AtomicU32::new(size)),
+            names: Names::default(),
         }
     }
 }
@@ -299,6 +305,36 @@ fn spawn(job: &Job, rank: u32, done: Finished, events: &Sender<Event>) -> String
     pmi_spawn::reply(&done.mcmd, &result)
 }
 
+/// MPI's name service (MPI_Publish_name, MPI_Unpublish_name, MPI_Lookup_name) over the
+/// universe's table: a service is published once until unpublished.
+fn name_service(job: &Job, line: &Line) -> String {
+    let mut names = job.place.names.lock().unwrap_or_else(|e| e.into_inner());
+    let service = line.get("service").unwrap_or("");
+    match (line.cmd.as_str(), line.get("port")) {
+        ("publish_name", Some(port)) if !service.is_empty() => match names.get(service) {
+            Some(_) => {
+                format!("cmd=publish_result rc=-1 msg=service_{service}_is_already_published\n")
+            }
+            None => {
+                names.insert(service.to_owned(), port.to_owned());
+                "cmd=publish_result rc=0 msg=success\n".to_owned()
+            }
+        },
+        ("unpublish_name", _) => match names.remove(service) {
+            Some(_) => "cmd=unpublish_result rc=0 msg=success\n".to_owned(),
+            None => format!("cmd=unpublish_result rc=-1 msg=service_{service}_is_not_published\n"),
+        },
+        ("lookup_name", _) => match names.get(service) {
+            Some(port) => format!("cmd=lookup_result rc=0 msg=success port={port}\n"),
+            None => format!("cmd=lookup_result rc=-1 msg=service_{service}_is_not_published\n"),
+        },
+        (cmd, _) => format!(
+            "cmd={}_result rc=-1 msg=missing_service_or_port\n",
+            cmd.trim_end_matches("_name")
+        ),
+    }
+}
+
 fn handle(job: &Job, job_rank: u32, text: &str, events: &Sender<Event>) -> Option<String> {
     // Events carry the launcher's index of the rank.
     let rank = job.index(job_rank);
@@ -334,6 +370,7 @@ fn handle(job: &Job, job_rank: u32, text: &str, events: &Sender<Event>) -> Optio
             job.place.universe.load(Ordering::Relaxed)
         ),
         "get_my_kvsname" => format!("cmd=my_kvsname kvsname={}\n", job.kvsname),
+        "publish_name" | "unpublish_name" | "lookup_name" => name_service(job, &line),
         "put" => match (line.get("key"), line.get("value")) {
             (Some(k), Some(v)) if line.get("kvsname") == Some(job.kvsname.as_str()) => {
                 let mut st = job.state.lock().unwrap_or_else(|e| e.into_inner());
@@ -422,6 +459,7 @@ mod tests {
             base: 3,
             apps: vec![0, 2],
             universe: universe.clone(),
+            names: Names::default(),
         };
         let kvs = vec![("PARENT_KEY".into(), "v=1".into())];
         let job = Job::spawned(3, "kvs2".into(), false, kvs, place);
@@ -568,5 +606,33 @@ mod tests {
         );
         assert_eq!(ask(&job, 0, "cmd=barrier_in\n"), "cmd=barrier_out rc=-1\n");
         assert_eq!(ask(&job, 0, "cmd=barrier_in\n"), "cmd=barrier_out rc=-1\n");
+    }
+}
+
+#[cfg(test)]
+mod name_tests {
+    use super::*;
+
+    fn ask(job: &Job, line: &str) -> String {
+        handle(job, 0, line, &mpsc::channel().0).unwrap()
+    }
+
+    #[test]
+    fn names_are_published_looked_up_and_unpublished_once() {
+        let job = Job::new(1, "kvs".into(), None, false, "00".into());
+        let publish = "cmd=publish_name service=svc port=weft-port:127.0.0.1:9\n";
+        assert_eq!(ask(&job, publish), "cmd=publish_result rc=0 msg=success\n");
+        assert!(ask(&job, publish).contains("rc=-1 msg=service_svc_is_already_published"));
+        assert_eq!(
+            ask(&job, "cmd=lookup_name service=svc\n"),
+            "cmd=lookup_result rc=0 msg=success port=weft-port:127.0.0.1:9\n"
+        );
+        assert_eq!(
+            ask(&job, "cmd=unpublish_name service=svc\n"),
+            "cmd=unpublish_result rc=0 msg=success\n"
+        );
+        assert!(ask(&job, "cmd=lookup_name service=svc\n").contains("rc=-1"));
+        assert!(ask(&job, "cmd=unpublish_name service=svc\n").contains("rc=-1"));
+        assert!(ask(&job, "cmd=publish_name service=svc\n").contains("missing_service_or_port"));
     }
 }

@@ -51,6 +51,8 @@ pub struct Spawner {
     pub cpus: Vec<usize>,
     /// Processes in the universe (served as `get_universe_size`).
     pub universe: Arc<AtomicU32>,
+    /// The universe's published names.
+    pub names: crate::pmi_server::Names,
     /// The job ids of the universe: the first job's, then each spawned job's.
     pub job_ids: Vec<String>,
 }
@@ -109,6 +111,7 @@ impl Spawner {
             base,
             apps: starts,
             universe: self.universe.clone(),
+            names: self.names.clone(),
         };
         let pmi = Job::spawned(total, kvsname.clone(), self.pmi_debug, kvs, place);
         let starting = Starter {

@@ -168,6 +168,29 @@ fn sessions_without_mpi_init_then_the_world_model_joining_from_c() {
 }
 
 #[test]
+fn ports_spawn_and_spawn_multiple_join_jobs_into_intercommunicators_from_c() {
+    let exe = compile(&prefix().join("bin/mpicc"), "dynamic.c", "dynamic", &[]);
+    // Oversubscribed on purpose: 3 parents, then 2 and 3 children, on 2 CPUs.
+    for n in [1, 3] {
+        let out = weft_run(n, &exe, &[]);
+        assert_every_rank(&out, n, |r| format!("dynamic: rank {r} of {n} ok"));
+        for r in 0..2 {
+            let child = format!("dynamic child: rank {r} of 2 (appnum 0) ok");
+            assert!(out.stdout.contains(&child), "no {child:?} in {out:?}");
+        }
+        for (r, app) in [(0, 0), (1, 1), (2, 1)] {
+            let child = format!("dynamic child: rank {r} of 3 (appnum {app}) ok");
+            assert!(out.stdout.contains(&child), "no {child:?} in {out:?}");
+        }
+        assert!(
+            out.stderr
+                .contains("cannot find program /nonexistent/weft-test-program"),
+            "{out:?}"
+        );
+    }
+}
+
+#[test]
 fn derived_datatypes_constructors_pack_and_non_contiguous_communication_from_c() {
     let exe = compile(&prefix().join("bin/mpicc"), "datatypes.c", "datatypes", &[]);
     for n in [1, 2, 3] {

@@ -40,13 +40,17 @@ pub enum ErrorClass {
     Port,
     /// Processes could not be spawned (MPI_ERR_SPAWN).
     Spawn,
+    /// A service name that is not published (MPI_ERR_NAME).
+    Name,
+    /// A service that cannot be published or unpublished (MPI_ERR_SERVICE).
+    Service,
     /// An internal invariant failed: a bug in weft.
     Internal,
 }
 
 impl ErrorClass {
     /// Every class, in declaration order (`class as u8` indexes it).
-    const ALL: [ErrorClass; 18] = [
+    const ALL: [ErrorClass; 20] = [
         Self::Rank,
         Self::Tag,
         Self::Count,
@@ -64,6 +68,8 @@ impl ErrorClass {
         Self::Arg,
         Self::Port,
         Self::Spawn,
+        Self::Name,
+        Self::Service,
         Self::Internal,
     ];
 

@@ -43,6 +43,8 @@ pub struct Runtime {
     /// The intercommunicator with the job that spawned this one (MPI_Comm_get_parent), made
     /// during initialize; `None` when this job was not spawned.
     pub parent: Option<std::rc::Rc<crate::comm::CommData>>,
+    /// The node each node of another job got in `boot.node_of` (see `comm::dynamic`).
+    pub other_nodes: HashMap<(u32, u32), u32>,
 }
 
 impl Runtime {
@@ -53,6 +55,7 @@ impl Runtime {
             boot: &mut self.boot,
             tunables: &self.tunables,
             mask: &mut self.contexts,
+            other_nodes: &mut self.other_nodes,
         }
     }
 
@@ -248,6 +251,7 @@ pub fn init() -> Result<()> {
         names: HashMap::new(),
         tunables,
         parent: None,
+        other_nodes: HashMap::new(),
     };
     rt.connect_parent()?;
     SLOT.coll_check.store(rt.tunables.coll_check, Relaxed);

@@ -12,7 +12,7 @@ mod inter;
 pub use self::attribute::{AnyCommunicator, Attributes, CommAttribute};
 pub use self::cartesian::{dims_create, CartesianCommunicator, CartesianLayout};
 pub use self::duplicate::DuplicateRequest;
-pub use self::dynamic::{Port, SpawnCommand};
+pub use self::dynamic::{lookup_name, publish_name, unpublish_name, Port, SpawnCommand};
 pub use self::graph::{DistributedGraphCommunicator, DistributedGraphNeighbors, GraphCommunicator};
 pub use self::inter::{InterCommunicator, MergeOrder, PROC_NULL, ROOT};
 use super::datatype::{Buffer, BufferMut, Count};

@@ -31,6 +31,21 @@ pub trait Pmi {
     fn finalize(&mut self) -> Result<()>;
     /// Name of the protocol, for diagnostics (`"pmi-1"`, `"pmi-2"`, `"singleton"`).
     fn protocol(&self) -> &'static str;
+    /// Runs a call of the name service; `Ok(Some(port))` for a lookup.
+    fn name_service(&mut self, call: NameCall<'_>) -> Result<Option<String>> {
+        Err(crate::Error::unsupported(
+            match call {
+                NameCall::Publish { .. } => "publish_name",
+                NameCall::Unpublish { .. } => "unpublish_name",
+                NameCall::Lookup { .. } => "lookup_name",
+            },
+            format!(
+                "the process manager ({}) offers no name service to weft: start the job with \
+                 weft run",
+                self.protocol()
+            ),
+        ))
+    }
     /// Asks the process manager to start a new job running `cmds` (their processes are its
     /// world, command by command) whose key-value space starts with `preput`. Returns once
     /// the process manager has started it (or refused, with its reason).
@@ -43,6 +58,19 @@ pub trait Pmi {
             ),
         ))
     }
+}
+
+/// MPI's name service through the process manager (`weft run` keeps one table for the
+/// universe): `publish` a service's port, `lookup` it, `unpublish` it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(missing_docs)] // the fields are the variants' documented arguments
+pub enum NameCall<'a> {
+    /// Publishes `service` at `port`.
+    Publish { service: &'a str, port: &'a str },
+    /// Withdraws `service`.
+    Unpublish { service: &'a str },
+    /// Finds the port of `service`.
+    Lookup { service: &'a str },
 }
 
 /// One command of a spawn: `maxprocs` processes of `program` with `args`, placed as `info`
@@ -121,6 +149,9 @@ impl Pmi for Forward {
     }
     fn spawn(&mut self, cmds: &[SpawnCommand], preput: &[(String, String)]) -> Result<()> {
         self.0.borrow_mut().spawn(cmds, preput)
+    }
+    fn name_service(&mut self, call: NameCall<'_>) -> Result<Option<String>> {
+        self.0.borrow_mut().name_service(call)
     }
 }
 

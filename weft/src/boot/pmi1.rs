@@ -6,7 +6,7 @@
 //! differently), and a reply with `rc` other than 0 becomes an [`Error`] naming the call.
 //! See `shared/notes/launchers.md` and MPICH's `src/pmi/maint/pmi-1.1.txt`.
 
-use super::{Boot, Pmi, SpawnCommand};
+use super::{Boot, NameCall, Pmi, SpawnCommand};
 use crate::error::{Error, ErrorClass, Result};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -418,6 +418,44 @@ impl Pmi for Pmi1 {
         self.transact("PMI finalize", "cmd=finalize\n", "finalize_ack")?;
         self.finalized = true;
         Ok(())
+    }
+
+    fn name_service(&mut self, call: NameCall<'_>) -> Result<Option<String>> {
+        let (name, line, expect, class) = match call {
+            NameCall::Publish { service, port } => (
+                "publish_name",
+                format!("cmd=publish_name service={service} port={port}\n"),
+                "publish_result",
+                ErrorClass::Service,
+            ),
+            NameCall::Unpublish { service } => (
+                "unpublish_name",
+                format!("cmd=unpublish_name service={service}\n"),
+                "unpublish_result",
+                ErrorClass::Service,
+            ),
+            NameCall::Lookup { service } => (
+                "lookup_name",
+                format!("cmd=lookup_name service={service}\n"),
+                "lookup_result",
+                ErrorClass::Name,
+            ),
+        };
+        let service = match call {
+            NameCall::Publish { service, .. }
+            | NameCall::Unpublish { service }
+            | NameCall::Lookup { service } => service,
+        };
+        check_word(name, "the service name", service, self.maxes.vallen_max)?;
+        if let NameCall::Publish { port, .. } = call {
+            check_word(name, "the port name", port, self.maxes.vallen_max)?;
+        }
+        let reply = self.send_and_read(name, &line, expect)?;
+        if rc_of(&reply) != 0 {
+            let why = reply.get("msg").unwrap_or("refused").replace('_', " ");
+            return Err(Error::new(class, name, why));
+        }
+        Ok(reply.get("port").map(str::to_owned))
     }
 
     fn spawn(&mut self, cmds: &[SpawnCommand], preput: &[(String, String)]) -> Result<()> {

@@ -43,15 +43,17 @@ const TAG_LEADERS: i32 = -52;
 /// The key under which a spawned job finds its parents' port (MPICH's name for it).
 pub const PARENT_PORT_KEY: &str = "PARENT_ROOT_PORT_NAME";
 
-/// Bytes of one member's table entry: universe rank, world rank, address (family, 16 bytes
-/// of IP, port).
-const ENTRY_LEN: usize = 4 + 4 + 1 + 16 + 2;
+/// Bytes of one member's table entry: universe rank, world rank, node in its job, address
+/// (family, 16 bytes of IP, port).
+const ENTRY_LEN: usize = 4 + 4 + 4 + 1 + 16 + 2;
 
 /// One process as the other group learns it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Entry {
     uni: u32,
     wire: u32,
+    /// Its node in its own job's node map.
+    node: u32,
     addr: SocketAddr,
 }
 
@@ -60,33 +62,35 @@ impl Entry {
         let mut b = [0u8; ENTRY_LEN];
         b[..4].copy_from_slice(&self.uni.to_le_bytes());
         b[4..8].copy_from_slice(&self.wire.to_le_bytes());
+        b[8..12].copy_from_slice(&self.node.to_le_bytes());
         let ip = match self.addr.ip() {
             IpAddr::V4(v4) => {
-                b[8] = 4;
+                b[12] = 4;
                 v4.to_ipv6_mapped().octets()
             }
             IpAddr::V6(v6) => {
-                b[8] = 6;
+                b[12] = 6;
                 v6.octets()
             }
         };
-        b[9..25].copy_from_slice(&ip);
-        b[25..].copy_from_slice(&self.addr.port().to_le_bytes());
+        b[13..29].copy_from_slice(&ip);
+        b[29..].copy_from_slice(&self.addr.port().to_le_bytes());
         b
     }
 
     fn decode(b: &[u8]) -> Option<Entry> {
         let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
-        let v6 = std::net::Ipv6Addr::from(<[u8; 16]>::try_from(&b[9..25]).ok()?);
-        let ip = match b[8] {
+        let v6 = std::net::Ipv6Addr::from(<[u8; 16]>::try_from(&b[13..29]).ok()?);
+        let ip = match b[12] {
             4 => IpAddr::V4(v6.to_ipv4_mapped()?),
             6 => IpAddr::V6(v6),
             _ => return None,
         };
-        let port = u16::from_le_bytes([b[25], b[26]]);
+        let port = u16::from_le_bytes([b[29], b[30]]);
         Some(Entry {
             uni: u32_at(0),
             wire: u32_at(4),
+            node: u32_at(8),
             addr: SocketAddr::new(ip, port),
         })
     }
@@ -138,6 +142,9 @@ pub struct Joining<'a> {
     pub tunables: &'a Tunables,
     /// Free context pairs.
     pub mask: &'a mut ContextMask,
+    /// The node (in `boot.node_of`) given to each node of another job met so far, by that
+    /// job's first universe rank and its node there.
+    pub other_nodes: &'a mut std::collections::HashMap<(u32, u32), u32>,
 }
 
 /// The universe's secret: the job's (every job `weft run` starts has the same one).
@@ -178,6 +185,7 @@ pub fn join(
     let mine = Entry {
         uni: tcp.universe_rank(),
         wire: j.boot.rank,
+        node: j.boot.node_of[j.boot.rank as usize],
         addr: tcp.local_addr(),
     };
     let ctx = local.coll_context();
@@ -212,7 +220,10 @@ pub fn join(
     let theirs = &told[2..];
     let (their_leader, others) = read_table(call, theirs)?;
     // 3. Their processes become peers.
-    let ids: Vec<u32> = others.iter().map(|e| add_peer(j.eng, j.boot, e)).collect();
+    let ids: Vec<u32> = others
+        .iter()
+        .map(|e| add_peer(j.eng, j.boot, j.other_nodes, e))
+        .collect();
     if let Some(w) = ids.iter().find(|w| members.contains(w)) {
         return Err(Error::new(
             ErrorClass::Arg,
@@ -232,13 +243,22 @@ pub fn join(
     Ok(CommData::new(pair, local.group.clone(), local.rank).with_remote(Rc::new(GroupData::new(ids))))
 }
 
-/// The peer number of `e`, adding it (and its own node) when it is new.
-fn add_peer(eng: &mut Engine<NodeFabric>, boot: &mut Boot, e: &Entry) -> u32 {
+/// The peer number of `e`, adding it when it is new, on a node of this job's node map: the
+/// one given to its node in its job (processes of its job that share a node share one here
+/// too; no memory is shared with this job, so never one of this job's nodes). Every process
+/// of both jobs thus sees the same partition of any communicator into nodes, which the
+/// node-aware collectives need.
+fn add_peer(
+    eng: &mut Engine<NodeFabric>,
+    boot: &mut Boot,
+    other_nodes: &mut std::collections::HashMap<(u32, u32), u32>,
+    e: &Entry,
+) -> u32 {
     let (id, new) = eng.fabric_mut().add_remote(e.uni, e.wire, e.addr);
     if new {
         eng.add_peer(id);
-        // No memory is shared with a process of another job: a node of its own.
-        let node = boot.node_of.iter().max().map_or(0, |&n| n + 1);
+        let fresh = boot.node_of.iter().max().map_or(0, |&n| n + 1);
+        let node = *other_nodes.entry((e.uni - e.wire, e.node)).or_insert(fresh);
         debug_assert_eq!(boot.node_of.len(), id as usize);
         boot.node_of.push(node);
     }
@@ -287,11 +307,13 @@ mod tests {
         let a = Entry {
             uni: 7,
             wire: 3,
+            node: 1,
             addr: "127.0.0.1:4567".parse().unwrap(),
         };
         let b = Entry {
             uni: 9,
             wire: 0,
+            node: 0,
             addr: "[::1]:80".parse().unwrap(),
         };
         assert_eq!(Entry::decode(&a.encode()), Some(a));
@@ -305,6 +327,7 @@ mod tests {
         let a = Entry {
             uni: 1,
             wire: 1,
+            node: 0,
             addr: "10.0.0.1:1".parse().unwrap(),
         }
         .encode();
@@ -313,7 +336,7 @@ mod tests {
         assert!(read_table("connect", &[0, 0, 0, 0]).is_err());
         assert!(read_table("connect", &[0, 0, 0, 0, 1]).is_err());
         let mut bad = a;
-        bad[8] = 5;
+        bad[12] = 5;
         let e = read_table("connect", &table(0, &bad)).unwrap_err().to_string();
         assert!(e.contains("bad address"), "{e}");
     }

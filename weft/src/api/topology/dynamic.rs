@@ -9,6 +9,7 @@
 //! different jobs talk over TCP (loopback on one host), not shared memory.
 
 use super::{AsCommunicator, InterCommunicator, Process, Rank, SimpleCommunicator};
+use crate::boot::NameCall;
 pub use crate::boot::SpawnCommand;
 use crate::comm::dynamic::{self, Meet};
 use crate::comm::port;
@@ -36,6 +37,35 @@ impl Port {
     pub fn name(&self) -> &str {
         self.0.name()
     }
+}
+
+/// Publishes `port_name` under `service` for the whole universe (MPI_Publish_name), so
+/// that [`lookup_name`] finds it. A service is published once until unpublished.
+pub fn publish_name(service: &str, port_name: &str) -> Result<()> {
+    let call = NameCall::Publish {
+        service,
+        port: port_name,
+    };
+    runtime::with_call("publish_name", |rt| rt.boot.pmi.name_service(call)).map(drop)
+}
+
+/// Withdraws `service` (MPI_Unpublish_name).
+pub fn unpublish_name(service: &str) -> Result<()> {
+    let call = NameCall::Unpublish { service };
+    runtime::with_call("unpublish_name", |rt| rt.boot.pmi.name_service(call)).map(drop)
+}
+
+/// The port published under `service` (MPI_Lookup_name).
+pub fn lookup_name(service: &str) -> Result<String> {
+    let call = NameCall::Lookup { service };
+    let port = runtime::with_call("lookup_name", |rt| rt.boot.pmi.name_service(call))?;
+    port.ok_or_else(|| {
+        Error::new(
+            ErrorClass::Name,
+            "lookup_name",
+            format!("the process manager found {service:?} but gave no port"),
+        )
+    })
 }
 
 /// A spawn command as the process manager takes it.
