@@ -83,18 +83,16 @@ fn spawn(
             "comm is an intercommunicator; spawn needs an intracommunicator",
         ));
     }
-    // A bad command at the root must fail the call everywhere: it goes to Weft as a
-    // spawn of nothing, which Weft refuses at the root and reports to every member.
-    let at_root = c.comm.rank() == root;
-    let (cmds, bad) = match at_root.then(cmds) {
-        Some(Ok(cmds)) => (cmds, None),
-        Some(Err(e)) => (Vec::new(), Some(e)),
-        None => (Vec::new(), None),
+    // A bad command at the root fails the call everywhere: Weft broadcasts the root's
+    // failure (as an invalid argument, naming what was wrong).
+    let cmds = match c.comm.rank() == root {
+        true => cmds().map_err(|e| weft::Error::new(weft::ErrorClass::Arg, call, e.detail.clone())),
+        false => Ok(Vec::new()),
     };
-    let made = c.comm.process_at_rank(root).spawn_commands(&cmds);
-    if let Some(e) = bad {
-        return Err(e);
-    }
+    let made = c
+        .comm
+        .process_at_rank(root)
+        .spawn_commands(cmds.as_deref().map_err(Clone::clone));
     let made = made.map_err(CError::from_weft)?;
     all_started(errcodes, made.remote_size() as u32);
     hand_out_comm(call, intercomm, Some(made.into()), c)
@@ -126,7 +124,7 @@ unsafe extern "C" fn comm_spawn(
 export!(Comm_spawn, comm_spawn);
 
 fn maxprocs_of(call: &'static str, n: c_int) -> Result<u32, CError> {
-    u32::try_from(n).ok().filter(|&n| n > 0).ok_or_else(|| {
+    u32::try_from(n).ok().ok_or_else(|| {
         CError::new(
             MPI_ERR_ARG,
             call,

@@ -161,6 +161,8 @@ tunables! {
         "Seconds before an unreachable TCP peer (unacknowledged data or failed keepalives, or a connection not made) fails the job";
     tcp_handshake_timeout_ms: u64 = "WEFT_TCP_HANDSHAKE_TIMEOUT_MS", "2000",
         "Milliseconds a connection to a rank's TCP listener has to prove it belongs to the job before it is dropped and logged (a real peer that was too slow dials again)";
+    spawn_timeout_s: u64 = "WEFT_SPAWN_TIMEOUT", "300",
+        "Seconds the processes of a spawn have to reach MPI_Init and join their parents before the spawn fails with MPI_ERR_SPAWN (a program that never initializes MPI would otherwise keep its parents waiting forever)";
 }
 
 impl Tunables {

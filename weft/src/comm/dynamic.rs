@@ -107,7 +107,7 @@ fn table(leader: u32, entries: &[u8]) -> Vec<u8> {
 /// The other group's table: its leader's position and its members.
 fn read_table(call: &'static str, t: &[u8]) -> Result<(usize, Vec<Entry>)> {
     let bad = |why: &str| Error::new(ErrorClass::Port, call, format!("the other group's table {why}"));
-    if t.len() < 4 || (t.len() - 4) % ENTRY_LEN != 0 || t.len() == 4 {
+    if t.len() <= 4 || !(t.len() - 4).is_multiple_of(ENTRY_LEN) {
         return Err(bad(&format!("has a bad length ({} bytes)", t.len())));
     }
     let leader = u32::from_le_bytes(t[..4].try_into().unwrap()) as usize;
@@ -282,7 +282,7 @@ fn meet_other(
     })?;
     match meet {
         Meet::Fail(e) => Err(e),
-        Meet::Accept(p) => p.accept(secret, mine, timeout, || {
+        Meet::Accept(p) => p.accept(secret, mine, (timeout, None), || {
             eng.progress();
         }),
         Meet::Connect(name) => port::connect(secret, port::parse_name(call, name)?, mine, timeout),
@@ -291,7 +291,8 @@ fn meet_other(
             let p = Port::open(tunables, one_node)?;
             boot.pmi
                 .spawn(cmds, &[(PARENT_PORT_KEY.to_owned(), p.name().to_owned())])?;
-            p.accept(secret, mine, timeout, || {
+            let wait = Duration::from_secs(tunables.spawn_timeout_s.max(1));
+            p.accept(secret, mine, (timeout, Some(wait)), || {
                 eng.progress();
             })
         }

@@ -58,21 +58,37 @@ impl Port {
         &self.name
     }
 
-    /// Waits for a connector, proves the secret both ways and trades `mine` for the
-    /// connector's table. `progress` runs while no one has come yet (this rank's own
-    /// traffic must go on: the other members of its group wait for it, and so may others).
+    /// Waits for a connector (until `wait` is over, when given), proves the secret both ways
+    /// and trades `mine` for the connector's table. `progress` runs while no one has come yet
+    /// (this rank's own traffic must go on: the other members of its group wait for it, and
+    /// so may others).
     pub fn accept(
         &self,
         secret: &[u8; SECRET_LEN],
         mine: &[u8],
-        io_timeout: Duration,
+        (io_timeout, wait): (Duration, Option<Duration>),
         mut progress: impl FnMut(),
     ) -> Result<Vec<u8>> {
         const CALL: &str = "accept";
+        let deadline = wait.map(|w| Instant::now() + w);
         let stream = loop {
             match self.listener.accept() {
                 Ok((s, _)) => break s,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if let (Some(d), Some(w)) = (deadline, wait) {
+                        if Instant::now() > d {
+                            return Err(Error::new(
+                                ErrorClass::Spawn,
+                                CALL,
+                                format!(
+                                    "no process connected to port {} within {} s \
+                                     (WEFT_SPAWN_TIMEOUT): did the spawned program call MPI_Init?",
+                                    self.name,
+                                    w.as_secs()
+                                ),
+                            ));
+                        }
+                    }
                     progress();
                     let fd = std::os::fd::AsRawFd::as_raw_fd(&self.listener);
                     let mut fds = [crate::sys::net::poll_entry(fd, crate::sys::net::POLLIN)];
@@ -257,7 +273,7 @@ mod tests {
             connect(&[7; SECRET_LEN], addr, b"from the connector", Duration::from_secs(10))
         });
         let got = p
-            .accept(&[7; SECRET_LEN], b"from the acceptor", Duration::from_secs(10), || {})
+            .accept(&[7; SECRET_LEN], b"from the acceptor", (Duration::from_secs(10), None), || {})
             .unwrap();
         assert_eq!(got, b"from the connector");
         assert_eq!(dialer.join().unwrap().unwrap(), b"from the acceptor");
@@ -270,12 +286,21 @@ mod tests {
         let dialer = std::thread::spawn(move || {
             connect(&[1; SECRET_LEN], addr, b"x", Duration::from_secs(10))
         });
-        let acc = p.accept(&[2; SECRET_LEN], b"y", Duration::from_secs(10), || {});
+        let acc = p.accept(&[2; SECRET_LEN], b"y", (Duration::from_secs(10), None), || {});
         let con = dialer.join().unwrap();
         // The connector checks the acceptor's MAC first and hangs up.
         let e = con.unwrap_err().to_string();
         assert!(e.contains("does not hold this universe's secret"), "{e}");
         assert!(acc.is_err());
+    }
+
+    #[test]
+    fn an_accept_with_a_time_limit_ends_when_nobody_comes() {
+        let p = port();
+        let limit = (Duration::from_secs(1), Some(Duration::from_millis(50)));
+        let e = p.accept(&[0; SECRET_LEN], b"", limit, || {}).unwrap_err();
+        assert_eq!(e.class, ErrorClass::Spawn);
+        assert!(e.detail.contains("did the spawned program call MPI_Init?"), "{e}");
     }
 
     #[test]

@@ -43,8 +43,13 @@ int main(int argc, char **argv) {
     expect(MPI_Bcast(&x, 1, MPI_INT, -2, MPI_COMM_WORLD), MPI_ERR_ROOT, "-2", "bad root");
     expect(MPI_Allreduce(&x, &x, 1, MPI_INT, MPI_OP_NULL, MPI_COMM_WORLD), MPI_ERR_OP, "MPI_Allreduce", "null op");
     expect(MPI_Barrier(MPI_COMM_NULL), MPI_ERR_COMM, "MPI_COMM_NULL", "null comm");
-    expect(MPI_Comm_spawn("x", MPI_ARGV_NULL, 1, MPI_INFO_NULL, 0, MPI_COMM_SELF, NULL, MPI_ERRCODES_IGNORE),
-           MPI_ERR_UNSUPPORTED_OPERATION, "MPI_Comm_spawn", "unsupported");
+    expect(MPI_Comm_attach_buffer(MPI_COMM_WORLD, &x, 0), MPI_ERR_UNSUPPORTED_OPERATION,
+           "MPI_Comm_attach_buffer", "unsupported");
+    MPI_Comm kids;
+    expect(MPI_Comm_spawn("x", MPI_ARGV_NULL, 0, MPI_INFO_NULL, 0, MPI_COMM_WORLD, &kids, MPI_ERRCODES_IGNORE),
+           MPI_ERR_ARG, "maxprocs is 0", "spawn of no process");
+    expect(MPI_Comm_connect("tcp://x", MPI_INFO_NULL, 0, MPI_COMM_SELF, &kids), MPI_ERR_PORT,
+           "is not a port name", "bad port name");
     int ok = 0;
     MPI_Allreduce(MPI_IN_PLACE, &failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     ok = failures == 0;

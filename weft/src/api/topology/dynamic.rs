@@ -111,27 +111,34 @@ impl Process<'_> {
 
     /// Spawns one new job of `commands` as the process manager takes them (program,
     /// arguments, process count and info keys: `wdir`, `path`, `host`), significant at
-    /// the root only: the C ABI's way in. Collective as [`spawn`](Self::spawn).
-    pub fn spawn_commands(&self, commands: &[SpawnCommand]) -> Result<InterCommunicator> {
+    /// the root only, where an `Err` (the caller found the arguments bad) fails the call at
+    /// every member with that error: the C ABI's way in. Collective as
+    /// [`spawn`](Self::spawn).
+    pub fn spawn_commands(
+        &self,
+        commands: std::result::Result<&[SpawnCommand], Error>,
+    ) -> Result<InterCommunicator> {
         const CALL: &str = "spawn";
         let comm = self.comm;
         comm.check_rank(CALL, self.rank)?;
-        let meet = (comm.rank as Rank == self.rank).then_some(
-            match commands.iter().find(|c| c.maxprocs == 0) {
-                Some(c) => Meet::Fail(Error::new(
-                    ErrorClass::Arg,
-                    CALL,
-                    format!(
-                        "maxprocs is 0 for {:?}; at least 1 process must be spawned",
-                        c.program
-                    ),
-                )),
-                None if commands.is_empty() => {
-                    Meet::Fail(Error::new(ErrorClass::Arg, CALL, "no command to spawn"))
-                }
-                None => Meet::Spawn(commands),
+        let bad = |c: &SpawnCommand| {
+            Error::new(
+                ErrorClass::Arg,
+                CALL,
+                format!(
+                    "maxprocs is 0 for {:?}; at least 1 process must be spawned",
+                    c.program
+                ),
+            )
+        };
+        let meet = (comm.rank as Rank == self.rank).then(|| match commands {
+            Err(e) => Meet::Fail(e),
+            Ok([]) => Meet::Fail(Error::new(ErrorClass::Arg, CALL, "no command to spawn")),
+            Ok(cmds) => match cmds.iter().find(|c| c.maxprocs == 0) {
+                Some(c) => Meet::Fail(bad(c)),
+                None => Meet::Spawn(cmds),
             },
-        );
+        });
         let data = runtime::with_call(CALL, |rt| {
             dynamic::join(CALL, rt.joining(), comm, self.rank as u32, meet)
         })?;
@@ -159,13 +166,10 @@ impl Process<'_> {
             )
             .into());
         }
-        let comm = self.comm;
-        let root = self.rank;
-        comm.check_rank(CALL, root)?;
-        let me_root = comm.rank as Rank == root;
         // The commands matter at the root only (MPI): the others pass what they like. A bad
         // one fails the call at every member (the root's failure is broadcast).
-        let cmds: Result<Vec<SpawnCommand>> = match me_root {
+        let at_root = self.comm.rank as Rank == self.rank;
+        let cmds: Result<Vec<SpawnCommand>> = match at_root {
             true => commands
                 .iter()
                 .zip(maxprocs)
@@ -173,15 +177,7 @@ impl Process<'_> {
                 .collect(),
             false => Ok(Vec::new()),
         };
-        let meet = match (me_root, &cmds) {
-            (false, _) => None,
-            (true, Ok(cmds)) => Some(Meet::Spawn(cmds)),
-            (true, Err(e)) => Some(Meet::Fail(e.clone())),
-        };
-        let data = runtime::with_call(CALL, |rt| {
-            dynamic::join(CALL, rt.joining(), comm, root as u32, meet)
-        })?;
-        Ok(InterCommunicator(SimpleCommunicator::user(data)))
+        Ok(self.spawn_commands(cmds.as_deref().map_err(Clone::clone))?)
     }
 }
 
