@@ -8,23 +8,11 @@ use crate::abi::*;
 use crate::errors::{guard, write_string, CError};
 use crate::group::hand_out_comm;
 use crate::handles;
+use crate::session::string;
 use crate::state::Running;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use weft::topology::{Port, SpawnCommand};
 use weft::traits::*;
-
-/// The C string `s`, or MPI_ERR_ARG naming `what`.
-fn string(call: &'static str, what: &str, s: *const c_char) -> Result<String, CError> {
-    if s.is_null() {
-        return Err(CError::new(
-            MPI_ERR_ARG,
-            call,
-            format!("{what} is a null pointer"),
-        ));
-    }
-    // SAFETY: the standard's contract: a NUL-terminated string.
-    Ok(unsafe { CStr::from_ptr(s) }.to_string_lossy().into_owned())
-}
 
 /// The arguments of a NULL-terminated `argv` (MPI_ARGV_NULL: none).
 fn args(call: &'static str, argv: *const *const c_char) -> Result<Vec<String>, CError> {
@@ -272,6 +260,17 @@ unsafe extern "C" fn close_port(port_name: *const c_char) -> c_int {
 }
 export!(Close_port, close_port);
 
+/// The port name, at the root (where it matters): a null pointer reads as no name, which
+/// Weft refuses at the root and reports to every member, as any bad port.
+fn root_port_name(c: &crate::state::Comm, root: c_int, port_name: *const c_char) -> Option<String> {
+    (c.comm.rank() == root && !port_name.is_null()).then(|| {
+        // SAFETY: the standard's contract: a NUL-terminated string.
+        unsafe { CStr::from_ptr(port_name) }
+            .to_string_lossy()
+            .into_owned()
+    })
+}
+
 unsafe extern "C" fn comm_accept(
     port_name: *const c_char,
     _info: *mut c_void,
@@ -283,13 +282,7 @@ unsafe extern "C" fn comm_accept(
     guard(CALL, comm, || {
         let running = crate::env::running(CALL)?;
         let c = handles::comm(CALL, comm)?;
-        // The port matters at the root only; a bad one there fails the call everywhere
-        // (Weft broadcasts the root's failure).
-        let name = if c.comm.rank() == root {
-            Some(string(CALL, "port_name", port_name)?)
-        } else {
-            None
-        };
+        let name = root_port_name(c, root, port_name);
         let ports = running.ports.borrow();
         let port = name
             .as_deref()
@@ -310,11 +303,7 @@ unsafe extern "C" fn comm_connect(
     const CALL: &str = "MPI_Comm_connect";
     guard(CALL, comm, || {
         let c = handles::comm(CALL, comm)?;
-        let name = if c.comm.rank() == root {
-            Some(string(CALL, "port_name", port_name)?)
-        } else {
-            None
-        };
+        let name = root_port_name(c, root, port_name);
         let made = c
             .comm
             .connect(name.as_deref(), root)

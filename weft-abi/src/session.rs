@@ -54,7 +54,7 @@ fn session(call: &'static str, handle: *mut c_void) -> Result<&'static Session, 
 const PSETS: [&str; 2] = ["mpi://WORLD", "mpi://SELF"];
 
 /// The C string `s` (checked non-null).
-fn string(call: &'static str, what: &str, s: *const c_char) -> Result<String, CError> {
+pub(crate) fn string(call: &'static str, what: &str, s: *const c_char) -> Result<String, CError> {
     if s.is_null() {
         return Err(CError::new(
             MPI_ERR_ARG,

@@ -214,7 +214,7 @@ impl SimpleCommunicator {
             (true, None) => Some(Meet::Fail(Error::new(
                 ErrorClass::Port,
                 call,
-                format!("the root (rank {root}) must name the port"),
+                format!("the root (rank {root}) must name a port (for accept, one it opened)"),
             ))),
             (true, m) => m,
             (false, _) => None,
