@@ -79,6 +79,7 @@ pub(crate) mod abi {
 mod coll;
 mod coll_v;
 mod comm;
+mod comm_buffer;
 mod convert;
 mod datatype;
 mod dynamic;

@@ -739,7 +739,11 @@ unsafe extern "C" fn buffer_attach<C: CCount>(buffer: *mut c_void, size: C) -> c
                 "a buffer is attached already (detach it first)",
             ));
         }
-        let bytes = handles::count(CALL, size)?;
+        // MPI_BUFFER_AUTOMATIC: as much as the buffered sends need.
+        let bytes = match buffer as usize == MPI_BUFFER_AUTOMATIC {
+            true => usize::MAX,
+            false => handles::count(CALL, size)?,
+        };
         // Weft copies buffered messages into memory of its own of this capacity; the
         // program's buffer is only remembered, for MPI_Buffer_detach to hand back.
         r.universe.borrow_mut().set_buffer_size(bytes);

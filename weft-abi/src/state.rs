@@ -16,6 +16,9 @@ pub(crate) struct Comm {
     pub(crate) errhandler: std::cell::Cell<usize>,
     /// Attribute values by keyval, in the order they were set.
     pub(crate) attrs: std::cell::RefCell<Vec<(i32, *mut std::ffi::c_void)>>,
+    /// The buffer the program attached (MPI_Comm_attach_buffer): address and size, for the
+    /// detach to hand back.
+    pub(crate) buffer: std::cell::Cell<Option<(usize, i64)>>,
 }
 
 /// The mark of a live [`Comm`].
@@ -36,6 +39,7 @@ impl Comm {
             comm,
             errhandler: std::cell::Cell::new(errhandler),
             attrs: Default::default(),
+            buffer: Default::default(),
         }
     }
 }

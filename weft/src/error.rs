@@ -137,7 +137,7 @@ pub(crate) fn fatal<T>(r: Result<T>) -> T {
 pub enum MpiError {
     /// Failed to spawn some processes: how many, of how many.
     #[error("Failed to spawn {0} of {1} processes")]
-    Spawn(crate::Rank, crate::Rank),
+    Spawn(i32, i32),
     /// A string with an interior 0 byte.
     #[error("An interior 0 byte was found in string")]
     StringNul(#[from] std::ffi::NulError),

@@ -4,6 +4,7 @@
 
 mod attribute;
 mod cartesian;
+mod comm_buffer;
 mod duplicate;
 mod dynamic;
 mod graph;
@@ -198,6 +199,8 @@ impl Drop for SimpleCommunicator {
         if self.owned && runtime::is_running() {
             let pair = self.data.pair;
             runtime::with_call("drop of a communicator", |rt| {
+                rt.engine
+                    .forget_comm_buffer(comm::context::p2p_context(pair));
                 rt.contexts.release(pair);
                 rt.sequences.reset(pair);
                 rt.node_areas.remove(pair);

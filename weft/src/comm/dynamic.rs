@@ -282,7 +282,7 @@ fn meet_other(
     })?;
     match meet {
         Meet::Fail(e) => Err(e),
-        Meet::Accept(p) => p.accept(secret, mine, (timeout, None), || {
+        Meet::Accept(p) => p.accept(call, secret, mine, (timeout, None), || {
             eng.progress();
         }),
         Meet::Connect(name) => port::connect(secret, port::parse_name(call, name)?, mine, timeout),
@@ -292,7 +292,7 @@ fn meet_other(
             boot.pmi
                 .spawn(cmds, &[(PARENT_PORT_KEY.to_owned(), p.name().to_owned())])?;
             let wait = Duration::from_secs(tunables.spawn_timeout_s.max(1));
-            p.accept(secret, mine, (timeout, Some(wait)), || {
+            p.accept(call, secret, mine, (timeout, Some(wait)), || {
                 eng.progress();
             })
         }

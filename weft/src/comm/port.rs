@@ -59,17 +59,17 @@ impl Port {
     }
 
     /// Waits for a connector (until `wait` is over, when given), proves the secret both ways
-    /// and trades `mine` for the connector's table. `progress` runs while no one has come yet
-    /// (this rank's own traffic must go on: the other members of its group wait for it, and
-    /// so may others).
+    /// and trades `mine` for the connector's table; errors name `call`. `progress` runs
+    /// while no one has come yet (this rank's own traffic must go on: the other members of
+    /// its group wait for it, and so may others).
     pub fn accept(
         &self,
+        call: &'static str,
         secret: &[u8; SECRET_LEN],
         mine: &[u8],
         (io_timeout, wait): (Duration, Option<Duration>),
         mut progress: impl FnMut(),
     ) -> Result<Vec<u8>> {
-        const CALL: &str = "accept";
         let deadline = wait.map(|w| Instant::now() + w);
         let stream = loop {
             match self.listener.accept() {
@@ -79,7 +79,7 @@ impl Port {
                         if Instant::now() > d {
                             return Err(Error::new(
                                 ErrorClass::Spawn,
-                                CALL,
+                                call,
                                 format!(
                                     "no process connected to port {} within {} s \
                                      (WEFT_SPAWN_TIMEOUT): did the spawned program call MPI_Init?",
@@ -95,10 +95,10 @@ impl Port {
                     let _ = crate::sys::net::poll(&mut fds, Duration::from_millis(2));
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(Error::os(CALL, "accepting on the port", e)),
+                Err(e) => return Err(Error::os(call, "accepting on the port", e)),
             }
         };
-        let mut s = Leg::new(CALL, stream, io_timeout)?;
+        let mut s = Leg::new(call, stream, io_timeout)?;
         let mut magic = [0u8; 8];
         let mut nonce_c = [0u8; NONCE_LEN];
         s.read(&mut magic)?;
@@ -106,7 +106,7 @@ impl Port {
             return Err(s.refused("the connector does not speak weft's port protocol"));
         }
         s.read(&mut nonce_c)?;
-        let nonce_a = fresh_nonce(CALL)?;
+        let nonce_a = fresh_nonce(call)?;
         let mac_a = auth::mac(secret, Role::Acceptor, PORT_RANK, PORT_RANK, &nonce_c, &nonce_a);
         s.write(&[&nonce_a[..], &mac_a[..]].concat())?;
         let mut proof = [0u8; MAC_LEN];
@@ -223,7 +223,7 @@ impl Leg {
     }
 
     fn refused(&self, why: &str) -> Error {
-        Error::new(ErrorClass::Port, self.call, format!("{} at {}: {why}", "refused the leader", self.peer))
+        Error::new(ErrorClass::Port, self.call, format!("refused the leader at {}: {why}", self.peer))
     }
 
     fn read(&mut self, buf: &mut [u8]) -> Result<()> {
@@ -273,7 +273,7 @@ mod tests {
             connect(&[7; SECRET_LEN], addr, b"from the connector", Duration::from_secs(10))
         });
         let got = p
-            .accept(&[7; SECRET_LEN], b"from the acceptor", (Duration::from_secs(10), None), || {})
+            .accept("accept", &[7; SECRET_LEN], b"from the acceptor", (Duration::from_secs(10), None), || {})
             .unwrap();
         assert_eq!(got, b"from the connector");
         assert_eq!(dialer.join().unwrap().unwrap(), b"from the acceptor");
@@ -286,7 +286,7 @@ mod tests {
         let dialer = std::thread::spawn(move || {
             connect(&[1; SECRET_LEN], addr, b"x", Duration::from_secs(10))
         });
-        let acc = p.accept(&[2; SECRET_LEN], b"y", (Duration::from_secs(10), None), || {});
+        let acc = p.accept("accept", &[2; SECRET_LEN], b"y", (Duration::from_secs(10), None), || {});
         let con = dialer.join().unwrap();
         // The connector checks the acceptor's MAC first and hangs up.
         let e = con.unwrap_err().to_string();
@@ -298,7 +298,7 @@ mod tests {
     fn an_accept_with_a_time_limit_ends_when_nobody_comes() {
         let p = port();
         let limit = (Duration::from_secs(1), Some(Duration::from_millis(50)));
-        let e = p.accept(&[0; SECRET_LEN], b"", limit, || {}).unwrap_err();
+        let e = p.accept("spawn", &[0; SECRET_LEN], b"", limit, || {}).unwrap_err();
         assert_eq!(e.class, ErrorClass::Spawn);
         assert!(e.detail.contains("did the spawned program call MPI_Init?"), "{e}");
     }

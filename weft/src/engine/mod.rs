@@ -6,6 +6,7 @@
 //! futex until a peer's packet wakes it.
 
 pub mod buffer;
+pub mod comm_buffers;
 #[allow(missing_docs)]
 pub mod core;
 #[allow(missing_docs)]
@@ -118,6 +119,8 @@ pub struct Engine<F: Fabric> {
     cfg: Config,
     bsend_capacity: usize,
     bsend_overhead: usize,
+    /// Communicators' own buffered-send buffers (MPI 5).
+    comm_buffers: comm_buffers::CommBuffers,
     /// Whether yields help now (see [`wait`]).
     yield_gate: wait::YieldGate,
     /// Collective schedules in progress.
@@ -152,6 +155,7 @@ impl<F: Fabric> Engine<F> {
             cfg,
             bsend_capacity: 0,
             bsend_overhead: 64,
+            comm_buffers: Default::default(),
             yield_gate,
             schedules: Vec::new(),
             scratch_pool: Default::default(),
@@ -560,16 +564,25 @@ impl<F: Fabric> Engine<F> {
     ) -> Result<Handle> {
         self.check_peer("buffered send", peer)?;
         let charge = len + self.bsend_overhead;
-        let in_use = self.core.stats().bsend_in_use;
-        if in_use + charge > self.bsend_capacity {
+        // The communicator's own buffer if it has one (MPI 5), else the process's.
+        let core = &self.core;
+        let (in_use, capacity, whose) = match self.comm_buffers.usage(context, |h| core.is_done(h)) {
+            Some((used, cap)) => (used, cap, "the communicator's attached buffer (attach_buffer)"),
+            None => (
+                core.stats().bsend_in_use,
+                self.bsend_capacity,
+                "attached buffer (attach a larger buffer with set_buffer_size)",
+            ),
+        };
+        if charge > capacity.saturating_sub(in_use) {
             return Err(Error::new(
                 ErrorClass::Resource,
                 "buffered send",
                 format!(
-                    "a {len}-byte message needs {charge} bytes of attached buffer but only {} \
-                     of {} are free (attach a larger buffer with set_buffer_size)",
-                    self.bsend_capacity - in_use,
-                    self.bsend_capacity
+                    "a {len}-byte message needs {charge} bytes of {whose} but only {} of {} are \
+                     free",
+                    capacity - in_use,
+                    capacity
                 ),
             ));
         }
@@ -579,12 +592,56 @@ impl<F: Fabric> Engine<F> {
             len,
             "bsend_from: the copy is not the length given"
         );
-        self.core.charge_bsend(charge);
         // SAFETY: the Vec moves into the request with the view (`owned`) and is freed with it;
         // moving a Vec does not move its heap block, and nothing writes it meanwhile.
         let buf = unsafe { RawBuf::new(&owned) };
+        if self.comm_buffers.has(context) {
+            // Charged to the communicator's buffer: the process's count does not see it.
+            let h = self.isend_raw(peer, context, tag, buf, false, Some(owned), 0);
+            self.comm_buffers.charge(context, h, charge);
+            return Ok(h);
+        }
+        self.core.charge_bsend(charge);
         let h = self.isend_raw(peer, context, tag, buf, false, Some(owned), charge);
         Ok(h)
+    }
+
+    /// Attaches a buffered-send buffer of `bytes` ([`comm_buffers::AUTOMATIC`]: unbounded)
+    /// to the communicator of point-to-point context `context` (MPI_Comm_attach_buffer);
+    /// `false` when it has one already.
+    pub fn attach_comm_buffer(&mut self, context: u32, bytes: usize) -> bool {
+        self.comm_buffers.attach(context, bytes)
+    }
+
+    /// Waits until the buffered sends charged to `context`'s buffer have gone, then detaches
+    /// it and returns its size (`None`: none was attached).
+    pub fn detach_comm_buffer(&mut self, context: u32) -> Option<usize> {
+        self.flush_comm_buffer(context);
+        self.comm_buffers.detach(context)
+    }
+
+    /// Forgets `context`'s buffer without waiting (its communicator is freed; its sends go
+    /// on).
+    pub fn forget_comm_buffer(&mut self, context: u32) {
+        self.comm_buffers.detach(context);
+    }
+
+    /// Waits until the buffered sends charged to `context`'s buffer have gone.
+    pub fn flush_comm_buffer(&mut self, context: u32) {
+        self.wait_until(|e| e.comm_buffer_idle(context));
+    }
+
+    /// Whether `context`'s buffer has no buffered send in flight, after a progress pass.
+    pub fn comm_buffer_done(&mut self, context: u32) -> bool {
+        self.progress();
+        self.comm_buffer_idle(context)
+    }
+
+    fn comm_buffer_idle(&mut self, context: u32) -> bool {
+        let core = &self.core;
+        self.comm_buffers
+            .usage(context, |h| core.is_done(h))
+            .is_none_or(|(used, _)| used == 0)
     }
 
     /// Attaches a buffered-send buffer of `bytes` (0 detaches), after waiting for buffered

@@ -336,6 +336,37 @@ fn buffered_send_respects_attached_capacity() {
 }
 
 #[test]
+fn a_communicators_own_buffer_takes_its_buffered_sends_and_only_those() {
+    let mut es = world(2, 1, 100, 200, true);
+    let data = pattern_bytes(100, 5);
+    assert!(es[0].attach_comm_buffer(2, 300));
+    assert!(!es[0].attach_comm_buffer(2, 300), "attached twice");
+    let h1 = es[0].bsend(1, 2, 0, &data).unwrap();
+    es[0].detach(h1);
+    let err = es[0]
+        .bsend(1, 2, 0, &data)
+        .and_then(|_| es[0].bsend(1, 2, 0, &data))
+        .unwrap_err();
+    assert!(err.to_string().contains("communicator's attached buffer"), "{err}");
+    // The process has no buffer: context 0 is refused whatever context 2 has.
+    let err = es[0].bsend(1, 0, 0, &data).unwrap_err();
+    assert!(err.to_string().contains("set_buffer_size"), "{err}");
+    let mut out = vec![0u8; 100];
+    for _ in 0..2 {
+        let r = es[1]
+            // SAFETY: the buffer outlives every progress call of this test.
+            .irecv(Pattern { context: 2, ..pat(None, None) }, unsafe { RawBufMut::new(&mut out) })
+            .unwrap();
+        run_until_done(&mut es, &[(1, r)], 100);
+        assert_eq!(out, data);
+    }
+    assert!(es[0].comm_buffer_done(2));
+    assert_eq!(es[0].detach_comm_buffer(2), Some(300));
+    assert_eq!(es[0].detach_comm_buffer(2), None);
+    assert!(es[0].bsend(1, 2, 0, &data).is_err(), "detached: the process's (none) again");
+}
+
+#[test]
 fn send_to_self_every_protocol() {
     for len in [0, 50, 150, 1000] {
         let mut es = world(1, 4, 100, 120, true);

@@ -219,6 +219,42 @@ int main(int argc, char **argv) {
     int isize;
     MPI_Buffer_detach(&detached, &isize);
     CHECK(detached == bbuf && isize == bufsize, "detach gave %p %d", detached, isize);
+
+    /* MPI 5's buffer of a communicator: its buffered sends use its own buffer (no
+     * process buffer is attached now), one message's worth; a second is MPI_ERR_BUFFER until
+     * its flush; attaching twice is an error; then an automatic buffer takes anything. */
+    MPI_Comm bcomm; /* a split: no attribute copied (the delete count below stays) */
+    MPI_Comm_split(MPI_COMM_WORLD, 0, rank, &bcomm);
+    MPI_Comm_set_errhandler(bcomm, MPI_ERRORS_RETURN);
+    CHECK(MPI_Comm_attach_buffer(bcomm, bbuf, bufsize) == MPI_SUCCESS, "comm attach");
+    rc = MPI_Comm_attach_buffer(bcomm, bbuf, bufsize);
+    MPI_Error_class(rc, &cls);
+    CHECK(cls == MPI_ERR_BUFFER, "attaching twice: class %d", cls);
+    CHECK(MPI_Bsend(out_big, big, MPI_BYTE, next, 14, bcomm) == MPI_SUCCESS, "comm bsend");
+    rc = MPI_Bsend(out_big, big, MPI_BYTE, next, 14, bcomm);
+    MPI_Error_class(rc, &cls);
+    CHECK(cls == MPI_ERR_BUFFER, "a comm Bsend with no room: class %d", cls);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    rc = MPI_Bsend(&rank, 1, MPI_INT, next, 15, MPI_COMM_WORLD);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+    MPI_Error_class(rc, &cls);
+    CHECK(cls == MPI_ERR_BUFFER, "the process has no buffer now: class %d", cls);
+    MPI_Comm_iflush_buffer(bcomm, &flush);
+    MPI_Recv(in_big, big, MPI_BYTE, prev, 14, bcomm, MPI_STATUS_IGNORE);
+    MPI_Wait(&flush, MPI_STATUS_IGNORE);
+    MPI_Comm_flush_buffer(bcomm);
+    CHECK(MPI_Comm_detach_buffer(bcomm, &detached, &isize) == MPI_SUCCESS &&
+              detached == bbuf && isize == bufsize,
+          "comm detach gave %p %d", detached, isize);
+    CHECK(MPI_Comm_attach_buffer(bcomm, MPI_BUFFER_AUTOMATIC, 0) == MPI_SUCCESS, "automatic");
+    for (int i = 0; i < 3; i++)
+        CHECK(MPI_Bsend(out_big, big, MPI_BYTE, next, 16, bcomm) == MPI_SUCCESS, "auto bsend");
+    for (int i = 0; i < 3; i++)
+        MPI_Recv(in_big, big, MPI_BYTE, prev, 16, bcomm, MPI_STATUS_IGNORE);
+    MPI_Count csize = -1;
+    MPI_Comm_detach_buffer_c(bcomm, &detached, &csize);
+    CHECK(detached == MPI_BUFFER_AUTOMATIC, "automatic detach gave %p", detached);
+    MPI_Comm_free(&bcomm);
     free(bbuf);
     free(out_big);
     free(in_big);
