@@ -43,8 +43,8 @@ int main(int argc, char **argv) {
     expect(MPI_Bcast(&x, 1, MPI_INT, -2, MPI_COMM_WORLD), MPI_ERR_ROOT, "-2", "bad root");
     expect(MPI_Allreduce(&x, &x, 1, MPI_INT, MPI_OP_NULL, MPI_COMM_WORLD), MPI_ERR_OP, "MPI_Allreduce", "null op");
     expect(MPI_Barrier(MPI_COMM_NULL), MPI_ERR_COMM, "MPI_COMM_NULL", "null comm");
-    expect(MPI_Comm_attach_buffer(MPI_COMM_WORLD, &x, 0), MPI_ERR_UNSUPPORTED_OPERATION,
-           "MPI_Comm_attach_buffer", "unsupported");
+    expect(MPI_File_delete("x", MPI_INFO_NULL), MPI_ERR_UNSUPPORTED_OPERATION, "MPI_File_delete",
+           "unsupported");
     MPI_Comm kids;
     expect(MPI_Comm_spawn("x", MPI_ARGV_NULL, 0, MPI_INFO_NULL, 0, MPI_COMM_WORLD, &kids, MPI_ERRCODES_IGNORE),
            MPI_ERR_ARG, "maxprocs is 0", "spawn of no process");

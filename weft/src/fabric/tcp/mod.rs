@@ -743,12 +743,30 @@ impl TcpTransport {
             Ok((n, ReadOutcome::Drained)) => n,
             Ok((n, ReadOutcome::Closed)) => {
                 c.peer_done = true;
+                self.answer_goodbye(peer);
                 n
             }
             Err(e) => {
                 self.fail(peer, "lost its connection to", e);
                 0
             }
+        }
+    }
+
+    /// `peer` said goodbye (it finalized: it sends nothing more and takes nothing more), so
+    /// say ours now, as [`TcpTransport::close`] would at finalize, once what is queued for it
+    /// is out: its own close then ends without waiting for this rank's finalize (a process of
+    /// another job, say, that finalized long before this one).
+    fn answer_goodbye(&mut self, peer: u32) {
+        let slot = &mut self.slots[peer as usize];
+        let Some(c) = slot.conn.as_mut() else { return };
+        if c.bye_sent || slot.partial.is_some() {
+            return;
+        }
+        if let Ok(true) = slot.tx.flush(&mut c.stream) {
+            let _ = c.stream.write_all(&conn::bye_frame());
+            let _ = c.stream.shutdown(Shutdown::Write);
+            c.bye_sent = true;
         }
     }
 
