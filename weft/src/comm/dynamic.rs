@@ -195,7 +195,9 @@ pub fn join(
     let mut failure = None;
     if me == root as usize {
         let timeout = Duration::from_secs(j.tunables.tcp_timeout_s.max(1));
-        match meet_other(call, &mut *j.eng, j.boot, j.tunables, meet, &secret, &table(root, &entries), timeout) {
+        let mine = table(root, &entries);
+        let met = meet_other(call, &mut *j.eng, j.boot, j.tunables, meet, &secret, &mine, timeout);
+        match met {
             Ok(t) => theirs = t,
             Err(e) => failure = Some(e),
         }

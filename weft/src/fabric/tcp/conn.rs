@@ -109,7 +109,7 @@ pub fn write_parts(stream: &mut TcpStream, parts: &[&[u8]]) -> io::Result<usize>
         return retry_interrupted(|| stream.write(&one[..total]));
     }
     let slices = [IoSlice::new(parts[0]), IoSlice::new(second)];
-    retry_interrupted(|| stream.write_vectored(&slices))
+    retry_interrupted(|| crate::sys::net::send_vectored(stream, &slices))
 }
 
 /// Runs a write until it is not interrupted; a full socket is 0 bytes written.
