@@ -107,6 +107,26 @@ int main(int argc, char **argv) {
         MPI_Comm_free(&half);
     }
 
+    /* The name service: a service is published once, found, withdrawn once; an unknown
+     * one is MPI_ERR_NAME, a second publish or withdrawal MPI_ERR_SERVICE. */
+    {
+        char svc[32], found[MPI_MAX_PORT_NAME] = "";
+        int cls = -1;
+        snprintf(svc, sizeof svc, "weft-test-%d", rank);
+        CHECK(MPI_Publish_name(svc, MPI_INFO_NULL, "weft-port:127.0.0.1:9") == MPI_SUCCESS,
+              "publish");
+        MPI_Error_class(MPI_Publish_name(svc, MPI_INFO_NULL, "weft-port:127.0.0.1:9"), &cls);
+        CHECK(cls == MPI_ERR_SERVICE, "publishing twice: class %d", cls);
+        CHECK(MPI_Lookup_name(svc, MPI_INFO_NULL, found) == MPI_SUCCESS &&
+                  strcmp(found, "weft-port:127.0.0.1:9") == 0,
+              "lookup found %s", found);
+        CHECK(MPI_Unpublish_name(svc, MPI_INFO_NULL, found) == MPI_SUCCESS, "unpublish");
+        MPI_Error_class(MPI_Lookup_name(svc, MPI_INFO_NULL, found), &cls);
+        CHECK(cls == MPI_ERR_NAME, "looking up a withdrawn name: class %d", cls);
+        MPI_Error_class(MPI_Unpublish_name(svc, MPI_INFO_NULL, found), &cls);
+        CHECK(cls == MPI_ERR_SERVICE, "withdrawing twice: class %d", cls);
+    }
+
     /* MPI_Comm_spawn: two children, told how many parents they have. */
     char nparents[16];
     snprintf(nparents, sizeof nparents, "%d", size);

@@ -70,13 +70,14 @@ pub fn lookup_name(service: &str) -> Result<String> {
 
 /// A spawn command as the process manager takes it.
 fn spawn_command(call: &'static str, c: &Command, maxprocs: Rank) -> Result<SpawnCommand> {
-    if maxprocs < 1 {
-        return Err(Error::new(
+    // A count of 0 is refused with the others' checks, in `spawn_commands`.
+    let maxprocs = u32::try_from(maxprocs).map_err(|_| {
+        Error::new(
             ErrorClass::Arg,
             call,
             format!("maxprocs is {maxprocs}; at least 1 process must be spawned"),
-        ));
-    }
+        )
+    })?;
     if c.get_envs().len() != 0 {
         return Err(Error::unsupported(
             call,
@@ -87,7 +88,7 @@ fn spawn_command(call: &'static str, c: &Command, maxprocs: Rank) -> Result<Spaw
     Ok(SpawnCommand {
         program: text(c.get_program()),
         args: c.get_args().map(text).collect(),
-        maxprocs: maxprocs as u32,
+        maxprocs,
         info: c
             .get_current_dir()
             .map(|d| ("wdir".to_owned(), d.to_string_lossy().into_owned()))
