@@ -242,14 +242,24 @@ sys.exit(5)
 
 #[test]
 fn a_spawned_process_exiting_3_ends_the_universe_with_3_and_is_named() {
-    let parent = r#"
+    // The child exits only once the parent has printed the spawn's result (a marker file),
+    // so the launcher has that line before it ends the universe.
+    let dir = scratch("exit3");
+    let marker = dir.join("printed");
+    let parent = format!(
+        r#"
 import time
-print("parent: " + spawn([("sh", ["-c", "exit 3"], 1, [])], []), flush=True)
+child = ["-c", 'while [ ! -e "$0" ]; do sleep 0.05; done; exit 3', {marker:?}]
+print("parent: " + spawn([("sh", child, 1, [])], []), flush=True)
+open({marker:?}, "w").close()
 time.sleep(60)
 print("parent: not killed")
 cmd("cmd=finalize")
-"#;
-    let Some(out) = run_parent(&[], parent, "weft run (a spawned process fails)") else {
+"#
+    );
+    let out = run_parent(&[], &parent, "weft run (a spawned process fails)");
+    let _ = std::fs::remove_dir_all(&dir);
+    let Some(out) = out else {
         return;
     };
     assert_eq!(out.code, Some(3), "{out:?}");
