@@ -64,3 +64,36 @@ fn a_spawned_process_that_panics_ends_the_whole_universe_naming_it() {
     );
     assert!(out.stderr.contains("of spawned job 1"), "{out:?}");
 }
+
+#[test]
+fn a_job_under_hydra_spawns_through_its_pmi_2_and_pmi_1_servers() {
+    // Hydra (MPICH's mpiexec) serves spawn over both protocols; the parents speak PMI-2 by
+    // default, PMI-1 when asked, and the children PMI-1 (see `boot::select`). No weft run:
+    // the job's secret and the children's universe ranks travel in the spawn's preput pairs.
+    if !installed("mpiexec.hydra") {
+        println!("skipped: mpiexec.hydra not installed (scripts/install-mpi-peers.sh installs it)");
+        return;
+    }
+    let exe = build_example("weft", "spawn_probe", true);
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for (pmi, parents, children) in [("auto", 2, 3), ("1", 1, 2), ("2", 3, 1)] {
+        let mut c = std::process::Command::new("mpiexec.hydra");
+        c.env_remove("WEFT_JOB_ID")
+            .env("WEFT_PMI", pmi)
+            .env("WEFT_SPAWN_TIMEOUT", "60")
+            .args(["-n", &parents.to_string()])
+            .arg(&exe)
+            .arg(children.to_string());
+        let what = format!("WEFT_PMI={pmi} mpiexec.hydra -n {parents} spawn_probe {children}");
+        let out = run(c, &what);
+        assert_eq!(out.code, Some(0), "{what}: {out:?}");
+        for (who, n) in [("parent", parents), ("child", children)] {
+            for r in 0..n {
+                let line = format!("spawn_probe: {who} rank {r} of {n} ok");
+                assert!(out.stdout.contains(&line), "{what}: no {line:?} in {out:?}");
+            }
+        }
+        wait_none_left("spawn_probe's processes", || pids_of(&exe));
+        wait_none_left("weft's /dev/shm segments", weft_segments);
+    }
+}

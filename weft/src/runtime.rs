@@ -76,7 +76,7 @@ impl Runtime {
         }
         const CALL: &str = "initialize";
         let key = crate::comm::dynamic::PARENT_PORT_KEY;
-        let port = self.boot.pmi.get(key).map_err(|e| {
+        let port = self.boot.pmi.get_preput(key).map_err(|e| {
             Error::new(
                 ErrorClass::Spawn,
                 CALL,

@@ -25,6 +25,11 @@ pub trait Pmi {
     fn fence(&mut self) -> Result<()>;
     /// Reads a key another rank put before the last fence.
     fn get(&mut self, key: &str) -> Result<String>;
+    /// Reads a key the spawner of this job put in its key-value space before starting it
+    /// (a spawn's preput pairs), which may be read before this process's first fence.
+    fn get_preput(&mut self, key: &str) -> Result<String> {
+        self.get(key)
+    }
     /// Asks the process manager to end the whole job with `code`. Does not return.
     fn abort(&mut self, code: i32, msg: &str) -> !;
     /// Tells the process manager this rank finished cleanly.
@@ -99,6 +104,11 @@ pub struct Boot {
     pub job_id: String,
     /// The process-manager client.
     pub pmi: Box<dyn Pmi>,
+    /// This job's first universe rank ([`universe_base`]), set by [`Boot::from_env`].
+    pub universe_base: u32,
+    /// Rank 0's copy of the job secret it found or put in the key-value space at start-up
+    /// (`fabric::tcp::ensure_job_secret`); other ranks read it from there when they need it.
+    pub secret: Option<[u8; 32]>,
 }
 
 impl std::fmt::Debug for Boot {
@@ -129,6 +139,9 @@ impl Pmi for Forward {
     }
     fn get(&mut self, key: &str) -> Result<String> {
         self.0.borrow_mut().get(key)
+    }
+    fn get_preput(&mut self, key: &str) -> Result<String> {
+        self.0.borrow_mut().get_preput(key)
     }
     fn abort(&mut self, code: i32, msg: &str) -> ! {
         match self.0.try_borrow_mut() {
@@ -169,6 +182,12 @@ impl Boot {
     /// PMI-2 or PMI-1 as [`select`] decides; else PMIx through `PMIX_NAMESPACE`/`PMIX_RANK`
     /// when built with the `pmix` feature), or starts a singleton when there is none.
     pub fn from_env() -> Result<Boot> {
+        let mut boot = Self::connect()?;
+        boot.universe_base = universe_base(&mut *boot.pmi);
+        Ok(boot)
+    }
+
+    fn connect() -> Result<Boot> {
         if std::env::var_os("PMI_FD").is_some() || std::env::var_os("PMI_PORT").is_some() {
             return select::connect_from_env();
         }
@@ -188,15 +207,37 @@ impl Boot {
     }
 }
 
-/// This job's first universe rank: 0 for a job started by `weft run` (or any other
-/// process manager), `WEFT_UNIVERSE_BASE` for a job `weft run` started for an
-/// `MPI_Comm_spawn` (the number of processes it had started before). Processes of different
-/// jobs of one launcher name each other by universe rank (job base + world rank).
-pub fn universe_base() -> u32 {
-    std::env::var("WEFT_UNIVERSE_BASE")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0)
+/// The key under which a spawning job tells the new job its first universe rank, for
+/// process managers other than `weft run` (which sets `WEFT_UNIVERSE_BASE` instead).
+pub const UNIVERSE_BASE_KEY: &str = "weft-universe-base";
+
+/// This job's first universe rank: 0 for a job a process manager started, else what its
+/// spawner chose: `WEFT_UNIVERSE_BASE` for a job `weft run` started for an `MPI_Comm_spawn`
+/// (the number of processes it had started before), or, under another process manager
+/// (Hydra), the value of [`UNIVERSE_BASE_KEY`] the parents put in the new job's key-value
+/// space ([`spawn_universe_base`]). Processes of different jobs name each other by universe
+/// rank (job base + world rank).
+pub fn universe_base(pmi: &mut dyn Pmi) -> u32 {
+    let from_env = std::env::var("WEFT_UNIVERSE_BASE").ok();
+    let spawned = std::env::var("PMI_SPAWNED").is_ok_and(|v| v.trim() == "1");
+    let value = match from_env {
+        Some(v) => Some(v),
+        None if spawned => pmi.get_preput(UNIVERSE_BASE_KEY).ok(),
+        None => None,
+    };
+    value.and_then(|v| v.trim().parse().ok()).unwrap_or(0)
+}
+
+/// The first universe rank a job spawned under a process manager other than `weft run`
+/// gets: a random multiple of 256 in [2^24, 2^31), so that jobs spawned by different parents,
+/// which cannot coordinate, rarely overlap; when two do, the processes that meet both find
+/// out and fail the join with a clear error (`comm::dynamic`). (`weft run` gives each job the
+/// next free range instead.)
+pub fn spawn_universe_base() -> Result<u32> {
+    let mut b = [0u8; 4];
+    crate::sys::random_bytes(&mut b).map_err(|e| crate::Error::os("spawn", "getrandom", e))?;
+    let r = u32::from_le_bytes(b) % ((1 << 31) - (1 << 24));
+    Ok(((1 << 24) + r) & !0xff)
 }
 
 /// The job id for shared-memory names: `WEFT_JOB_ID` when the launcher set it, else what the

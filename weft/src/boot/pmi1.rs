@@ -710,6 +710,8 @@ pub fn finish(mut pmi: Pmi1, rank: u32, size: u32) -> Result<Boot> {
         node_of,
         job_id,
         pmi: Box::new(pmi),
+        universe_base: 0,
+        secret: None,
     })
 }
 

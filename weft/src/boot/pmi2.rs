@@ -10,7 +10,7 @@
 //! See `shared/notes/launchers.md` and MPICH's `src/pmi/maint/pmi-2.0.txt`.
 
 use super::pmi1::{self, check_word, truncate, Line, Stream, RESERVED_PREFIX};
-use super::{Boot, Pmi};
+use super::{Boot, NameCall, Pmi, SpawnCommand};
 use crate::error::{Error, ErrorClass, Result};
 use std::collections::HashMap;
 
@@ -540,6 +540,49 @@ impl Pmi for Pmi2 {
     fn protocol(&self) -> &'static str {
         "pmi-2"
     }
+
+    /// Asks the server even before the first fence: a preput key exists, so Hydra finds it
+    /// without the check that fails for a process that has not fenced (see [`Pmi2::try_get`]).
+    fn get_preput(&mut self, key: &str) -> Result<String> {
+        check_word("PMI-2 kvs-get", "key", key, MAX_KEY)?;
+        let r = self.transact(
+            "PMI-2 kvs-get",
+            Msg::new("kvs-get", &[("srcid", "-1"), ("key", key)]),
+            "kvs-get-response",
+        )?;
+        match r.found() {
+            true => Ok(r.get("value").unwrap_or("").to_owned()),
+            false => Err(boot_err(
+                "PMI-2 kvs-get",
+                format!("key {key:?} was not put in job {:?}'s key-value space by its spawner", self.jobid),
+            )),
+        }
+    }
+
+    fn spawn(&mut self, cmds: &[SpawnCommand], preput: &[(String, String)]) -> Result<()> {
+        let msg = dynamic::spawn_msg(cmds, preput)?;
+        let reply = self.exchange("PMI-2 spawn", msg, "spawn-response")?;
+        refusal(&reply, "spawn", ErrorClass::Spawn).map_or(Ok(()), Err)
+    }
+
+    fn name_service(&mut self, call: NameCall<'_>) -> Result<Option<String>> {
+        let (msg, expect, name, class) = dynamic::name_msg(call)?;
+        let reply = self.exchange(name, msg, expect)?;
+        if let Some(e) = refusal(&reply, name, class) {
+            return Err(e);
+        }
+        Ok(reply.get("port").map(str::to_owned))
+    }
+}
+
+/// The error of a reply with a nonzero `rc` (a lookup that found nothing has `found=FALSE`).
+fn refusal(reply: &Msg, call: &'static str, class: ErrorClass) -> Option<Error> {
+    let rc = reply.get("rc").unwrap_or("0").trim();
+    let not_found = reply.get("found").is_some_and(|f| f.eq_ignore_ascii_case("false"));
+    (rc != "0" || not_found).then(|| {
+        let why = reply.get("errmsg").unwrap_or("no reason given").replace('_', " ");
+        Error::new(class, call, format!("the process manager refused (rc={rc}): {why}"))
+    })
 }
 
 /// Completes bootstrap on an initialized client: checks the size against `PMI_SIZE` (when
@@ -561,8 +604,11 @@ pub fn finish(mut pmi: Pmi2, env_size: u32) -> Result<Boot> {
         node_of,
         job_id,
         pmi: Box::new(pmi),
+        universe_base: 0,
+        secret: None,
     })
 }
 
+mod dynamic;
 #[cfg(test)]
 mod tests;

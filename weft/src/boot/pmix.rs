@@ -157,6 +157,8 @@ pub fn connect_from_env() -> Result<Boot> {
         node_of,
         job_id,
         pmi: Box::new(pmi),
+        universe_base: 0,
+        secret: None,
     })
 }
 

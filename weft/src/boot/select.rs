@@ -4,7 +4,8 @@
 //! Slurm's pmi2 plugin accept it; a server that answers with an error or another version
 //! (`weft run` serves PMI-1 only and answers `pmi_version=1 rc=-1`) gets a PMI-1 `init` on
 //! the same connection. `WEFT_PMI=1` skips the offer; `WEFT_PMI=2` fails when the server
-//! refuses it.
+//! refuses it. A spawned job (`PMI_SPAWNED=1`) skips it too unless `WEFT_PMI=2` (see
+//! [`connect_from_env`]).
 
 use super::pmi1::{self, Pmi1, Stream};
 use super::pmi2::{self, Init, Pmi2};
@@ -14,7 +15,16 @@ use crate::tunables::PmiChoice;
 
 /// Connects through `PMI_FD` or `PMI_PORT` and speaks the protocol `WEFT_PMI` asks for.
 pub fn connect_from_env() -> Result<Boot> {
-    let choice = PmiChoice::from_env()?;
+    let mut choice = PmiChoice::from_env()?;
+    // A spawned job speaks PMI-1 unless told otherwise: Hydra's PMI-2 server (4.0.2, and
+    // MPICH's since) counts `kvs-fence`s in one counter for every job of the mpiexec and
+    // releases a job's pending gets only when that count is a multiple of the job's size, so
+    // a spawned job's fences (which end in such a get) can wait forever; its PMI-1 barrier
+    // is per job.
+    let spawned = std::env::var("PMI_SPAWNED").is_ok_and(|v| v.trim() == "1");
+    if choice == PmiChoice::Auto && spawned {
+        choice = PmiChoice::V1;
+    }
     let (conn, rank, size) = pmi1::connect_env()?;
     start(conn, rank, size, choice)
 }

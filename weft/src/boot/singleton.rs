@@ -67,5 +67,7 @@ pub fn start() -> Result<Boot> {
         node_of: vec![0],
         job_id,
         pmi: Box::new(Singleton::default()),
+        universe_base: 0,
+        secret: None,
     })
 }

@@ -23,7 +23,7 @@ use super::group::GroupData;
 use super::inter::{agree_across, bcast_among, Side};
 use super::port::{self, Port};
 use super::{allgather_among, CommData};
-use crate::boot::{Boot, SpawnCommand};
+use crate::boot::{spawn_universe_base, Boot, SpawnCommand, UNIVERSE_BASE_KEY};
 use crate::engine::Engine;
 use crate::error::{Error, ErrorClass, Result};
 use crate::fabric::node::NodeFabric;
@@ -44,8 +44,8 @@ const TAG_LEADERS: i32 = -52;
 pub const PARENT_PORT_KEY: &str = "PARENT_ROOT_PORT_NAME";
 
 /// Bytes of one member's table entry: universe rank, world rank, node in its job, address
-/// (family, 16 bytes of IP, port).
-const ENTRY_LEN: usize = 4 + 4 + 4 + 1 + 16 + 2;
+/// (family, 16 bytes of IP, port), job key.
+const ENTRY_LEN: usize = 4 + 4 + 4 + 1 + 16 + 2 + 8;
 
 /// One process as the other group learns it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,6 +55,17 @@ struct Entry {
     /// Its node in its own job's node map.
     node: u32,
     addr: SocketAddr,
+    /// Its job's key ([`job_key`]).
+    job: u64,
+}
+
+/// A job's key: a hash of the name its process manager gave it (unique among the jobs that
+/// can meet), so that two jobs whose universe ranks overlap are told apart.
+fn job_key(boot: &Boot) -> u64 {
+    // FNV-1a, 64 bits.
+    boot.job_id.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 impl Entry {
@@ -74,7 +85,8 @@ impl Entry {
             }
         };
         b[13..29].copy_from_slice(&ip);
-        b[29..].copy_from_slice(&self.addr.port().to_le_bytes());
+        b[29..31].copy_from_slice(&self.addr.port().to_le_bytes());
+        b[31..].copy_from_slice(&self.job.to_le_bytes());
         b
     }
 
@@ -92,6 +104,7 @@ impl Entry {
             wire: u32_at(4),
             node: u32_at(8),
             addr: SocketAddr::new(ip, port),
+            job: u64::from_le_bytes(b[31..39].try_into().ok()?),
         })
     }
 }
@@ -147,20 +160,19 @@ pub struct Joining<'a> {
     pub other_nodes: &'a mut std::collections::HashMap<(u32, u32), u32>,
 }
 
-/// The universe's secret: the job's (every job `weft run` starts has the same one).
+/// The universe's secret: the job's (every job `weft run` starts has the same one; under
+/// another process manager, rank 0 put one at start-up and spawned jobs get their parents').
 fn universe_secret(call: &'static str, boot: &mut Boot) -> Result<[u8; SECRET_LEN]> {
-    let hex = boot.pmi.get(crate::fabric::tcp::SECRET_KEY).map_err(|e| {
+    crate::fabric::tcp::job_secret(boot).map_err(|e| {
         Error::unsupported(
             call,
             format!(
-                "joining another job needs the secret weft run gives its jobs, and the process \
-                 manager has none ({}): start the job with weft run",
+                "joining another job needs the job's secret, and the process manager ({}) \
+                 has none ({}): start the job with weft run or a PMI process manager",
+                boot.pmi.protocol(),
                 e.detail
             ),
         )
-    })?;
-    auth::secret_from_hex(&hex).ok_or_else(|| {
-        Error::new(ErrorClass::Boot, call, "the job secret is not 64 hex digits")
     })
 }
 
@@ -187,6 +199,7 @@ pub fn join(
         wire: j.boot.rank,
         node: j.boot.node_of[j.boot.rank as usize],
         addr: tcp.local_addr(),
+        job: job_key(j.boot),
     };
     let ctx = local.coll_context();
     let entries = allgather_among(j.eng, ctx, TAG_TABLE, members, me, &mine.encode())?;
@@ -222,10 +235,11 @@ pub fn join(
     let theirs = &told[2..];
     let (their_leader, others) = read_table(call, theirs)?;
     // 3. Their processes become peers.
-    let ids: Vec<u32> = others
+    let ids = others
         .iter()
         .map(|e| add_peer(j.eng, j.boot, j.other_nodes, e))
-        .collect();
+        .collect::<Result<Vec<u32>>>()
+        .map_err(|e| Error::new(e.class, call, e.detail))?;
     if let Some(w) = ids.iter().find(|w| members.contains(w)) {
         return Err(Error::new(
             ErrorClass::Arg,
@@ -255,8 +269,9 @@ fn add_peer(
     boot: &mut Boot,
     other_nodes: &mut std::collections::HashMap<(u32, u32), u32>,
     e: &Entry,
-) -> u32 {
-    let (id, new) = eng.fabric_mut().add_remote(e.uni, e.wire, e.addr);
+) -> Result<u32> {
+    let own = job_key(boot);
+    let (id, new) = eng.fabric_mut().add_remote(e.uni, e.wire, (e.job, own), e.addr)?;
     if new {
         eng.add_peer(id);
         let fresh = boot.node_of.iter().max().map_or(0, |&n| n + 1);
@@ -264,7 +279,7 @@ fn add_peer(
         debug_assert_eq!(boot.node_of.len(), id as usize);
         boot.node_of.push(node);
     }
-    id
+    Ok(id)
 }
 
 /// The leader's part: meets the other group's leader as `meet` says and returns its table.
@@ -291,8 +306,15 @@ fn meet_other(
         Meet::Spawn(cmds) => {
             let one_node = boot.node_of.iter().all(|&n| n == boot.node_of[0]);
             let p = Port::open(tunables, one_node)?;
-            boot.pmi
-                .spawn(cmds, &[(PARENT_PORT_KEY.to_owned(), p.name().to_owned())])?;
+            // The new job's key-value space starts with the port, the universe's secret and
+            // (for process managers other than weft run, which sets WEFT_UNIVERSE_BASE) its
+            // first universe rank.
+            let preput = [
+                (PARENT_PORT_KEY.to_owned(), p.name().to_owned()),
+                (crate::fabric::tcp::SECRET_KEY.to_owned(), auth::secret_to_hex(secret)),
+                (UNIVERSE_BASE_KEY.to_owned(), spawn_universe_base()?.to_string()),
+            ];
+            boot.pmi.spawn(cmds, &preput)?;
             let wait = Duration::from_secs(tunables.spawn_timeout_s.max(1));
             p.accept(call, secret, mine, (timeout, Some(wait)), || {
                 eng.progress();
@@ -312,12 +334,14 @@ mod tests {
             wire: 3,
             node: 1,
             addr: "127.0.0.1:4567".parse().unwrap(),
+            job: 0x0123_4567_89ab_cdef,
         };
         let b = Entry {
             uni: 9,
             wire: 0,
             node: 0,
             addr: "[::1]:80".parse().unwrap(),
+            job: u64::MAX,
         };
         assert_eq!(Entry::decode(&a.encode()), Some(a));
         assert_eq!(Entry::decode(&b.encode()), Some(b));
@@ -332,6 +356,7 @@ mod tests {
             wire: 1,
             node: 0,
             addr: "10.0.0.1:1".parse().unwrap(),
+            job: 1,
         }
         .encode();
         let e = read_table("connect", &table(1, &a)).unwrap_err().to_string();

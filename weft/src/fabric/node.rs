@@ -82,6 +82,12 @@ fn job_uses_tcp(boot: &Boot, t: &Tunables) -> bool {
 impl NodeFabric {
     /// Sets up the transports. Collective over the world.
     pub(crate) fn new(boot: &mut Boot, tunables: &Tunables) -> Result<Self> {
+        // Under a PMI process manager, rank 0 makes sure the job has a secret before the
+        // transports' fences, so that another job (spawned, or met at a port) can be joined
+        // later (`comm::dynamic`); a job of several ranks always fences below.
+        if matches!(boot.pmi.protocol(), "pmi-1" | "pmi-2") {
+            crate::fabric::tcp::ensure_job_secret(boot)?;
+        }
         let routes = routes(boot, tunables)?;
         let uses_tcp = job_uses_tcp(boot, tunables);
         let shm = if tunables.transports.shm {
@@ -104,7 +110,7 @@ impl NodeFabric {
         Ok(NodeFabric {
             rank: boot.rank,
             size: boot.size,
-            base: crate::boot::universe_base(),
+            base: boot.universe_base,
             routes,
             selfloop: SelfLoop::default(),
             shm,
@@ -148,17 +154,36 @@ impl NodeFabric {
     /// job, listening at `addr`) as a TCP peer, after [`NodeFabric::start_tcp_for_other_jobs`].
     /// Returns its peer number and whether it is new (a process added before keeps its
     /// number; one of this very job is its world rank).
-    pub fn add_remote(&mut self, uni: u32, wire: u32, addr: std::net::SocketAddr) -> (u32, bool) {
+    /// `job` is its job's key: a process of another job whose universe rank is taken (by this
+    /// job, or a process of a third job added before) is an error.
+    pub fn add_remote(
+        &mut self,
+        uni: u32,
+        wire: u32,
+        (job, own_job): (u64, u64),
+        addr: std::net::SocketAddr,
+    ) -> Result<(u32, bool)> {
         let tcp = self.tcp.as_mut().expect("start_tcp_for_other_jobs came first");
         if let Some(r) = uni.checked_sub(self.base).filter(|&r| r < self.size) {
-            return (r, false);
+            if job != own_job || wire != r {
+                return Err(Error::new(
+                    ErrorClass::Spawn,
+                    "join another job",
+                    format!(
+                        "universe rank {uni} is this job's rank {r} and also rank {wire} of \
+                         another job: two jobs spawned under a process manager other than weft \
+                         run got overlapping universe ranks; start the job with weft run"
+                    ),
+                ));
+            }
+            return Ok((r, false));
         }
-        let id = tcp.add_remote(uni, wire, addr);
+        let id = tcp.add_remote(uni, wire, job, addr)?;
         let new = id as usize == self.routes.len();
         if new {
             self.routes.push(Route::Tcp);
         }
-        (id, new)
+        Ok((id, new))
     }
 
     /// Ends connections in order (after the final barrier of finalize).

@@ -75,6 +75,46 @@ const DROP_LOG_WINDOW: Duration = Duration::from_secs(10);
 /// Key under which the per-job secret travels in the process manager's key-value space.
 pub const SECRET_KEY: &str = "weft-job-secret";
 
+/// At rank 0 (elsewhere nothing): finds the job secret in the key-value space (`weft run`
+/// puts one there, a spawning job's parents preput theirs), or makes one and puts it there,
+/// and keeps a copy in `boot.secret`. The other ranks can read it after the next fence.
+pub fn ensure_job_secret(boot: &mut Boot) -> Result<()> {
+    if boot.rank != 0 || boot.secret.is_some() {
+        return Ok(());
+    }
+    let spawned = std::env::var("PMI_SPAWNED").is_ok_and(|v| v.trim() == "1");
+    let found = match spawned {
+        true => boot.pmi.get_preput(SECRET_KEY),
+        false => boot.pmi.get(SECRET_KEY),
+    };
+    let found = found.ok().and_then(|v| auth::secret_from_hex(&v));
+    let secret = match found {
+        Some(s) => s,
+        None => {
+            let mut s = [0u8; SECRET_LEN];
+            crate::sys::random_bytes(&mut s).map_err(|e| Error::os("initialize", "getrandom", e))?;
+            boot.pmi.put(SECRET_KEY, &auth::secret_to_hex(&s))?;
+            s
+        }
+    };
+    boot.secret = Some(secret);
+    Ok(())
+}
+
+/// The job secret: rank 0's copy, or the key-value space's (after the fence that follows
+/// [`ensure_job_secret`]).
+pub fn job_secret(boot: &mut Boot) -> Result<[u8; SECRET_LEN]> {
+    if let Some(s) = boot.secret {
+        return Ok(s);
+    }
+    let v = boot.pmi.get(SECRET_KEY)?;
+    let s = auth::secret_from_hex(&v).ok_or_else(|| {
+        boot_err(format!("the job secret in the key-value space ({SECRET_KEY}) is not 64 hex digits"))
+    })?;
+    boot.secret = Some(s);
+    Ok(s)
+}
+
 fn addr_key(rank: u32) -> String {
     format!("weft-tcp-{rank}")
 }
@@ -217,6 +257,8 @@ struct Remote {
     uni: u32,
     /// Its world rank in its own job: the source its packets carry.
     wire: u32,
+    /// Its job's key (`comm::dynamic`), to tell two jobs that got overlapping universe ranks.
+    job: u64,
 }
 
 /// The TCP transport of one rank.
@@ -304,34 +346,10 @@ impl TcpTransport {
             Ok((_, a)) => boot.pmi.put(&key, &a.to_string())?,
             Err(_) => boot.pmi.put(&key, "!failed")?,
         }
-        let mut secret = None;
-        if boot.rank == 0 {
-            secret = boot
-                .pmi
-                .get(SECRET_KEY)
-                .ok()
-                .and_then(|v| auth::secret_from_hex(&v));
-            if secret.is_none() {
-                let mut s = [0u8; SECRET_LEN];
-                crate::sys::random_bytes(&mut s)
-                    .map_err(|e| Error::os("initialize TCP", "getrandom", e))?;
-                boot.pmi.put(SECRET_KEY, &auth::secret_to_hex(&s))?;
-                secret = Some(s);
-            }
-        }
+        ensure_job_secret(boot)?;
         boot.pmi.fence()?;
         let (listener, local) = bound.map_err(boot_err)?;
-        let secret = match secret {
-            Some(s) => s,
-            None => {
-                let v = boot.pmi.get(SECRET_KEY)?;
-                auth::secret_from_hex(&v).ok_or_else(|| {
-                    boot_err(format!(
-                        "the job secret in the key-value space ({SECRET_KEY}) is not 64 hex digits"
-                    ))
-                })?
-            }
-        };
+        let secret = job_secret(boot)?;
         // Addresses are read on first contact (a dial), not here: a job in which each rank
         // talks to a few peers makes a few gets per rank instead of N.
         let addrs = (0..boot.size)
@@ -367,7 +385,7 @@ impl TcpTransport {
         TcpTransport {
             rank: boot.rank,
             size: boot.size,
-            base: crate::boot::universe_base(),
+            base: boot.universe_base,
             remotes: Vec::new(),
             remote_ids: Default::default(),
             listener,
@@ -391,16 +409,30 @@ impl TcpTransport {
     /// Adds the process of another job with universe rank `uni`, world rank `wire` in its
     /// job, listening at `addr`, as the next peer number (or returns the number it has
     /// already). Connections to it are made on first contact, as with any peer.
-    pub fn add_remote(&mut self, uni: u32, wire: u32, addr: SocketAddr) -> u32 {
+    pub fn add_remote(&mut self, uni: u32, wire: u32, job: u64, addr: SocketAddr) -> Result<u32> {
         if let Some(&id) = self.remote_ids.get(&uni) {
-            return id;
+            let known = &self.remotes[(id - self.size) as usize];
+            if known.job != job || known.wire != wire {
+                return Err(Error::new(
+                    ErrorClass::Spawn,
+                    "join another job",
+                    format!(
+                        "universe rank {uni} names two processes (rank {} of one job, rank \
+                         {wire} of another): two jobs spawned under a process manager other \
+                         than weft run got overlapping universe ranks; start the job with weft \
+                         run",
+                        known.wire
+                    ),
+                ));
+            }
+            return Ok(id);
         }
         let id = self.size + self.remotes.len() as u32;
-        self.remotes.push(Remote { uni, wire });
+        self.remotes.push(Remote { uni, wire, job });
         self.remote_ids.insert(uni, id);
         self.addrs.push(PeerAddr::Known(addr));
         self.slots.push(Slot::default());
-        id
+        Ok(id)
     }
 
     /// This rank's universe rank.

@@ -82,6 +82,8 @@ fn job<R: Send + 'static>(
                     node_of: (0..n).collect(),
                     job_id: "test".into(),
                     pmi: Box::new(MemPmi { kvs, fence }),
+                    universe_base: 0,
+                    secret: None,
                 };
                 // Ranks are on "different nodes" here, so name loopback.
                 let t = Tunables::from_lookup(|k| {
@@ -528,4 +530,35 @@ fn a_half_written_frame_is_finished_before_any_other_whatever_its_payload() {
         let data: Vec<(u64, bool)> = (0..FRAMES).map(|i| (i * (40 << 10), true)).collect();
         assert_eq!(g.data, data);
     }
+}
+
+#[test]
+fn a_universe_rank_that_two_jobs_claim_is_refused_naming_both() {
+    let boot = Boot {
+        rank: 0,
+        size: 2,
+        node_of: vec![0, 1],
+        job_id: "test".into(),
+        pmi: Box::new(MemPmi {
+            kvs: Default::default(),
+            fence: Arc::new(Barrier::new(1)),
+        }),
+        universe_base: 0,
+        secret: None,
+    };
+    let t = Tunables::from_lookup(|k| (k == "WEFT_TCP_ADDR").then(|| "127.0.0.1".into())).unwrap();
+    let mut tcp = TcpTransport::for_other_jobs(&boot, &t, [7; SECRET_LEN]).unwrap();
+    let at: SocketAddr = "127.0.0.1:9".parse().unwrap();
+    // World ranks are peers 0 and 1; the first process of another job is peer 2, and the
+    // same process added again keeps its number.
+    assert_eq!(tcp.add_remote(100, 3, 0xaa, at).unwrap(), 2);
+    assert_eq!(tcp.add_remote(100, 3, 0xaa, at).unwrap(), 2);
+    assert_eq!(tcp.uni_of(2), 100);
+    let e = tcp.add_remote(100, 5, 0xbb, at).unwrap_err();
+    assert_eq!(e.class, ErrorClass::Spawn);
+    assert!(
+        e.detail
+            .contains("universe rank 100 names two processes (rank 3 of one job, rank 5 of another)"),
+        "{e}"
+    );
 }
