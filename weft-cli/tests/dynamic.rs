@@ -27,12 +27,13 @@ fn job(example: &str, n: u32, args: &[&str], env: &[(&str, &str)]) -> Out {
 
 #[test]
 fn two_halves_of_a_job_join_at_a_port_over_shared_memory_and_tcp() {
-    for (n, env) in [
-        (2, &[][..]),
-        (3, &[][..]),
-        (3, &[("WEFT_TRANSPORTS", "tcp")][..]),
+    for (n, args, env) in [
+        (2, &[][..], &[][..]),
+        (3, &[][..], &[][..]),
+        (3, &["names"][..], &[][..]),
+        (3, &[][..], &[("WEFT_TRANSPORTS", "tcp")][..]),
     ] {
-        let out = job("connect_accept", n, &[], env);
+        let out = job("connect_accept", n, args, env);
         assert_eq!(out.code, Some(0), "{out:?}");
         for r in 0..n {
             let line = format!("rank {r}: merged rank {r} of {n}, sum {}", n * (n - 1) / 2);
@@ -66,7 +67,7 @@ fn a_spawned_process_that_panics_ends_the_whole_universe_naming_it() {
 }
 
 #[test]
-fn a_job_under_hydra_spawns_through_its_pmi_2_and_pmi_1_servers() {
+fn under_hydra_jobs_spawn_and_publish_names_through_its_pmi_2_and_pmi_1_servers() {
     // Hydra (MPICH's mpiexec) serves spawn over both protocols; the parents speak PMI-2 by
     // default, PMI-1 when asked, and the children PMI-1 (see `boot::select`). No weft run:
     // the job's secret and the children's universe ranks travel in the spawn's preput pairs.
@@ -95,5 +96,23 @@ fn a_job_under_hydra_spawns_through_its_pmi_2_and_pmi_1_servers() {
         }
         wait_none_left("spawn_probe's processes", || pids_of(&exe));
         wait_none_left("weft's /dev/shm segments", weft_segments);
+    }
+    // Hydra's name service, through PMI-2 and PMI-1: the port's name is published and
+    // looked up, then withdrawn (a lookup after that fails).
+    let exe = build_example("weft", "connect_accept", true);
+    for pmi in ["auto", "1"] {
+        let mut c = std::process::Command::new("mpiexec.hydra");
+        c.env_remove("WEFT_JOB_ID")
+            .env("WEFT_PMI", pmi)
+            .args(["-n", "3"])
+            .arg(&exe)
+            .arg("names");
+        let what = format!("WEFT_PMI={pmi} mpiexec.hydra -n 3 connect_accept names");
+        let out = run(c, &what);
+        assert_eq!(out.code, Some(0), "{what}: {out:?}");
+        for r in 0..3 {
+            let line = format!("rank {r}: merged rank {r} of 3, sum 3");
+            assert!(out.stdout.contains(&line), "{what}: no {line:?} in {out:?}");
+        }
     }
 }

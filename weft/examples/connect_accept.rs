@@ -1,6 +1,8 @@
 //! Two halves of the world meet at a port (MPI_Comm_accept / MPI_Comm_connect), trade
 //! messages over the intercommunicator, merge it and reduce over the merged communicator.
-//! Run with `weft run -n 4 --example connect_accept`.
+//! Run with `weft run -n 4 --example connect_accept`; `connect_accept names` passes the
+//! port's name through the name service (MPI_Publish_name / MPI_Lookup_name) instead of a
+//! message.
 
 use weft::topology::{MergeOrder, Port};
 use weft::traits::*;
@@ -14,16 +16,32 @@ fn main() {
     let half = world
         .split_by_color(weft::topology::Color::with_value(upper as i32))
         .unwrap();
+    let by_name = std::env::args().nth(1).as_deref() == Some("names");
+    const SERVICE: &str = "weft-connect-accept-example";
     let inter = if !upper {
         let port = (half.rank() == 0).then(|| Port::open().unwrap());
         if let Some(p) = &port {
-            world.process_at_rank(size / 2).send(p.name().as_bytes());
+            if by_name {
+                weft::topology::publish_name(SERVICE, p.name()).unwrap();
+                // Published: the other side may look it up now.
+                world.process_at_rank(size / 2).send(&0u8);
+            } else {
+                world.process_at_rank(size / 2).send(p.name().as_bytes());
+            }
         }
-        half.accept(port.as_ref(), 0).unwrap()
+        let inter = half.accept(port.as_ref(), 0).unwrap();
+        if by_name && port.is_some() {
+            weft::topology::unpublish_name(SERVICE).unwrap();
+            assert!(weft::topology::lookup_name(SERVICE).is_err());
+        }
+        inter
     } else {
         let name = (half.rank() == 0).then(|| {
             let (bytes, _) = world.process_at_rank(0).receive_vec::<u8>();
-            String::from_utf8(bytes).unwrap()
+            match by_name {
+                true => weft::topology::lookup_name(SERVICE).unwrap(),
+                false => String::from_utf8(bytes).unwrap(),
+            }
         });
         half.connect(name.as_deref(), 0).unwrap()
     };

@@ -47,6 +47,8 @@ fn rank_main(rank: u32, kvs: Arc<(Mutex<HashMap<String, String>>, Barrier)>, ite
         node_of: vec![0, 0],
         job_id: format!("bench{}", std::process::id()),
         pmi: Box::new(ThreadPmi(kvs)),
+        universe_base: 0,
+        secret: None,
     };
     let mut t = ShmTransport::new(&mut boot, &Tunables::from_env().unwrap(), false)
         .unwrap()

@@ -91,6 +91,8 @@ fn rank_main(rank: u32, dir: &Path, job: String, in_poll: bool) {
             rank,
             fences: 0,
         }),
+        universe_base: 0,
+        secret: None,
     };
     let mut t = ShmTransport::new(&mut boot, &Tunables::defaults(), in_poll)
         .unwrap()

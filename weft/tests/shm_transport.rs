@@ -122,6 +122,8 @@ where
                         fences: 0,
                         mine: None,
                     }),
+                    universe_base: 0,
+                    secret: None,
                 };
                 let t = ShmTransport::new(&mut boot, &tun, in_poll).unwrap();
                 f(rank, t, &after);
