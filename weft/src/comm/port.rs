@@ -114,8 +114,8 @@ impl Port {
         let nonces = (&nonce_c, &nonce_a);
         if !auth::verify(secret, Role::Connector, PORT_RANK, PORT_RANK, nonces, &proof) {
             return Err(s.refused(
-                "the connector does not hold this universe's secret (only jobs started by the \
-                 same weft run can join)",
+                "the connector does not hold this universe's secret (only jobs of one universe \
+                 can join: started by one weft run or mpiexec, or spawned by one another)",
             ));
         }
         let theirs = s.read_table()?;
@@ -165,8 +165,9 @@ pub fn connect(
     let nonces = (&nonce_c, &nonce_a);
     if !auth::verify(secret, Role::Acceptor, PORT_RANK, PORT_RANK, nonces, &mac_a) {
         return Err(s.refused(
-            "the process behind the port does not hold this universe's secret (only jobs \
-             started by the same weft run can join)",
+            "the process behind the port does not hold this universe's secret (only jobs of \
+             one universe can join: started by one weft run or mpiexec, or spawned by one \
+             another)",
         ));
     }
     let proof = auth::mac(secret, Role::Connector, PORT_RANK, PORT_RANK, &nonce_c, &nonce_a);
@@ -301,6 +302,29 @@ mod tests {
         let e = p.accept("spawn", &[0; SECRET_LEN], b"", limit, || {}).unwrap_err();
         assert_eq!(e.class, ErrorClass::Spawn);
         assert!(e.detail.contains("did the spawned program call MPI_Init?"), "{e}");
+    }
+
+    #[test]
+    fn a_connector_that_does_not_speak_the_protocol_or_stays_silent_fails_the_accept() {
+        let p = port();
+        let addr = parse_name("connect", p.name()).unwrap();
+        let stray = std::thread::spawn(move || {
+            let mut s = TcpStream::connect(addr).unwrap();
+            s.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+            s
+        });
+        let limits = (Duration::from_secs(10), None);
+        let e = p.accept("accept", &[3; SECRET_LEN], b"", limits, || {}).unwrap_err();
+        assert_eq!(e.class, ErrorClass::Port);
+        assert!(e.detail.contains("does not speak weft's port protocol"), "{e}");
+        drop(stray.join().unwrap());
+        // One that connects and says nothing: the accept ends after the I/O time limit.
+        let silent = std::thread::spawn(move || TcpStream::connect(addr).unwrap());
+        let limits = (Duration::from_millis(300), None);
+        let e = p.accept("accept", &[3; SECRET_LEN], b"", limits, || {}).unwrap_err();
+        assert_eq!(e.class, ErrorClass::Port);
+        assert!(e.detail.contains("reading from the other group's leader"), "{e}");
+        drop(silent.join().unwrap());
     }
 
     #[test]
