@@ -143,7 +143,7 @@ pub(crate) fn guard(
 fn handle(comm: *mut c_void, e: CError) -> c_int {
     let message = format!("{}: {} ({})", e.call, e.detail, class_name(e.class));
     let comm = if comm.is_null() {
-        MPI_COMM_SELF as *mut c_void
+        unattached_errors_comm()
     } else {
         comm
     };
@@ -171,6 +171,22 @@ fn handle(comm: *mut c_void, e: CError) -> c_int {
         return e.class;
     }
     fatal(&message, e.class)
+}
+
+/// Where the error of a call on no communicator, window, file or session is raised:
+/// `MPI_COMM_SELF` (MPI 4), but `MPI_COMM_WORLD` while `MPI_COMM_SELF` still has the
+/// initial `MPI_ERRORS_ARE_FATAL` and the program gave `MPI_COMM_WORLD` another handler
+/// (MPI 3 raised such errors there, and programs written for it set only that one: MPICH
+/// and Open MPI honour it too).
+fn unattached_errors_comm() -> *mut c_void {
+    let world_only = state::running().is_some_and(|r| {
+        r.self_comm.errhandler.get() == MPI_ERRORS_ARE_FATAL
+            && r.world.errhandler.get() != MPI_ERRORS_ARE_FATAL
+    });
+    match (world_only, state::phase()) {
+        (true, Phase::Running) => MPI_COMM_WORLD as *mut c_void,
+        _ => MPI_COMM_SELF as *mut c_void,
+    }
 }
 
 /// Ends the whole job with `message` (MPI_ERRORS_ARE_FATAL).

@@ -245,28 +245,22 @@ unsafe extern "C" fn type_set_attr(datatype: *mut c_void, key: c_int, value: *mu
                 format!("the datatype attribute key {key} was freed"),
             ));
         }
-        let old = {
-            let mut a = attrs();
-            let list = a.entry(datatype as usize).or_default();
-            match list.iter_mut().find(|(k, _)| *k == key) {
-                Some(slot) => Some(std::mem::replace(&mut slot.1, value as usize)),
-                None => {
-                    list.push((key, value as usize));
-                    None
-                }
-            }
-        };
-        match old {
-            Some(old) => {
-                // The replaced value's delete callback; the key keeps its one use.
-                use_key(key, true);
-                run_delete(CALL, datatype, key, old)
-            }
-            None => {
-                use_key(key, true);
-                Ok(())
-            }
+        // The old value's delete callback first (no borrow held: it may call MPI): if it
+        // fails, the old value stays. It gives back the key's use the new value takes.
+        let old = attrs()
+            .get(&(datatype as usize))
+            .and_then(|l| l.iter().find(|(k, _)| *k == key).map(|a| a.1));
+        if let Some(old) = old {
+            run_delete(CALL, datatype, key, old)?;
         }
+        let mut a = attrs();
+        let list = a.entry(datatype as usize).or_default();
+        match list.iter_mut().find(|(k, _)| *k == key) {
+            Some(slot) => slot.1 = value as usize,
+            None => list.push((key, value as usize)),
+        }
+        use_key(key, true);
+        Ok(())
     })
 }
 export!(Type_set_attr, type_set_attr);
@@ -306,19 +300,22 @@ unsafe extern "C" fn type_delete_attr(datatype: *mut c_void, key: c_int) -> c_in
     guard(CALL, std::ptr::null_mut(), || {
         decode(CALL, datatype)?;
         keyval(CALL, key)?;
-        let found = {
-            let mut a = attrs();
-            let list = a.get_mut(&(datatype as usize));
-            list.and_then(|l| l.iter().position(|(k, _)| *k == key).map(|i| l.remove(i)))
-        };
-        let Some((_, value)) = found else {
+        let found = attrs()
+            .get(&(datatype as usize))
+            .and_then(|l| l.iter().find(|(k, _)| *k == key).map(|a| a.1));
+        let Some(value) = found else {
             return Err(CError::new(
                 MPI_ERR_KEYVAL,
                 CALL,
                 format!("the datatype has no attribute for key {key}"),
             ));
         };
-        run_delete(CALL, datatype, key, value)
+        // Removed only once its delete callback succeeds (a failing one keeps it).
+        run_delete(CALL, datatype, key, value)?;
+        if let Some(l) = attrs().get_mut(&(datatype as usize)) {
+            l.retain(|(k, _)| *k != key);
+        }
+        Ok(())
     })
 }
 export!(Type_delete_attr, type_delete_attr);

@@ -45,6 +45,11 @@ static int delete_fn(MPI_Datatype t, int key, void *value, void *extra) {
     deletes++;
     return MPI_SUCCESS;
 }
+static int refuse = 1;
+static int refusing_delete_fn(MPI_Datatype t, int key, void *value, void *extra) {
+    (void)t; (void)key; (void)value; (void)extra;
+    return refuse ? MPI_ERR_OTHER : MPI_SUCCESS;
+}
 
 int main(int argc, char **argv) {
     int rank, size;
@@ -228,6 +233,26 @@ int main(int argc, char **argv) {
     CHECK(flag && value == (void *)100 && deletes == 1, "attribute kept");
     MPI_Type_free(&vdup);
     MPI_Type_free_keyval(&key);
+    /* A delete callback that fails keeps the value (set_attr and delete_attr fail), and the
+     * error goes to MPI_COMM_WORLD's handler while MPI_COMM_SELF's is the initial one (what
+     * programs written for MPI 3 expect, and MPICH and Open MPI do). */
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Type_create_keyval(MPI_TYPE_NULL_COPY_FN, refusing_delete_fn, &key, NULL);
+    MPI_Type_set_attr(vec, key, (void *)7);
+    rc = MPI_Type_set_attr(vec, key, (void *)8);
+    CHECK(rc != MPI_SUCCESS, "set_attr over a value whose delete fails returned %d", rc);
+    rc = MPI_Type_delete_attr(vec, key);
+    CHECK(rc != MPI_SUCCESS, "delete_attr whose callback fails returned %d", rc);
+    MPI_Type_get_attr(vec, key, &value, &flag);
+    CHECK(flag && value == (void *)7, "the value a failing delete callback kept: %d %p", flag, value);
+    rc = MPI_Type_contiguous(-1, MPI_INT, &vdup);
+    CHECK(rc != MPI_SUCCESS, "MPI_Type_contiguous(-1) returned %d", rc);
+    refuse = 0;
+    MPI_Type_delete_attr(vec, key);
+    MPI_Type_get_attr(vec, key, &value, &flag);
+    CHECK(!flag, "the attribute stayed after a delete that succeeded");
+    MPI_Type_free_keyval(&key);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
 
     /* Point to point: a vector to the next rank, a struct and a resized type back. */
     int to = (rank + 1) % size, from = (rank + size - 1) % size;
