@@ -78,15 +78,7 @@ fn under_hydra_jobs_spawn_and_publish_names_through_its_pmi_2_and_pmi_1_servers(
     let exe = build_example("weft", "spawn_probe", true);
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     for (pmi, parents, children) in [("auto", 2, 3), ("1", 1, 2), ("2", 3, 1)] {
-        let mut c = std::process::Command::new("mpiexec.hydra");
-        c.env_remove("WEFT_JOB_ID")
-            .env("WEFT_PMI", pmi)
-            .env("WEFT_SPAWN_TIMEOUT", "60")
-            .args(["-n", &parents.to_string()])
-            .arg(&exe)
-            .arg(children.to_string());
-        let what = format!("WEFT_PMI={pmi} mpiexec.hydra -n {parents} spawn_probe {children}");
-        let out = run(c, &what);
+        let (what, out) = hydra(pmi, parents, &exe, &children.to_string());
         assert_eq!(out.code, Some(0), "{what}: {out:?}");
         for (who, n) in [("parent", parents), ("child", children)] {
             for r in 0..n {
@@ -101,18 +93,26 @@ fn under_hydra_jobs_spawn_and_publish_names_through_its_pmi_2_and_pmi_1_servers(
     // looked up, then withdrawn (a lookup after that fails).
     let exe = build_example("weft", "connect_accept", true);
     for pmi in ["auto", "1"] {
-        let mut c = std::process::Command::new("mpiexec.hydra");
-        c.env_remove("WEFT_JOB_ID")
-            .env("WEFT_PMI", pmi)
-            .args(["-n", "3"])
-            .arg(&exe)
-            .arg("names");
-        let what = format!("WEFT_PMI={pmi} mpiexec.hydra -n 3 connect_accept names");
-        let out = run(c, &what);
+        let (what, out) = hydra(pmi, 3, &exe, "names");
         assert_eq!(out.code, Some(0), "{what}: {out:?}");
         for r in 0..3 {
             let line = format!("rank {r}: merged rank {r} of 3, sum 3");
             assert!(out.stdout.contains(&line), "{what}: no {line:?} in {out:?}");
         }
     }
+}
+
+/// `mpiexec.hydra -n N exe arg` with `WEFT_PMI=pmi`: the command's description and its output.
+fn hydra(pmi: &str, n: u32, exe: &std::path::Path, arg: &str) -> (String, Out) {
+    let mut c = std::process::Command::new("mpiexec.hydra");
+    c.env_remove("WEFT_JOB_ID")
+        .env("WEFT_PMI", pmi)
+        .env("WEFT_SPAWN_TIMEOUT", "60")
+        .args(["-n", &n.to_string()])
+        .arg(exe)
+        .arg(arg);
+    let name = exe.file_name().unwrap_or_default().to_string_lossy();
+    let what = format!("WEFT_PMI={pmi} mpiexec.hydra -n {n} {name} {arg}");
+    let out = run(c, &what);
+    (what, out)
 }

@@ -71,7 +71,7 @@ impl Runtime {
     /// In a spawned job (`PMI_SPAWNED=1`), joins the parents at the port their key-value
     /// space entry names. Collective over the world.
     fn connect_parent(&mut self) -> Result<()> {
-        if std::env::var("PMI_SPAWNED").map_or(true, |v| v.trim() != "1") {
+        if !crate::boot::spawned() {
             return Ok(());
         }
         const CALL: &str = "initialize";

@@ -207,6 +207,12 @@ impl Boot {
     }
 }
 
+/// Whether the process manager started this job for another's spawn (`PMI_SPAWNED=1`, which
+/// Hydra and `weft run` set).
+pub fn spawned() -> bool {
+    std::env::var("PMI_SPAWNED").is_ok_and(|v| v.trim() == "1")
+}
+
 /// The key under which a spawning job tells the new job its first universe rank, for
 /// process managers other than `weft run` (which sets `WEFT_UNIVERSE_BASE` instead).
 pub const UNIVERSE_BASE_KEY: &str = "weft-universe-base";
@@ -219,10 +225,9 @@ pub const UNIVERSE_BASE_KEY: &str = "weft-universe-base";
 /// rank (job base + world rank).
 pub fn universe_base(pmi: &mut dyn Pmi) -> u32 {
     let from_env = std::env::var("WEFT_UNIVERSE_BASE").ok();
-    let spawned = std::env::var("PMI_SPAWNED").is_ok_and(|v| v.trim() == "1");
     let value = match from_env {
         Some(v) => Some(v),
-        None if spawned => pmi.get_preput(UNIVERSE_BASE_KEY).ok(),
+        None if spawned() => pmi.get_preput(UNIVERSE_BASE_KEY).ok(),
         None => None,
     };
     value.and_then(|v| v.trim().parse().ok()).unwrap_or(0)

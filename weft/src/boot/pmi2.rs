@@ -294,6 +294,11 @@ impl Pmi2 {
         if !self.fenced {
             return Ok(self.unfenced_puts.get(key).cloned());
         }
+        self.server_get(key)
+    }
+
+    /// `kvs-get` of `key` from the server; `Ok(None)` when it has none.
+    fn server_get(&mut self, key: &str) -> Result<Option<String>> {
         let r = self.transact(
             "PMI-2 kvs-get",
             Msg::new("kvs-get", &[("srcid", "-1"), ("key", key)]),
@@ -545,18 +550,12 @@ impl Pmi for Pmi2 {
     /// without the check that fails for a process that has not fenced (see [`Pmi2::try_get`]).
     fn get_preput(&mut self, key: &str) -> Result<String> {
         check_word("PMI-2 kvs-get", "key", key, MAX_KEY)?;
-        let r = self.transact(
-            "PMI-2 kvs-get",
-            Msg::new("kvs-get", &[("srcid", "-1"), ("key", key)]),
-            "kvs-get-response",
-        )?;
-        match r.found() {
-            true => Ok(r.get("value").unwrap_or("").to_owned()),
-            false => Err(boot_err(
+        self.server_get(key)?.ok_or_else(|| {
+            boot_err(
                 "PMI-2 kvs-get",
                 format!("key {key:?} was not put in job {:?}'s key-value space by its spawner", self.jobid),
-            )),
-        }
+            )
+        })
     }
 
     fn spawn(&mut self, cmds: &[SpawnCommand], preput: &[(String, String)]) -> Result<()> {

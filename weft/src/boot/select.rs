@@ -21,8 +21,7 @@ pub fn connect_from_env() -> Result<Boot> {
     // releases a job's pending gets only when that count is a multiple of the job's size, so
     // a spawned job's fences (which end in such a get) can wait forever; its PMI-1 barrier
     // is per job.
-    let spawned = std::env::var("PMI_SPAWNED").is_ok_and(|v| v.trim() == "1");
-    if choice == PmiChoice::Auto && spawned {
+    if choice == PmiChoice::Auto && super::spawned() {
         choice = PmiChoice::V1;
     }
     let (conn, rank, size) = pmi1::connect_env()?;

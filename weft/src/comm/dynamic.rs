@@ -235,9 +235,10 @@ pub fn join(
     let theirs = &told[2..];
     let (their_leader, others) = read_table(call, theirs)?;
     // 3. Their processes become peers.
+    let own_job = job_key(j.boot);
     let ids = others
         .iter()
-        .map(|e| add_peer(j.eng, j.boot, j.other_nodes, e))
+        .map(|e| add_peer(j.eng, j.boot, j.other_nodes, (e, own_job)))
         .collect::<Result<Vec<u32>>>()
         .map_err(|e| Error::new(e.class, call, e.detail))?;
     if let Some(w) = ids.iter().find(|w| members.contains(w)) {
@@ -263,15 +264,15 @@ pub fn join(
 /// one given to its node in its job (processes of its job that share a node share one here
 /// too; no memory is shared with this job, so never one of this job's nodes). Every process
 /// of both jobs thus sees the same partition of any communicator into nodes, which the
-/// node-aware collectives need.
+/// node-aware collectives need. `own_job` is this job's key: another job claiming one of
+/// this job's universe ranks is an error.
 fn add_peer(
     eng: &mut Engine<NodeFabric>,
     boot: &mut Boot,
     other_nodes: &mut std::collections::HashMap<(u32, u32), u32>,
-    e: &Entry,
+    (e, own_job): (&Entry, u64),
 ) -> Result<u32> {
-    let own = job_key(boot);
-    let (id, new) = eng.fabric_mut().add_remote(e.uni, e.wire, (e.job, own), e.addr)?;
+    let (id, new) = eng.fabric_mut().add_remote(e.uni, e.wire, (e.job, own_job), e.addr)?;
     if new {
         eng.add_peer(id);
         let fresh = boot.node_of.iter().max().map_or(0, |&n| n + 1);

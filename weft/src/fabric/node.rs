@@ -371,3 +371,36 @@ impl Fabric for NodeFabric {
         self.shm.as_ref()?.sibling_time_here(from_us, to_us)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn another_job_claiming_a_universe_rank_of_this_job_is_refused() {
+        let mut boot = Boot {
+            rank: 0,
+            size: 1,
+            node_of: vec![0],
+            job_id: "mine".into(),
+            pmi: Box::new(crate::boot::singleton::Singleton::default()),
+            universe_base: 40,
+            secret: None,
+        };
+        let t = Tunables::from_lookup(|k| (k == "WEFT_TCP_ADDR").then(|| "127.0.0.1".into()))
+            .unwrap();
+        let mut f = NodeFabric::new(&mut boot, &t).unwrap();
+        f.start_tcp_for_other_jobs(&boot, &t, [5; super::super::tcp::auth::SECRET_LEN])
+            .unwrap();
+        let at: std::net::SocketAddr = "127.0.0.1:9".parse().unwrap();
+        // This job's own rank 0 (universe rank 40) is its world rank, not a new peer.
+        assert_eq!(f.add_remote(40, 0, (7, 7), at).unwrap(), (0, false));
+        // Another job's process with universe rank 40 is refused, naming both.
+        let e = f.add_remote(40, 3, (8, 7), at).unwrap_err();
+        assert_eq!(e.class, ErrorClass::Spawn);
+        let both = "universe rank 40 is this job's rank 0 and also rank 3 of another job";
+        assert!(e.detail.contains(both), "{e}");
+        // Past this job's range: a new peer.
+        assert_eq!(f.add_remote(41, 0, (8, 7), at).unwrap(), (1, true));
+    }
+}

@@ -82,8 +82,7 @@ pub fn ensure_job_secret(boot: &mut Boot) -> Result<()> {
     if boot.rank != 0 || boot.secret.is_some() {
         return Ok(());
     }
-    let spawned = std::env::var("PMI_SPAWNED").is_ok_and(|v| v.trim() == "1");
-    let found = match spawned {
+    let found = match crate::boot::spawned() {
         true => boot.pmi.get_preput(SECRET_KEY),
         false => boot.pmi.get(SECRET_KEY),
     };
