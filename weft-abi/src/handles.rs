@@ -6,7 +6,7 @@ use crate::abi::*;
 use crate::datatype::Shape;
 use crate::errors::CError;
 use crate::state::{running, Comm};
-use std::ffi::c_void;
+use std::ffi::{c_int, c_void};
 use std::sync::Arc;
 use weft::datatype::{Buffer, BufferMut, Layout, TypeMap};
 
@@ -78,6 +78,10 @@ pub(crate) trait CCount: Copy + std::fmt::Display + 'static {
     /// `v` as this type, if it fits.
     fn narrow(v: i64) -> Option<Self>;
     /// The call's name: `classic`, or `large` for the large-count form.
+    /// The value as a C `int` when this is the classic form's type (`None` for the others).
+    fn classic(self) -> Option<c_int> {
+        None
+    }
     fn pick(classic: &'static str, large: &'static str) -> &'static str {
         if Self::LARGE {
             large
@@ -88,6 +92,9 @@ pub(crate) trait CCount: Copy + std::fmt::Display + 'static {
 }
 impl CCount for i32 {
     const LARGE: bool = false;
+    fn classic(self) -> Option<c_int> {
+        Some(self)
+    }
     fn wide(self) -> i64 {
         self.into()
     }

@@ -87,6 +87,7 @@ mod env;
 mod errhandler;
 mod errors;
 mod exchange;
+mod fast_path;
 mod fortran;
 mod grequest;
 mod group;

@@ -3,6 +3,7 @@
 
 use crate::abi::*;
 use crate::errors::{guard, CError};
+use crate::fast_path;
 use crate::handles::{self, view, view_mut, CCount};
 use crate::requests::{self, CRequest};
 use crate::state::Comm;
@@ -263,8 +264,34 @@ fn buffered_error(e: weft::Error) -> CError {
     CError::from_weft(e)
 }
 
+/// `MPI_Send`: the fast path for contiguous predefined data, else the general one.
+unsafe extern "C" fn send(
+    buf: *const c_void,
+    count: c_int,
+    datatype: *mut c_void,
+    dest: c_int,
+    tag: c_int,
+    comm: *mut c_void,
+) -> c_int {
+    // SAFETY: the standard's contract, passed on.
+    unsafe {
+        if let Some(rc) = fast_path::send(buf, count, datatype, dest, tag, comm) {
+            return rc;
+        }
+        send_in(
+            "MPI_Send",
+            Mode::Standard,
+            buf,
+            count,
+            datatype,
+            dest,
+            tag,
+            comm,
+        )
+    }
+}
+
 send_modes! { send_in, [], c_int;
-    Send, send, Standard;
     Ssend, ssend, Synchronous;
     Rsend, rsend, Ready;
     Bsend, bsend, Buffered;
@@ -415,6 +442,13 @@ unsafe extern "C" fn recv<C: CCount>(
 ) -> c_int {
     #[allow(non_snake_case)]
     let CALL = C::pick("MPI_Recv", "MPI_Recv_c");
+    if let Some(count) = C::classic(count) {
+        // SAFETY: the standard's contract, passed on.
+        let fast = unsafe { fast_path::recv(buf, count, datatype, source, tag, comm, status) };
+        if let Some(rc) = fast {
+            return rc;
+        }
+    }
     guard(CALL, comm, || {
         let c = handles::comm(CALL, comm)?;
         // SAFETY: the standard's contract.

@@ -57,7 +57,9 @@ pub use coll::model as coll_model;
 mod api;
 #[cfg(doctest)]
 mod soundness;
-pub use api::{collective, datatype, environment, ffi, point_to_point, request, topology};
+pub use api::{
+    collective, datatype, environment, ffi, front_end, point_to_point, request, topology,
+};
 pub use environment::{
     initialize, initialize_with_threading, is_finalized, is_initialized, time, time_resolution,
     try_initialize, Threading,

@@ -177,12 +177,25 @@ fn enter_slot<R>(f: impl FnOnce(&mut Option<Runtime>) -> R) -> Option<R> {
 /// No other thread may be using weft now or until the calling thread's call returns (this
 /// includes dropping weft objects), and the program's own synchronization must order the
 /// previous owner's last use before this call: the promise of `MPI_THREAD_SERIALIZED`.
+#[inline]
 pub unsafe fn adopt(call: &'static str) -> Result<()> {
     let me = this_thread();
     let entry = SLOT.entry.load(Relaxed);
     if entry & !INSIDE == me {
         return Ok(());
     }
+    // SAFETY: the caller's promise, passed on.
+    unsafe { adopt_other(call, entry, me) }
+}
+
+/// [`adopt`] when the runtime's entry names another thread (or none): out of line, so that
+/// the common case inlines into every C call.
+///
+/// # Safety
+/// As for [`adopt`].
+#[cold]
+#[inline(never)]
+unsafe fn adopt_other(call: &'static str, entry: usize, me: usize) -> Result<()> {
     if entry & INSIDE != 0 {
         return Err(Error::new(
             ErrorClass::Arg,
@@ -293,6 +306,14 @@ pub fn inspect<R>(f: impl FnOnce(&Runtime) -> R) -> R {
 #[inline]
 #[track_caller]
 pub(crate) fn with_call<R>(call: &'static str, f: impl FnOnce(&mut Runtime) -> R) -> R {
+    with_call_inlined(call, f)
+}
+
+/// [`with_call`], always inlined: for the front ends' fast paths (`crate::front_end`), each
+/// with one caller.
+#[inline(always)]
+#[track_caller]
+pub(crate) fn with_call_inlined<R>(call: &'static str, f: impl FnOnce(&mut Runtime) -> R) -> R {
     // `enter` cannot carry the caller's location, so it only hands back whether the runtime
     // was there; the panic is raised out here.
     match enter(f) {

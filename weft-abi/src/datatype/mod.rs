@@ -11,7 +11,7 @@
 mod attrs;
 mod construct;
 mod pack;
-mod predefined;
+pub(crate) mod predefined;
 mod query;
 mod shape;
 

@@ -7,6 +7,8 @@ pub mod datatype;
 mod dyn_buffer;
 pub mod environment;
 pub mod ffi;
+#[doc(hidden)]
+pub mod front_end;
 mod partition;
 pub mod point_to_point;
 pub mod request;

@@ -53,9 +53,15 @@ fn recv_tag(call: &'static str, tag: Tag) -> Result<Option<Tag>> {
 /// The group used to translate world ranks back to communicator ranks (None for the world).
 #[inline]
 pub(crate) fn group_of(c: &CommData) -> Option<Rc<GroupData>> {
+    translation_group(c).cloned()
+}
+
+/// [`group_of`], borrowed.
+#[inline]
+pub(crate) fn translation_group(c: &CommData) -> Option<&Rc<GroupData>> {
     match &c.remote {
-        Some(remote) => Some(remote.clone()),
-        None => (c.pair != crate::comm::context::WORLD_PAIR).then(|| c.group.clone()),
+        Some(remote) => Some(remote),
+        None => (c.pair != crate::comm::context::WORLD_PAIR).then_some(&c.group),
     }
 }
 

@@ -53,6 +53,25 @@ int main(int argc, char **argv) {
     MPI_Get_count(&st, MPI_DOUBLE, &count);
     CHECK(count == MPI_UNDEFINED, "count in doubles %d", count);
 
+    /* On a communicator that numbers the world backwards, a status names the sender by its
+     * rank there, with a wildcard source and a given one. */
+    MPI_Comm backwards;
+    MPI_Comm_split(MPI_COMM_WORLD, 0, size - rank, &backwards);
+    int back_rank = -1;
+    MPI_Comm_rank(backwards, &back_rank);
+    if (size >= 2 && back_rank == 0) {
+        MPI_Send(&rank, 1, MPI_INT, 1, 3, backwards);
+        MPI_Send(&rank, 1, MPI_INT, 1, 4, backwards);
+    } else if (size >= 2 && back_rank == 1) {
+        MPI_Recv(&got, 1, MPI_INT, MPI_ANY_SOURCE, 3, backwards, &st);
+        CHECK(got == size - 1 && st.MPI_SOURCE == 0 && st.MPI_TAG == 3,
+              "backwards any source: got %d from %d tag %d", got, st.MPI_SOURCE, st.MPI_TAG);
+        MPI_Recv(&got, 1, MPI_INT, 0, MPI_ANY_TAG, backwards, &st);
+        CHECK(got == size - 1 && st.MPI_SOURCE == 0 && st.MPI_TAG == 4,
+              "backwards source 0: got %d from %d tag %d", got, st.MPI_SOURCE, st.MPI_TAG);
+    }
+    MPI_Comm_free(&backwards);
+
     /* MPI_PROC_NULL: a send does nothing, a receive completes at once. */
     MPI_Send(&rank, 1, MPI_INT, MPI_PROC_NULL, 0, MPI_COMM_WORLD);
     MPI_Recv(&got, 1, MPI_INT, MPI_PROC_NULL, 0, MPI_COMM_WORLD, &st);

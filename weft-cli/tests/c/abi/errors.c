@@ -40,6 +40,20 @@ int main(int argc, char **argv) {
     expect(MPI_Send(&x, -1, MPI_INT, 0, 0, MPI_COMM_WORLD), MPI_ERR_COUNT, "-1", "bad count");
     expect(MPI_Send(&x, 1, MPI_DATATYPE_NULL, 0, 0, MPI_COMM_WORLD), MPI_ERR_TYPE, "MPI_DATATYPE_NULL", "null type");
     expect(MPI_Recv(&x, 1, MPI_INT, size, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE), MPI_ERR_RANK, "MPI_Recv", "bad source");
+    /* A message longer than the receive buffer, into a predefined type (MPI_Recv's fast
+     * path) and into a derived one (the general path): MPI_ERR_TRUNCATE both times. */
+    int pair[2] = {1, 2};
+    MPI_Datatype one_int;
+    MPI_Type_contiguous(1, MPI_INT, &one_int);
+    MPI_Type_commit(&one_int);
+    MPI_Request req;
+    for (int derived = 0; derived < 2; derived++) {
+        MPI_Isend(pair, 2, MPI_INT, rank, 5, MPI_COMM_WORLD, &req);
+        expect(MPI_Recv(&x, 1, derived ? one_int : MPI_INT, rank, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+               MPI_ERR_TRUNCATE, "longer than the 4-byte receive buffer", "truncated receive");
+        MPI_Wait(&req, MPI_STATUS_IGNORE);
+    }
+    MPI_Type_free(&one_int);
     expect(MPI_Bcast(&x, 1, MPI_INT, -2, MPI_COMM_WORLD), MPI_ERR_ROOT, "-2", "bad root");
     expect(MPI_Allreduce(&x, &x, 1, MPI_INT, MPI_OP_NULL, MPI_COMM_WORLD), MPI_ERR_OP, "MPI_Allreduce", "null op");
     expect(MPI_Barrier(MPI_COMM_NULL), MPI_ERR_COMM, "MPI_COMM_NULL", "null comm");
