@@ -520,9 +520,16 @@ impl<F: Fabric> Engine<F> {
         self.core.count_sent(buf.len());
         if !sync && owned.is_none() {
             let id = self.core.message_id();
-            if self.try_send_now(peer, context, tag, buf.slice(0..buf.len()), id) {
-                // Out already: the request is born complete.
-                return self.core.sent_request(peer, id);
+            if let Some(hdr) = self.core.eager_now(peer, context, tag, buf.len(), id) {
+                // The request first, born complete, then the packet: stores to the fabric's
+                // shared memory wait for lines another CPU holds, and a copy of the request
+                // made after them (its slot written from a fresh copy on the stack) would
+                // wait behind them too.
+                let h = self.core.sent_request(peer, id);
+                if self.fabric.try_send(peer, &hdr, buf.slice(0..buf.len())) {
+                    return h;
+                }
+                self.core.forget_sent_request(h);
             }
         }
         let (h, first) = self.core.start_send(SendOp {

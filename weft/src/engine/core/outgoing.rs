@@ -50,6 +50,12 @@ impl Core {
         self.stats.sent_bytes += len as u64;
     }
 
+    /// Frees a request [`Core::sent_request`] made for a message that did not go out after
+    /// all (the fabric had no room).
+    pub fn forget_sent_request(&mut self, h: Handle) {
+        self.reqs.remove(h);
+    }
+
     /// A request for a send that went out whole already, to `peer` with cookie `id`.
     pub fn sent_request(&mut self, peer: u32, id: u64) -> Handle {
         self.reqs.insert(Req {

@@ -41,6 +41,11 @@ pub const REC_ALIGN: usize = 64;
 pub const REC_OVERHEAD: usize = 16 + HEADER_SIZE;
 /// How far ahead of the tail the producer keeps the stamp words of free space zeroed.
 pub const ZERO_AHEAD: u64 = 1024;
+/// How far ahead of the zeroed words the producer asks for free space's lines in a writable
+/// state (`prefetchw`): the consumer's CPU read them a lap ago, and a store to a line it
+/// still holds waits for its answer, holding up every later store and any load that must
+/// wait for them (a copy of a value just written, say).
+pub const PREFETCH_AHEAD: u64 = 2048;
 const VALID: u64 = 1;
 const WRAP: u64 = 3;
 
@@ -105,6 +110,8 @@ pub struct Producer {
     /// Every stamp word at a line position in [tail, zeroed) reads 0 and was zeroed in free
     /// space (nothing is written there again before the next record).
     zeroed: u64,
+    /// The lines of free space before this position were asked for in a writable state.
+    prefetched: u64,
 }
 
 // SAFETY: the producer is the sole writer of the ring's record space; it may move between
@@ -123,6 +130,7 @@ impl Producer {
             cached_head: 0,
             // Fresh ring memory is all zeros; the first lap is free space.
             zeroed: size as u64,
+            prefetched: 0,
         }
     }
 
@@ -195,6 +203,12 @@ impl Producer {
                 .stamp(self.zeroed & mask)
                 .store(0, Ordering::Relaxed);
             self.zeroed += REC_ALIGN as u64;
+        }
+        let limit = (self.tail + ZERO_AHEAD + PREFETCH_AHEAD).min(self.cached_head + size);
+        self.prefetched = self.prefetched.max(self.tail);
+        while self.prefetched < limit {
+            crate::sys::cpu::prefetch_write(self.ring.stamp(self.prefetched & mask));
+            self.prefetched += REC_ALIGN as u64;
         }
         true
     }
