@@ -151,6 +151,14 @@ fn non_overtaking(place: bool) {
     }
     run_until_done(&mut es, &sends, 10_000);
     assert_eq!(next, [50, 50, 50]);
+    // A send the full queue refused at first (its born-complete request dropped, a queued
+    // one made) leaves no request behind once every send is waited.
+    for (s, h) in sends {
+        es[s].wait(h).unwrap();
+    }
+    for (s, e) in es.iter().enumerate() {
+        assert_eq!(e.live_requests(), 0, "rank {s} kept a request");
+    }
 }
 
 #[test]
