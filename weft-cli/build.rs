@@ -1,15 +1,17 @@
-//! Writes, for `weft info --abi`, which functions of the standard the C ABI (weft-abi)
-//! implements and which it does not yet, from the same scan weft-abi's build uses.
+//! Writes, for `weft info --abi`, which functions of the standard the C ABI (weft's `c_abi`,
+//! exported by weft-abi) implements and which it does not yet, from the same scan weft-abi's
+//! build uses.
 
-#[path = "../weft-abi/build/exports.rs"]
+#[allow(dead_code)]
+#[path = "../weft/build/exports.rs"]
 mod exports;
 
 fn main() {
-    let abi = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../weft-abi");
-    println!("cargo:rerun-if-changed=../weft-abi/src");
-    println!("cargo:rerun-if-changed=../weft-abi/abi/functions.txt");
+    let weft = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../weft");
+    println!("cargo:rerun-if-changed=../weft/src/c_abi");
+    println!("cargo:rerun-if-changed=../weft/abi/functions.txt");
     let mut out = String::new();
-    for (name, implemented) in exports::functions(&abi) {
+    for (name, implemented) in exports::functions(&weft) {
         out.push_str(if implemented { "+ " } else { "- " });
         out.push_str(&name);
         out.push('\n');

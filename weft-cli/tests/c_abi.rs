@@ -3,7 +3,8 @@
 //! and unsupported functions through the error handlers; a profiling layer interposing
 //! `MPI_Send` over the `PMPI_` names; every function of the standard exported; our `mpi.h`
 //! against MPICH's `mpi_abi.h`, constant by constant; and programs compiled by MPICH 5's
-//! `mpicc_abi` running on Weft unchanged.
+//! `mpicc_abi` running on Weft unchanged; and a Rust program calling the same functions
+//! through `weft::ffi` on the runtime its Rust API started.
 
 mod common;
 
@@ -90,6 +91,20 @@ fn assert_every_rank(out: &Out, n: u32, line: impl Fn(u32) -> String) {
     assert_eq!(out.code, Some(0), "{out:?}");
     for r in 0..n {
         assert!(out.stdout.contains(&line(r)), "no {:?} in {out:?}", line(r));
+    }
+}
+
+#[test]
+fn a_rust_program_calls_the_c_functions_through_weft_ffi_on_the_runtime_it_started() {
+    let exe = build_example("weft", "ffi_mixed", true);
+    for (n, transports) in [(1, "shm"), (3, "shm"), (3, "tcp")] {
+        let mut c = weft();
+        c.args(["run", "-n", &n.to_string(), "--timeout", "120"])
+            .arg(&exe)
+            .env("WEFT_TRANSPORTS", transports);
+        let out = run(c, &format!("weft run -n {n} ffi_mixed over {transports}"));
+        assert_eq!(out.code, Some(0), "{out:?}");
+        assert_every_rank(&out, n, |r| format!("ffi_mixed: rank {r} of {n} ok"));
     }
 }
 
@@ -283,7 +298,7 @@ fn every_function_of_the_standard_is_exported_weak_over_strong_and_nothing_else(
     let lib = prefix().join("lib/libmpi_abi.so.1");
     let symbols = dynamic_symbols(&lib);
     let functions = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../weft-abi/abi/functions.txt"),
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../weft/abi/functions.txt"),
     )
     .unwrap();
     let mut count = 0;

@@ -55,11 +55,12 @@ pub use error::{Error, ErrorClass, MpiError, Result};
 pub use coll::model as coll_model;
 
 mod api;
+#[cfg(feature = "c-abi")]
+mod c_abi;
+pub mod ffi;
 #[cfg(doctest)]
 mod soundness;
-pub use api::{
-    collective, datatype, environment, ffi, front_end, point_to_point, request, topology,
-};
+pub use api::{collective, datatype, environment, front_end, point_to_point, request, topology};
 pub use environment::{
     initialize, initialize_with_threading, is_finalized, is_initialized, time, time_resolution,
     try_initialize, Threading,

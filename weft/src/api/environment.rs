@@ -25,6 +25,9 @@ pub enum Threading {
 /// another thread would not find it.
 pub struct Universe {
     buffer_size: usize,
+    /// Whether dropping this finalizes: false for the C ABI's view of a runtime the Rust API
+    /// started ([`Universe::view`]).
+    owner: bool,
     _thread_bound: std::marker::PhantomData<std::rc::Rc<()>>,
 }
 
@@ -82,9 +85,39 @@ impl Universe {
     }
 }
 
+/// What runs when the [`Universe`] finalizes, before the runtime ends (see
+/// [`before_finalize`]).
+static BEFORE_FINALIZE: std::sync::OnceLock<fn()> = std::sync::OnceLock::new();
+
+/// Sets what runs when the [`Universe`] finalizes, before the runtime ends: a front end above
+/// this one that joined the runtime the Rust API started (the C ABI's state, which holds
+/// communicators of the world, goes first).
+#[cfg(feature = "c-abi")]
+pub(crate) fn before_finalize(hook: fn()) {
+    let _ = BEFORE_FINALIZE.set(hook);
+}
+
+impl Universe {
+    /// Another handle on the running runtime that does not finalize when dropped: the C
+    /// ABI's, when the Rust API started the runtime.
+    #[cfg(feature = "c-abi")]
+    pub(crate) fn view() -> Universe {
+        Universe {
+            buffer_size: 0,
+            owner: false,
+            _thread_bound: std::marker::PhantomData,
+        }
+    }
+}
+
 impl Drop for Universe {
     fn drop(&mut self) {
-        runtime::finalize();
+        if self.owner {
+            if let Some(hook) = BEFORE_FINALIZE.get() {
+                hook();
+            }
+            runtime::finalize();
+        }
     }
 }
 
@@ -108,6 +141,7 @@ pub fn try_initialize() -> Result<Universe> {
     runtime::init()?;
     Ok(Universe {
         buffer_size: 0,
+        owner: true,
         _thread_bound: std::marker::PhantomData,
     })
 }

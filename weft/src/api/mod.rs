@@ -2,11 +2,11 @@
 //! root under rsmpi's module name, so `use mpi::traits::*` code works after renaming the
 //! dependency.
 
+pub(crate) mod abi_types;
 pub mod collective;
 pub mod datatype;
 mod dyn_buffer;
 pub mod environment;
-pub mod ffi;
 #[doc(hidden)]
 pub mod front_end;
 mod partition;

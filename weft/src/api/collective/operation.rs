@@ -302,13 +302,21 @@ impl Operation for UserOperation<'_> {
 
 /// The C signature of a user operation: `(invec, inoutvec, len, datatype)` (rsmpi's
 /// `UnsafeUserFunction`).
-pub type UnsafeUserFunction =
-    unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_int, *mut crate::api::ffi::MPI_Datatype);
+pub type UnsafeUserFunction = unsafe extern "C" fn(
+    *mut c_void,
+    *mut c_void,
+    *mut c_int,
+    *mut crate::api::abi_types::MPI_Datatype,
+);
 
 /// The C signature of a large-count user operation (`MPI_User_function_c`): the length is an
 /// `MPI_Count`.
-pub type UnsafeUserFunctionLarge =
-    unsafe extern "C" fn(*mut c_void, *mut c_void, *mut i64, *mut crate::api::ffi::MPI_Datatype);
+pub type UnsafeUserFunctionLarge = unsafe extern "C" fn(
+    *mut c_void,
+    *mut c_void,
+    *mut i64,
+    *mut crate::api::abi_types::MPI_Datatype,
+);
 
 /// A C user function of either length type.
 #[derive(Clone, Copy, Debug)]
@@ -324,7 +332,7 @@ enum UserFunction {
 pub struct UnsafeUserOperation {
     function: UserFunction,
     commute: bool,
-    datatype: crate::api::ffi::MPI_Datatype,
+    datatype: crate::api::abi_types::MPI_Datatype,
 }
 
 impl UnsafeUserOperation {
@@ -377,7 +385,7 @@ impl UnsafeUserOperation {
 
     /// The same operation, passing `datatype` (the handle of the data's datatype) to the
     /// function as its fourth argument.
-    pub fn with_datatype(self, datatype: crate::api::ffi::MPI_Datatype) -> Self {
+    pub fn with_datatype(self, datatype: crate::api::abi_types::MPI_Datatype) -> Self {
         UnsafeUserOperation { datatype, ..self }
     }
 }
