@@ -348,6 +348,7 @@ pub(crate) unsafe fn start_send<C: CCount>(
 /// # Safety
 /// As for [`start_send`], and `request` is a writable handle slot.
 #[allow(clippy::too_many_arguments)]
+#[inline(always)]
 unsafe fn isend_in<C: CCount>(
     call: &'static str,
     mode: Mode,
@@ -359,6 +360,13 @@ unsafe fn isend_in<C: CCount>(
     comm: *mut c_void,
     request: *mut *mut c_void,
 ) -> c_int {
+    if let (Mode::Standard, Some(count)) = (mode, C::classic(count)) {
+        // SAFETY: the caller's promise, passed on.
+        let fast = unsafe { fast_path::isend(buf, count, datatype, dest, tag, comm, request) };
+        if let Some(rc) = fast {
+            return rc;
+        }
+    }
     guard(call, comm, || {
         requests::check_out(call, request)?;
         // SAFETY: the caller's promise.
@@ -481,24 +489,36 @@ pub(crate) unsafe fn start_recv<C: CCount>(
     if source == MPI_PROC_NULL {
         return Ok(CRequest::done(Status::proc_null()));
     }
-    Ok(CRequest::receive(v, |v| match (source, tag) {
-        (MPI_ANY_SOURCE, MPI_ANY_TAG) => {
-            c.comm.any_process().immediate_receive_into(StaticScope, v)
-        }
+    Ok(CRequest::receive(v, |v| post_receive(c, source, tag, v)))
+}
+
+/// Posts a receive into `buf` from `source` with `tag` (either may be a wildcard), both
+/// checked.
+pub(crate) fn post_receive<V: ?Sized + crate::datatype::BufferMut>(
+    c: &Comm,
+    source: c_int,
+    tag: c_int,
+    buf: &'static mut V,
+) -> crate::request::Request<'static, V, StaticScope> {
+    match (source, tag) {
+        (MPI_ANY_SOURCE, MPI_ANY_TAG) => c
+            .comm
+            .any_process()
+            .immediate_receive_into(StaticScope, buf),
         (MPI_ANY_SOURCE, t) => {
             c.comm
                 .any_process()
-                .immediate_receive_into_with_tag(StaticScope, v, t)
+                .immediate_receive_into_with_tag(StaticScope, buf, t)
         }
         (s, MPI_ANY_TAG) => c
             .comm
             .process_at_rank(s)
-            .immediate_receive_into(StaticScope, v),
+            .immediate_receive_into(StaticScope, buf),
         (s, t) => c
             .comm
             .process_at_rank(s)
-            .immediate_receive_into_with_tag(StaticScope, v, t),
-    }))
+            .immediate_receive_into_with_tag(StaticScope, buf, t),
+    }
 }
 
 pub unsafe extern "C" fn irecv<C: CCount>(
@@ -512,6 +532,13 @@ pub unsafe extern "C" fn irecv<C: CCount>(
 ) -> c_int {
     #[allow(non_snake_case)]
     let CALL = C::pick("MPI_Irecv", "MPI_Irecv_c");
+    if let Some(count) = C::classic(count) {
+        // SAFETY: the standard's contract, passed on.
+        let fast = unsafe { fast_path::irecv(buf, count, datatype, source, tag, comm, request) };
+        if let Some(rc) = fast {
+            return rc;
+        }
+    }
     guard(CALL, comm, || {
         requests::check_out(CALL, request)?;
         // SAFETY: the standard's contract: the buffer stays valid until the request completes.

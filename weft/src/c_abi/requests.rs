@@ -19,6 +19,8 @@ pub(crate) struct CRequest(Kind);
 enum Kind {
     Send(Pending<SendView>),
     Recv(Pending<RecvView>),
+    /// A send or receive of contiguous bytes in the program's buffer (the fast path's).
+    Bytes(Pending<[u8]>),
     /// Complete: its status (an operation on MPI_PROC_NULL, or one a status query completed).
     Done(Status),
     /// A persistent request (MPI_Send_init and the others): it starts an operation each
@@ -113,11 +115,12 @@ pub(crate) struct Persistent {
 }
 
 /// A weft request and the boxed view its operation reads or writes through.
-struct Pending<V: 'static> {
+struct Pending<V: ?Sized + 'static> {
     /// `None` only while being completed.
     request: Option<Request<'static, V, StaticScope>>,
-    /// Freed in `drop`, after the request.
-    view: *mut V,
+    /// The boxed view the request reads or writes, freed in `drop` after the request; `None`
+    /// when it works on the program's bytes directly (the fast path's `MPI_Isend`/`MPI_Irecv`).
+    view: Option<*mut V>,
 }
 
 impl<V: 'static> Pending<V> {
@@ -126,10 +129,12 @@ impl<V: 'static> Pending<V> {
         let view = Box::into_raw(Box::new(view));
         Pending {
             request: Some(start(view)),
-            view,
+            view: Some(view),
         }
     }
+}
 
+impl<V: ?Sized + 'static> Pending<V> {
     fn wait(&mut self) -> Status {
         let request = self.request.take().expect("a pending request");
         Status::from_weft(&request.wait())
@@ -152,13 +157,15 @@ impl<V: 'static> Pending<V> {
     }
 }
 
-impl<V: 'static> Drop for Pending<V> {
+impl<V: ?Sized + 'static> Drop for Pending<V> {
     fn drop(&mut self) {
         // The request first: dropping an incomplete one settles its operation, which must end
         // before the view (which it points into) goes.
         drop(self.request.take());
-        // SAFETY: `view` came from `Box::into_raw` in `start` and nothing uses it any more.
-        drop(unsafe { Box::from_raw(self.view) });
+        if let Some(view) = self.view {
+            // SAFETY: `view` came from `Box::into_raw` in `start` and nothing uses it any more.
+            drop(unsafe { Box::from_raw(view) });
+        }
     }
 }
 
@@ -177,6 +184,15 @@ impl CRequest {
             // else uses it meanwhile.
             start(unsafe { &*v })
         })))
+    }
+
+    /// A send or receive of contiguous bytes in the program's buffer, started (the fast
+    /// path's `MPI_Isend`/`MPI_Irecv`): no view to keep.
+    pub(crate) fn bytes(request: Request<'static, [u8], StaticScope>) -> CRequest {
+        CRequest(Kind::Bytes(Pending {
+            request: Some(request),
+            view: None,
+        }))
     }
 
     /// A receive into `view`, started by `start` on the boxed view.
@@ -254,6 +270,7 @@ impl CRequest {
         match &mut self.0 {
             Kind::Send(p) => p.wait(),
             Kind::Recv(p) => p.wait(),
+            Kind::Bytes(p) => p.wait(),
             Kind::Done(st) => *st,
             Kind::Persistent(p) => p.active.take().map_or_else(Status::empty, |mut r| r.wait()),
             Kind::Collective(c) => {
@@ -272,6 +289,7 @@ impl CRequest {
         let st = match &mut self.0 {
             Kind::Send(p) => p.test(),
             Kind::Recv(p) => p.test(),
+            Kind::Bytes(p) => p.test(),
             Kind::Done(st) => Some(*st),
             Kind::Collective(c) => c.test().then(Status::empty),
             Kind::Pair(p) => {
@@ -303,6 +321,7 @@ impl CRequest {
             Kind::Generalized(g) => return g.cancel(),
             Kind::Send(p) => p.cancel(),
             Kind::Recv(p) => p.cancel(),
+            Kind::Bytes(p) => p.cancel(),
             // A collective cannot be cancelled (MPI 4.1 §6.12).
             Kind::Done(_) | Kind::Collective(_) => {}
             Kind::Pair(p) => {

@@ -97,6 +97,43 @@ int main(int argc, char **argv) {
     MPI_Recv(&got, 1, MPI_INT, prev, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     CHECK(got == prev * 10, "after free got %d", got);
 
+    /* Requests on contiguous predefined data (the fast path's): a wildcard receive of each
+     * rank's message (the barrier keeps later messages out of its reach), a zero-length
+     * exchange, and a receive cancelled before anything matched it. */
+    if (rank == 0) {
+        for (int r = 1; r < size; r++) {
+            int v = -1;
+            MPI_Status s;
+            MPI_Request q;
+            MPI_Irecv(&v, 1, MPI_INT, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &q);
+            MPI_Wait(&q, &s);
+            CHECK(v == s.MPI_SOURCE * 10 + 1 && s.MPI_TAG == 20 + s.MPI_SOURCE,
+                  "wildcard irecv got %d from %d, tag %d", v, s.MPI_SOURCE, s.MPI_TAG);
+        }
+    } else {
+        int v = rank * 10 + 1;
+        MPI_Request q;
+        MPI_Isend(&v, 1, MPI_INT, 0, 20 + rank, MPI_COMM_WORLD, &q);
+        MPI_Wait(&q, MPI_STATUS_IGNORE);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Request zero[2];
+    MPI_Status zs[2];
+    MPI_Irecv(NULL, 0, MPI_BYTE, prev, 21, MPI_COMM_WORLD, &zero[0]);
+    MPI_Isend(NULL, 0, MPI_BYTE, next, 21, MPI_COMM_WORLD, &zero[1]);
+    MPI_Waitall(2, zero, zs);
+    MPI_Get_count(&zs[0], MPI_BYTE, &count);
+    CHECK(count == 0 && zs[0].MPI_SOURCE == prev && zs[0].MPI_TAG == 21,
+          "zero-length: count %d from %d, tag %d", count, zs[0].MPI_SOURCE, zs[0].MPI_TAG);
+    MPI_Request never;
+    MPI_Status cs;
+    int cancelled = 0, unused;
+    MPI_Irecv(&unused, 1, MPI_INT, next, 22, MPI_COMM_WORLD, &never);
+    MPI_Cancel(&never);
+    MPI_Wait(&never, &cs);
+    MPI_Test_cancelled(&cs, &cancelled);
+    CHECK(cancelled == 1 && never == MPI_REQUEST_NULL, "cancelled irecv: %d", cancelled);
+
     /* Collectives. */
     int all[MAXN], mine[MAXN], expect;
     for (int i = 0; i < size; i++) mine[i] = rank * 100 + i;
