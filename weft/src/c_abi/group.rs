@@ -16,6 +16,9 @@ use std::ffi::{c_int, c_void};
 pub(crate) struct CGroup {
     magic: std::cell::Cell<u64>,
     pub(crate) group: UserGroup,
+    /// The session it derives from (MPI_Group_from_session_pset, and the groups made from
+    /// such a group), whose buffer its communicators' buffered sends use.
+    pub(crate) session: Option<u32>,
 }
 
 const GROUP_MAGIC: u64 = 0x5745_4654_4752_5550; // "WEFTGRUP"
@@ -29,9 +32,15 @@ impl handles::Marked for CGroup {
 
 impl CGroup {
     pub(crate) fn new(group: UserGroup) -> CGroup {
+        CGroup::of_session(group, None)
+    }
+
+    /// A group that derives from session `session` (if any).
+    pub(crate) fn of_session(group: UserGroup, session: Option<u32>) -> CGroup {
         CGroup {
             magic: std::cell::Cell::new(GROUP_MAGIC),
             group,
+            session,
         }
     }
 }
@@ -63,6 +72,16 @@ pub(crate) fn hand_out(
     out: *mut *mut c_void,
     g: UserGroup,
 ) -> Result<(), CError> {
+    hand_out_of_session(call, out, g, None)
+}
+
+/// [`hand_out`] for a group that derives from session `session` (if any).
+pub(crate) fn hand_out_of_session(
+    call: &'static str,
+    out: *mut *mut c_void,
+    g: UserGroup,
+    session: Option<u32>,
+) -> Result<(), CError> {
     if out.is_null() {
         return Err(CError::new(
             MPI_ERR_ARG,
@@ -73,7 +92,7 @@ pub(crate) fn hand_out(
     let handle = if g.size() == 0 {
         MPI_GROUP_EMPTY as *mut c_void
     } else {
-        Box::into_raw(Box::new(CGroup::new(g))).cast()
+        Box::into_raw(Box::new(CGroup::of_session(g, session))).cast()
     };
     // SAFETY: checked non-null; the standard's contract: a handle slot.
     unsafe { *out = handle };
@@ -197,9 +216,9 @@ pub unsafe extern "C" fn group_incl(
 ) -> c_int {
     const CALL: &str = "MPI_Group_incl";
     guard(CALL, std::ptr::null_mut(), || {
-        let g = &group(CALL, g)?.group;
-        let r = ranks(CALL, n, list, g.size())?;
-        hand_out(CALL, out, g.include(&r))
+        let cg = group(CALL, g)?;
+        let r = ranks(CALL, n, list, cg.group.size())?;
+        hand_out_of_session(CALL, out, cg.group.include(&r), cg.session)
     })
 }
 export!(Group_incl, group_incl);
@@ -212,9 +231,9 @@ pub unsafe extern "C" fn group_excl(
 ) -> c_int {
     const CALL: &str = "MPI_Group_excl";
     guard(CALL, std::ptr::null_mut(), || {
-        let g = &group(CALL, g)?.group;
-        let r = ranks(CALL, n, list, g.size())?;
-        hand_out(CALL, out, g.exclude(&r))
+        let cg = group(CALL, g)?;
+        let r = ranks(CALL, n, list, cg.group.size())?;
+        hand_out_of_session(CALL, out, cg.group.exclude(&r), cg.session)
     })
 }
 export!(Group_excl, group_excl);
@@ -227,9 +246,9 @@ pub unsafe extern "C" fn group_range_incl(
 ) -> c_int {
     const CALL: &str = "MPI_Group_range_incl";
     guard(CALL, std::ptr::null_mut(), || {
-        let g = &group(CALL, g)?.group;
-        let r = expand_ranges(CALL, n, ranges, g.size())?;
-        hand_out(CALL, out, g.include(&r))
+        let cg = group(CALL, g)?;
+        let r = expand_ranges(CALL, n, ranges, cg.group.size())?;
+        hand_out_of_session(CALL, out, cg.group.include(&r), cg.session)
     })
 }
 export!(Group_range_incl, group_range_incl);
@@ -242,9 +261,9 @@ pub unsafe extern "C" fn group_range_excl(
 ) -> c_int {
     const CALL: &str = "MPI_Group_range_excl";
     guard(CALL, std::ptr::null_mut(), || {
-        let g = &group(CALL, g)?.group;
-        let r = expand_ranges(CALL, n, ranges, g.size())?;
-        hand_out(CALL, out, g.exclude(&r))
+        let cg = group(CALL, g)?;
+        let r = expand_ranges(CALL, n, ranges, cg.group.size())?;
+        hand_out_of_session(CALL, out, cg.group.exclude(&r), cg.session)
     })
 }
 export!(Group_range_excl, group_range_excl);
@@ -258,8 +277,8 @@ fn combine(
     f: fn(&UserGroup, &UserGroup) -> UserGroup,
 ) -> c_int {
     guard(call, std::ptr::null_mut(), || {
-        let (a, b) = (&group(call, a)?.group, &group(call, b)?.group);
-        hand_out(call, out, f(a, b))
+        let (a, b) = (group(call, a)?, group(call, b)?);
+        hand_out_of_session(call, out, f(&a.group, &b.group), a.session.or(b.session))
     })
 }
 

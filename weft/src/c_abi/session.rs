@@ -21,7 +21,14 @@ pub(crate) struct Session {
     magic: Cell<u64>,
     /// The error handler's handle value.
     pub(crate) errhandler: Cell<usize>,
+    /// The number the engine knows it by (its buffer, its communicators).
+    pub(crate) id: u32,
+    /// The buffer the program attached (MPI_Session_attach_buffer), for the detach.
+    pub(crate) buffer: crate::c_abi::comm_buffer::Remembered,
 }
+
+/// The number the next session gets.
+static NEXT_ID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
 
 const SESSION_MAGIC: u64 = 0x5745_4654_5345_5353; // "WEFTSESS"
 
@@ -37,7 +44,7 @@ pub(crate) fn session_object(handle: *mut c_void) -> Option<&'static Session> {
     handles::user_object::<Session>(handle as usize)
 }
 
-fn session(call: &'static str, handle: *mut c_void) -> Result<&'static Session, CError> {
+pub(crate) fn session(call: &'static str, handle: *mut c_void) -> Result<&'static Session, CError> {
     session_object(handle).ok_or_else(|| {
         CError::new(
             MPI_ERR_SESSION,
@@ -102,6 +109,9 @@ pub unsafe extern "C" fn session_init(
         let s = Box::new(Session {
             magic: Cell::new(SESSION_MAGIC),
             errhandler: Cell::new(eh),
+            // Relaxed: only a unique number is asked for (calls are serialized anyway).
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            buffer: Default::default(),
         });
         // SAFETY: checked non-null; the standard's contract: a handle slot.
         unsafe { *out = Box::into_raw(s).cast() };
@@ -122,6 +132,8 @@ pub unsafe extern "C" fn session_finalize(handle: *mut *mut c_void) -> c_int {
     guard(CALL, h, || {
         let s = session(CALL, h)?;
         s.magic.set(0);
+        // Its buffered sends go on; its buffer is no longer anyone's.
+        crate::runtime::with_call(CALL, |rt| rt.engine.forget_session_buffer(s.id));
         crate::c_abi::errhandler::release(s.errhandler.get());
         // SAFETY: a live session (checked), boxed by MPI_Session_init; nothing else holds it.
         drop(unsafe { Box::from_raw(h.cast::<Session>()) });
@@ -242,9 +254,9 @@ pub unsafe extern "C" fn group_from_session_pset(
 ) -> c_int {
     const CALL: &str = "MPI_Group_from_session_pset";
     guard(CALL, handle, || {
-        session(CALL, handle)?;
+        let s = session(CALL, handle)?;
         let which = pset(CALL, &string(CALL, "pset_name", name)?)?;
-        group::hand_out(CALL, out, pset_group(CALL, which)?)
+        group::hand_out_of_session(CALL, out, pset_group(CALL, which)?, Some(s.id))
     })
 }
 export!(Group_from_session_pset, group_from_session_pset);
@@ -257,12 +269,19 @@ fn tag_of(stringtag: &str) -> i32 {
     (h & 0x00ff_ffff) as i32
 }
 
-/// A new communicator's handle at `out`, with error handler `errhandler`.
+/// A new communicator's handle at `out`, with error handler `errhandler`; made from the
+/// groups of session `session` (if any), whose buffer its buffered sends then use.
 fn hand_out_new(
+    call: &'static str,
     out: *mut *mut c_void,
     made: crate::topology::SimpleCommunicator,
     errhandler: usize,
+    session: Option<u32>,
 ) -> Result<(), CError> {
+    if let Some(s) = session {
+        let context = made.comm_data().p2p_context();
+        crate::runtime::with_call(call, |rt| rt.engine.link_to_session(context, s));
+    }
     let c = Box::new(Comm::new(made, errhandler));
     // SAFETY: checked non-null by the caller; the standard's contract: a handle slot.
     unsafe { *out = Box::into_raw(c).cast() };
@@ -323,10 +342,10 @@ pub unsafe extern "C" fn comm_create_from_group(
 ) -> c_int {
     const CALL: &str = "MPI_Comm_create_from_group";
     guard(CALL, std::ptr::null_mut(), || {
-        let g = &group(CALL, g)?.group;
+        let g = group(CALL, g)?;
         let (tag, eh) = common_arguments(CALL, stringtag, info, errhandler, out)?;
-        let made = from_group(CALL, g, &tag)?;
-        hand_out_new(out, made, eh)
+        let made = from_group(CALL, &g.group, &tag)?;
+        hand_out_new(CALL, out, made, eh, g.session)
     })
 }
 export!(Comm_create_from_group, comm_create_from_group);
@@ -344,7 +363,8 @@ pub unsafe extern "C" fn intercomm_create_from_groups(
 ) -> c_int {
     const CALL: &str = "MPI_Intercomm_create_from_groups";
     guard(CALL, std::ptr::null_mut(), || {
-        let local = &group(CALL, local_group)?.group;
+        let local_cgroup = group(CALL, local_group)?;
+        let local = &local_cgroup.group;
         let remote = &group(CALL, remote_group)?.group;
         let (tag, eh) = common_arguments(CALL, stringtag, info, errhandler, out)?;
         let r = state::running().ok_or_else(|| CError::not_initialized(CALL))?;
@@ -372,7 +392,7 @@ pub unsafe extern "C" fn intercomm_create_from_groups(
                 tag_of(&tag),
             )
             .map_err(CError::from_weft)?;
-        hand_out_new(out, made.into(), eh)
+        hand_out_new(CALL, out, made.into(), eh, local_cgroup.session)
     })
 }
 export!(Intercomm_create_from_groups, intercomm_create_from_groups);

@@ -21,6 +21,7 @@ mod tests;
 mod wait;
 
 use self::buffer::{RawBuf, RawBufMut};
+use self::comm_buffers::Owner;
 use self::core::{Core, PeerLimits, PendingPull, PendingPush};
 use self::matching::Pattern;
 use self::request::{Handle, MsgStatus, SendOp, SendPhase};
@@ -571,11 +572,19 @@ impl<F: Fabric> Engine<F> {
     ) -> Result<Handle> {
         self.check_peer("buffered send", peer)?;
         let charge = len + self.bsend_overhead;
-        // The communicator's own buffer if it has one (MPI 5), else the process's.
+        // The communicator's own buffer or its session's if either has one (MPI 5), else
+        // the process's.
         let core = &self.core;
-        let (in_use, capacity, whose) = match self.comm_buffers.usage(context, |h| core.is_done(h)) {
-            Some((used, cap)) => (used, cap, "the communicator's attached buffer (attach_buffer)"),
-            None => (
+        let owner = self.comm_buffers.owner_for(context);
+        let attached = owner.and_then(|o| self.comm_buffers.usage(o, |h| core.is_done(h)));
+        let (in_use, capacity, whose) = match (owner, attached) {
+            (Some(Owner::Comm(_)), Some((used, cap))) => {
+                (used, cap, "the communicator's attached buffer (attach_buffer)")
+            }
+            (Some(Owner::Session(_)), Some((used, cap))) => {
+                (used, cap, "the session's attached buffer (MPI_Session_attach_buffer)")
+            }
+            _ => (
                 core.stats().bsend_in_use,
                 self.bsend_capacity,
                 "attached buffer (attach a larger buffer with set_buffer_size)",
@@ -602,10 +611,11 @@ impl<F: Fabric> Engine<F> {
         // SAFETY: the Vec moves into the request with the view (`owned`) and is freed with it;
         // moving a Vec does not move its heap block, and nothing writes it meanwhile.
         let buf = unsafe { RawBuf::new(&owned) };
-        if self.comm_buffers.has(context) {
-            // Charged to the communicator's buffer: the process's count does not see it.
+        if let Some(owner) = owner {
+            // Charged to the communicator's or session's buffer: the process's count does
+            // not see it.
             let h = self.isend_raw(peer, context, tag, buf, false, Some(owned), 0);
-            self.comm_buffers.charge(context, h, charge);
+            self.comm_buffers.charge(owner, h, charge);
             return Ok(h);
         }
         self.core.charge_bsend(charge);
@@ -614,40 +624,51 @@ impl<F: Fabric> Engine<F> {
     }
 
     /// Attaches a buffered-send buffer of `bytes` ([`comm_buffers::AUTOMATIC`]: unbounded)
-    /// to the communicator of point-to-point context `context` (MPI_Comm_attach_buffer);
-    /// `false` when it has one already.
-    pub fn attach_comm_buffer(&mut self, context: u32, bytes: usize) -> bool {
-        self.comm_buffers.attach(context, bytes)
+    /// to `owner`, a communicator (MPI_Comm_attach_buffer) or a session
+    /// (MPI_Session_attach_buffer); `false` when it has one already.
+    pub fn attach_buffer(&mut self, owner: Owner, bytes: usize) -> bool {
+        self.comm_buffers.attach(owner, bytes)
     }
 
-    /// Waits until the buffered sends charged to `context`'s buffer have gone, then detaches
+    /// Waits until the buffered sends charged to `owner`'s buffer have gone, then detaches
     /// it and returns its size (`None`: none was attached).
-    pub fn detach_comm_buffer(&mut self, context: u32) -> Option<usize> {
-        self.flush_comm_buffer(context);
-        self.comm_buffers.detach(context)
+    pub fn detach_buffer(&mut self, owner: Owner) -> Option<usize> {
+        self.flush_buffer_of(owner);
+        self.comm_buffers.detach(owner)
     }
 
-    /// Forgets `context`'s buffer without waiting (its communicator is freed; its sends go
-    /// on).
+    /// Forgets a freed communicator's buffer and session without waiting (its sends go on).
     pub fn forget_comm_buffer(&mut self, context: u32) {
-        self.comm_buffers.detach(context);
+        self.comm_buffers.forget_comm(context);
     }
 
-    /// Waits until the buffered sends charged to `context`'s buffer have gone.
-    pub fn flush_comm_buffer(&mut self, context: u32) {
-        self.wait_until(|e| e.comm_buffer_idle(context));
+    /// Forgets a finalized session's buffer without waiting (its sends go on).
+    pub fn forget_session_buffer(&mut self, session: u32) {
+        self.comm_buffers.detach(Owner::Session(session));
     }
 
-    /// Whether `context`'s buffer has no buffered send in flight, after a progress pass.
-    pub fn comm_buffer_done(&mut self, context: u32) -> bool {
+    /// Records that the communicator of point-to-point context `context` was made from
+    /// session `session`'s groups: its buffered sends use the session's buffer, if it has
+    /// one and the communicator has none.
+    pub fn link_to_session(&mut self, context: u32, session: u32) {
+        self.comm_buffers.link(context, session);
+    }
+
+    /// Waits until the buffered sends charged to `owner`'s buffer have gone.
+    pub fn flush_buffer_of(&mut self, owner: Owner) {
+        self.wait_until(|e| e.buffer_idle(owner));
+    }
+
+    /// Whether `owner`'s buffer has no buffered send in flight, after a progress pass.
+    pub fn buffer_done(&mut self, owner: Owner) -> bool {
         self.progress();
-        self.comm_buffer_idle(context)
+        self.buffer_idle(owner)
     }
 
-    fn comm_buffer_idle(&mut self, context: u32) -> bool {
+    fn buffer_idle(&mut self, owner: Owner) -> bool {
         let core = &self.core;
         self.comm_buffers
-            .usage(context, |h| core.is_done(h))
+            .usage(owner, |h| core.is_done(h))
             .is_none_or(|(used, _)| used == 0)
     }
 

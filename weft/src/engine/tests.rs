@@ -1,6 +1,7 @@
 //! Sans-IO tests of the engine, over the fake fabric of [`super::testing`].
 
 use super::buffer::{RawBuf, RawBufMut};
+use super::comm_buffers::Owner;
 use super::matching::Pattern;
 use super::testing::*;
 use super::{Engine, SendMode};
@@ -347,8 +348,8 @@ fn buffered_send_respects_attached_capacity() {
 fn a_communicators_own_buffer_takes_its_buffered_sends_and_only_those() {
     let mut es = world(2, 1, 100, 200, true);
     let data = pattern_bytes(100, 5);
-    assert!(es[0].attach_comm_buffer(2, 300));
-    assert!(!es[0].attach_comm_buffer(2, 300), "attached twice");
+    assert!(es[0].attach_buffer(Owner::Comm(2), 300));
+    assert!(!es[0].attach_buffer(Owner::Comm(2), 300), "attached twice");
     let h1 = es[0].bsend(1, 2, 0, &data).unwrap();
     es[0].detach(h1);
     let err = es[0]
@@ -368,10 +369,50 @@ fn a_communicators_own_buffer_takes_its_buffered_sends_and_only_those() {
         run_until_done(&mut es, &[(1, r)], 100);
         assert_eq!(out, data);
     }
-    assert!(es[0].comm_buffer_done(2));
-    assert_eq!(es[0].detach_comm_buffer(2), Some(300));
-    assert_eq!(es[0].detach_comm_buffer(2), None);
+    assert!(es[0].buffer_done(Owner::Comm(2)));
+    assert_eq!(es[0].detach_buffer(Owner::Comm(2)), Some(300));
+    assert_eq!(es[0].detach_buffer(Owner::Comm(2)), None);
     assert!(es[0].bsend(1, 2, 0, &data).is_err(), "detached: the process's (none) again");
+}
+
+#[test]
+fn a_sessions_buffer_takes_the_buffered_sends_of_its_communicators_without_their_own() {
+    let mut es = world(2, 1, 100, 200, true);
+    let data = pattern_bytes(100, 6);
+    // Contexts 2 and 4 belong to session 7; context 4 also has a buffer of its own.
+    es[0].link_to_session(2, 7);
+    es[0].link_to_session(4, 7);
+    let err = es[0].bsend(1, 2, 0, &data).unwrap_err();
+    assert!(err.to_string().contains("set_buffer_size"), "no session buffer yet: {err}");
+    assert!(es[0].attach_buffer(Owner::Session(7), 300));
+    assert!(es[0].attach_buffer(Owner::Comm(4), 1000));
+    let h = es[0].bsend(1, 2, 0, &data).unwrap();
+    es[0].detach(h);
+    let err = es[0]
+        .bsend(1, 2, 0, &data)
+        .and_then(|_| es[0].bsend(1, 2, 0, &data))
+        .unwrap_err();
+    assert!(err.to_string().contains("session's attached buffer"), "{err}");
+    // Context 4's own buffer takes its sends, whatever the session's holds.
+    for _ in 0..2 {
+        let h = es[0].bsend(1, 4, 0, &data).unwrap();
+        es[0].detach(h);
+    }
+    let mut out = vec![0u8; 100];
+    for context in [2, 2, 4, 4] {
+        let r = es[1]
+            // SAFETY: the buffer outlives every progress call of this test.
+            .irecv(Pattern { context, ..pat(None, None) }, unsafe { RawBufMut::new(&mut out) })
+            .unwrap();
+        run_until_done(&mut es, &[(1, r)], 100);
+        assert_eq!(out, data);
+    }
+    assert!(es[0].buffer_done(Owner::Session(7)));
+    assert_eq!(es[0].detach_buffer(Owner::Session(7)), Some(300));
+    // A freed communicator leaves its session.
+    es[0].forget_comm_buffer(4);
+    assert!(es[0].attach_buffer(Owner::Session(7), 1000));
+    assert!(es[0].bsend(1, 4, 0, &data).is_err(), "context 4 no longer in session 7");
 }
 
 #[test]

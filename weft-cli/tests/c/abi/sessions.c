@@ -4,6 +4,7 @@
  * lines otherwise. Weft's own test program. */
 #include <mpi.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int failures = 0;
@@ -71,6 +72,48 @@ int main(void) {
     int r;
     MPI_Comm_rank(comm, &r);
     CHECK(r == rank, "rank %d in the new communicator, %d in the group", r, rank);
+
+    {
+        /* MPI 5's buffer of a session: buffered sends on a communicator made from its groups
+         * use it (the process has none), one 1 MiB message's worth: a second is
+         * MPI_ERR_BUFFER until the first has gone; a communicator's own buffer comes first;
+         * the detach waits for the sends and hands the buffer back. */
+        int next = (rank + 1) % size, prev = (rank + size - 1) % size, cls = -1, isize = -1;
+        int big = 1 << 20, bsize = big + MPI_BSEND_OVERHEAD;
+        char *sbuf = malloc(bsize), *out = calloc(big, 1), *in = malloc(big);
+        void *back = NULL;
+        CHECK(MPI_Session_attach_buffer(session, sbuf, bsize) == MPI_SUCCESS, "session attach");
+        rc = MPI_Session_attach_buffer(session, sbuf, bsize);
+        CHECK(rc != MPI_SUCCESS && handled == rc, "attaching twice: rc %d", rc);
+        CHECK(MPI_Bsend(out, big, MPI_BYTE, next, 30, comm) == MPI_SUCCESS, "session bsend");
+        rc = MPI_Bsend(out, big, MPI_BYTE, next, 30, comm);
+        MPI_Error_class(rc, &cls);
+        CHECK(cls == MPI_ERR_BUFFER, "a second session bsend with no room: class %d", cls);
+        MPI_Comm own;
+        MPI_Comm_create_from_group(world, "org.weft.own", MPI_INFO_NULL, MPI_ERRORS_RETURN, &own);
+        MPI_Comm_attach_buffer(own, MPI_BUFFER_AUTOMATIC, 0);
+        CHECK(MPI_Bsend(out, big, MPI_BYTE, next, 31, own) == MPI_SUCCESS, "own buffer's bsend");
+        MPI_Recv(in, big, MPI_BYTE, prev, 30, comm, MPI_STATUS_IGNORE);
+        MPI_Recv(in, big, MPI_BYTE, prev, 31, own, MPI_STATUS_IGNORE);
+        MPI_Request flushing;
+        MPI_Session_iflush_buffer(session, &flushing);
+        MPI_Wait(&flushing, MPI_STATUS_IGNORE);
+        MPI_Session_flush_buffer(session);
+        CHECK(MPI_Session_detach_buffer(session, &back, &isize) == MPI_SUCCESS && back == sbuf &&
+                  isize == bsize,
+              "session detach gave %p %d", back, isize);
+        rc = MPI_Bsend(out, big, MPI_BYTE, next, 32, comm);
+        MPI_Error_class(rc, &cls);
+        CHECK(cls == MPI_ERR_BUFFER, "detached: no buffer for the session's comm: class %d", cls);
+        MPI_Session_attach_buffer(session, MPI_BUFFER_AUTOMATIC, 0);
+        MPI_Count csize = -1;
+        MPI_Session_detach_buffer_c(session, &back, &csize);
+        CHECK(back == MPI_BUFFER_AUTOMATIC, "automatic detach gave %p", back);
+        MPI_Comm_free(&own);
+        free(sbuf);
+        free(out);
+        free(in);
+    }
 
     if (size >= 2) {
         /* Evens and odds joined by an intercommunicator made from the two groups. */

@@ -4,6 +4,7 @@
 //! is a size (or unbounded: MPI_BUFFER_AUTOMATIC).
 
 use super::{AsCommunicator, SimpleCommunicator};
+use crate::engine::comm_buffers::Owner;
 use crate::error::{Error, ErrorClass, Result};
 use crate::runtime;
 
@@ -15,7 +16,7 @@ impl SimpleCommunicator {
         let ctx = self.comm_data().p2p_context();
         let bytes = size.unwrap_or(crate::engine::comm_buffers::AUTOMATIC);
         let attached = runtime::with_call("attach_buffer", |rt| {
-            rt.engine.attach_comm_buffer(ctx, bytes)
+            rt.engine.attach_buffer(Owner::Comm(ctx), bytes)
         });
         match attached {
             true => Ok(()),
@@ -32,20 +33,26 @@ impl SimpleCommunicator {
     /// when it had none.
     pub fn detach_buffer(&self) -> Option<Option<usize>> {
         let ctx = self.comm_data().p2p_context();
-        let size = runtime::with_call("detach_buffer", |rt| rt.engine.detach_comm_buffer(ctx))?;
+        let size = runtime::with_call("detach_buffer", |rt| {
+            rt.engine.detach_buffer(Owner::Comm(ctx))
+        })?;
         Some((size != crate::engine::comm_buffers::AUTOMATIC).then_some(size))
     }
 
     /// Waits until this communicator's buffered sends have gone (MPI_Comm_flush_buffer).
     pub fn flush_buffer(&self) {
         let ctx = self.comm_data().p2p_context();
-        runtime::with_call("flush_buffer", |rt| rt.engine.flush_comm_buffer(ctx));
+        runtime::with_call("flush_buffer", |rt| {
+            rt.engine.flush_buffer_of(Owner::Comm(ctx))
+        });
     }
 
     /// Whether this communicator's buffered sends have all gone, after a pass of progress
     /// (MPI_Comm_iflush_buffer's test).
     pub fn buffer_flushed(&self) -> bool {
         let ctx = self.comm_data().p2p_context();
-        runtime::with_call("buffer_flushed", |rt| rt.engine.comm_buffer_done(ctx))
+        runtime::with_call("buffer_flushed", |rt| {
+            rt.engine.buffer_done(Owner::Comm(ctx))
+        })
     }
 }
