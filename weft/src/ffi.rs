@@ -33,7 +33,6 @@ pub use crate::api::abi_types::*;
 #[cfg(feature = "c-abi")]
 mod functions {
     #![allow(
-        clippy::missing_safety_doc,
         clippy::useless_transmute,
         clippy::missing_transmute_annotations,
         clippy::transmutes_expressible_as_ptr_casts,

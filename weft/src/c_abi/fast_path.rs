@@ -13,7 +13,7 @@ use crate::c_abi::requests::{self, CRequest};
 use crate::c_abi::state::Comm;
 use crate::c_abi::{datatype, handles, inter};
 use crate::point_to_point::TAG_UB;
-use crate::request::StaticScope;
+use crate::request::{Request, StaticScope};
 use crate::traits::*;
 use std::ffi::{c_int, c_void};
 
@@ -108,16 +108,12 @@ pub(crate) unsafe fn isend(
 ) -> Option<c_int> {
     const CALL: &str = "MPI_Isend";
     let (c, len) = plain(comm, datatype, count, dest, tag, false)?;
-    Some(guard(CALL, comm, || {
-        requests::check_out(CALL, request)?;
+    Some(start(CALL, comm, request, || {
         // SAFETY: the caller's promise: `count` contiguous elements at `buf`, valid until the
         // request completes (which its handle's owner waits for, or frees it).
         let bytes: &'static [u8] = unsafe { handles::bytes(buf, len) };
         let to = c.comm.process_at_rank(dest);
-        let r = to.immediate_send_with_tag(StaticScope, bytes, tag);
-        // SAFETY: checked non-null above.
-        unsafe { requests::hand_out(request, CRequest::bytes(r)) };
-        Ok(())
+        to.immediate_send_with_tag(StaticScope, bytes, tag)
     }))
 }
 
@@ -138,14 +134,28 @@ pub(crate) unsafe fn irecv(
 ) -> Option<c_int> {
     const CALL: &str = "MPI_Irecv";
     let (c, len) = plain(comm, datatype, count, source, tag, true)?;
-    Some(guard(CALL, comm, || {
-        requests::check_out(CALL, request)?;
+    Some(start(CALL, comm, request, || {
         // SAFETY: the caller's promise: room for `count` contiguous elements at `buf`, used
         // by nothing else until the request completes.
         let bytes: &'static mut [u8] = unsafe { handles::bytes_mut(buf, len) };
-        let r = post_receive(c, source, tag, bytes);
+        post_receive(c, source, tag, bytes)
+    }))
+}
+
+/// Checks the request slot, starts the operation (`post`) and hands its request out there,
+/// under `guard`.
+#[inline(always)]
+fn start(
+    call: &'static str,
+    comm: *mut c_void,
+    request: *mut *mut c_void,
+    post: impl FnOnce() -> Request<'static, [u8], StaticScope>,
+) -> c_int {
+    guard(call, comm, || {
+        requests::check_out(call, request)?;
+        let r = post();
         // SAFETY: checked non-null above.
         unsafe { requests::hand_out(request, CRequest::bytes(r)) };
         Ok(())
-    }))
+    })
 }
