@@ -1,9 +1,12 @@
 //! Generates `weft::ffi`'s constants (always) and, with the `c-abi` feature, the C ABI's
 //! pieces: its constants for the Rust side (`constants.rs`), `weft::ffi`'s functions
 //! (`ffi_functions.rs`), and the reductions on `long double` (`csrc/long_double.c`, which
-//! Rust has no type for). The tables are `abi/` (see weft-abi/gen/generate.py).
+//! Rust has no type for). The tables are `abi/` (see weft-abi/gen/generate.py). Links libpmix
+//! when the `pmix` feature is on (found with pkg-config `pmix`, as Debian's libpmix-dev
+//! installs it).
 
 use std::path::PathBuf;
+use std::process::Command;
 
 #[allow(dead_code)]
 #[path = "build/exports.rs"]
@@ -15,6 +18,7 @@ mod ffi;
 fn main() {
     let here = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap());
+    println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=abi");
     println!("cargo:rerun-if-changed=build");
     let table = std::fs::read_to_string(here.join("abi/constants.tsv")).unwrap();
@@ -22,6 +26,34 @@ fn main() {
     if std::env::var_os("CARGO_FEATURE_C_ABI").is_some() {
         c_abi(&here, &out, &table);
     }
+    if std::env::var_os("CARGO_FEATURE_PMIX").is_some() {
+        link_pmix();
+    }
+}
+
+/// Links libpmix, found with pkg-config.
+fn link_pmix() {
+    println!("cargo:rerun-if-env-changed=PKG_CONFIG_PATH");
+    let out = Command::new("pkg-config")
+        .args(["--libs-only-L", "pmix"])
+        .output();
+    match out {
+        Ok(o) if o.status.success() => {
+            for dir in String::from_utf8_lossy(&o.stdout)
+                .split_whitespace()
+                .filter_map(|w| w.strip_prefix("-L"))
+            {
+                println!("cargo:rustc-link-search=native={dir}");
+            }
+        }
+        Ok(o) => panic!(
+            "the `pmix` feature needs libpmix: `pkg-config --libs pmix` failed ({}); install \
+             Debian's libpmix-dev or set PKG_CONFIG_PATH",
+            String::from_utf8_lossy(&o.stderr).trim()
+        ),
+        Err(e) => panic!("the `pmix` feature needs pkg-config to find libpmix: {e}"),
+    }
+    println!("cargo:rustc-link-lib=dylib=pmix");
 }
 
 #[cfg(feature = "c-abi")]
