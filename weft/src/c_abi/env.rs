@@ -93,11 +93,11 @@ fn install_state(universe: crate::environment::Universe, provided: c_int, joined
 /// The C layer joins a runtime the Rust API started (`weft::initialize`): the first C call
 /// after it installs the C layer's state over a view of that runtime, so C calls see MPI
 /// initialized (`MPI_Init` then fails as a second one would, and `MPI_Finalize` leaves the
-/// finalizing to the Rust API's `Universe`). Whether it joined.
+/// finalizing to the Rust API's `Universe`).
 #[cold]
-pub(crate) fn join_rust_runtime() -> bool {
+pub(crate) fn join_rust_runtime() {
     if state::phase() != Phase::Before || !crate::runtime::is_running() {
-        return false;
+        return;
     }
     crate::c_abi::errors::quiet_panics_inside_calls();
     let threading = match crate::environment::threading_support() {
@@ -107,7 +107,6 @@ pub(crate) fn join_rust_runtime() -> bool {
     install_state(crate::environment::Universe::view(), threading, true);
     crate::environment::before_finalize(state::detach_from_rust);
     state::set_world_model(Phase::Running);
-    true
 }
 
 pub unsafe extern "C" fn mpi_init(_argc: *mut c_int, _argv: *mut *mut *mut c_char) -> c_int {

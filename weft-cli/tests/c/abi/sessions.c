@@ -109,6 +109,8 @@ int main(void) {
         MPI_Count csize = -1;
         MPI_Session_detach_buffer_c(session, &back, &csize);
         CHECK(back == MPI_BUFFER_AUTOMATIC, "automatic detach gave %p", back);
+        rc = MPI_Session_detach_buffer(session, &back, &isize);
+        CHECK(rc != MPI_SUCCESS && handled == rc, "a detach with no buffer: rc %d", rc);
         MPI_Comm_free(&own);
         free(sbuf);
         free(out);
