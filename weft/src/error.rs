@@ -44,13 +44,18 @@ pub enum ErrorClass {
     Name,
     /// A service that cannot be published or unpublished (MPI_ERR_SERVICE).
     Service,
+    /// A window displacement outside the target's part (MPI_ERR_DISP).
+    Disp,
+    /// A one-sided call outside the epoch it needs, or an epoch call out of order
+    /// (MPI_ERR_RMA_SYNC).
+    RmaSync,
     /// An internal invariant failed: a bug in weft.
     Internal,
 }
 
 impl ErrorClass {
     /// Every class, in declaration order (`class as u8` indexes it).
-    const ALL: [ErrorClass; 20] = [
+    const ALL: [ErrorClass; 22] = [
         Self::Rank,
         Self::Tag,
         Self::Count,
@@ -70,6 +75,8 @@ impl ErrorClass {
         Self::Spawn,
         Self::Name,
         Self::Service,
+        Self::Disp,
+        Self::RmaSync,
         Self::Internal,
     ];
 

@@ -135,6 +135,15 @@ pub fn this_thread() -> usize {
     crate::sys::thread::current()
 }
 
+/// Clears the `INSIDE` bit of [`Slot::entry`] when a call ends, also by a panic.
+struct Leave(usize);
+
+impl Drop for Leave {
+    fn drop(&mut self) {
+        SLOT.entry.store(self.0, Relaxed);
+    }
+}
+
 /// Runs `f` with the runtime when the calling thread owns it and is not already inside;
 /// `None` otherwise.
 #[inline]
@@ -151,13 +160,6 @@ fn enter_slot<R>(f: impl FnOnce(&mut Option<Runtime>) -> R) -> Option<R> {
     let idle = this_thread();
     if SLOT.entry.load(Relaxed) != idle {
         return None;
-    }
-    /// Clears the `INSIDE` bit when the call ends, also by a panic.
-    struct Leave(usize);
-    impl Drop for Leave {
-        fn drop(&mut self) {
-            SLOT.entry.store(self.0, Relaxed);
-        }
     }
     SLOT.entry.store(idle | INSIDE, Relaxed);
     let _leave = Leave(idle);
@@ -314,12 +316,30 @@ pub(crate) fn with_call<R>(call: &'static str, f: impl FnOnce(&mut Runtime) -> R
 #[inline(always)]
 #[track_caller]
 pub(crate) fn with_call_inlined<R>(call: &'static str, f: impl FnOnce(&mut Runtime) -> R) -> R {
-    // `enter` cannot carry the caller's location, so it only hands back whether the runtime
-    // was there; the panic is raised out here.
-    match enter(f) {
-        Some(v) => v,
-        None => panic!("{}", not_running_for(call)),
+    // [`enter`]'s work without its `Option`: `f`'s result comes back as it is (a large
+    // `Result` wrapped in an `Option` is copied from one stack slot to the next on the way
+    // out), and the way in is one compare and one load, the miss a cold call that panics.
+    let me = this_thread();
+    // SAFETY: read only when `entry` names this thread with no call inside (the first
+    // operand): then this thread owns the runtime and nothing holds a reference to it.
+    if SLOT.entry.load(Relaxed) != me || unsafe { (*SLOT.runtime.get()).is_none() } {
+        not_running_panic(call)
     }
+    SLOT.entry.store(me | INSIDE, Relaxed);
+    let _leave = Leave(me);
+    // SAFETY: as in `enter_slot`: this thread owns the runtime, no call of it was inside
+    // (checked above), and the `INSIDE` bit keeps nested calls out.
+    let rt = unsafe { (*SLOT.runtime.get()).as_mut() };
+    // SAFETY: checked `Some` above, and nothing could take it since (no call was inside).
+    f(unsafe { rt.unwrap_unchecked() })
+}
+
+/// The panic of a call with no runtime to use, at the API caller's location.
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn not_running_panic(call: &'static str) -> ! {
+    panic!("{}", not_running_for(call))
 }
 
 /// Runs `f` with the runtime if this thread owns it and is not already inside it; `None`

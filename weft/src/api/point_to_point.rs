@@ -28,13 +28,20 @@ pub const TAG_UB: Tag = i32::MAX;
 #[inline]
 pub(crate) fn check_send_tag(call: &'static str, tag: Tag) -> Result<()> {
     if !(0..=TAG_UB).contains(&tag) {
-        return Err(Error::new(
-            ErrorClass::Tag,
-            call,
-            format!("tag {tag} is out of range 0..={TAG_UB}"),
-        ));
+        return Err(send_tag_out_of_range(call, tag));
     }
     Ok(())
+}
+
+/// [`check_send_tag`]'s error: out of line, so that the check inlines small.
+#[cold]
+#[inline(never)]
+fn send_tag_out_of_range(call: &'static str, tag: Tag) -> Error {
+    Error::new(
+        ErrorClass::Tag,
+        call,
+        format!("tag {tag} is out of range 0..={TAG_UB}"),
+    )
 }
 
 #[inline]

@@ -72,6 +72,8 @@ impl CError {
             W::Service => MPI_ERR_SERVICE,
             W::Resource => MPI_ERR_NO_MEM,
             W::Internal => MPI_ERR_INTERN,
+            W::Disp => MPI_ERR_DISP,
+            W::RmaSync => MPI_ERR_RMA_SYNC,
             _ => MPI_ERR_OTHER,
         };
         CError::new(class, e.call, e.detail)
@@ -109,17 +111,14 @@ pub(crate) fn guard(
     comm: *mut c_void,
     body: impl FnOnce() -> Result<(), CError>,
 ) -> c_int {
-    let phase = state::phase();
-    // Before MPI_Init with the runtime running: the Rust API started it (cold).
-    if phase == Phase::Running || (phase == Phase::Before && crate::runtime::is_running()) {
+    if state::phase_is_running() {
         // SAFETY: the serialized threading level: the program makes one call at a time, and
         // orders them itself when they come from different threads (what `adopt` asks).
         if let Err(e) = unsafe { crate::runtime::adopt(call) } {
             return handle(comm, CError::from_weft(e));
         }
-        if phase == Phase::Before {
-            crate::c_abi::env::join_rust_runtime();
-        }
+    } else if let Err(e) = join_outside_running(call) {
+        return handle(comm, e);
     }
     // Relaxed, and a load and a store rather than a swap (no locked instruction): calls are
     // serialized, and only the calling thread reads its own id back (the hook runs on the
@@ -141,6 +140,20 @@ pub(crate) fn guard(
             handle(comm, CError::new(MPI_ERR_OTHER, call, detail))
         }
     }
+}
+
+/// [`guard`]'s way in outside `Phase::Running`: before MPI_Init with the runtime running (the
+/// Rust API started it), C joins that runtime; otherwise the body runs as it is (its handles
+/// report the phase).
+#[cold]
+#[inline(never)]
+fn join_outside_running(call: &'static str) -> Result<(), CError> {
+    if state::phase() == Phase::Before && crate::runtime::is_running() {
+        // SAFETY: as in `guard`.
+        unsafe { crate::runtime::adopt(call) }.map_err(CError::from_weft)?;
+        crate::c_abi::env::join_rust_runtime();
+    }
+    Ok(())
 }
 
 /// The error handler's action on `e`.

@@ -31,13 +31,13 @@ fn plain(
     any: bool,
 ) -> Option<(&'static Comm, usize)> {
     let c = handles::comm("", comm).ok()?;
-    let map = datatype::predefined::shape(datatype as usize)?.type_map();
+    let size = datatype::predefined::plain_size(datatype as usize)?;
     let tag_ok = (0..=TAG_UB).contains(&tag) || (any && tag == MPI_ANY_TAG);
     let rank_ok = (0..inter::partners(c)).contains(&rank) || (any && rank == MPI_ANY_SOURCE);
-    if !(tag_ok && rank_ok && count >= 0 && map.is_contiguous() && !map.is_restricted()) {
+    if !(tag_ok && rank_ok && count >= 0) {
         return None;
     }
-    Some((c, map.size() * count as usize))
+    Some((c, size * count as usize))
 }
 
 /// `MPI_Send`'s fast path: `None` when the general path must run the call.

@@ -211,6 +211,7 @@ pub(crate) use send_modes;
 ///
 /// # Safety
 /// The standard's contract for `buf`, `count` and `datatype`.
+#[inline(never)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn send_in<C: CCount>(
     call: &'static str,
@@ -457,10 +458,31 @@ pub unsafe extern "C" fn recv<C: CCount>(
             return rc;
         }
     }
-    guard(CALL, comm, || {
-        let c = handles::comm(CALL, comm)?;
+    // SAFETY: the standard's contract, passed on.
+    unsafe { recv_in(CALL, buf, count, datatype, source, tag, comm, status) }
+}
+
+/// `MPI_Recv`'s general path: out of line, so that the fast path's function stays small
+/// (fewer registers saved, a smaller frame).
+///
+/// # Safety
+/// The standard's contract for `buf`, `count`, `datatype` and `status`.
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn recv_in<C: CCount>(
+    call: &'static str,
+    buf: *mut c_void,
+    count: C,
+    datatype: *mut c_void,
+    source: c_int,
+    tag: c_int,
+    comm: *mut c_void,
+    status: *mut Status,
+) -> c_int {
+    guard(call, comm, || {
+        let c = handles::comm(call, comm)?;
         // SAFETY: the standard's contract.
-        let st = unsafe { receive(CALL, buf, count, datatype, source, tag, c)? };
+        let st = unsafe { receive(call, buf, count, datatype, source, tag, c)? };
         // SAFETY: the standard's contract: MPI_STATUS_IGNORE or a status.
         unsafe { st.store(status) };
         Ok(())

@@ -164,6 +164,12 @@ pub(crate) fn phase() -> Phase {
     }
 }
 
+/// Whether the phase is `Phase::Running`: one load and compare, for every call's way in.
+#[inline(always)]
+pub(crate) fn phase_is_running() -> bool {
+    PHASE.load(Relaxed) == Phase::Running as u8
+}
+
 /// Installs what MPI_Init made.
 pub(crate) fn install(running: Running) {
     // SAFETY: MPI_Init runs once, before any other call that reads the cell (see `Cell`).

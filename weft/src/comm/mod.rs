@@ -88,22 +88,23 @@ impl CommData {
     pub fn peer_world_rank(&self, call: &'static str, r: i32) -> Result<u32> {
         let peers = self.peers();
         if r < 0 || r as usize >= peers.size() {
-            return Err(Error::new(
-                ErrorClass::Rank,
-                call,
-                match self.remote {
-                    Some(_) => format!(
-                        "rank {r} is out of range for an intercommunicator whose remote group has {} members",
-                        peers.size()
-                    ),
-                    None => format!(
-                        "rank {r} is out of range for a communicator of size {}",
-                        peers.size()
-                    ),
-                },
-            ));
+            return Err(self.rank_out_of_range(call, r));
         }
         Ok(peers.members()[r as usize])
+    }
+
+    /// [`Self::peer_world_rank`]'s error: out of line, so that the check inlines small.
+    #[cold]
+    #[inline(never)]
+    fn rank_out_of_range(&self, call: &'static str, r: i32) -> Error {
+        let size = self.peers().size();
+        let detail = match self.remote {
+            Some(_) => format!(
+                "rank {r} is out of range for an intercommunicator whose remote group has {size} members"
+            ),
+            None => format!("rank {r} is out of range for a communicator of size {size}"),
+        };
+        Error::new(ErrorClass::Rank, call, detail)
     }
 
     /// The error for `call`, which an intercommunicator does not support.

@@ -6,6 +6,7 @@
 use super::shape::{Run, Shape};
 use crate::c_abi::abi::*;
 use crate::datatype::{map_of, TypeMap};
+use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
 use std::sync::OnceLock;
 
 /// Handles from `MPI_DATATYPE_NULL` up to this hold the predefined types.
@@ -19,6 +20,23 @@ struct Table {
 fn table() -> &'static Table {
     static TABLE: OnceLock<Table> = OnceLock::new();
     TABLE.get_or_init(build)
+}
+
+/// Each predefined type's element size where its data is plain bytes (contiguous, no bool or
+/// char values to check: what `c_abi::fast_path` takes), else 0; filled as the table is built.
+/// Relaxed, with no partner: an entry is only ever 0 or its final size, and a reader that
+/// sees 0 takes the general path, which builds the table.
+static PLAIN: [AtomicU8; SPAN] = [const { AtomicU8::new(0) }; SPAN];
+
+/// The element size of predefined type `handle` if its data is plain bytes: one load, for the
+/// fast paths. `None` for any other handle, and until the table is built (by the first call
+/// that asks the table for a predefined type).
+#[inline(always)]
+pub(crate) fn plain_size(handle: usize) -> Option<usize> {
+    let size = PLAIN
+        .get(handle.wrapping_sub(MPI_DATATYPE_NULL))?
+        .load(Relaxed);
+    (size != 0).then_some(size as usize)
 }
 
 /// The predefined type `handle`, if it is one.
@@ -105,6 +123,11 @@ macro_rules! put {
 
 impl Table {
     fn put(&mut self, handle: usize, name: &'static str, shape: Shape) {
+        let map = shape.type_map();
+        if map.is_contiguous() && !map.is_restricted() {
+            let size = u8::try_from(map.size()).expect("a predefined type's size fits a byte");
+            PLAIN[handle - MPI_DATATYPE_NULL].store(size, Relaxed);
+        }
         self.shapes[handle - MPI_DATATYPE_NULL] = Some(shape);
         self.names[handle - MPI_DATATYPE_NULL] = Some(name);
     }
