@@ -50,7 +50,7 @@ MPICC_ABI = NEWER_DIR / "mpich5" / "bin" / "mpicc_abi"
 WEFT_PREFIX = BUILD_DIR / "weft-prefix"  # `weft install`: Weft's libmpi_abi for the ABI runs
 TITLE = {"weft": "Weft", "mpich": "MPICH", "openmpi": "Open MPI", "mpich5": "MPICH 5", "openmpi5": "Open MPI 5",
          "weftabi": "Weft, C ABI", "mpich5abi": "MPICH 5, same binary"}
-PROGRAMS = ["latency", "bandwidth", "ring_barrier", "coll"]
+PROGRAMS = ["latency", "bandwidth", "ring_barrier", "coll", "rma"]
 # The sizes they measure (BENCH_SIZES aside), in full and with --quick; the all-to-all's memory
 # floor (copy_floor.c) is measured from COPY_FLOOR_FROM bytes up.
 COLL_SIZES = [8, 64, 512, 4096, 65536, 1 << 20, 4 << 20]
@@ -550,6 +550,8 @@ def main():
     ap.add_argument("--ranks", default="4,8", help="rank counts for ring/barrier (default 4,8)")
     ap.add_argument("--coll-ranks", default="2,4,8",
                     help="rank counts for the collectives (--bench coll; default 2,4,8)")
+    ap.add_argument("--rma-ranks", default="2,4,8",
+                    help="rank counts for rma (default 2,4,8: latencies at 2, the contended fetch_and_op at each)")
     ap.add_argument("--bench", default="latency,bandwidth,ring",
                     help="which benchmarks to run, from latency, bandwidth, ring (ring/barrier), coll (the "
                          "collectives, OSU style, at --coll-ranks); default latency,bandwidth,ring")
@@ -635,10 +637,10 @@ def main():
 
 def selected(opts):
     wanted = {b.strip() for b in opts.bench.split(",") if b.strip()}
-    unknown = wanted - {"latency", "bandwidth", "ring", "coll"}
+    unknown = wanted - {"latency", "bandwidth", "ring", "coll", "rma"}
     if unknown:
         raise SystemExit(f"--bench: unknown benchmark(s) {', '.join(sorted(unknown))} "
-                         "(latency, bandwidth, ring, coll)")
+                         "(latency, bandwidth, ring, coll, rma)")
     return wanted
 
 
@@ -700,6 +702,8 @@ def measure(opts, rounds, timeout, impls, ring_ranks, args, built, floors, weft_
             jobs += [("ring_barrier", n, opts.busy_neighbour) for n in ring_ranks]
     if opts.net == "shm" and "coll" in wanted:
         jobs += [("coll", int(n), 0) for n in opts.coll_ranks.split(",") if n.strip()]
+    if opts.net == "shm" and "rma" in wanted:
+        jobs += [("rma", int(n), 0) for n in opts.rma_ranks.split(",") if n.strip()]
     res = Results()
     floor = []
     cgroup = None
@@ -933,7 +937,8 @@ def report(opts, res, floor, impls, ring_ranks, rounds, saved=None):
         return any(j[0] == prog and (j[2] if len(j) > 2 else 0) == busy for (_, j) in res.failures) or any(
             r["bench"] in {"latency": ["latency"], "bandwidth": ["bandwidth"],
                            "ring_barrier": ["ring", "barrier"],
-                           "coll": [f"coll:{op}" for op in COLL_OPS]}[prog]
+                           "coll": [f"coll:{op}" for op in COLL_OPS],
+                           "rma": RMA_LATENCY + ["rma:contended"]}[prog]
             and r.get("busy", 0) == busy
             for r in res.raw)
 
@@ -974,6 +979,8 @@ def report(opts, res, floor, impls, ring_ranks, rounds, saved=None):
                     "barrier (lower is better)", ["benchmark"] + header_cols, rows, md)
     if ran("coll"):
         coll_report(opts, res, impls, header_cols, md, fl)
+    if ran("rma"):
+        rma_report(opts, res, impls, header_cols, md)
     busy_counts = sorted({r.get("busy", 0) for r in res.raw} | {j[2] for (_, j) in res.failures if len(j) > 2})
     for busy in [b for b in busy_counts if b]:
         busy_report(opts, res, impls, ring_ranks, busy)
@@ -1012,6 +1019,36 @@ def abi_report(res, md, spread):
         print_table(f"C ABI, bench/c built once by MPICH 5's mpicc_abi, 2 ranks: {title}",
                     ["size", TITLE["weft"] + ", Rust API", TITLE["weftabi"], TITLE["mpich5abi"],
                      "C ABI / Rust API", "target", "C ABI / MPICH 5"], rows, md)
+
+
+RMA_LATENCY = ["rma:put", "rma:get", "rma:fetch_and_op", "rma:compare_and_swap", "rma:lock"]
+
+
+def rma_report(opts, res, impls, header_cols, md):
+    """Issue 12's tables: latencies at 2 ranks (Weft / best peer ≤ 1.0 everywhere, ≤ 0.5 for
+    the exclusive lock/unlock round trip) and the contended fetch_and_op's total rate at each
+    rank count (≥ 2.0 the best peer's)."""
+    rows = []
+    for name in RMA_LATENCY:
+        sizes = sizes_for(res, name)
+        if not sizes:
+            continue
+        target = 0.5 if name == "rma:lock" else 1.0
+        label = (lambda size, name=name: name[4:] if name in ("rma:lock", "rma:fetch_and_op", "rma:compare_and_swap")
+                 else f"{name[4:]} {human_size(size)}")
+        rows += comparison_rows(res, impls, name, ("rma", 2, 0), sizes, True, {s: target for s in sizes}, label,
+                                opts.spread)
+    if rows:
+        print_table("One-sided, 2 ranks, windows from MPI_Win_allocate: µs per operation with its flush "
+                    "(lock: an exclusive lock and unlock) (lower is better)", ["operation"] + header_cols, rows, md)
+    rows = []
+    for n in sorted({r["ranks"] for r in res.raw if r["bench"] == "rma:contended"}):
+        key = result_key("rma:contended", n)
+        rows += comparison_rows(res, impls, key, ("rma", n, 0), [n], False, {n: 2.0},
+                                lambda n: f"{n} ranks", opts.spread)
+    if rows:
+        print_table("Contended fetch_and_op: every rank adds to one counter at rank 0 (lock_all, flush after each): "
+                    "millions of operations per second in total (higher is better)", ["ranks"] + header_cols, rows, md)
 
 
 def coll_target(op, size, nranks):

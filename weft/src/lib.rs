@@ -11,7 +11,7 @@
 //! are sound: nothing in them takes an address.
 //!
 //! The layers below the API, bottom to top (see DESIGN.md): `sys`, `boot`, `fabric`, `engine`,
-//! `comm` and `runtime`. They are private. The non-default cargo feature `internals` makes them
+//! `comm`, `coll`, `rma` and `runtime`. They are private. The non-default cargo feature `internals` makes them
 //! public for Weft's own tests, examples and benchmarks; that surface is **unstable** (it
 //! changes with any release) and still sound: whatever in it can break memory safety (views of
 //! user buffers, copies by address, adopting a descriptor) is an `unsafe fn` with its contract.
@@ -39,6 +39,7 @@ internal_modules! {
     comm;
     engine;
     fabric;
+    rma;
     runtime;
     sync;
     sys;
@@ -60,6 +61,8 @@ mod c_abi;
 pub mod ffi;
 #[cfg(doctest)]
 mod soundness;
+#[cfg(not(loom))]
+pub use api::window;
 pub use api::{collective, datatype, environment, front_end, point_to_point, request, topology};
 pub use environment::{
     initialize, initialize_with_threading, is_finalized, is_initialized, time, time_resolution,

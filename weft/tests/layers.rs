@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 /// `sys` (`sync` wraps `sys`'s futex for loom, so it sits just above it); `runtime` holds the
 /// engine and communicators for the rsmpi-shaped front end in `api`.
 const LAYERS: &[&str] = &[
-    "error", "tunables", "sys", "sync", "boot", "fabric", "engine", "comm", "coll", "runtime",
-    "api",
+    "error", "tunables", "sys", "sync", "boot", "fabric", "engine", "comm", "coll", "rma",
+    "runtime", "api",
 ];
 
 /// Items the crate root re-exports from below the front end (`lib.rs`).
@@ -25,6 +25,7 @@ const ROOT_FROM_API: &[&str] = &[
     "request",
     "topology",
     "traits",
+    "window",
 ];
 
 fn rank(layer: &str) -> usize {

@@ -14,3 +14,6 @@ pub mod point_to_point;
 pub mod request;
 mod status;
 pub mod topology;
+// Windows live in shared memory, which loom's model tests cannot have.
+#[cfg(not(loom))]
+pub mod window;

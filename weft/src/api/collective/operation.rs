@@ -104,6 +104,12 @@ impl SystemOperation {
     pub fn name(&self) -> &'static str {
         self.0.name()
     }
+
+    /// The operation as the layers below know it (for windows, which loom's builds leave out).
+    #[cfg_attr(loom, allow(dead_code))]
+    pub(crate) fn sys_op(&self) -> SysOp {
+        self.0
+    }
 }
 
 impl Operation for SystemOperation {

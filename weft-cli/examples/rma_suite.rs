@@ -1,0 +1,253 @@
+//! Multi-process checks of windows (issue 12), run by `weft-cli/tests/rma.rs` through
+//! `weft run` at 1 to 8 ranks. `rma_suite CASE`; a wrong result panics (failing the job).
+//!
+//! Cases: `counter` (exclusive lock epochs from every rank incrementing a counter at rank 0
+//! with a get and a put: only mutual exclusion makes the total exact), `atomics`
+//! (fetch_and_op and accumulate from every rank at once on one location, in lock_all and
+//! fence epochs, integers and floats), `cas` (a compare_and_swap spin lock guarding a counter,
+//! with flush), `fence` (a ring of puts between fences, then gets), `asleep` (rank 0 sleeps
+//! outside the library while the others complete passive-target epochs on it), `errors` (bad
+//! displacement, bad target, an operation outside its epoch, a second lock on one target, a
+//! fence inside a lock epoch: each a typed error naming the call and the values).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use weft::collective::SystemOperation;
+use weft::traits::*;
+use weft::window::{Access, LockKind, Window};
+use weft::ErrorClass;
+
+const ROUNDS: u64 = 50;
+
+fn counter(world: &weft::topology::SimpleCommunicator) {
+    let n = world.size() as u64;
+    let win = Window::<u64>::allocate(world, 2);
+    for _ in 0..ROUNDS {
+        let e = win.lock(0, LockKind::Exclusive).expect("lock");
+        let mut v = [0u64];
+        e.get(0, 1, &mut v).expect("get");
+        e.put(0, 1, &[v[0] + 1]).expect("put");
+    }
+    world.barrier();
+    if world.rank() == 0 {
+        let e = win.lock(0, LockKind::Shared).expect("lock");
+        let mut v = [0u64; 2];
+        e.get(0, 0, &mut v).expect("get");
+        assert_eq!(v, [0, n * ROUNDS], "exclusive epochs lost an increment");
+    }
+    win.free().expect("free");
+}
+
+fn atomics(world: &weft::topology::SimpleCommunicator) {
+    let (n, me) = (world.size() as i64, world.rank() as i64);
+    let sum = SystemOperation::sum();
+    let ints = Window::<i64>::allocate(world, 4);
+    let floats = Window::<f64>::allocate(world, 1);
+    {
+        let all = ints.lock_all().expect("lock_all");
+        let fall = floats.lock_all().expect("lock_all");
+        let mut seen = Vec::new();
+        for _ in 0..ROUNDS {
+            seen.push(all.fetch_and_op(0, 0, 1, &sum).expect("fetch_and_op"));
+            all.accumulate(n as i32 - 1, 1, &[me + 1], &sum)
+                .expect("accumulate");
+            fall.accumulate(0, 0, &[0.5], &sum).expect("accumulate");
+        }
+        all.fetch_and_op(0, 2, me, &SystemOperation::max())
+            .expect("max");
+        // Each fetch saw a distinct count: the increments were atomic.
+        seen.dedup();
+        assert_eq!(
+            seen.len() as u64,
+            ROUNDS,
+            "fetch_and_op returned a repeated value"
+        );
+    }
+    world.barrier();
+    {
+        let mut f = ints.fence().expect("fence");
+        // Every rank adds to elements 3 of every target, then reads back after the fence.
+        for t in 0..n as i32 {
+            f.accumulate(t, 3, &[10], &sum).expect("accumulate");
+        }
+        f.fence().expect("fence");
+        let mut v = [0i64; 4];
+        f.get(me as i32, 0, &mut v).expect("get");
+        assert_eq!(v[3], 10 * n, "fence-epoch accumulates at rank {me}");
+        if me == 0 {
+            assert_eq!(v[0], n * ROUNDS as i64, "fetch_and_op total");
+            assert_eq!(v[2], n - 1, "max");
+        }
+        if me == n - 1 {
+            assert_eq!(v[1], ROUNDS as i64 * n * (n + 1) / 2, "accumulate total");
+        }
+        f.end().expect("fence");
+    }
+    if me == 0 {
+        let e = floats.lock(0, LockKind::Shared).expect("lock");
+        let mut v = [0f64];
+        e.get(0, 0, &mut v).expect("get");
+        assert_eq!(
+            v[0],
+            0.5 * (n as f64) * ROUNDS as f64,
+            "float accumulate total"
+        );
+    }
+    ints.free().expect("free");
+    floats.free().expect("free");
+}
+
+fn cas(world: &weft::topology::SimpleCommunicator) {
+    let n = world.size() as u32;
+    let me = world.rank() as u32 + 1;
+    let win = Window::<u32>::allocate(world, 2);
+    {
+        let all = win.lock_all().expect("lock_all");
+        for _ in 0..ROUNDS {
+            while all.compare_and_swap(0, 0, 0, me).expect("cas") != 0 {
+                std::thread::yield_now();
+            }
+            let mut v = [0u32];
+            all.get(0, 1, &mut v).expect("get");
+            all.put(0, 1, &[v[0] + 1]).expect("put");
+            all.flush();
+            assert_eq!(
+                all.compare_and_swap(0, 0, me, 0).expect("cas"),
+                me,
+                "the lock held"
+            );
+        }
+    }
+    world.barrier();
+    if world.rank() == 0 {
+        let e = win.lock(0, LockKind::Shared).expect("lock");
+        let mut v = [0u32; 2];
+        e.get(0, 0, &mut v).expect("get");
+        assert_eq!(v, [0, n * ROUNDS as u32], "the spin lock lost an increment");
+    }
+    win.free().expect("free");
+}
+
+fn fence(world: &weft::topology::SimpleCommunicator) {
+    let (n, me) = (world.size(), world.rank());
+    let win = Window::<i32>::allocate(world, n as usize);
+    let mut f = win.fence().expect("fence");
+    // Rank r puts r * 10 into slot r of its right neighbour, and r into slot r of itself.
+    f.put((me + 1) % n, me as usize, &[me * 10]).expect("put");
+    f.fence().expect("fence");
+    let mut mine = vec![0; n as usize];
+    f.get(me, 0, &mut mine).expect("get");
+    let left = (me + n - 1) % n;
+    for (slot, v) in mine.iter().enumerate() {
+        let want = if slot as i32 == left { left * 10 } else { 0 };
+        assert_eq!(*v, want, "slot {slot} at rank {me}");
+    }
+    f.end().expect("fence");
+    win.free().expect("free");
+}
+
+fn now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+fn asleep(world: &weft::topology::SimpleCommunicator) {
+    let n = world.size();
+    let win = Window::<u64>::allocate(world, 1);
+    world.barrier();
+    if world.rank() == 0 {
+        // Outside the library: no call progresses anything here for three seconds.
+        std::thread::sleep(Duration::from_secs(3));
+        let woke = now();
+        let mut done = vec![0f64; n as usize - 1];
+        for (i, d) in done.iter_mut().enumerate() {
+            world.process_at_rank(i as i32 + 1).receive_into(d);
+        }
+        for (i, d) in done.iter().enumerate() {
+            assert!(
+                *d < woke,
+                "rank {} finished its epochs at {d}, after the target woke at {woke}",
+                i + 1
+            );
+        }
+        let e = win.lock(0, LockKind::Shared).expect("lock");
+        let mut v = [0u64];
+        e.get(0, 0, &mut v).expect("get");
+        assert_eq!(v[0], (n as u64 - 1) * ROUNDS);
+    } else {
+        for _ in 0..ROUNDS {
+            let e = win.lock(0, LockKind::Exclusive).expect("lock");
+            let mut v = [0u64];
+            e.get(0, 0, &mut v).expect("get");
+            e.put(0, 0, &[v[0] + 1]).expect("put");
+        }
+        world.process_at_rank(0).send(&now());
+    }
+    win.free().expect("free");
+}
+
+fn errors(world: &weft::topology::SimpleCommunicator) {
+    let (n, me) = (world.size(), world.rank());
+    let win = Window::<u32>::allocate(world, 4);
+    {
+        let e = win.lock(me, LockKind::Shared).expect("lock");
+        let err = e.put(me, 4, &[1]).unwrap_err();
+        assert_eq!(err.class, ErrorClass::Disp, "{err}");
+        assert!(
+            err.to_string().contains("Put") && err.detail.contains("displacement 4"),
+            "{err}"
+        );
+        let err = e.get(me, 3, &mut [0, 0]).unwrap_err();
+        assert_eq!(err.class, ErrorClass::Disp, "{err}");
+        let other = (me + 1) % n;
+        if other != me {
+            let err = e.put(other, 0, &[1]).unwrap_err();
+            assert_eq!(err.class, ErrorClass::RmaSync, "{err}");
+            assert!(err.detail.contains(&format!("target {other}")), "{err}");
+        }
+        let err = win.lock(me, LockKind::Shared).unwrap_err();
+        assert_eq!(err.class, ErrorClass::RmaSync, "{err}");
+        let err = win.fence().unwrap_err();
+        assert_eq!(err.class, ErrorClass::RmaSync, "{err}");
+        let err = win.lock_all().unwrap_err();
+        assert_eq!(err.class, ErrorClass::RmaSync, "{err}");
+    }
+    let err = win.lock(n, LockKind::Exclusive).unwrap_err();
+    assert_eq!(err.class, ErrorClass::Rank, "{err}");
+    assert!(err.detail.contains(&format!("target rank {n}")), "{err}");
+    {
+        let all = win.lock_all().expect("lock_all");
+        let err = all
+            .fetch_and_op(n, 0, 1, &SystemOperation::sum())
+            .unwrap_err();
+        assert_eq!(err.class, ErrorClass::Rank, "{err}");
+        let err = all
+            .fetch_and_op(me, 9, 1, &SystemOperation::sum())
+            .unwrap_err();
+        assert_eq!(err.class, ErrorClass::Disp, "{err}");
+    }
+    // A type that is not plain data.
+    let err = Window::<bool>::try_allocate(world, 1).unwrap_err();
+    assert_eq!(err.class, ErrorClass::Unsupported, "{err}");
+    win.free().expect("free");
+}
+
+fn main() {
+    let case = std::env::args().nth(1).expect("usage: rma_suite CASE");
+    let universe = weft::initialize().expect("initialize");
+    let world = universe.world();
+    match case.as_str() {
+        "counter" => counter(&world),
+        "atomics" => atomics(&world),
+        "cas" => cas(&world),
+        "fence" => fence(&world),
+        "asleep" => asleep(&world),
+        "errors" => errors(&world),
+        other => panic!("rma_suite: no case {other}"),
+    }
+    world.barrier();
+    if world.rank() == 0 {
+        println!("rma_suite {case}: ok on {} ranks", world.size());
+    }
+}

@@ -1,0 +1,493 @@
+//! One-sided communication: MPI-3 windows (issue 12, first part). rsmpi has none ("not
+//! supported (yet)" in its own list), so this API is Weft's: a typed [`Window`] whose epochs
+//! are guards, and whose operations are the epochs' methods ([`Access`]), so that an operation
+//! outside an epoch does not compile; an operation an epoch does not cover (another target
+//! than a lock's) is an `RmaSync` error naming the call and the target, and a displacement
+//! outside the target's part a `Disp` error naming the displacement.
+//!
+//! ```no_run
+//! use weft::traits::*;
+//! use weft::window::{Access, LockKind, Window};
+//! let universe = weft::initialize().unwrap();
+//! let world = universe.world();
+//! let counter = Window::<u64>::allocate(&world, 1);
+//! {
+//!     let epoch = counter.lock(0, LockKind::Exclusive).unwrap();
+//!     let before = epoch.fetch_and_op(0, 0, 1, &weft::collective::SystemOperation::sum());
+//!     println!("the counter was {}", before.unwrap());
+//! } // unlocked here
+//! counter.free().unwrap();
+//! ```
+//!
+//! What works now: windows whose members are all on one node (`allocate`: Weft's memory, one
+//! node-shared segment), fence epochs, lock/unlock (shared, exclusive), lock_all, flush, and
+//! put, get, accumulate, get_accumulate, fetch_and_op and compare_and_swap, each done by the
+//! origin with loads, stores and the CPU's atomics, with no help from the target. Elements
+//! must be plain data (no padding, no bool or char). Windows across nodes are an Unsupported
+//! error until the remote path is built.
+
+use super::collective::SystemOperation;
+use super::datatype::{Datatype, Equivalence};
+use super::topology::{AsCommunicator, Rank};
+use crate::coll::op::{Basic, Elements};
+use crate::error::{fatal, Error, ErrorClass, Result};
+use crate::rma::window::WindowData;
+use crate::runtime;
+use std::cell::{Cell, RefCell};
+use std::marker::PhantomData;
+
+pub use crate::rma::lock::LockKind;
+
+/// A window of elements of `T` at every member of a communicator (`MPI_Win`).
+#[derive(Debug)]
+pub struct Window<T> {
+    data: Option<WindowData>,
+    /// `T` as one predefined type, for the atomic operations (`None`: a layout of several).
+    basic: Option<Basic>,
+    /// What this process has open on the window now.
+    epoch: Cell<Open>,
+    /// The targets this process holds a lock on (a few at a time: MPI allows several).
+    locked: RefCell<Vec<Rank>>,
+    /// Windows are used from the thread that owns the runtime (not `Send`, not `Sync`).
+    _t: PhantomData<*mut T>,
+}
+
+/// Which kind of epoch is open at this process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Open {
+    None,
+    Fence,
+    Locks,
+    LockAll,
+}
+
+impl<T: Equivalence + Copy> Window<T> {
+    /// `MPI_Win_allocate`: `len` zeroed elements of `T` at this member, a window over all of
+    /// `comm`'s members. Collective. Panics on error (see [`Self::try_allocate`]).
+    #[track_caller]
+    pub fn allocate<C: AsCommunicator + ?Sized>(comm: &C, len: usize) -> Window<T> {
+        fatal(Self::try_allocate(comm, len))
+    }
+
+    /// [`Self::allocate`], returning errors: an element type that is not plain data, a
+    /// communicator whose members span several nodes (not built yet), no room for the memory.
+    pub fn try_allocate<C: AsCommunicator + ?Sized>(comm: &C, len: usize) -> Result<Window<T>> {
+        const CALL: &str = "Win_allocate";
+        let dt = T::equivalent_datatype();
+        let map = dt.type_map();
+        let elem = std::mem::size_of::<T>();
+        if !map.is_contiguous() || map.size() != elem || map.is_restricted() {
+            return Err(Error::unsupported(
+                CALL,
+                format!(
+                    "windows hold plain data for now: this element type ({} bytes of data in {} \
+                     bytes{}) has padding, gaps or bool/char values",
+                    map.size(),
+                    elem,
+                    if map.is_restricted() {
+                        ", restricted values"
+                    } else {
+                        ""
+                    }
+                ),
+            ));
+        }
+        let basic = match map.elements(false) {
+            Some(Elements::Basic(b)) => Some(b),
+            _ => None,
+        };
+        let size = len.checked_mul(elem).ok_or_else(|| {
+            Error::new(
+                ErrorClass::Count,
+                CALL,
+                format!("{len} elements of {elem} bytes overflow"),
+            )
+        })?;
+        let c = comm.comm_data();
+        let data = runtime::with_call(CALL, |rt| {
+            WindowData::allocate(
+                &mut rt.engine,
+                &mut rt.contexts,
+                c,
+                &rt.boot.node_of,
+                size,
+                elem.max(1),
+            )
+        })?;
+        Ok(Window {
+            data: Some(data),
+            basic,
+            epoch: Cell::new(Open::None),
+            locked: RefCell::new(Vec::new()),
+            _t: PhantomData,
+        })
+    }
+
+    fn data(&self) -> &WindowData {
+        self.data
+            .as_ref()
+            .expect("a window is freed only by `free`, which takes it")
+    }
+
+    /// The number of members.
+    pub fn size(&self) -> Rank {
+        self.data().size() as Rank
+    }
+
+    /// This member's rank in the window's group.
+    pub fn rank(&self) -> Rank {
+        self.data().rank() as Rank
+    }
+
+    /// Opens an epoch of `kind`, if none of another kind is open.
+    fn open(&self, call: &'static str, kind: Open) -> Result<()> {
+        match self.epoch.get() {
+            Open::None => {
+                self.epoch.set(kind);
+                Ok(())
+            }
+            Open::Locks if kind == Open::Locks => Ok(()),
+            open => Err(Error::new(
+                ErrorClass::RmaSync,
+                call,
+                format!("a {open:?} epoch is open on this window; close it first"),
+            )),
+        }
+    }
+
+    /// `MPI_Win_lock(kind, target)`: a passive-target epoch on `target`, until the guard
+    /// drops (`MPI_Win_unlock`). Waits while the lock is taken, progressing the runtime.
+    pub fn lock(&self, target: Rank, kind: LockKind) -> Result<LockEpoch<'_, T>> {
+        const CALL: &str = "Win_lock";
+        if self.locked.borrow().contains(&target) {
+            return Err(Error::new(
+                ErrorClass::RmaSync,
+                CALL,
+                format!("this process already holds a lock on target {target} of this window"),
+            ));
+        }
+        self.data().part(CALL, target)?;
+        self.open(CALL, Open::Locks)?;
+        runtime::with_call(CALL, |rt| {
+            self.data().lock(CALL, target, kind, || {
+                rt.engine.progress();
+                std::thread::yield_now();
+            })
+        })?;
+        self.locked.borrow_mut().push(target);
+        Ok(LockEpoch {
+            win: self,
+            target,
+            kind,
+        })
+    }
+
+    /// `MPI_Win_lock_all`: a shared passive-target epoch on every member, until the guard
+    /// drops (`MPI_Win_unlock_all`).
+    pub fn lock_all(&self) -> Result<LockAllEpoch<'_, T>> {
+        const CALL: &str = "Win_lock_all";
+        self.open(CALL, Open::LockAll)?;
+        let n = self.size();
+        runtime::with_call(CALL, |rt| {
+            for t in 0..n {
+                self.data().lock(CALL, t, LockKind::Shared, || {
+                    rt.engine.progress();
+                    std::thread::yield_now();
+                })?;
+            }
+            Ok(())
+        })
+        .inspect_err(|_| self.epoch.set(Open::None))?;
+        Ok(LockAllEpoch { win: self })
+    }
+
+    /// `MPI_Win_fence` opening a fence epoch, collective; the guard's [`FenceEpoch::fence`]
+    /// separates epochs and [`FenceEpoch::end`] (or its drop) ends the last one.
+    pub fn fence(&self) -> Result<FenceEpoch<'_, T>> {
+        const CALL: &str = "Win_fence";
+        self.open(CALL, Open::Fence)?;
+        runtime::with_call(CALL, |rt| self.data().fence(&mut rt.engine))
+            .inspect_err(|_| self.epoch.set(Open::None))?;
+        Ok(FenceEpoch {
+            win: self,
+            ended: false,
+        })
+    }
+
+    /// `MPI_Win_free`, collective: waits until every member frees it.
+    pub fn free(mut self) -> Result<()> {
+        let data = self.data.take().expect("not freed yet");
+        runtime::with_call("Win_free", |rt| data.free(&mut rt.engine, &mut rt.contexts))
+    }
+}
+
+impl<T> Drop for Window<T> {
+    /// Dropped without [`Window::free`]: gives back the window's contexts, without waiting for
+    /// the others (the memory stays mapped until the last member lets it go, so no one loses
+    /// what it reaches).
+    fn drop(&mut self) {
+        if let Some(data) = self.data.take() {
+            runtime::try_with(|rt| rt.contexts.release(data.comm_pair()));
+        }
+    }
+}
+
+/// The operations of an epoch: each checks that the epoch covers `target`, then reaches the
+/// target's memory directly. Displacements count elements of `T`.
+pub trait Access<T: Equivalence + Copy> {
+    /// The window.
+    #[doc(hidden)]
+    fn window(&self) -> &Window<T>;
+    /// Whether this epoch covers `target` (an `RmaSync` error naming `call` if not): every
+    /// member, but in a lock epoch.
+    #[doc(hidden)]
+    fn covers(&self, _call: &'static str, _target: Rank) -> Result<()> {
+        Ok(())
+    }
+
+    /// `MPI_Put`: `data` into `target`'s part at element `disp`.
+    fn put(&self, target: Rank, disp: usize, data: &[T]) -> Result<()> {
+        const CALL: &str = "Put";
+        self.covers(CALL, target)?;
+        self.window()
+            .data()
+            .put(CALL, target, disp as isize, bytes(data))
+    }
+
+    /// `MPI_Get`: `out.len()` elements of `target`'s part at element `disp` into `out`.
+    fn get(&self, target: Rank, disp: usize, out: &mut [T]) -> Result<()> {
+        const CALL: &str = "Get";
+        self.covers(CALL, target)?;
+        // SAFETY: `T` is plain data (checked at allocation): any bytes are a valid `T`.
+        self.window()
+            .data()
+            .get(CALL, target, disp as isize, unsafe { bytes_mut(out) })
+    }
+
+    /// `MPI_Accumulate`: `target[disp + i] = data[i] op target[disp + i]`, element-wise atomic.
+    fn accumulate(
+        &self,
+        target: Rank,
+        disp: usize,
+        data: &[T],
+        op: &SystemOperation,
+    ) -> Result<()> {
+        const CALL: &str = "Accumulate";
+        self.covers(CALL, target)?;
+        let basic = basic_of(CALL, self.window())?;
+        self.window().data().get_accumulate(
+            CALL,
+            target,
+            disp as isize,
+            basic,
+            op.sys_op(),
+            bytes(data),
+            None,
+        )
+    }
+
+    /// `MPI_Get_accumulate`: as [`Access::accumulate`], the elements' values before into `old`
+    /// (as long as `data`).
+    fn get_accumulate(
+        &self,
+        target: Rank,
+        disp: usize,
+        data: &[T],
+        old: &mut [T],
+        op: &SystemOperation,
+    ) -> Result<()> {
+        const CALL: &str = "Get_accumulate";
+        self.covers(CALL, target)?;
+        let basic = basic_of(CALL, self.window())?;
+        if old.len() != data.len() {
+            return Err(Error::new(
+                ErrorClass::Count,
+                CALL,
+                format!(
+                    "{} elements to combine and room for {} old ones",
+                    data.len(),
+                    old.len()
+                ),
+            ));
+        }
+        // SAFETY: `T` is plain data (checked at allocation).
+        let old = unsafe { bytes_mut(old) };
+        self.window().data().get_accumulate(
+            CALL,
+            target,
+            disp as isize,
+            basic,
+            op.sys_op(),
+            bytes(data),
+            Some(old),
+        )
+    }
+
+    /// `MPI_Fetch_and_op`: one element, atomically; its value before.
+    fn fetch_and_op(&self, target: Rank, disp: usize, value: T, op: &SystemOperation) -> Result<T> {
+        let mut old = [value];
+        self.get_accumulate(target, disp, &[value], &mut old, op)
+            .map_err(|e| Error::new(e.class, "Fetch_and_op", e.detail))?;
+        Ok(old[0])
+    }
+
+    /// `MPI_Compare_and_swap`: `target[disp] = swap` if it equals `compare`, atomically; its
+    /// value before.
+    fn compare_and_swap(&self, target: Rank, disp: usize, compare: T, swap: T) -> Result<T> {
+        const CALL: &str = "Compare_and_swap";
+        self.covers(CALL, target)?;
+        let basic = basic_of(CALL, self.window())?;
+        let mut old = [compare];
+        // SAFETY: `T` is plain data (checked at allocation).
+        let out = unsafe { bytes_mut(&mut old) };
+        self.window().data().compare_and_swap(
+            CALL,
+            target,
+            disp as isize,
+            basic,
+            bytes(&[compare]),
+            bytes(&[swap]),
+            out,
+        )?;
+        Ok(old[0])
+    }
+
+    /// `MPI_Win_flush` (and `flush_local`, `MPI_Win_sync`): the epoch's operations so far are
+    /// complete and visible to whatever this process does next.
+    fn flush(&self) {
+        self.window().data().flush();
+    }
+}
+
+/// `T` as one predefined type, for the atomic operations.
+fn basic_of<T>(call: &'static str, w: &Window<T>) -> Result<Basic> {
+    w.basic.ok_or_else(|| {
+        Error::new(
+            ErrorClass::Op,
+            call,
+            "the window's elements are not one predefined type, which MPI's operations need",
+        )
+    })
+}
+
+fn bytes<T: Copy>(data: &[T]) -> &[u8] {
+    // SAFETY: `T` has no padding (checked at allocation: its data fills its size), so all of
+    // its bytes are initialized.
+    unsafe { std::slice::from_raw_parts(data.as_ptr() as *const u8, std::mem::size_of_val(data)) }
+}
+
+/// # Safety
+/// Any bytes written must be a valid `T`: `T` is plain data (every bit pattern valid).
+unsafe fn bytes_mut<T: Copy>(data: &mut [T]) -> &mut [u8] {
+    // SAFETY: as in `bytes`; the caller's promise for what is written.
+    unsafe {
+        std::slice::from_raw_parts_mut(data.as_mut_ptr() as *mut u8, std::mem::size_of_val(data))
+    }
+}
+
+/// A passive-target epoch on one target (`MPI_Win_lock` .. `MPI_Win_unlock`, at drop).
+#[derive(Debug)]
+pub struct LockEpoch<'w, T: Equivalence + Copy> {
+    win: &'w Window<T>,
+    target: Rank,
+    kind: LockKind,
+}
+
+impl<T: Equivalence + Copy> Access<T> for LockEpoch<'_, T> {
+    fn window(&self) -> &Window<T> {
+        self.win
+    }
+    fn covers(&self, call: &'static str, target: Rank) -> Result<()> {
+        if target != self.target {
+            return Err(Error::new(
+                ErrorClass::RmaSync,
+                call,
+                format!(
+                    "target {target} is outside this lock epoch (on target {})",
+                    self.target
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl<T: Equivalence + Copy> Drop for LockEpoch<'_, T> {
+    fn drop(&mut self) {
+        let w = self.win;
+        // The target was checked when the lock was taken.
+        let _ = w.data().unlock("Win_unlock", self.target, self.kind);
+        let mut locked = w.locked.borrow_mut();
+        locked.retain(|&t| t != self.target);
+        if locked.is_empty() {
+            w.epoch.set(Open::None);
+        }
+    }
+}
+
+/// A shared passive-target epoch on every member (`MPI_Win_lock_all` .. `unlock_all`).
+#[derive(Debug)]
+pub struct LockAllEpoch<'w, T: Equivalence + Copy> {
+    win: &'w Window<T>,
+}
+
+impl<T: Equivalence + Copy> Access<T> for LockAllEpoch<'_, T> {
+    fn window(&self) -> &Window<T> {
+        self.win
+    }
+}
+
+impl<T: Equivalence + Copy> Drop for LockAllEpoch<'_, T> {
+    fn drop(&mut self) {
+        for t in 0..self.win.size() {
+            let _ = self
+                .win
+                .data()
+                .unlock("Win_unlock_all", t, LockKind::Shared);
+        }
+        self.win.epoch.set(Open::None);
+    }
+}
+
+/// Fence epochs (`MPI_Win_fence` .. `MPI_Win_fence`): every member's operations between two
+/// fences are complete at every member after the second.
+#[derive(Debug)]
+pub struct FenceEpoch<'w, T: Equivalence + Copy> {
+    win: &'w Window<T>,
+    ended: bool,
+}
+
+impl<T: Equivalence + Copy> FenceEpoch<'_, T> {
+    /// `MPI_Win_fence` between two epochs, collective.
+    pub fn fence(&mut self) -> Result<()> {
+        runtime::with_call("Win_fence", |rt| self.win.data().fence(&mut rt.engine))
+    }
+
+    /// The last `MPI_Win_fence`, collective: ends the epochs.
+    pub fn end(mut self) -> Result<()> {
+        self.ended = true;
+        self.win.epoch.set(Open::None);
+        runtime::with_call("Win_fence", |rt| self.win.data().fence(&mut rt.engine))
+    }
+}
+
+impl<T: Equivalence + Copy> Access<T> for FenceEpoch<'_, T> {
+    fn window(&self) -> &Window<T> {
+        self.win
+    }
+}
+
+impl<T: Equivalence + Copy> Drop for FenceEpoch<'_, T> {
+    /// Ends the epochs with the last fence (collective: every member drops its guard at the
+    /// same point), unless [`FenceEpoch::end`] did, or the thread is panicking (the job is
+    /// ending then, and the others may not come).
+    fn drop(&mut self) {
+        if self.ended || std::thread::panicking() {
+            return;
+        }
+        self.win.epoch.set(Open::None);
+        fatal(runtime::with_call("Win_fence", |rt| {
+            self.win.data().fence(&mut rt.engine)
+        }));
+    }
+}
