@@ -8,7 +8,8 @@
 //! with flush), `fence` (a ring of puts between fences, then gets), `asleep` (rank 0 sleeps
 //! outside the library while the others complete passive-target epochs on it), `errors` (bad
 //! displacement, bad target, an operation outside its epoch, a second lock on one target, a
-//! fence inside a lock epoch: each a typed error naming the call and the values).
+//! fence inside a lock epoch, a get_accumulate result buffer too short: each a typed error
+//! naming the call and the values).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use weft::collective::SystemOperation;
@@ -226,6 +227,14 @@ fn errors(world: &weft::topology::SimpleCommunicator) {
             .fetch_and_op(me, 9, 1, &SystemOperation::sum())
             .unwrap_err();
         assert_eq!(err.class, ErrorClass::Disp, "{err}");
+        let err = all
+            .get_accumulate(me, 0, &[1, 2], &mut [0], &SystemOperation::sum())
+            .unwrap_err();
+        assert_eq!(err.class, ErrorClass::Count, "{err}");
+        assert!(
+            err.detail.contains("2 elements") && err.detail.contains("1 old"),
+            "{err}"
+        );
     }
     // A type that is not plain data.
     let err = Window::<bool>::try_allocate(world, 1).unwrap_err();
