@@ -44,7 +44,7 @@ def find_suite():
 
 SUITE = find_suite()
 KNOWN = ROOT / "scripts" / "mpich-known-failures.txt"
-DEFAULT_DIRS = "basic,init,pt2pt,comm,group,attr,info,errhan,coll,topo,datatype"
+DEFAULT_DIRS = "basic,init,pt2pt,comm,group,attr,info,errhan,coll,topo,datatype,rma"
 
 # basic/ has no testlist: its programs report by their exit status (MPICH's TestBench).
 BASIC = [("simple", 2), ("self", 1), ("sendrecv", 2), ("srtest", 2), ("wtime", 1), ("patterns", 2)]
@@ -68,6 +68,7 @@ CONF_H = """/* Written by weft's scripts/mpich-tests.py in place of the suite's 
 #define THREAD_PACKAGE_NAME THREAD_PACKAGE_POSIX
 #define POINTERINT_t intptr_t
 #define MPI_SIZEOF_OFFSET 8
+#define HAVE_MPI_WIN_CREATE 1
 #endif
 """
 MPIX_H = "/* No MPIX extensions: the suite runs in strict MPI mode on Weft. */\n"

@@ -215,6 +215,15 @@ fn derived_datatypes_constructors_pack_and_non_contiguous_communication_from_c()
 }
 
 #[test]
+fn windows_in_every_flavour_with_every_synchronization_and_their_errors_from_c() {
+    let exe = compile(&prefix().join("bin/mpicc"), "windows.c", "windows", &[]);
+    for n in [1, 2, 4] {
+        let out = weft_run(n, &exe, &[]);
+        assert_every_rank(&out, n, |r| format!("windows: rank {r} of {n} ok"));
+    }
+}
+
+#[test]
 fn calls_from_several_threads_one_at_a_time_work_serialized() {
     let exe = compile(
         &prefix().join("bin/mpicc"),

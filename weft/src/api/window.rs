@@ -30,7 +30,9 @@ use super::collective::SystemOperation;
 use super::datatype::{Datatype, Equivalence};
 use super::topology::{AsCommunicator, Rank};
 use crate::coll::op::{Basic, Elements};
+use crate::engine::schedule::Combine;
 use crate::error::{fatal, Error, ErrorClass, Result};
+use crate::rma::access::{Combiner, Located};
 use crate::rma::window::WindowData;
 use crate::runtime;
 use std::cell::{Cell, RefCell};
@@ -249,9 +251,9 @@ pub trait Access<T: Equivalence + Copy> {
     fn put(&self, target: Rank, disp: usize, data: &[T]) -> Result<()> {
         const CALL: &str = "Put";
         self.covers(CALL, target)?;
-        self.window()
-            .data()
-            .put(CALL, target, disp as isize, bytes(data))
+        let data = bytes(data);
+        let w = self.window().data();
+        w.put(CALL, &span(w, CALL, target, disp, data.len())?, data)
     }
 
     /// `MPI_Get`: `out.len()` elements of `target`'s part at element `disp` into `out`.
@@ -259,9 +261,9 @@ pub trait Access<T: Equivalence + Copy> {
         const CALL: &str = "Get";
         self.covers(CALL, target)?;
         // SAFETY: `T` is plain data (checked at allocation): any bytes are a valid `T`.
-        self.window()
-            .data()
-            .get(CALL, target, disp as isize, unsafe { bytes_mut(out) })
+        let out = unsafe { bytes_mut(out) };
+        let w = self.window().data();
+        w.get(CALL, &span(w, CALL, target, disp, out.len())?, out)
     }
 
     /// `MPI_Accumulate`: `target[disp + i] = data[i] op target[disp + i]`, element-wise atomic.
@@ -274,16 +276,16 @@ pub trait Access<T: Equivalence + Copy> {
     ) -> Result<()> {
         const CALL: &str = "Accumulate";
         self.covers(CALL, target)?;
-        let basic = basic_of(CALL, self.window())?;
-        self.window().data().get_accumulate(
-            CALL,
-            target,
-            disp as isize,
-            basic,
-            op.sys_op(),
-            bytes(data),
-            None,
-        )
+        let w = self.window().data();
+        let at = span(w, CALL, target, disp, std::mem::size_of_val(data))?;
+        let combine = combiner(CALL, self.window(), op)?;
+        let how = Combiner {
+            op: op.sys_op(),
+            basic: self.window().basic,
+            unit: std::mem::size_of::<T>(),
+            combine: &*combine,
+        };
+        w.accumulate(CALL, &at, &how, bytes(data), None)
     }
 
     /// `MPI_Get_accumulate`: as [`Access::accumulate`], the elements' values before into `old`
@@ -298,7 +300,6 @@ pub trait Access<T: Equivalence + Copy> {
     ) -> Result<()> {
         const CALL: &str = "Get_accumulate";
         self.covers(CALL, target)?;
-        let basic = basic_of(CALL, self.window())?;
         if old.len() != data.len() {
             return Err(Error::new(
                 ErrorClass::Count,
@@ -312,15 +313,16 @@ pub trait Access<T: Equivalence + Copy> {
         }
         // SAFETY: `T` is plain data (checked at allocation).
         let old = unsafe { bytes_mut(old) };
-        self.window().data().get_accumulate(
-            CALL,
-            target,
-            disp as isize,
-            basic,
-            op.sys_op(),
-            bytes(data),
-            Some(old),
-        )
+        let w = self.window().data();
+        let at = span(w, CALL, target, disp, old.len())?;
+        let combine = combiner(CALL, self.window(), op)?;
+        let how = Combiner {
+            op: op.sys_op(),
+            basic: self.window().basic,
+            unit: std::mem::size_of::<T>(),
+            combine: &*combine,
+        };
+        w.accumulate(CALL, &at, &how, bytes(data), Some(old))
     }
 
     /// `MPI_Fetch_and_op`: one element, atomically; its value before.
@@ -340,11 +342,12 @@ pub trait Access<T: Equivalence + Copy> {
         let mut old = [compare];
         // SAFETY: `T` is plain data (checked at allocation).
         let out = unsafe { bytes_mut(&mut old) };
-        self.window().data().compare_and_swap(
+        let w = self.window().data();
+        let at = span(w, CALL, target, disp, out.len())?;
+        w.compare_and_swap(
             CALL,
-            target,
-            disp as isize,
-            basic,
+            &at,
+            Some(basic),
             bytes(&[compare]),
             bytes(&[swap]),
             out,
@@ -357,6 +360,37 @@ pub trait Access<T: Equivalence + Copy> {
     fn flush(&self) {
         self.window().data().flush();
     }
+}
+
+/// The bytes of `len` at element `disp` of `target`'s part, checked to lie within it.
+fn span(
+    w: &WindowData,
+    call: &'static str,
+    target: Rank,
+    disp: usize,
+    len: usize,
+) -> Result<Located> {
+    let disp = isize::try_from(disp).map_err(|_| {
+        Error::new(
+            ErrorClass::Disp,
+            call,
+            format!("displacement {disp} is too large"),
+        )
+    })?;
+    w.locate(call, target, disp, &[(0, len)])
+}
+
+/// `op`'s function on the window's elements: an `Op` error naming it where MPI does not define
+/// it on them.
+fn combiner<T>(call: &'static str, w: &Window<T>, op: &SystemOperation) -> Result<Combine> {
+    let basic = basic_of(call, w)?;
+    crate::coll::op::combine(op.sys_op(), Elements::Basic(basic)).ok_or_else(|| {
+        Error::new(
+            ErrorClass::Op,
+            call,
+            format!("{} is not defined on {basic:?}", op.sys_op().name()),
+        )
+    })
 }
 
 /// `T` as one predefined type, for the atomic operations.

@@ -47,7 +47,7 @@ type CopyFn = unsafe extern "C" fn(
 /// The delete callback (MPI_Comm_delete_attr_function).
 type DeleteFn = unsafe extern "C" fn(*mut c_void, c_int, *mut c_void, *mut c_void) -> c_int;
 
-fn keyval(call: &'static str, key: c_int) -> Result<Keyval, CError> {
+pub(crate) fn keyval(call: &'static str, key: c_int) -> Result<Keyval, CError> {
     let r = state::running().ok_or_else(|| CError::not_initialized(call))?;
     r.keyvals.borrow().get(&key).copied().ok_or_else(|| {
         CError::new(
@@ -104,7 +104,7 @@ fn copy_attributes(
 }
 
 /// Runs the delete callback of `key` for `value` on the communicator `handle`.
-fn delete_one(
+pub(crate) fn delete_one(
     call: &'static str,
     handle: *mut c_void,
     key: c_int,
@@ -490,7 +490,7 @@ pub unsafe extern "C" fn comm_get_name(
 export!(Comm_get_name, comm_get_name);
 
 /// MPI_Comm_create_keyval and the deprecated MPI_Keyval_create.
-unsafe fn create_keyval(
+pub(crate) unsafe fn create_keyval(
     call: &'static str,
     copy: usize,
     delete: usize,
@@ -536,7 +536,7 @@ pub unsafe extern "C" fn keyval_create(
 }
 export!(Keyval_create, keyval_create);
 
-unsafe fn free_keyval(call: &'static str, key: *mut c_int) -> c_int {
+pub(crate) unsafe fn free_keyval(call: &'static str, key: *mut c_int) -> c_int {
     guard(call, std::ptr::null_mut(), || {
         if key.is_null() {
             return Err(CError::new(

@@ -60,6 +60,7 @@ pub(crate) mod session;
 pub(crate) mod state;
 pub(crate) mod status;
 pub(crate) mod topo;
+pub(crate) mod window;
 
 /// What a function of the standard Weft does not implement yet does (weft-abi's stubs call
 /// it): raise MPI_ERR_UNSUPPORTED_OPERATION on MPI_COMM_SELF's error handler.

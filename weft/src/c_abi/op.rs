@@ -58,7 +58,7 @@ impl Operation for AnyOp {
 
 /// The predefined operation of `handle`, if it is one (MPI_REPLACE and MPI_NO_OP are for
 /// one-sided accumulates only).
-fn predefined(handle: usize) -> Option<SystemOperation> {
+pub(crate) fn predefined(handle: usize) -> Option<SystemOperation> {
     Some(match handle {
         MPI_SUM => SystemOperation::sum(),
         MPI_PROD => SystemOperation::product(),
@@ -132,7 +132,7 @@ type Datatype = crate::ffi::MPI_Datatype;
 
 /// The C function doing predefined operation `op` on predefined datatype `datatype` when
 /// that is a `long double` type (whose arithmetic only the C compiler has).
-fn long_double_function(op: usize, datatype: usize) -> Option<UnsafeUserFunction> {
+pub(crate) fn long_double_function(op: usize, datatype: usize) -> Option<UnsafeUserFunction> {
     Some(match (datatype, op) {
         (MPI_LONG_DOUBLE, MPI_SUM) => weft_long_double_sum,
         (MPI_LONG_DOUBLE, MPI_PROD) => weft_long_double_prod,

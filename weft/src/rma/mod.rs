@@ -4,17 +4,19 @@
 //!   taken and released by origins alone;
 //! - [`atomic`]: MPI's accumulate operations on one element of a same-node target's memory as
 //!   the CPU's atomic instructions (a compare-and-swap loop where there is no instruction);
-//! - `window`: windows whose members are all on one node, over one node-shared segment, with
-//!   fence, lock/unlock, lock_all and flush, and every operation done by the origin directly.
+//! - `window`: windows whose members are all on one node, in the four flavours (`allocate`
+//!   and `allocate_shared` over one node-shared segment, `create` and dynamic over the
+//!   program's memory), with fence, lock/unlock, lock_all, flush and post-start-complete-wait;
+//! - `access`: put, get and the accumulates, done by the origin alone: copies (cross-memory
+//!   ones into other processes), the CPU's atomics, or element locks per page of a part.
 //!
-//! To come (see issue 12): windows over the program's memory (`create`) and dynamic ones,
-//! `allocate_shared`'s direct pointers, post-start-complete-wait, the fence assertions, element
-//! locks for what the CPU cannot update atomically, the operation table and active messages
-//! for targets on other nodes, and the C functions (the C ABI's `MPI_Win_*` return
-//! `MPI_ERR_UNSUPPORTED_OPERATION` until then).
+//! To come (see issue 12): the fence assertions as optimizations, the operation table and
+//! active messages for targets on other nodes.
 
 pub mod atomic;
 pub mod lock;
 // Its lock words live in shared memory, which loom's atomics cannot.
+#[cfg(not(loom))]
+pub mod access;
 #[cfg(not(loom))]
 pub mod window;

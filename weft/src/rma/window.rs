@@ -1,45 +1,102 @@
-//! A window whose members are all on this node, over one node-shared segment (the flavour of
-//! `MPI_Win_allocate` and `MPI_Win_allocate_shared`): every origin reaches every target's part
-//! with plain loads and stores and the CPU's atomics, and takes passive-target locks in the
-//! target's lock word, with no help from the target (issue 12, items 1, 4, 5 and 6).
+//! A window whose members are all on this node (issue 12, items 1, 2, 5 and 6), in its four
+//! flavours:
 //!
-//! The segment starts with a header of one [`Entry`] per member: its lock word alone on a
-//! pair of cache lines, then its part's offset, size and displacement unit (written once by
-//! the member at creation, read by everyone after). The parts follow, contiguous in rank
-//! order (as `MPI_Win_allocate_shared` lays them out by default). What a process keeps is the
-//! segment and the window's own communicator: nothing per target (004's first goal); what
-//! every member must know of the others is in the node's one header.
+//! - `allocate` and `allocate_shared`: the parts are Weft's memory, in one node-shared segment
+//!   after the header, contiguous in rank order (as `MPI_Win_allocate_shared` lays them out);
+//!   every origin reaches every part with plain loads, stores and the CPU's atomics;
+//! - `create`: the parts are the program's memory, in each member's own address space; the
+//!   segment holds only the header, and origins reach other members' parts by cross-memory
+//!   copy (`process_vm_readv`/`writev`), with no help from the target;
+//! - `dynamic`: as `create`, with no part at creation: members attach and detach regions, which
+//!   origins name by address, and find in the target's region table in the header.
+//!
+//! The header holds one [`Entry`] per member: its passive-target lock word alone on a pair of
+//! cache lines with its part's place (offset or address, size, displacement unit, process id),
+//! then its element locks (for accumulates the CPU cannot do atomically on that memory: see
+//! `access`). What a process keeps is the segment and the window's own communicator: nothing
+//! per target (004's first goal); what every member must know of the others is in the node's
+//! one header.
 //!
 //! Synchronization follows MPICH's design for shared-memory windows (reference document 004,
 //! "RMA + shared memory"): a full barrier (`MEM_SYNC`) before and after the barrier of a fence,
-//! after a lock is granted and before it is released, and in a flush.
+//! after a lock is granted and before it is released, in a flush, and around the messages of
+//! post-start-complete-wait.
 
-use super::atomic;
+use super::access::{Located, Reach};
 use super::lock::{LockKind, LockWord};
-use crate::coll::op::{Basic, SysOp};
 use crate::comm::context::ContextMask;
 use crate::comm::node_memory::{Allocated, NodeSegment};
 use crate::comm::{self, CommData};
-use crate::engine::Engine;
+use crate::engine::buffer::{RawBuf, RawBufMut};
+use crate::engine::matching::Pattern;
+use crate::engine::request::Handle;
+use crate::engine::{Engine, SendMode};
 use crate::error::{Error, ErrorClass, Result};
 use crate::fabric::Fabric;
-use std::sync::atomic::{fence, Ordering::SeqCst};
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{fence, Ordering::Acquire, Ordering::Relaxed, Ordering::Release, Ordering::SeqCst};
 
-/// Tags on the window's own collective context, for its creation.
+/// Tags on the window's own collective context.
 const TAG_SIZES: i32 = -64;
 const TAG_SEGMENT: i32 = -65;
+/// Post-start-complete-wait: a target's post, an origin's completion.
+const TAG_POST: i32 = -66;
+const TAG_DONE: i32 = -67;
+
+/// Element locks per member (accumulates hash their elements' pages over them).
+pub(super) const STRIPES: usize = 16;
+
+/// Regions a member of a dynamic window may have attached at once.
+pub const MAX_REGIONS: usize = 1024;
+
+/// How a window's memory was made (`MPI_WIN_CREATE_FLAVOR`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flavor {
+    /// `MPI_Win_create`: over the program's memory.
+    Create,
+    /// `MPI_Win_allocate`: Weft's memory.
+    Allocate,
+    /// `MPI_Win_allocate_shared`: Weft's memory, the neighbours' parts reachable by pointer.
+    Shared,
+    /// `MPI_Win_create_dynamic`: regions attached later.
+    Dynamic,
+}
+
+impl Flavor {
+    /// Whether the parts are in the window's node-shared segment.
+    fn in_segment(self) -> bool {
+        matches!(self, Flavor::Allocate | Flavor::Shared)
+    }
+}
 
 /// A member's entry in the header.
 #[repr(C, align(128))]
 struct Entry {
     /// The member's passive-target lock.
     lock: LockWord,
-    /// Where its part starts, from the segment's start.
+    /// Where its part starts: from the segment's start (`allocate` flavours), or its address
+    /// in the member's own process (`create`).
     offset: u64,
     /// Its part's bytes.
     size: u64,
     /// Its displacement unit, in bytes.
     disp_unit: u64,
+    /// Its process id (for cross-memory copies).
+    pid: u64,
+    /// A dynamic window's region slots in use, at most (a high-water mark).
+    regions_used: AtomicU64,
+    _pad: [u64; 10],
+    /// Its element locks, for accumulates done under a lock (see `access`).
+    stripes: [LockWord; STRIPES],
+}
+
+const _: () = assert!(std::mem::size_of::<Entry>() == 256);
+
+/// One attached region of a dynamic window: its address and length (0: a free slot).
+#[repr(C)]
+struct Region {
+    addr: AtomicU64,
+    len: AtomicU64,
 }
 
 /// Where the first part starts within a page: half a page in. The program's large buffers
@@ -49,24 +106,33 @@ struct Entry {
 /// the speed of puts). Half a page apart, neither direction aliases.
 const PART_SKEW: usize = 2048;
 
-/// The header's bytes for `n` members: whole pages, then [`PART_SKEW`].
-fn header_len(n: usize) -> usize {
-    (n * std::mem::size_of::<Entry>()).next_multiple_of(4096) + PART_SKEW
+/// The header's bytes for `n` members: entries, region tables for a dynamic window, whole
+/// pages, then [`PART_SKEW`] when parts follow.
+fn header_len(n: usize, flavor: Flavor) -> usize {
+    let regions = if flavor == Flavor::Dynamic {
+        n * MAX_REGIONS * std::mem::size_of::<Region>()
+    } else {
+        0
+    };
+    let skew = if flavor.in_segment() { PART_SKEW } else { 0 };
+    (n * std::mem::size_of::<Entry>() + regions).next_multiple_of(4096) + skew
 }
 
 /// One member's view of a same-node window.
 #[derive(Debug)]
 pub struct WindowData {
     /// The window's own communicator (a duplicate of the one it was made over): its fences'
-    /// barriers and its creation's messages travel on its contexts.
+    /// barriers, its creation's and post-start-complete-wait's messages travel on its
+    /// contexts.
     comm: CommData,
     seg: NodeSegment,
+    flavor: Flavor,
 }
 
-/// Where one target's part is.
+/// Where one target's part is, for `MPI_Win_shared_query` and the window attributes.
 #[derive(Clone, Copy, Debug)]
 pub struct Part {
-    /// Its first byte.
+    /// Its first byte (in this process for segment flavours; in the member's for `create`).
     pub base: *mut u8,
     /// Its bytes.
     pub size: usize,
@@ -74,37 +140,46 @@ pub struct Part {
     pub disp_unit: usize,
 }
 
+/// An exposure epoch this member opened (`MPI_Win_post`): the completions still awaited.
+#[derive(Debug, Default)]
+pub struct Exposure {
+    pending: Vec<Handle>,
+}
+
 impl WindowData {
-    /// `MPI_Win_allocate(size, disp_unit)` over `comm`, collective: this member's part is
-    /// `size` zeroed bytes. `node_of[w]` is world rank `w`'s node; every member must be on this
-    /// one (windows across nodes come later: an Unsupported error, at every member alike).
-    pub fn allocate<F: Fabric>(
+    /// Makes a window of `flavor` over `comm`, collective: this member's part is `size` bytes
+    /// (zeroed, for the segment flavours) or, for `create`, the program's `base`. `node_of[w]`
+    /// is world rank `w`'s node; every member must be on this one (windows across nodes come
+    /// later: an Unsupported error, at every member alike).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new<F: Fabric>(
         eng: &mut Engine<F>,
         mask: &mut ContextMask,
         comm: &CommData,
         node_of: &[u32],
-        size: usize,
+        flavor: Flavor,
+        (base, size): (*mut u8, usize),
         disp_unit: usize,
+        call: &'static str,
     ) -> Result<WindowData> {
-        const CALL: &str = "Win_allocate";
         if comm.remote.is_some() {
             return Err(Error::new(
                 ErrorClass::Comm,
-                CALL,
+                call,
                 "windows are made over intracommunicators, and this is an intercommunicator",
             ));
         }
         if disp_unit == 0 {
             return Err(Error::new(
                 ErrorClass::Arg,
-                CALL,
+                call,
                 "the displacement unit is 0; it must be positive",
             ));
         }
         let topo = comm.node_topology(node_of);
         if !topo.single_node() {
             return Err(Error::unsupported(
-                CALL,
+                call,
                 format!(
                     "this communicator's members are on {} nodes; windows over members on \
                      several nodes are not built yet (same-node windows only: issue 12)",
@@ -113,8 +188,12 @@ impl WindowData {
             ));
         }
         let own = comm::dup(eng, mask, comm)?;
-        match Self::lay_out(eng, &own, size, disp_unit) {
-            Ok(seg) => Ok(WindowData { comm: own, seg }),
+        match Self::lay_out(eng, &own, flavor, (base, size), disp_unit, call) {
+            Ok(seg) => Ok(WindowData {
+                comm: own,
+                seg,
+                flavor,
+            }),
             Err(e) => {
                 mask.release(own.pair);
                 Err(e)
@@ -122,14 +201,28 @@ impl WindowData {
         }
     }
 
+    /// `MPI_Win_allocate(size, disp_unit)`: [`Self::new`] of flavour `Allocate`.
+    pub fn allocate<F: Fabric>(
+        eng: &mut Engine<F>,
+        mask: &mut ContextMask,
+        comm: &CommData,
+        node_of: &[u32],
+        size: usize,
+        disp_unit: usize,
+    ) -> Result<WindowData> {
+        let none = (std::ptr::null_mut(), size);
+        Self::new(eng, mask, comm, node_of, Flavor::Allocate, none, disp_unit, "Win_allocate")
+    }
+
     /// Agrees on the parts' sizes, makes the segment and writes this member's entry.
     fn lay_out<F: Fabric>(
         eng: &mut Engine<F>,
         own: &CommData,
-        size: usize,
+        flavor: Flavor,
+        (base, size): (*mut u8, usize),
         disp_unit: usize,
+        call: &'static str,
     ) -> Result<NodeSegment> {
-        const CALL: &str = "Win_allocate";
         let members = own.group.members();
         let (n, me) = (members.len(), own.rank as usize);
         let ctx = own.coll_context();
@@ -138,14 +231,19 @@ impl WindowData {
         let size_of = |r: usize| {
             u64::from_ne_bytes(sizes[r * 8..r * 8 + 8].try_into().expect("8 bytes")) as usize
         };
-        let offset = header_len(n) + (0..me).map(size_of).sum::<usize>();
-        let total = header_len(n) + (0..n).map(size_of).sum::<usize>();
+        let header = header_len(n, flavor);
+        let (offset, total) = if flavor.in_segment() {
+            let before: usize = (0..me).map(size_of).sum();
+            (header + before, header + (0..n).map(size_of).sum::<usize>())
+        } else {
+            (base as usize, header)
+        };
         let seg = match NodeSegment::allocate(eng, ctx, TAG_SEGMENT, members, me, total)? {
             Allocated::Made(seg) => seg,
             Allocated::Unmade(why) => {
                 return Err(Error::new(
                     ErrorClass::Resource,
-                    CALL,
+                    call,
                     why.unwrap_or_else(|| {
                         format!("rank 0 could not make the window's memory ({total} bytes)")
                     }),
@@ -160,6 +258,7 @@ impl WindowData {
             std::ptr::addr_of_mut!((*entry).offset).write(offset as u64);
             std::ptr::addr_of_mut!((*entry).size).write(size as u64);
             std::ptr::addr_of_mut!((*entry).disp_unit).write(disp_unit as u64);
+            std::ptr::addr_of_mut!((*entry).pid).write(u64::from(std::process::id()));
         }
         comm::barrier(eng, own)?;
         Ok(seg)
@@ -168,6 +267,16 @@ impl WindowData {
     /// The number of members.
     pub fn size(&self) -> usize {
         self.comm.group.members().len()
+    }
+
+    /// The window's flavour.
+    pub fn flavor(&self) -> Flavor {
+        self.flavor
+    }
+
+    /// The window's own communicator (its group is the window's).
+    pub fn comm(&self) -> &CommData {
+        &self.comm
     }
 
     /// The context pair of the window's own communicator (given back when it goes).
@@ -184,12 +293,29 @@ impl WindowData {
         debug_assert!(target < self.size());
         // SAFETY: `target` is a member (checked by every caller), so its entry lies in the
         // header; its plain fields were written before creation's barrier and never change,
-        // and its lock word is only touched atomically.
+        // and its lock words are only touched atomically.
         unsafe { &*(self.seg.as_ptr() as *const Entry).add(target) }
     }
 
+    /// Target `target`'s element locks.
+    pub(super) fn stripes(&self, target: usize) -> &[LockWord; STRIPES] {
+        &self.entry(target).stripes
+    }
+
+    /// A dynamic window's region table of `target`.
+    fn regions(&self, target: usize) -> &[Region] {
+        debug_assert!(self.flavor == Flavor::Dynamic && target < self.size());
+        let entries = self.size() * std::mem::size_of::<Entry>();
+        // SAFETY: a dynamic window's header holds `MAX_REGIONS` regions per member after the
+        // entries (`header_len`), zeroed at creation, touched only atomically.
+        unsafe {
+            let first = self.seg.as_ptr().add(entries) as *const Region;
+            std::slice::from_raw_parts(first.add(target * MAX_REGIONS), MAX_REGIONS)
+        }
+    }
+
     /// Checks that `target` is a member.
-    fn check_target(&self, call: &'static str, target: i32) -> Result<usize> {
+    pub fn check_target(&self, call: &'static str, target: i32) -> Result<usize> {
         match usize::try_from(target) {
             Ok(t) if t < self.size() => Ok(t),
             _ => Err(Error::new(
@@ -203,105 +329,158 @@ impl WindowData {
         }
     }
 
-    /// Where target `target`'s part is.
+    /// Where target `target`'s part is (`base` null for a dynamic window).
     pub fn part(&self, call: &'static str, target: i32) -> Result<Part> {
         let e = self.entry(self.check_target(call, target)?);
-        Ok(Part {
+        let base = match self.flavor {
             // SAFETY: the offset was laid out within the segment at creation.
-            base: unsafe { self.seg.as_ptr().add(e.offset as usize) },
+            Flavor::Allocate | Flavor::Shared => unsafe { self.seg.as_ptr().add(e.offset as usize) },
+            Flavor::Create => e.offset as usize as *mut u8,
+            Flavor::Dynamic => std::ptr::null_mut(),
+        };
+        Ok(Part {
+            base,
             size: e.size as usize,
             disp_unit: e.disp_unit as usize,
         })
     }
 
-    /// The address of `len` bytes at displacement `disp` of target `target`'s part, checked
-    /// to lie within it.
-    pub fn span(&self, call: &'static str, target: i32, disp: isize, len: usize) -> Result<*mut u8> {
-        let p = self.part(call, target)?;
-        let start = usize::try_from(disp)
-            .ok()
-            .and_then(|d| d.checked_mul(p.disp_unit));
-        match start {
-            Some(s) if s.checked_add(len).is_some_and(|end| end <= p.size) => {
-                // SAFETY: within the target's part (checked just above).
-                Ok(unsafe { p.base.add(s) })
-            }
-            _ => Err(Error::new(
-                ErrorClass::Disp,
-                call,
-                format!(
-                    "displacement {disp} (unit {} bytes) and {len} bytes fall outside target \
-                     {target}'s part of the window ({} bytes)",
-                    p.disp_unit, p.size
-                ),
-            )),
+    /// How this member reaches target `t`'s memory.
+    fn reach(&self, t: usize) -> Reach {
+        if self.flavor.in_segment() || t == self.rank() {
+            Reach::Direct
+        } else {
+            Reach::Cma(self.entry(t).pid as u32)
         }
     }
 
-    /// `MPI_Put` of contiguous bytes.
-    pub fn put(&self, call: &'static str, target: i32, disp: isize, data: &[u8]) -> Result<()> {
-        let at = self.span(call, target, disp, data.len())?;
-        // SAFETY: `at` holds `data.len()` bytes of the mapped segment (checked by `span`), which
-        // no Rust reference covers (`data` cannot point into it: the segment is only ever
-        // reached through raw pointers).
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), at, data.len()) };
-        Ok(())
-    }
-
-    /// `MPI_Get` into contiguous bytes.
-    pub fn get(&self, call: &'static str, target: i32, disp: isize, out: &mut [u8]) -> Result<()> {
-        let at = self.span(call, target, disp, out.len())?;
-        // SAFETY: as in `put`, the other way.
-        unsafe { std::ptr::copy_nonoverlapping(at, out.as_mut_ptr(), out.len()) };
-        Ok(())
-    }
-
-    /// `MPI_Get_accumulate` of elements of `basic` (`MPI_Accumulate` when `old` is `None`):
-    /// each element atomically, as the CPU's atomics do it.
-    #[allow(clippy::too_many_arguments)]
-    pub fn get_accumulate(
+    /// The bytes `blocks` name (offsets from displacement `disp`, lengths) at target `target`,
+    /// each checked to lie within its part (a dynamic window's: within a region it attached).
+    pub fn locate(
         &self,
         call: &'static str,
         target: i32,
         disp: isize,
-        basic: Basic,
-        op: SysOp,
-        data: &[u8],
-        mut old: Option<&mut [u8]>,
-    ) -> Result<()> {
-        let size = basic.size();
-        let at = self.span(call, target, disp, data.len())?;
-        let mut scratch = [0u8; 16];
-        for (i, x) in data.chunks_exact(size).enumerate() {
-            let out = match old.as_deref_mut() {
-                Some(o) => &mut o[i * size..(i + 1) * size],
-                None => &mut scratch[..size],
+        blocks: &[(isize, usize)],
+    ) -> Result<Located> {
+        let t = self.check_target(call, target)?;
+        let part = self.part(call, target)?;
+        let start = disp.checked_mul(part.disp_unit as isize);
+        let mut spans = Vec::with_capacity(blocks.len());
+        for &(off, len) in blocks {
+            let at = start.and_then(|s| s.checked_add(off));
+            let ok = match (self.flavor, at) {
+                (Flavor::Dynamic, Some(a)) if a >= 0 => self.attached(t, a as u64, len),
+                (_, Some(a)) if a >= 0 => (a as usize)
+                    .checked_add(len)
+                    .is_some_and(|end| end <= part.size),
+                _ => false,
             };
-            // SAFETY: element `i` lies within the span checked above, in the mapped segment,
-            // which the window's members touch only atomically during accumulate epochs
-            // (MPI's rule for concurrent accumulates).
-            unsafe { atomic::fetch_and_op(basic, op, at.add(i * size), x, out) }
-                .map_err(|e| Error::new(e.class, call, e.detail))?;
+            if !ok {
+                return Err(self.outside(call, target, disp, (off, len), part));
+            }
+            let a = at.expect("checked") as u64;
+            spans.push((a.wrapping_add(part.base as u64), len));
         }
+        Ok(Located {
+            reach: self.reach(t),
+            target: t,
+            base: part.base as u64,
+            direct_atomics: self.flavor.in_segment(),
+            spans,
+        })
+    }
+
+    #[cold]
+    fn outside(&self, call: &'static str, target: i32, disp: isize, (off, len): (isize, usize), part: Part) -> Error {
+        let whose = if self.flavor == Flavor::Dynamic {
+            format!("the regions target {target} attached to this dynamic window")
+        } else {
+            format!("target {target}'s part of the window ({} bytes)", part.size)
+        };
+        Error::new(
+            ErrorClass::Disp,
+            call,
+            format!(
+                "displacement {disp} (unit {} bytes) + {off} and {len} bytes fall outside {whose}",
+                part.disp_unit
+            ),
+        )
+    }
+
+    /// Whether `len` bytes at `addr` lie within regions target `t` attached (one, or several
+    /// back to back).
+    fn attached(&self, t: usize, addr: u64, len: usize) -> bool {
+        let Some(end) = addr.checked_add(len as u64) else {
+            return false;
+        };
+        let regions = &self.regions(t)[..self.entry(t).regions_used.load(Acquire) as usize];
+        let mut at = addr;
+        loop {
+            // Acquire: pairs with `attach`'s Release store of the length, so the address read
+            // is the one attached with it.
+            let covering = regions.iter().find_map(|r| {
+                let n = r.len.load(Acquire);
+                let a = r.addr.load(Relaxed);
+                (n > 0 && a <= at && at < a + n).then_some(a + n)
+            });
+            match covering {
+                Some(next) if next >= end => return true,
+                Some(next) => at = next,
+                // An empty access at a region's end is inside it too.
+                None => return len == 0 && regions.iter().any(|r| r.len.load(Acquire) > 0 && r.addr.load(Relaxed) + r.len.load(Relaxed) == addr),
+            }
+        }
+    }
+
+    /// `MPI_Win_attach`: `len` bytes at `addr` of this member join its dynamic window.
+    pub fn attach(&self, call: &'static str, addr: *mut u8, len: usize) -> Result<()> {
+        if self.flavor != Flavor::Dynamic {
+            return Err(Error::new(
+                ErrorClass::Arg,
+                call,
+                format!("this window's flavour is {:?}: only dynamic windows attach memory", self.flavor),
+            ));
+        }
+        let slots = self.regions(self.rank());
+        let at = slots.iter().position(|r| r.len.load(Relaxed) == 0).ok_or_else(|| {
+            Error::new(
+                ErrorClass::Resource,
+                call,
+                format!("this member has {MAX_REGIONS} regions attached already, the most a dynamic window holds"),
+            )
+        })?;
+        slots[at].addr.store(addr as u64, Relaxed);
+        // Release: pairs with `attached`'s Acquire loads of the length and of the slots used.
+        slots[at].len.store(len.max(1) as u64, Release);
+        self.entry(self.rank())
+            .regions_used
+            .fetch_max(at as u64 + 1, Release);
         Ok(())
     }
 
-    /// `MPI_Compare_and_swap` of one element of `basic`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn compare_and_swap(
-        &self,
-        call: &'static str,
-        target: i32,
-        disp: isize,
-        basic: Basic,
-        compare: &[u8],
-        swap: &[u8],
-        old: &mut [u8],
-    ) -> Result<()> {
-        let at = self.span(call, target, disp, basic.size())?;
-        // SAFETY: as in `get_accumulate`.
-        unsafe { atomic::compare_and_swap(basic, at, compare, swap, old) }
-            .map_err(|e| Error::new(e.class, call, e.detail))
+    /// `MPI_Win_detach`: the region attached at `addr` leaves the window.
+    pub fn detach(&self, call: &'static str, addr: *const u8) -> Result<()> {
+        if self.flavor != Flavor::Dynamic {
+            return Err(Error::new(
+                ErrorClass::Arg,
+                call,
+                format!("this window's flavour is {:?}: only dynamic windows detach memory", self.flavor),
+            ));
+        }
+        let slot = self
+            .regions(self.rank())
+            .iter()
+            .find(|r| r.len.load(Relaxed) > 0 && r.addr.load(Relaxed) == addr as u64)
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorClass::Arg,
+                    call,
+                    format!("{addr:p} is not the start of a region attached to this window"),
+                )
+            })?;
+        slot.len.store(0, Release);
+        Ok(())
     }
 
     /// `MPI_Win_lock(kind, target)`: waits until the target's lock word is ours, calling `idle`
@@ -315,8 +494,8 @@ impl WindowData {
         Ok(())
     }
 
-    /// `MPI_Win_unlock`: every access made is complete (they are all direct), so this
-    /// releases the word.
+    /// `MPI_Win_unlock`: every access made is complete (they are all done by the origin), so
+    /// this releases the word.
     pub fn unlock(&self, call: &'static str, target: i32, kind: LockKind) -> Result<()> {
         let t = self.check_target(call, target)?;
         // MEM_SYNC before the lock is released (004).
@@ -325,9 +504,9 @@ impl WindowData {
         Ok(())
     }
 
-    /// `MPI_Win_flush` (and `flush_local`, `flush_all`, `MPI_Win_sync`): operations on a
-    /// same-node window complete as they are made, so this is the memory barrier that makes
-    /// them visible before whatever this process does next.
+    /// `MPI_Win_flush` (and `flush_local`, `flush_all`, `MPI_Win_sync`): operations complete
+    /// as they are made, so this is the memory barrier that makes them visible before whatever
+    /// this process does next.
     pub fn flush(&self) {
         fence(SeqCst);
     }
@@ -337,6 +516,85 @@ impl WindowData {
     pub fn fence<F: Fabric>(&self, eng: &mut Engine<F>) -> Result<()> {
         fence(SeqCst);
         comm::barrier(eng, &self.comm)?;
+        fence(SeqCst);
+        Ok(())
+    }
+
+    /// Sends an empty message with `tag` to each of `ranks` (window ranks) and waits for the
+    /// sends.
+    fn notify<F: Fabric>(&self, eng: &mut Engine<F>, ranks: &[usize], tag: i32) -> Result<()> {
+        let ctx = self.comm.p2p_context();
+        let mut sent = Vec::with_capacity(ranks.len());
+        for &r in ranks {
+            // SAFETY: an empty buffer, borrowed for the program.
+            let empty = unsafe { RawBuf::new(&[]) };
+            sent.push(eng.isend(self.comm.world_rank(r as u32), ctx, tag, empty, SendMode::Standard)?);
+        }
+        for h in sent {
+            eng.wait(h)?;
+        }
+        Ok(())
+    }
+
+    /// Posts receives of an empty message with `tag` from each of `ranks`.
+    fn expect<F: Fabric>(&self, eng: &mut Engine<F>, ranks: &[usize], tag: i32) -> Result<Vec<Handle>> {
+        let ctx = self.comm.p2p_context();
+        ranks
+            .iter()
+            .map(|&r| {
+                let pattern = Pattern {
+                    context: ctx,
+                    source: Some(self.comm.world_rank(r as u32)),
+                    tag: Some(tag),
+                };
+                // SAFETY: an empty buffer: nothing is ever written through it.
+                eng.irecv(pattern, unsafe { RawBufMut::new(&mut []) })
+            })
+            .collect()
+    }
+
+    /// `MPI_Win_post`: opens an exposure epoch to `origins` (window ranks), telling each.
+    pub fn post<F: Fabric>(&self, eng: &mut Engine<F>, origins: &[usize]) -> Result<Exposure> {
+        let pending = self.expect(eng, origins, TAG_DONE)?;
+        // MEM_SYNC: what this member wrote before the post is visible to the origins' accesses.
+        fence(SeqCst);
+        self.notify(eng, origins, TAG_POST)?;
+        Ok(Exposure { pending })
+    }
+
+    /// `MPI_Win_start`: opens an access epoch to `targets`, waiting for each one's post.
+    pub fn start<F: Fabric>(&self, eng: &mut Engine<F>, targets: &[usize]) -> Result<()> {
+        for h in self.expect(eng, targets, TAG_POST)? {
+            eng.wait(h)?;
+        }
+        fence(SeqCst);
+        Ok(())
+    }
+
+    /// `MPI_Win_complete`: ends the access epoch, telling each target its accesses are done.
+    pub fn complete<F: Fabric>(&self, eng: &mut Engine<F>, targets: &[usize]) -> Result<()> {
+        fence(SeqCst);
+        self.notify(eng, targets, TAG_DONE)
+    }
+
+    /// `MPI_Win_test`: whether every origin of `exposure` completed (then the epoch is over).
+    pub fn test<F: Fabric>(&self, eng: &mut Engine<F>, exposure: &mut Exposure) -> Result<bool> {
+        let mut left = Vec::new();
+        for h in exposure.pending.drain(..) {
+            if eng.test(h)?.is_none() {
+                left.push(h);
+            }
+        }
+        exposure.pending = left;
+        fence(SeqCst);
+        Ok(exposure.pending.is_empty())
+    }
+
+    /// `MPI_Win_wait`: waits until every origin of `exposure` completed.
+    pub fn wait<F: Fabric>(&self, eng: &mut Engine<F>, exposure: Exposure) -> Result<()> {
+        for h in exposure.pending {
+            eng.wait(h)?;
+        }
         fence(SeqCst);
         Ok(())
     }

@@ -1,0 +1,379 @@
+//! Synchronization on a window: fence, passive target (lock/unlock, lock_all, flush, sync) and
+//! post-start-complete-wait, with the epochs this process has open checked on every call.
+
+use super::{win, CWin};
+use crate::c_abi::abi::*;
+use crate::c_abi::errors::{guard, CError};
+use crate::rma::lock::LockKind;
+use crate::runtime;
+use crate::topology::Group;
+use std::ffi::{c_int, c_void};
+
+/// The assertions a synchronization call accepts (`MPI_MODE_*`).
+const MODES: c_int =
+    MPI_MODE_NOCHECK | MPI_MODE_NOPRECEDE | MPI_MODE_NOPUT | MPI_MODE_NOSTORE | MPI_MODE_NOSUCCEED;
+
+fn check_assert(call: &'static str, assert: c_int) -> Result<(), CError> {
+    if assert & !MODES != 0 {
+        return Err(CError::new(
+            MPI_ERR_ASSERT,
+            call,
+            format!("the assertion {assert:#x} has bits that are no MPI_MODE_* value"),
+        ));
+    }
+    Ok(())
+}
+
+fn sync_error(call: &'static str, detail: impl Into<String>) -> CError {
+    CError::new(MPI_ERR_RMA_SYNC, call, detail)
+}
+
+/// Checks that an epoch this process has open covers `target` (a window rank).
+pub(super) fn covers(call: &'static str, w: &CWin, target: usize) -> Result<(), CError> {
+    let e = w.epochs.borrow();
+    let covered = e.fence
+        || e.lock_all
+        || e.locks.iter().any(|&(t, _)| t == target)
+        || e.access.as_ref().is_some_and(|a| a.contains(&target));
+    if !covered {
+        return Err(sync_error(
+            call,
+            format!("no epoch this process has open on the window covers target {target}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks that no epoch is open but a fence's (for MPI_Win_free, and for a fence).
+pub(super) fn check_no_epoch(call: &'static str, w: &CWin) -> Result<(), CError> {
+    let e = w.epochs.borrow();
+    let open = if !e.locks.is_empty() {
+        "a lock epoch"
+    } else if e.lock_all {
+        "a lock_all epoch"
+    } else if e.access.is_some() {
+        "an access epoch (MPI_Win_start)"
+    } else if e.exposure.is_some() {
+        "an exposure epoch (MPI_Win_post)"
+    } else {
+        return Ok(());
+    };
+    Err(sync_error(
+        call,
+        format!("{open} is open on this window; close it first"),
+    ))
+}
+
+/// A window rank argument: checked against the window's size.
+fn target(call: &'static str, w: &CWin, rank: c_int) -> Result<usize, CError> {
+    w.with(|d| d.check_target(call, rank))
+        .map_err(CError::from_weft)
+}
+
+/// The window ranks of `group`'s members (each must be one).
+fn window_ranks(call: &'static str, w: &CWin, group: *mut c_void) -> Result<Vec<usize>, CError> {
+    let g = &crate::c_abi::group::group(call, group)?.group;
+    w.with(|d| {
+        g.group_data()
+            .members()
+            .iter()
+            .map(|&world| {
+                d.comm().group.rank_of(world).ok_or_else(|| {
+                    CError::new(
+                        MPI_ERR_GROUP,
+                        call,
+                        format!("the group names world rank {world}, which is not in the window's group"),
+                    )
+                })
+            })
+            .collect()
+    })
+}
+
+pub unsafe extern "C" fn win_fence(assert: c_int, win: *mut c_void) -> c_int {
+    const CALL: &str = "MPI_Win_fence";
+    guard(CALL, win, || {
+        let w = self::win(CALL, win)?;
+        check_assert(CALL, assert)?;
+        check_no_epoch(CALL, w)?;
+        w.with(|d| runtime::with_call(CALL, |rt| d.fence(&mut rt.engine)))
+            .map_err(CError::from_weft)?;
+        w.epochs.borrow_mut().fence = assert & MPI_MODE_NOSUCCEED == 0;
+        Ok(())
+    })
+}
+export!(Win_fence, win_fence);
+
+fn lock_kind(call: &'static str, lock_type: c_int) -> Result<LockKind, CError> {
+    match lock_type {
+        MPI_LOCK_SHARED => Ok(LockKind::Shared),
+        MPI_LOCK_EXCLUSIVE => Ok(LockKind::Exclusive),
+        t => Err(CError::new(
+            MPI_ERR_LOCKTYPE,
+            call,
+            format!("the lock type {t} is neither MPI_LOCK_SHARED nor MPI_LOCK_EXCLUSIVE"),
+        )),
+    }
+}
+
+/// Takes target `t`'s lock of `kind`, progressing the runtime while it is taken.
+fn take_lock(call: &'static str, w: &CWin, t: usize, kind: LockKind) -> Result<(), CError> {
+    w.with(|d| {
+        runtime::with_call(call, |rt| {
+            d.lock(call, t as c_int, kind, || {
+                rt.engine.progress();
+                std::thread::yield_now();
+            })
+        })
+    })
+    .map_err(CError::from_weft)
+}
+
+pub unsafe extern "C" fn win_lock(
+    lock_type: c_int,
+    rank: c_int,
+    assert: c_int,
+    win: *mut c_void,
+) -> c_int {
+    const CALL: &str = "MPI_Win_lock";
+    guard(CALL, win, || {
+        let w = self::win(CALL, win)?;
+        let kind = lock_kind(CALL, lock_type)?;
+        check_assert(CALL, assert)?;
+        if rank == MPI_PROC_NULL {
+            return Ok(());
+        }
+        let t = target(CALL, w, rank)?;
+        {
+            let e = w.epochs.borrow();
+            if e.lock_all || e.locks.iter().any(|&(x, _)| x == t) {
+                return Err(sync_error(
+                    CALL,
+                    format!("this process already holds a lock on target {t} of this window"),
+                ));
+            }
+        }
+        take_lock(CALL, w, t, kind)?;
+        let mut e = w.epochs.borrow_mut();
+        e.locks.push((t, kind));
+        e.fence = false;
+        Ok(())
+    })
+}
+export!(Win_lock, win_lock);
+
+pub unsafe extern "C" fn win_unlock(rank: c_int, win: *mut c_void) -> c_int {
+    const CALL: &str = "MPI_Win_unlock";
+    guard(CALL, win, || {
+        let w = self::win(CALL, win)?;
+        if rank == MPI_PROC_NULL {
+            return Ok(());
+        }
+        let t = target(CALL, w, rank)?;
+        let kind = {
+            let mut e = w.epochs.borrow_mut();
+            let at = e.locks.iter().position(|&(x, _)| x == t).ok_or_else(|| {
+                sync_error(
+                    CALL,
+                    format!("this process holds no lock on target {t} of this window"),
+                )
+            })?;
+            e.locks.remove(at).1
+        };
+        w.with(|d| d.unlock(CALL, rank, kind))
+            .map_err(CError::from_weft)
+    })
+}
+export!(Win_unlock, win_unlock);
+
+pub unsafe extern "C" fn win_lock_all(assert: c_int, win: *mut c_void) -> c_int {
+    const CALL: &str = "MPI_Win_lock_all";
+    guard(CALL, win, || {
+        let w = self::win(CALL, win)?;
+        check_assert(CALL, assert)?;
+        {
+            let e = w.epochs.borrow();
+            if e.lock_all || !e.locks.is_empty() {
+                return Err(sync_error(
+                    CALL,
+                    "this process holds locks on this window already",
+                ));
+            }
+        }
+        let n = w.with(|d| d.size());
+        for t in 0..n {
+            if let Err(e) = take_lock(CALL, w, t, LockKind::Shared) {
+                for u in 0..t {
+                    let _ = w.with(|d| d.unlock(CALL, u as c_int, LockKind::Shared));
+                }
+                return Err(e);
+            }
+        }
+        let mut e = w.epochs.borrow_mut();
+        e.lock_all = true;
+        e.fence = false;
+        Ok(())
+    })
+}
+export!(Win_lock_all, win_lock_all);
+
+pub unsafe extern "C" fn win_unlock_all(win: *mut c_void) -> c_int {
+    const CALL: &str = "MPI_Win_unlock_all";
+    guard(CALL, win, || {
+        let w = self::win(CALL, win)?;
+        if !std::mem::take(&mut w.epochs.borrow_mut().lock_all) {
+            return Err(sync_error(CALL, "no lock_all epoch is open on this window"));
+        }
+        w.with(|d| (0..d.size()).try_for_each(|t| d.unlock(CALL, t as c_int, LockKind::Shared)))
+            .map_err(CError::from_weft)
+    })
+}
+export!(Win_unlock_all, win_unlock_all);
+
+/// The flushes and `MPI_Win_sync`: operations complete as they are made, so each is a memory
+/// barrier; a flush to one target checks that a passive-target epoch covers it.
+fn flush(call: &'static str, win: *mut c_void, rank: Option<c_int>) -> c_int {
+    guard(call, win, || {
+        let w = self::win(call, win)?;
+        if let Some(r) = rank.filter(|&r| r != MPI_PROC_NULL) {
+            let t = target(call, w, r)?;
+            let e = w.epochs.borrow();
+            if !e.lock_all && !e.locks.iter().any(|&(x, _)| x == t) {
+                return Err(sync_error(
+                    call,
+                    format!("no passive-target epoch this process has open covers target {t}"),
+                ));
+            }
+        }
+        w.with(|d| d.flush());
+        Ok(())
+    })
+}
+
+pub extern "C" fn win_flush(rank: c_int, win: *mut c_void) -> c_int {
+    flush("MPI_Win_flush", win, Some(rank))
+}
+export!(Win_flush, win_flush);
+
+pub extern "C" fn win_flush_local(rank: c_int, win: *mut c_void) -> c_int {
+    flush("MPI_Win_flush_local", win, Some(rank))
+}
+export!(Win_flush_local, win_flush_local);
+
+pub extern "C" fn win_flush_all(win: *mut c_void) -> c_int {
+    flush("MPI_Win_flush_all", win, None)
+}
+export!(Win_flush_all, win_flush_all);
+
+pub extern "C" fn win_flush_local_all(win: *mut c_void) -> c_int {
+    flush("MPI_Win_flush_local_all", win, None)
+}
+export!(Win_flush_local_all, win_flush_local_all);
+
+pub extern "C" fn win_sync(win: *mut c_void) -> c_int {
+    flush("MPI_Win_sync", win, None)
+}
+export!(Win_sync, win_sync);
+
+pub unsafe extern "C" fn win_post(group: *mut c_void, assert: c_int, win: *mut c_void) -> c_int {
+    const CALL: &str = "MPI_Win_post";
+    guard(CALL, win, || {
+        let w = self::win(CALL, win)?;
+        check_assert(CALL, assert)?;
+        if w.epochs.borrow().exposure.is_some() {
+            return Err(sync_error(
+                CALL,
+                "an exposure epoch is open on this window already",
+            ));
+        }
+        let origins = window_ranks(CALL, w, group)?;
+        let exposure = w
+            .with(|d| runtime::with_call(CALL, |rt| d.post(&mut rt.engine, &origins)))
+            .map_err(CError::from_weft)?;
+        let mut e = w.epochs.borrow_mut();
+        e.exposure = Some(exposure);
+        e.fence = false;
+        Ok(())
+    })
+}
+export!(Win_post, win_post);
+
+pub unsafe extern "C" fn win_start(group: *mut c_void, assert: c_int, win: *mut c_void) -> c_int {
+    const CALL: &str = "MPI_Win_start";
+    guard(CALL, win, || {
+        let w = self::win(CALL, win)?;
+        check_assert(CALL, assert)?;
+        if w.epochs.borrow().access.is_some() {
+            return Err(sync_error(
+                CALL,
+                "an access epoch is open on this window already",
+            ));
+        }
+        let targets = window_ranks(CALL, w, group)?;
+        w.with(|d| runtime::with_call(CALL, |rt| d.start(&mut rt.engine, &targets)))
+            .map_err(CError::from_weft)?;
+        let mut e = w.epochs.borrow_mut();
+        e.access = Some(targets);
+        e.fence = false;
+        Ok(())
+    })
+}
+export!(Win_start, win_start);
+
+pub unsafe extern "C" fn win_complete(win: *mut c_void) -> c_int {
+    const CALL: &str = "MPI_Win_complete";
+    guard(CALL, win, || {
+        let w = self::win(CALL, win)?;
+        let targets = w.epochs.borrow_mut().access.take().ok_or_else(|| {
+            sync_error(
+                CALL,
+                "no access epoch (MPI_Win_start) is open on this window",
+            )
+        })?;
+        w.with(|d| runtime::with_call(CALL, |rt| d.complete(&mut rt.engine, &targets)))
+            .map_err(CError::from_weft)
+    })
+}
+export!(Win_complete, win_complete);
+
+pub unsafe extern "C" fn win_wait(win: *mut c_void) -> c_int {
+    const CALL: &str = "MPI_Win_wait";
+    guard(CALL, win, || {
+        let w = self::win(CALL, win)?;
+        let exposure = w.epochs.borrow_mut().exposure.take().ok_or_else(|| {
+            sync_error(
+                CALL,
+                "no exposure epoch (MPI_Win_post) is open on this window",
+            )
+        })?;
+        w.with(|d| runtime::with_call(CALL, |rt| d.wait(&mut rt.engine, exposure)))
+            .map_err(CError::from_weft)
+    })
+}
+export!(Win_wait, win_wait);
+
+pub unsafe extern "C" fn win_test(win: *mut c_void, flag: *mut c_int) -> c_int {
+    const CALL: &str = "MPI_Win_test";
+    guard(CALL, win, || {
+        let w = self::win(CALL, win)?;
+        if flag.is_null() {
+            return Err(CError::new(MPI_ERR_ARG, CALL, "flag is a null pointer"));
+        }
+        let mut exposure = w.epochs.borrow_mut().exposure.take().ok_or_else(|| {
+            sync_error(
+                CALL,
+                "no exposure epoch (MPI_Win_post) is open on this window",
+            )
+        })?;
+        let done = w
+            .with(|d| runtime::with_call(CALL, |rt| d.test(&mut rt.engine, &mut exposure)))
+            .map_err(CError::from_weft)?;
+        if !done {
+            w.epochs.borrow_mut().exposure = Some(exposure);
+        }
+        // SAFETY: checked non-null.
+        unsafe { *flag = done.into() };
+        Ok(())
+    })
+}
+export!(Win_test, win_test);

@@ -1,0 +1,348 @@
+//! The operations on a target's memory, done by the origin alone (issue 12, items 3 and 4):
+//! put and get copy (directly in a node-shared part, by cross-memory copy into another
+//! process's `create` or dynamic part); accumulates are the CPU's atomics on lock-free
+//! elements of a node-shared part, and otherwise a read-modify-write under the target's
+//! element locks.
+//!
+//! Element locks are fine-grained: each target has [`STRIPES`] lock words, and an element
+//! takes the one of the 4 KiB page of the part its first byte lies in, so accumulates on
+//! different pages of one target run at once (not one mutex per window, as MPICH does, nor one
+//! spinlock per target, as Open MPI's osc/sm does). A multi-element accumulate takes the
+//! locks page by page: MPI's atomicity is per element, and every origin takes the same lock for
+//! the same element. Which elements go through the locks depends only on the window's flavour,
+//! the element's type and its address, so all origins agree on it.
+
+use super::atomic;
+use super::lock::LockKind;
+use super::window::{WindowData, STRIPES};
+use crate::coll::op::{Basic, SysOp};
+use crate::error::{Error, ErrorClass, Result};
+use crate::sys::cma::{self, CmaError};
+use std::borrow::Cow;
+
+thread_local! {
+    /// The target's bytes of a locked accumulate read into this process.
+    static SCRATCH: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// Bytes of a part one element lock covers.
+const STRIPE_BYTES: u64 = 4096;
+
+/// How an origin reaches a target's memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reach {
+    /// Mapped here: the segment's parts, or this member's own memory.
+    Direct,
+    /// In process `pid`, by cross-memory copy.
+    Cma(u32),
+}
+
+/// The bytes an operation touches at one target: spans of (address, length), the address in
+/// this process (`Direct`) or in the target's (`Cma`), each checked to lie within the part.
+#[derive(Debug)]
+pub struct Located {
+    pub(super) reach: Reach,
+    pub(super) target: usize,
+    /// The part's first byte (0 for a dynamic window): element locks hash offsets from it.
+    pub(super) base: u64,
+    /// Whether lock-free elements are updated with the CPU's atomics (node-shared parts,
+    /// which every origin maps), rather than under the element locks.
+    pub(super) direct_atomics: bool,
+    pub(super) spans: Vec<(u64, usize)>,
+}
+
+impl Located {
+    /// The bytes located.
+    pub fn len(&self) -> usize {
+        self.spans.iter().map(|s| s.1).sum()
+    }
+
+    /// Whether no byte is.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// How an accumulate combines one element of the origin's data into the target's.
+pub struct Combiner<'a> {
+    /// The operation (for the CPU's atomics, and `MPI_NO_OP`'s shortcut).
+    pub op: SysOp,
+    /// The predefined type the elements are, when there is one (the CPU's atomics need it).
+    pub basic: Option<Basic>,
+    /// Bytes of one element.
+    pub unit: usize,
+    /// `inout = input ∘ inout` element by element, on any number of whole elements (MPI's
+    /// order for accumulate).
+    pub combine: &'a dyn Fn(&[u8], &mut [u8]),
+}
+
+fn cma_error(call: &'static str, e: CmaError) -> Error {
+    match e {
+        CmaError::Unsupported(e) => Error::unsupported(
+            call,
+            format!(
+                "a window over the program's memory reaches other processes by cross-memory \
+                 copy, which this system refuses ({e}); use MPI_Win_allocate"
+            ),
+        ),
+        CmaError::Failed(e) => Error::new(
+            ErrorClass::Internal,
+            call,
+            format!("a cross-memory copy to or from the target failed: {e}"),
+        ),
+    }
+}
+
+/// Copies `src` to `addr` as `reach` says.
+fn write(call: &'static str, reach: Reach, addr: u64, src: &[u8]) -> Result<()> {
+    match reach {
+        // SAFETY: `addr` heads `src.len()` bytes of a part mapped here (checked by `locate`),
+        // which no Rust reference covers (window memory is reached through raw pointers, and
+        // MPI forbids the program to touch it in conflict with an access epoch).
+        Reach::Direct => unsafe {
+            std::ptr::copy_nonoverlapping(src.as_ptr(), addr as *mut u8, src.len());
+            Ok(())
+        },
+        // SAFETY: `addr` heads `src.len()` bytes of the target's part (checked by `locate`),
+        // which the target lent to the window until it frees it.
+        Reach::Cma(pid) => unsafe { cma::write_to(pid, addr, src) }.map_err(|e| cma_error(call, e)),
+    }
+}
+
+/// Copies the bytes at `addr` into `dst` as `reach` says.
+fn read(call: &'static str, reach: Reach, addr: u64, dst: &mut [u8]) -> Result<()> {
+    match reach {
+        // SAFETY: as in `write`, the other way.
+        Reach::Direct => unsafe {
+            std::ptr::copy_nonoverlapping(addr as *const u8, dst.as_mut_ptr(), dst.len());
+            Ok(())
+        },
+        // SAFETY: as in `write`.
+        Reach::Cma(pid) => unsafe { cma::read_from(pid, addr, dst) }.map_err(|e| cma_error(call, e)),
+    }
+}
+
+fn length_mismatch(call: &'static str, what: &str, have: usize, want: usize) -> Error {
+    Error::new(
+        ErrorClass::Count,
+        call,
+        format!("the {what} holds {have} bytes, and the target's layout {want}"),
+    )
+}
+
+impl WindowData {
+    /// `MPI_Put` of `data` (packed) into the bytes `at` names.
+    pub fn put(&self, call: &'static str, at: &Located, data: &[u8]) -> Result<()> {
+        if data.len() != at.len() {
+            return Err(length_mismatch(call, "origin's data", data.len(), at.len()));
+        }
+        let mut from = 0;
+        for &(addr, len) in &at.spans {
+            write(call, at.reach, addr, &data[from..from + len])?;
+            from += len;
+        }
+        Ok(())
+    }
+
+    /// `MPI_Get` of the bytes `at` names into `out` (packed).
+    pub fn get(&self, call: &'static str, at: &Located, out: &mut [u8]) -> Result<()> {
+        if out.len() != at.len() {
+            return Err(length_mismatch(call, "origin's buffer", out.len(), at.len()));
+        }
+        let mut to = 0;
+        for &(addr, len) in &at.spans {
+            read(call, at.reach, addr, &mut out[to..to + len])?;
+            to += len;
+        }
+        Ok(())
+    }
+
+    /// `MPI_Get_accumulate` (`MPI_Accumulate` when `old` is `None`; `MPI_Fetch_and_op` on one
+    /// element): each element of the bytes `at` names combined with `data`'s (packed; ignored
+    /// for `MPI_NO_OP`) atomically, its value before written to `old`.
+    ///
+    /// A span of lock-free elements of a node-shared part goes element by element through the
+    /// CPU's atomics; the other spans together under the element locks of every page they
+    /// touch (taken in order, so two origins never wait for each other in a cycle).
+    pub fn accumulate(
+        &self,
+        call: &'static str,
+        at: &Located,
+        how: &Combiner<'_>,
+        data: &[u8],
+        mut old: Option<&mut [u8]>,
+    ) -> Result<()> {
+        let total = at.len();
+        let no_op = how.op == SysOp::NoOp;
+        if !no_op && data.len() != total {
+            return Err(length_mismatch(call, "origin's data", data.len(), total));
+        }
+        if let Some(o) = old.as_deref() {
+            if o.len() != total {
+                return Err(length_mismatch(call, "result buffer", o.len(), total));
+            }
+        }
+        let unit = how.unit.max(1);
+        if !total.is_multiple_of(unit) {
+            return Err(Error::new(
+                ErrorClass::Arg,
+                call,
+                format!("the target's layout holds {total} bytes, not whole elements of {unit} bytes"),
+            ));
+        }
+        let atomic = |addr: u64, len: usize| {
+            how.basic.filter(|b| {
+                at.direct_atomics
+                    && b.size() == unit
+                    && len.is_multiple_of(unit)
+                    && atomic::is_lock_free_at(*b, addr as *const u8)
+            })
+        };
+        let zeros = [0u8; 16];
+        let mut scratch = [0u8; 16];
+        // The spans left for the locks: (address, length, offset in the packed data).
+        let mut locked = Vec::new();
+        let mut from = 0;
+        for &(addr, len) in &at.spans {
+            let Some(b) = atomic(addr, len) else {
+                locked.push((addr, len, from));
+                from += len;
+                continue;
+            };
+            for k in (0..len).step_by(unit) {
+                let input = if no_op { &zeros[..unit] } else { &data[from + k..from + k + unit] };
+                let out = match old.as_deref_mut() {
+                    Some(o) => &mut o[from + k..from + k + unit],
+                    None => &mut scratch[..unit],
+                };
+                // SAFETY: the element lies within the part, mapped here (`Direct`: node-shared
+                // parts), which origins touch only atomically in accumulate epochs.
+                unsafe { atomic::fetch_and_op(b, how.op, (addr + k as u64) as *mut u8, input, out) }
+                    .map_err(|e| Error::new(e.class, call, e.detail))?;
+            }
+            from += len;
+        }
+        if locked.is_empty() {
+            return Ok(());
+        }
+        let input: Cow<'_, [u8]> = match (no_op, &locked[..]) {
+            (true, _) => Cow::Borrowed(&[]),
+            (false, &[(_, len, f)]) => Cow::Borrowed(&data[f..f + len]),
+            (false, _) => Cow::Owned(locked.iter().flat_map(|&(_, len, f)| data[f..f + len].iter().copied()).collect()),
+        };
+        self.under_element_locks(call, at, &locked, |current| {
+            if let Some(o) = old {
+                let mut pos = 0;
+                for &(_, len, f) in &locked {
+                    o[f..f + len].copy_from_slice(&current[pos..pos + len]);
+                    pos += len;
+                }
+            }
+            if no_op {
+                return false;
+            }
+            (how.combine)(&input, current);
+            true
+        })
+    }
+
+    /// Reads the bytes of `spans` (address, length, unused) into one packed buffer under the
+    /// element locks of every page they touch, lets `update` change it (it says whether it
+    /// did), and writes it back.
+    fn under_element_locks(
+        &self,
+        call: &'static str,
+        at: &Located,
+        spans: &[(u64, usize, usize)],
+        update: impl FnOnce(&mut [u8]) -> bool,
+    ) -> Result<()> {
+        let stripes = self.stripes(at.target);
+        let mut taken = [false; STRIPES];
+        for &(addr, len, _) in spans {
+            let first = (addr - at.base) / STRIPE_BYTES;
+            let last = (addr - at.base + len.max(1) as u64 - 1) / STRIPE_BYTES;
+            for page in first..=last.min(first + STRIPES as u64 - 1) {
+                taken[page as usize % STRIPES] = true;
+            }
+        }
+        let total = spans.iter().map(|s| s.1).sum();
+        // In index order, so no two origins wait for each other in a cycle. No progress while
+        // waiting: holders only copy, and never wait for anyone.
+        for (i, _) in taken.iter().enumerate().filter(|t| *t.1) {
+            stripes[i].lock(LockKind::Exclusive, std::thread::yield_now);
+        }
+        let copy = |current: &mut [u8], write_back: bool| -> Result<()> {
+            let mut pos = 0;
+            for &(addr, len, _) in spans {
+                let part = &mut current[pos..pos + len];
+                match write_back {
+                    true => write(call, at.reach, addr, part)?,
+                    false => read(call, at.reach, addr, part)?,
+                }
+                pos += len;
+            }
+            Ok(())
+        };
+        let done = match (at.reach, spans) {
+            (Reach::Direct, &[(addr, len, _)]) => {
+                // SAFETY: `len` bytes of a part mapped here (checked by `locate`); under the
+                // element locks no other accumulate touches them, and MPI forbids puts and
+                // the target's own stores to them during the epoch, so this is their only
+                // user until the locks go.
+                update(unsafe { std::slice::from_raw_parts_mut(addr as *mut u8, len) });
+                Ok(())
+            }
+            _ => SCRATCH.with(|s| {
+                // One buffer kept per thread: a large accumulate does not map fresh pages.
+                let mut current = s.take();
+                current.clear();
+                current.resize(total, 0);
+                let done = copy(&mut current, false).and_then(|()| match update(&mut current) {
+                    true => copy(&mut current, true),
+                    false => Ok(()),
+                });
+                s.replace(current);
+                done
+            }),
+        };
+        for (i, _) in taken.iter().enumerate().filter(|t| *t.1) {
+            stripes[i].unlock(LockKind::Exclusive);
+        }
+        done
+    }
+
+    /// `MPI_Compare_and_swap` of the one element `at` names (of `unit` bytes, of type `basic`
+    /// when predefined): replaced by `swap` if it equals `compare` bit for bit; its value
+    /// before written to `old`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn compare_and_swap(
+        &self,
+        call: &'static str,
+        at: &Located,
+        basic: Option<Basic>,
+        compare: &[u8],
+        swap: &[u8],
+        old: &mut [u8],
+    ) -> Result<()> {
+        let unit = at.len();
+        if compare.len() != unit || swap.len() != unit || old.len() != unit || at.spans.len() != 1 {
+            return Err(length_mismatch(call, "compare, swap or result buffer", compare.len(), unit));
+        }
+        let a = at.spans[0].0;
+        if let Some(b) = basic.filter(|b| {
+            at.direct_atomics && b.size() == unit && atomic::is_lock_free_at(*b, a as *const u8)
+        }) {
+            // SAFETY: as in `accumulate`.
+            return unsafe { atomic::compare_and_swap(b, a as *mut u8, compare, swap, old) }
+                .map_err(|e| Error::new(e.class, call, e.detail));
+        }
+        self.under_element_locks(call, at, &[(a, unit, 0)], |current| {
+            old.copy_from_slice(current);
+            let equal = current == compare;
+            if equal {
+                current.copy_from_slice(swap);
+            }
+            equal
+        })
+    }
+}
