@@ -9,7 +9,9 @@
 //! outside the library while the others complete passive-target epochs on it), `errors` (bad
 //! displacement, bad target, an operation outside its epoch, a second lock on one target, a
 //! fence inside a lock epoch, a get_accumulate result buffer too short: each a typed error
-//! naming the call and the values).
+//! naming the call and the values), `pscw` (post-start-complete-wait with overlapping groups:
+//! each rank exposes to and accesses both neighbours), `shared` (allocate_shared: own part by
+//! read_local/write_local, the neighbours' through shared_query's pointers).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use weft::collective::SystemOperation;
@@ -146,6 +148,69 @@ fn fence(world: &weft::topology::SimpleCommunicator) {
     win.free().expect("free");
 }
 
+fn pscw(world: &weft::topology::SimpleCommunicator) {
+    let (n, me) = (world.size(), world.rank());
+    let neighbours = |r: i32| {
+        let mut v = vec![(r + n - 1) % n, (r + 1) % n];
+        v.sort_unstable();
+        v.dedup();
+        v
+    };
+    let win = Window::<i64>::allocate(world, 1);
+    for round in 1..=3i64 {
+        let group = world.group().include(&neighbours(me));
+        let exposure = win.post(&group).expect("post");
+        let access = win.start(&group).expect("start");
+        for t in neighbours(me) {
+            access
+                .accumulate(t, 0, &[round * (me as i64 + 1)], &SystemOperation::sum())
+                .expect("accumulate");
+        }
+        let outside = (0..n).find(|r| !neighbours(me).contains(r));
+        if let Some(t) = outside {
+            let e = access.put(t, 0, &[0]).unwrap_err();
+            assert_eq!(e.class, ErrorClass::RmaSync, "{e}");
+        }
+        access.complete().expect("complete");
+        exposure.wait().expect("wait");
+    }
+    let want: i64 = (0..n)
+        .filter(|&o| neighbours(o).contains(&me))
+        .map(|o| (1 + 2 + 3) * (o as i64 + 1))
+        .sum();
+    let e = win.lock(me, LockKind::Shared).expect("lock");
+    let mut got = [0i64];
+    e.get(me, 0, &mut got).expect("get");
+    assert_eq!(got[0], want, "rank {me} after three PSCW rounds");
+    drop(e);
+    world.barrier();
+    win.free().expect("free");
+}
+
+fn shared(world: &weft::topology::SimpleCommunicator) {
+    let (n, me) = (world.size(), world.rank());
+    let win = Window::<u64>::allocate_shared(world, 2);
+    assert_eq!(win.local_len(), 2);
+    win.write_local(0, 1000 + me as u64).expect("write_local");
+    win.write_local(1, 7).expect("write_local");
+    assert_eq!(win.read_local(0).expect("read_local"), 1000 + me as u64);
+    let e = win.read_local(2).unwrap_err();
+    assert_eq!(e.class, ErrorClass::Disp, "{e}");
+    win.sync();
+    world.barrier();
+    win.sync();
+    for r in 0..n {
+        let (p, len) = win.shared_query(r).expect("shared_query");
+        assert_eq!(len, 2);
+        // SAFETY: rank r's part, mapped for the window's life; written before the barrier
+        // above (ordered by the syncs), and nobody writes it now.
+        let v = unsafe { p.read() };
+        assert_eq!(v, 1000 + r as u64, "rank {r}'s part seen from rank {me}");
+    }
+    world.barrier();
+    win.free().expect("free");
+}
+
 fn now() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -253,6 +318,8 @@ fn main() {
         "fence" => fence(&world),
         "asleep" => asleep(&world),
         "errors" => errors(&world),
+        "pscw" => pscw(&world),
+        "shared" => shared(&world),
         other => panic!("rma_suite: no case {other}"),
     }
     world.barrier();

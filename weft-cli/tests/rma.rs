@@ -52,6 +52,20 @@ fn a_compare_and_swap_spin_lock_guards_a_counter() {
 }
 
 #[test]
+fn post_start_complete_wait_with_overlapping_groups() {
+    for n in [1, 2, 3, 6] {
+        passes(n, "pscw");
+    }
+}
+
+#[test]
+fn allocate_shared_parts_are_reached_by_pointer() {
+    for n in [1, 4] {
+        passes(n, "shared");
+    }
+}
+
+#[test]
 fn puts_between_fences_land_in_a_ring() {
     for n in [1, 2, 3, 6] {
         passes(n, "fence");

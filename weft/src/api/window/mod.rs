@@ -33,12 +33,16 @@ use crate::coll::op::{Basic, Elements};
 use crate::engine::schedule::Combine;
 use crate::error::{fatal, Error, ErrorClass, Result};
 use crate::rma::access::{Combiner, Located};
-use crate::rma::window::WindowData;
+use crate::rma::window::{Flavor, WindowData};
 use crate::runtime;
 use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
 
 pub use crate::rma::lock::LockKind;
+pub use pscw::{AccessEpoch, ExposureEpoch};
+
+mod pscw;
+mod shared;
 
 /// A window of elements of `T` at every member of a communicator (`MPI_Win`).
 #[derive(Debug)]
@@ -50,6 +54,8 @@ pub struct Window<T> {
     epoch: Cell<Open>,
     /// The targets this process holds a lock on (a few at a time: MPI allows several).
     locked: RefCell<Vec<Rank>>,
+    /// Whether an exposure epoch (`post`) is open.
+    exposed: Cell<bool>,
     /// Windows are used from the thread that owns the runtime (not `Send`, not `Sync`).
     _t: PhantomData<*mut T>,
 }
@@ -61,6 +67,8 @@ enum Open {
     Fence,
     Locks,
     LockAll,
+    /// A post-start-complete-wait access epoch (`start`).
+    Access,
 }
 
 impl<T: Equivalence + Copy> Window<T> {
@@ -74,13 +82,22 @@ impl<T: Equivalence + Copy> Window<T> {
     /// [`Self::allocate`], returning errors: an element type that is not plain data, a
     /// communicator whose members span several nodes (not built yet), no room for the memory.
     pub fn try_allocate<C: AsCommunicator + ?Sized>(comm: &C, len: usize) -> Result<Window<T>> {
-        const CALL: &str = "Win_allocate";
+        Self::make(comm, len, Flavor::Allocate, "Win_allocate")
+    }
+
+    /// A window of `flavor` (Weft's memory) with `len` zeroed elements at this member.
+    fn make<C: AsCommunicator + ?Sized>(
+        comm: &C,
+        len: usize,
+        flavor: Flavor,
+        call: &'static str,
+    ) -> Result<Window<T>> {
         let dt = T::equivalent_datatype();
         let map = dt.type_map();
         let elem = std::mem::size_of::<T>();
         if !map.is_contiguous() || map.size() != elem || map.is_restricted() {
             return Err(Error::unsupported(
-                CALL,
+                call,
                 format!(
                     "windows hold plain data for now: this element type ({} bytes of data in {} \
                      bytes{}) has padding, gaps or bool/char values",
@@ -101,19 +118,21 @@ impl<T: Equivalence + Copy> Window<T> {
         let size = len.checked_mul(elem).ok_or_else(|| {
             Error::new(
                 ErrorClass::Count,
-                CALL,
+                call,
                 format!("{len} elements of {elem} bytes overflow"),
             )
         })?;
         let c = comm.comm_data();
-        let data = runtime::with_call(CALL, |rt| {
-            WindowData::allocate(
+        let data = runtime::with_call(call, |rt| {
+            WindowData::new(
                 &mut rt.engine,
                 &mut rt.contexts,
                 c,
                 &rt.boot.node_of,
-                size,
+                flavor,
+                (std::ptr::null_mut(), size),
                 elem.max(1),
+                call,
             )
         })?;
         Ok(Window {
@@ -121,6 +140,7 @@ impl<T: Equivalence + Copy> Window<T> {
             basic,
             epoch: Cell::new(Open::None),
             locked: RefCell::new(Vec::new()),
+            exposed: Cell::new(false),
             _t: PhantomData,
         })
     }
@@ -207,6 +227,13 @@ impl<T: Equivalence + Copy> Window<T> {
     /// separates epochs and [`FenceEpoch::end`] (or its drop) ends the last one.
     pub fn fence(&self) -> Result<FenceEpoch<'_, T>> {
         const CALL: &str = "Win_fence";
+        if self.exposed.get() {
+            return Err(Error::new(
+                ErrorClass::RmaSync,
+                CALL,
+                "an exposure epoch (post) is open on this window; wait for it first",
+            ));
+        }
         self.open(CALL, Open::Fence)?;
         runtime::with_call(CALL, |rt| self.data().fence(&mut rt.engine))
             .inspect_err(|_| self.epoch.set(Open::None))?;
