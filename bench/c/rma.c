@@ -7,7 +7,10 @@
  *                         MPI_Win_flush(1): µs per operation;
  *   rma:fetch_and_op      one long, MPI_SUM, with flush: µs;
  *   rma:compare_and_swap  one long, with flush: µs;
- *   rma:lock              MPI_Win_lock(EXCLUSIVE, 1) + MPI_Win_unlock(1), nothing between: µs.
+ *   rma:lock              MPI_Win_lock(EXCLUSIVE, 1) + MPI_Win_unlock(1), nothing between: µs;
+ *   rma:fence             MPI_Win_fence(0) at both ranks, nothing between: µs per fence;
+ *   rma:pscw              one post-start-complete-wait epoch: rank 1 posts to rank 0 and waits,
+ *                         rank 0 starts, puts one long and completes: µs per epoch.
  * With any number of ranks, rma:contended: every rank does MPI_Fetch_and_op(MPI_SUM) + flush on
  * one counter at rank 0 in a lock_all epoch; millions of operations per second in total
  * (RESULT's size field is the rank count).
@@ -103,12 +106,55 @@ static void contended(int quick) {
     MPI_Win_free(&win);
 }
 
+/* Median µs per iteration of `op` over BATCHES batches of `iters` at every rank (after a
+ * warm-up batch), reported by rank 0. */
+#define TIME_AT_ALL(name, iters, op)                                                           \
+    do {                                                                                       \
+        double t[BATCHES];                                                                     \
+        for (int b = -1; b < BATCHES; b++) {                                                   \
+            MPI_Barrier(MPI_COMM_WORLD);                                                       \
+            double t0 = MPI_Wtime();                                                           \
+            for (long i = 0; i < (iters); i++) { op; }                                         \
+            if (b >= 0) t[b] = (MPI_Wtime() - t0) * 1e6 / (double)(iters);                     \
+        }                                                                                      \
+        if (rank == 0) {                                                                       \
+            printf("RESULT %s 0 %.3f us\n", name, median(t, BATCHES));                         \
+            fflush(stdout);                                                                    \
+        }                                                                                      \
+    } while (0)
+
+static void epochs(int quick) {
+    long *base, x = 1;
+    MPI_Win win;
+    MPI_Win_allocate(sizeof(long), sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
+    long iters = quick ? 200 : 2000;
+    TIME_AT_ALL("rma:fence", iters, MPI_Win_fence(0, win));
+    MPI_Win_fence(MPI_MODE_NOSUCCEED, win);
+    MPI_Group world, other;
+    int peer = 1 - rank;
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    MPI_Group_incl(world, 1, &peer, &other);
+    TIME_AT_ALL("rma:pscw", iters,
+                if (rank == 0) {
+                    MPI_Win_start(other, 0, win);
+                    MPI_Put(&x, 1, MPI_LONG, 1, 0, 1, MPI_LONG, win);
+                    MPI_Win_complete(win);
+                } else {
+                    MPI_Win_post(other, 0, win);
+                    MPI_Win_wait(win);
+                });
+    MPI_Group_free(&other);
+    MPI_Group_free(&world);
+    MPI_Win_free(&win);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
     int quick = quick_flag(argc, argv);
     if (nranks == 2) latencies(quick);
+    if (nranks == 2) epochs(quick);
     contended(quick);
     MPI_Finalize();
     return 0;

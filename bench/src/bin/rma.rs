@@ -2,7 +2,8 @@
 //! sizes, counts and method; see that file's header). With 2 ranks, rank 0 puts, gets,
 //! fetches-and-adds, compares-and-swaps and locks at rank 1 (which waits in a barrier); with
 //! any number, every rank fetches-and-adds on one counter at rank 0 (`rma:contended`, millions
-//! of operations per second in total, the rank count in RESULT's size field).
+//! of operations per second in total, the rank count in RESULT's size field). Also at 2 ranks,
+//! the cost of a fence and of a post-start-complete-wait epoch (`rma:fence`, `rma:pscw`).
 
 use weft::collective::SystemOperation;
 use weft::topology::SimpleCommunicator;
@@ -96,6 +97,47 @@ fn latencies(world: &SimpleCommunicator, quick: bool) {
     longs.free().expect("free");
 }
 
+/// Median µs per iteration of `op` at every rank (after a warm-up batch), reported by rank 0.
+fn time_at_all(world: &SimpleCommunicator, name: &str, iters: usize, mut op: impl FnMut()) {
+    let mut t = [0.0; BATCHES];
+    for b in -1..BATCHES as i32 {
+        world.barrier();
+        let t0 = weft::time();
+        for _ in 0..iters {
+            op();
+        }
+        if b >= 0 {
+            t[b as usize] = (weft::time() - t0) * 1e6 / iters as f64;
+        }
+    }
+    if world.rank() == 0 {
+        result(name, 0, median(&mut t), "us", 3);
+    }
+}
+
+/// Epoch costs at 2 ranks: a fence, and one post-start-complete-wait epoch carrying one put.
+fn epochs(world: &SimpleCommunicator, quick: bool) {
+    let win = Window::<i64>::allocate(world, 1);
+    let iters = if quick { 200 } else { 2000 };
+    {
+        let mut f = win.fence().expect("fence");
+        time_at_all(world, "rma:fence", iters, || f.fence().expect("fence"));
+        f.end().expect("fence");
+    }
+    let me = world.rank();
+    let other = world.group().include(&[1 - me]);
+    time_at_all(world, "rma:pscw", iters, || {
+        if me == 0 {
+            let access = win.start(&other).expect("start");
+            access.put(1, 0, &[1]).expect("put");
+            access.complete().expect("complete");
+        } else {
+            win.post(&other).expect("post").wait().expect("wait");
+        }
+    });
+    win.free().expect("free");
+}
+
 fn contended(world: &SimpleCommunicator, quick: bool) {
     let n = world.size();
     let win = Window::<i64>::allocate(world, 1);
@@ -131,6 +173,7 @@ fn main() {
     let quick = quick();
     if world.size() == 2 {
         latencies(&world, quick);
+        epochs(&world, quick);
     }
     contended(&world, quick);
 }
