@@ -652,22 +652,62 @@ fn set_attr(call: &'static str, comm: *mut c_void, key: c_int, value: *mut c_voi
                 format!("{key} is a predefined attribute: it cannot be set"),
             ));
         }
-        keyval(call, key)?;
-        // The old value's delete callback first: if it fails, the old value stays.
-        let old = c
-            .attrs
-            .borrow()
-            .iter()
-            .find(|(k, _)| *k == key)
-            .map(|&(_, v)| v);
-        if let Some(v) = old {
-            delete_one(call, comm, key, v)?;
-        }
-        let mut attrs = c.attrs.borrow_mut();
-        attrs.retain(|(k, _)| *k != key);
-        attrs.push((key, value));
-        Ok(())
+        set_keyed(call, &c.attrs, comm, key, value)
     })
+}
+
+/// An object's keyed attributes (a communicator's, a window's), in the order they were set.
+pub(crate) type Attrs = std::cell::RefCell<Vec<(i32, *mut c_void)>>;
+
+/// Sets `key` to `value` among `attrs` (of the object `handle`): the old value's delete
+/// callback first, and if it fails the old value stays.
+pub(crate) fn set_keyed(
+    call: &'static str,
+    attrs: &Attrs,
+    handle: *mut c_void,
+    key: c_int,
+    value: *mut c_void,
+) -> Result<(), CError> {
+    keyval(call, key)?;
+    let old = attrs
+        .borrow()
+        .iter()
+        .find(|(k, _)| *k == key)
+        .map(|&(_, v)| v);
+    if let Some(v) = old {
+        delete_one(call, handle, key, v)?;
+    }
+    let mut attrs = attrs.borrow_mut();
+    attrs.retain(|(k, _)| *k != key);
+    attrs.push((key, value));
+    Ok(())
+}
+
+/// Deletes `key` from `attrs` (of the object `handle`, a `what`), once its delete callback
+/// succeeds (a failing one keeps it).
+pub(crate) fn delete_keyed(
+    call: &'static str,
+    attrs: &Attrs,
+    handle: *mut c_void,
+    key: c_int,
+    what: &str,
+) -> Result<(), CError> {
+    keyval(call, key)?;
+    let value = attrs
+        .borrow()
+        .iter()
+        .find(|(k, _)| *k == key)
+        .map(|&(_, v)| v);
+    let Some(v) = value else {
+        return Err(CError::new(
+            MPI_ERR_KEYVAL,
+            call,
+            format!("attribute key {key} is not set on this {what}"),
+        ));
+    };
+    delete_one(call, handle, key, v)?;
+    attrs.borrow_mut().retain(|(k, _)| *k != key);
+    Ok(())
 }
 
 pub extern "C" fn comm_set_attr(comm: *mut c_void, key: c_int, value: *mut c_void) -> c_int {
@@ -683,20 +723,7 @@ export!(Attr_put, attr_put);
 fn delete_attr(call: &'static str, comm: *mut c_void, key: c_int) -> c_int {
     guard(call, comm, || {
         let c = handles::comm(call, comm)?;
-        keyval(call, key)?;
-        let at = c.attrs.borrow().iter().position(|(k, _)| *k == key);
-        let Some(i) = at else {
-            return Err(CError::new(
-                MPI_ERR_KEYVAL,
-                call,
-                format!("attribute key {key} is not set on this communicator"),
-            ));
-        };
-        // Removed only once its delete callback succeeds (a failing one keeps it).
-        let v = c.attrs.borrow()[i].1;
-        delete_one(call, comm, key, v)?;
-        c.attrs.borrow_mut().retain(|(k, _)| *k != key);
-        Ok(())
+        delete_keyed(call, &c.attrs, comm, key, "communicator")
     })
 }
 

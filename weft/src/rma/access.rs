@@ -15,7 +15,7 @@
 use super::atomic;
 use super::lock::LockKind;
 use super::window::{WindowData, STRIPES};
-use crate::coll::op::{Basic, SysOp};
+use crate::coll::op::{Basic, Elements, SysOp};
 use crate::error::{Error, ErrorClass, Result};
 use crate::sys::cma::{self, CmaError};
 use std::borrow::Cow;
@@ -48,13 +48,28 @@ pub struct Located {
     /// Whether lock-free elements are updated with the CPU's atomics (node-shared parts,
     /// which every origin maps), rather than under the element locks.
     pub(super) direct_atomics: bool,
-    pub(super) spans: Vec<(u64, usize)>,
+    pub(super) spans: Spans,
+}
+
+/// A [`Located`]'s spans: most operations have one, which needs no allocation.
+#[derive(Debug)]
+pub(super) enum Spans {
+    One([(u64, usize); 1]),
+    Many(Vec<(u64, usize)>),
 }
 
 impl Located {
+    /// The spans: (address, length).
+    pub(super) fn spans(&self) -> &[(u64, usize)] {
+        match &self.spans {
+            Spans::One(one) => one,
+            Spans::Many(many) => many,
+        }
+    }
+
     /// The bytes located.
     pub fn len(&self) -> usize {
-        self.spans.iter().map(|s| s.1).sum()
+        self.spans().iter().map(|s| s.1).sum()
     }
 
     /// Whether no byte is.
@@ -62,6 +77,9 @@ impl Located {
         self.len() == 0
     }
 }
+
+/// A function combining elements: `inout = input ∘ inout`.
+pub type CombineFn = dyn Fn(&[u8], &mut [u8]);
 
 /// How an accumulate combines one element of the origin's data into the target's.
 pub struct Combiner<'a> {
@@ -72,8 +90,9 @@ pub struct Combiner<'a> {
     /// Bytes of one element.
     pub unit: usize,
     /// `inout = input ∘ inout` element by element, on any number of whole elements (MPI's
-    /// order for accumulate).
-    pub combine: &'a dyn Fn(&[u8], &mut [u8]),
+    /// order for accumulate); `None`: the collectives' function for `op` on `basic`, looked up
+    /// when an element needs it (CPU atomics need none).
+    pub combine: Option<&'a CombineFn>,
 }
 
 fn cma_error(call: &'static str, e: CmaError) -> Error {
@@ -137,7 +156,7 @@ impl WindowData {
             return Err(length_mismatch(call, "origin's data", data.len(), at.len()));
         }
         let mut from = 0;
-        for &(addr, len) in &at.spans {
+        for &(addr, len) in at.spans() {
             write(call, at.reach, addr, &data[from..from + len])?;
             from += len;
         }
@@ -150,7 +169,7 @@ impl WindowData {
             return Err(length_mismatch(call, "origin's buffer", out.len(), at.len()));
         }
         let mut to = 0;
-        for &(addr, len) in &at.spans {
+        for &(addr, len) in at.spans() {
             read(call, at.reach, addr, &mut out[to..to + len])?;
             to += len;
         }
@@ -203,7 +222,7 @@ impl WindowData {
         // The spans left for the locks: (address, length, offset in the packed data).
         let mut locked = Vec::new();
         let mut from = 0;
-        for &(addr, len) in &at.spans {
+        for &(addr, len) in at.spans() {
             let Some(b) = atomic(addr, len) else {
                 locked.push((addr, len, from));
                 from += len;
@@ -230,6 +249,15 @@ impl WindowData {
             (false, &[(_, len, f)]) => Cow::Borrowed(&data[f..f + len]),
             (false, _) => Cow::Owned(locked.iter().flat_map(|&(_, len, f)| data[f..f + len].iter().copied()).collect()),
         };
+        let lookup = match (how.combine, how.basic) {
+            (Some(_), _) => None,
+            (None, Some(b)) => Some(crate::coll::op::combine(how.op, Elements::Basic(b)).ok_or_else(|| {
+                Error::new(ErrorClass::Op, call, format!("{} is not defined on {b:?}", how.op.name()))
+            })?),
+            (None, None) => {
+                return Err(Error::new(ErrorClass::Op, call, "no function to combine the elements with"))
+            }
+        };
         self.under_element_locks(call, at, &locked, |current| {
             if let Some(o) = old {
                 let mut pos = 0;
@@ -241,7 +269,10 @@ impl WindowData {
             if no_op {
                 return false;
             }
-            (how.combine)(&input, current);
+            match how.combine {
+                Some(f) => f(&input, current),
+                None => lookup.expect("looked up above")(&input, current),
+            }
             true
         })
     }
@@ -325,10 +356,10 @@ impl WindowData {
         old: &mut [u8],
     ) -> Result<()> {
         let unit = at.len();
-        if compare.len() != unit || swap.len() != unit || old.len() != unit || at.spans.len() != 1 {
+        if compare.len() != unit || swap.len() != unit || old.len() != unit || at.spans().len() != 1 {
             return Err(length_mismatch(call, "compare, swap or result buffer", compare.len(), unit));
         }
-        let a = at.spans[0].0;
+        let a = at.spans()[0].0;
         if let Some(b) = basic.filter(|b| {
             at.direct_atomics && b.size() == unit && atomic::is_lock_free_at(*b, a as *const u8)
         }) {

@@ -95,13 +95,13 @@ pub unsafe fn fetch_and_op(
     const CALL: &str = "fetch_and_op";
     let size = basic.size();
     check(CALL, basic, target, &[operand.len(), old.len()])?;
-    let Some(reduce) = op::combine(op, Elements::Basic(basic)) else {
+    if !op::applies(op, Elements::Basic(basic)) {
         return Err(Error::new(
             ErrorClass::Op,
             CALL,
             format!("{} is not defined on {basic:?}", op.name()),
         ));
-    };
+    }
     let how = instruction(op, basic);
     on_width!(size, target, |a, T| {
         let x = T::from_ne_bytes(operand.try_into().expect("checked length"));
@@ -115,6 +115,8 @@ pub unsafe fn fetch_and_op(
             Instruction::Swap => a.swap(x, AcqRel),
             Instruction::Load => a.load(Acquire),
             Instruction::Loop => {
+                // Looked up only here: the one-instruction cases need no function.
+                let reduce = op::combine(op, Elements::Basic(basic)).expect("applies: checked");
                 let mut current = a.load(Acquire);
                 loop {
                     let mut next = current.to_ne_bytes();

@@ -19,29 +19,25 @@
 //!
 //! Synchronization follows MPICH's design for shared-memory windows (reference document 004,
 //! "RMA + shared memory"): a full barrier (`MEM_SYNC`) before and after the barrier of a fence,
-//! after a lock is granted and before it is released, in a flush, and around the messages of
-//! post-start-complete-wait.
+//! after a lock is granted and before it is released, in a flush, and around the counts of
+//! post-start-complete-wait (each member's entry counts the posts made to it as an origin and
+//! the completions made to it as a target: no message, no help from the other side).
 
-use super::access::{Located, Reach};
+use super::access::{Located, Reach, Spans};
 use super::lock::{LockKind, LockWord};
 use crate::comm::context::ContextMask;
 use crate::comm::node_memory::{Allocated, NodeSegment};
 use crate::comm::{self, CommData};
-use crate::engine::buffer::{RawBuf, RawBufMut};
-use crate::engine::matching::Pattern;
-use crate::engine::request::Handle;
-use crate::engine::{Engine, SendMode};
+use crate::engine::Engine;
 use crate::error::{Error, ErrorClass, Result};
 use crate::fabric::Fabric;
+use std::cell::Cell;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::{fence, Ordering::Acquire, Ordering::Relaxed, Ordering::Release, Ordering::SeqCst};
 
 /// Tags on the window's own collective context.
 const TAG_SIZES: i32 = -64;
 const TAG_SEGMENT: i32 = -65;
-/// Post-start-complete-wait: a target's post, an origin's completion.
-const TAG_POST: i32 = -66;
-const TAG_DONE: i32 = -67;
 
 /// Element locks per member (accumulates hash their elements' pages over them).
 pub(super) const STRIPES: usize = 16;
@@ -85,7 +81,11 @@ struct Entry {
     pid: u64,
     /// A dynamic window's region slots in use, at most (a high-water mark).
     regions_used: AtomicU64,
-    _pad: [u64; 10],
+    /// Posts made to this member as an origin (`MPI_Win_post` by its targets), ever.
+    posts: AtomicU64,
+    /// Completions made to this member as a target (`MPI_Win_complete` by its origins), ever.
+    completions: AtomicU64,
+    _pad: [u64; 8],
     /// Its element locks, for accumulates done under a lock (see `access`).
     stripes: [LockWord; STRIPES],
 }
@@ -127,6 +127,9 @@ pub struct WindowData {
     comm: CommData,
     seg: NodeSegment,
     flavor: Flavor,
+    /// Of this member's entry's `posts` and `completions`, how many its epochs consumed.
+    posts_seen: Cell<u64>,
+    completions_seen: Cell<u64>,
 }
 
 /// Where one target's part is, for `MPI_Win_shared_query` and the window attributes.
@@ -140,10 +143,10 @@ pub struct Part {
     pub disp_unit: usize,
 }
 
-/// An exposure epoch this member opened (`MPI_Win_post`): the completions still awaited.
+/// An exposure epoch this member opened (`MPI_Win_post`): the completions it awaits.
 #[derive(Debug, Default)]
 pub struct Exposure {
-    pending: Vec<Handle>,
+    expected: u64,
 }
 
 impl WindowData {
@@ -193,6 +196,8 @@ impl WindowData {
                 comm: own,
                 seg,
                 flavor,
+                posts_seen: Cell::new(0),
+                completions_seen: Cell::new(0),
             }),
             Err(e) => {
                 mask.release(own.pair);
@@ -366,8 +371,7 @@ impl WindowData {
         let t = self.check_target(call, target)?;
         let part = self.part(call, target)?;
         let start = disp.checked_mul(part.disp_unit as isize);
-        let mut spans = Vec::with_capacity(blocks.len());
-        for &(off, len) in blocks {
+        let span = |&(off, len): &(isize, usize)| {
             let at = start.and_then(|s| s.checked_add(off));
             let ok = match (self.flavor, at) {
                 (Flavor::Dynamic, Some(a)) if a >= 0 => self.attached(t, a as u64, len),
@@ -376,12 +380,15 @@ impl WindowData {
                     .is_some_and(|end| end <= part.size),
                 _ => false,
             };
-            if !ok {
-                return Err(self.outside(call, target, disp, (off, len), part));
+            match (ok, at) {
+                (true, Some(a)) => Ok(((a as u64).wrapping_add(part.base as u64), len)),
+                _ => Err(self.outside(call, target, disp, (off, len), part)),
             }
-            let a = at.expect("checked") as u64;
-            spans.push((a.wrapping_add(part.base as u64), len));
-        }
+        };
+        let spans = match blocks {
+            [one] => Spans::One([span(one)?]),
+            _ => Spans::Many(blocks.iter().map(span).collect::<Result<_>>()?),
+        };
         Ok(Located {
             reach: self.reach(t),
             target: t,
@@ -520,81 +527,78 @@ impl WindowData {
         Ok(())
     }
 
-    /// Sends an empty message with `tag` to each of `ranks` (window ranks) and waits for the
-    /// sends.
-    fn notify<F: Fabric>(&self, eng: &mut Engine<F>, ranks: &[usize], tag: i32) -> Result<()> {
-        let ctx = self.comm.p2p_context();
-        let mut sent = Vec::with_capacity(ranks.len());
-        for &r in ranks {
-            // SAFETY: an empty buffer, borrowed for the program.
-            let empty = unsafe { RawBuf::new(&[]) };
-            sent.push(eng.isend(self.comm.world_rank(r as u32), ctx, tag, empty, SendMode::Standard)?);
+    /// Waits until `counter` has moved `want` past what this member consumed of it (`seen`),
+    /// progressing the runtime and yielding between looks; then consumes them.
+    fn await_count<F: Fabric>(eng: &mut Engine<F>, counter: &AtomicU64, seen: &Cell<u64>, want: u64) {
+        let mut spins = 0u32;
+        // Acquire: pairs with the Release increments of `post` and `complete`, so what the
+        // other side did before them is visible after this.
+        while counter.load(Acquire).wrapping_sub(seen.get()) < want {
+            spins += 1;
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else {
+                eng.progress();
+                std::thread::yield_now();
+            }
         }
-        for h in sent {
-            eng.wait(h)?;
-        }
-        Ok(())
+        seen.set(seen.get() + want);
     }
 
-    /// Posts receives of an empty message with `tag` from each of `ranks`.
-    fn expect<F: Fabric>(&self, eng: &mut Engine<F>, ranks: &[usize], tag: i32) -> Result<Vec<Handle>> {
-        let ctx = self.comm.p2p_context();
-        ranks
-            .iter()
-            .map(|&r| {
-                let pattern = Pattern {
-                    context: ctx,
-                    source: Some(self.comm.world_rank(r as u32)),
-                    tag: Some(tag),
-                };
-                // SAFETY: an empty buffer: nothing is ever written through it.
-                eng.irecv(pattern, unsafe { RawBufMut::new(&mut []) })
-            })
-            .collect()
-    }
-
-    /// `MPI_Win_post`: opens an exposure epoch to `origins` (window ranks), telling each.
-    pub fn post<F: Fabric>(&self, eng: &mut Engine<F>, origins: &[usize]) -> Result<Exposure> {
-        let pending = self.expect(eng, origins, TAG_DONE)?;
-        // MEM_SYNC: what this member wrote before the post is visible to the origins' accesses.
+    /// `MPI_Win_post`: opens an exposure epoch to `origins` (window ranks), telling each by a
+    /// count in its header entry (no message: an origin waiting in `start` sees it directly).
+    pub fn post<F: Fabric>(&self, _eng: &mut Engine<F>, origins: &[usize]) -> Result<Exposure> {
+        // MEM_SYNC: what this member wrote before the post is visible to the origins' accesses
+        // (also ordered by the Release below).
         fence(SeqCst);
-        self.notify(eng, origins, TAG_POST)?;
-        Ok(Exposure { pending })
+        for &o in origins {
+            // Release: pairs with `start`'s Acquire load at the origin.
+            self.entry(o).posts.fetch_add(1, Release);
+        }
+        Ok(Exposure {
+            expected: origins.len() as u64,
+        })
     }
 
-    /// `MPI_Win_start`: opens an access epoch to `targets`, waiting for each one's post.
+    /// `MPI_Win_start`: opens an access epoch to `targets`, waiting until each has posted.
+    /// Counting suffices: in a correct program the targets posting to this member are those
+    /// of its start group, and a target's next post waits for this epoch's completion.
     pub fn start<F: Fabric>(&self, eng: &mut Engine<F>, targets: &[usize]) -> Result<()> {
-        for h in self.expect(eng, targets, TAG_POST)? {
-            eng.wait(h)?;
-        }
+        let me = self.entry(self.rank());
+        Self::await_count(eng, &me.posts, &self.posts_seen, targets.len() as u64);
         fence(SeqCst);
         Ok(())
     }
 
-    /// `MPI_Win_complete`: ends the access epoch, telling each target its accesses are done.
-    pub fn complete<F: Fabric>(&self, eng: &mut Engine<F>, targets: &[usize]) -> Result<()> {
+    /// `MPI_Win_complete`: ends the access epoch, counting one completion at each target.
+    pub fn complete<F: Fabric>(&self, _eng: &mut Engine<F>, targets: &[usize]) -> Result<()> {
         fence(SeqCst);
-        self.notify(eng, targets, TAG_DONE)
+        for &t in targets {
+            // Release: pairs with `wait`'s and `test`'s Acquire load at the target, so this
+            // epoch's accesses are visible there.
+            self.entry(t).completions.fetch_add(1, Release);
+        }
+        Ok(())
     }
 
     /// `MPI_Win_test`: whether every origin of `exposure` completed (then the epoch is over).
-    pub fn test<F: Fabric>(&self, eng: &mut Engine<F>, exposure: &mut Exposure) -> Result<bool> {
-        let mut left = Vec::new();
-        for h in exposure.pending.drain(..) {
-            if eng.test(h)?.is_none() {
-                left.push(h);
-            }
+    pub fn test<F: Fabric>(&self, _eng: &mut Engine<F>, exposure: &mut Exposure) -> Result<bool> {
+        let me = self.entry(self.rank());
+        // Acquire: pairs with `complete`'s Release increments.
+        let arrived = me.completions.load(Acquire).wrapping_sub(self.completions_seen.get());
+        if arrived < exposure.expected {
+            return Ok(false);
         }
-        exposure.pending = left;
+        self.completions_seen.set(self.completions_seen.get() + exposure.expected);
+        exposure.expected = 0;
         fence(SeqCst);
-        Ok(exposure.pending.is_empty())
+        Ok(true)
     }
 
     /// `MPI_Win_wait`: waits until every origin of `exposure` completed.
     pub fn wait<F: Fabric>(&self, eng: &mut Engine<F>, exposure: Exposure) -> Result<()> {
-        for h in exposure.pending {
-            eng.wait(h)?;
-        }
+        let me = self.entry(self.rank());
+        Self::await_count(eng, &me.completions, &self.completions_seen, exposure.expected);
         fence(SeqCst);
         Ok(())
     }

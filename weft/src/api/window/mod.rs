@@ -30,7 +30,6 @@ use super::collective::SystemOperation;
 use super::datatype::{Datatype, Equivalence};
 use super::topology::{AsCommunicator, Rank};
 use crate::coll::op::{Basic, Elements};
-use crate::engine::schedule::Combine;
 use crate::error::{fatal, Error, ErrorClass, Result};
 use crate::rma::access::{Combiner, Located};
 use crate::rma::window::{Flavor, WindowData};
@@ -303,16 +302,7 @@ pub trait Access<T: Equivalence + Copy> {
     ) -> Result<()> {
         const CALL: &str = "Accumulate";
         self.covers(CALL, target)?;
-        let w = self.window().data();
-        let at = span(w, CALL, target, disp, std::mem::size_of_val(data))?;
-        let combine = combiner(CALL, self.window(), op)?;
-        let how = Combiner {
-            op: op.sys_op(),
-            basic: self.window().basic,
-            unit: std::mem::size_of::<T>(),
-            combine: &*combine,
-        };
-        w.accumulate(CALL, &at, &how, bytes(data), None)
+        accumulate_at(self.window(), CALL, (target, disp), bytes(data), None, op)
     }
 
     /// `MPI_Get_accumulate`: as [`Access::accumulate`], the elements' values before into `old`
@@ -340,16 +330,14 @@ pub trait Access<T: Equivalence + Copy> {
         }
         // SAFETY: `T` is plain data (checked at allocation).
         let old = unsafe { bytes_mut(old) };
-        let w = self.window().data();
-        let at = span(w, CALL, target, disp, old.len())?;
-        let combine = combiner(CALL, self.window(), op)?;
-        let how = Combiner {
-            op: op.sys_op(),
-            basic: self.window().basic,
-            unit: std::mem::size_of::<T>(),
-            combine: &*combine,
-        };
-        w.accumulate(CALL, &at, &how, bytes(data), Some(old))
+        accumulate_at(
+            self.window(),
+            CALL,
+            (target, disp),
+            bytes(data),
+            Some(old),
+            op,
+        )
     }
 
     /// `MPI_Fetch_and_op`: one element, atomically; its value before.
@@ -407,17 +395,34 @@ fn span(
     w.locate(call, target, disp, &[(0, len)])
 }
 
-/// `op`'s function on the window's elements: an `Op` error naming it where MPI does not define
-/// it on them.
-fn combiner<T>(call: &'static str, w: &Window<T>, op: &SystemOperation) -> Result<Combine> {
-    let basic = basic_of(call, w)?;
-    crate::coll::op::combine(op.sys_op(), Elements::Basic(basic)).ok_or_else(|| {
-        Error::new(
+/// An accumulate of `data` (elements of `T`, as bytes) at element `disp` of `target`'s part,
+/// the old values into `old` when given.
+fn accumulate_at<T: Equivalence + Copy>(
+    win: &Window<T>,
+    call: &'static str,
+    (target, disp): (Rank, usize),
+    data: &[u8],
+    old: Option<&mut [u8]>,
+    op: &SystemOperation,
+) -> Result<()> {
+    let w = win.data();
+    let at = span(w, call, target, disp, data.len())?;
+    let basic = basic_of(call, win)?;
+    if !crate::coll::op::applies(op.sys_op(), Elements::Basic(basic)) {
+        return Err(Error::new(
             ErrorClass::Op,
             call,
             format!("{} is not defined on {basic:?}", op.sys_op().name()),
-        )
-    })
+        ));
+    }
+    // The function is looked up only if an element needs it (the CPU's atomics do not).
+    let how = Combiner {
+        op: op.sys_op(),
+        basic: Some(basic),
+        unit: std::mem::size_of::<T>(),
+        combine: None,
+    };
+    w.accumulate(call, &at, &how, data, old)
 }
 
 /// `T` as one predefined type, for the atomic operations.

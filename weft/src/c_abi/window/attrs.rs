@@ -5,7 +5,7 @@
 
 use super::{win, CWin};
 use crate::c_abi::abi::*;
-use crate::c_abi::comm::{create_keyval, delete_one, free_keyval, keyval};
+use crate::c_abi::comm::{create_keyval, delete_keyed, delete_one, free_keyval, keyval, set_keyed};
 use crate::c_abi::env::put_int;
 use crate::c_abi::errhandler::{self, CommErrhandlerFn};
 use crate::c_abi::errors::{guard, CError};
@@ -104,21 +104,7 @@ pub extern "C" fn win_set_attr(win: *mut c_void, key: c_int, value: *mut c_void)
                 format!("{key} is a predefined attribute: it cannot be set"),
             ));
         }
-        keyval(CALL, key)?;
-        // The old value's delete callback first: if it fails, the old value stays.
-        let old = w
-            .attrs
-            .borrow()
-            .iter()
-            .find(|(k, _)| *k == key)
-            .map(|&(_, v)| v);
-        if let Some(v) = old {
-            delete_one(CALL, win, key, v)?;
-        }
-        let mut attrs = w.attrs.borrow_mut();
-        attrs.retain(|(k, _)| *k != key);
-        attrs.push((key, value));
-        Ok(())
+        set_keyed(CALL, &w.attrs, win, key, value)
     })
 }
 export!(Win_set_attr, win_set_attr);
@@ -127,23 +113,7 @@ pub extern "C" fn win_delete_attr(win: *mut c_void, key: c_int) -> c_int {
     const CALL: &str = "MPI_Win_delete_attr";
     guard(CALL, win, || {
         let w = self::win(CALL, win)?;
-        keyval(CALL, key)?;
-        let value = w
-            .attrs
-            .borrow()
-            .iter()
-            .find(|(k, _)| *k == key)
-            .map(|&(_, v)| v);
-        let Some(v) = value else {
-            return Err(CError::new(
-                MPI_ERR_KEYVAL,
-                CALL,
-                format!("attribute key {key} is not set on this window"),
-            ));
-        };
-        delete_one(CALL, win, key, v)?;
-        w.attrs.borrow_mut().retain(|(k, _)| *k != key);
-        Ok(())
+        delete_keyed(CALL, &w.attrs, win, key, "window")
     })
 }
 export!(Win_delete_attr, win_delete_attr);

@@ -348,7 +348,7 @@ unsafe fn get_accumulate<C: CCount>(
         op: sys,
         basic,
         unit,
-        combine: &*combine,
+        combine: Some(&*combine),
     };
     // SAFETY: the standard's contract: the origin buffer holds its elements.
     let data = o.as_ref().map(|o| unsafe { o.packed() });
