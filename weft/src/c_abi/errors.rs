@@ -166,7 +166,10 @@ fn handle(comm: *mut c_void, e: CError) -> c_int {
         comm
     };
     let session = crate::c_abi::session::session_object(comm);
+    #[cfg(not(loom))]
     let window = crate::c_abi::window::errhandler_of(comm);
+    #[cfg(loom)]
+    let window: Option<usize> = None;
     let (handler, comm) = match state::phase() {
         Phase::Running if window.is_some() => (window.unwrap_or(MPI_ERRORS_ARE_FATAL), comm),
         Phase::Running if session.is_some() => (

@@ -60,6 +60,8 @@ pub(crate) mod session;
 pub(crate) mod state;
 pub(crate) mod status;
 pub(crate) mod topo;
+// Its memory is shared with other processes, which loom's atomics cannot be (as `rma::window`).
+#[cfg(not(loom))]
 pub(crate) mod window;
 
 /// What a function of the standard Weft does not implement yet does (weft-abi's stubs call

@@ -4,13 +4,14 @@
 //! elements of a node-shared part, and otherwise a read-modify-write under the target's
 //! element locks.
 //!
-//! Element locks are fine-grained: each target has [`STRIPES`] lock words, and an element
-//! takes the one of the 4 KiB page of the part its first byte lies in, so accumulates on
-//! different pages of one target run at once (not one mutex per window, as MPICH does, nor one
-//! spinlock per target, as Open MPI's osc/sm does). A multi-element accumulate takes the
-//! locks page by page: MPI's atomicity is per element, and every origin takes the same lock for
-//! the same element. Which elements go through the locks depends only on the window's flavour,
-//! the element's type and its address, so all origins agree on it.
+//! Element locks are fine-grained: each target has [`STRIPES`] lock words, one per 4 KiB page
+//! of its part (modulo their number), so accumulates on different pages of one target run at
+//! once (not one mutex per window, as MPICH does, nor one spinlock per target, as Open MPI's
+//! osc/sm does). An accumulate takes the locks of every page it touches, in index order (no
+//! two origins wait for each other in a cycle), so every element, whatever its size or
+//! alignment, is updated under the same locks by every origin. Which elements go through the
+//! locks depends only on the window's flavour, the element's type and its address, so all
+//! origins agree on it.
 
 use super::atomic;
 use super::lock::LockKind;
