@@ -350,6 +350,26 @@ impl WindowData {
         })
     }
 
+    /// The address here of the `unit` bytes at displacement `disp` of `target`'s part, when
+    /// that part is node-shared (mapped here) and holds them: the fast path of one-element
+    /// atomics (`MPI_Fetch_and_op`), which needs no [`Located`]. `None` otherwise, and for
+    /// every error: the general way ([`WindowData::locate`]) then decides and reports.
+    #[inline]
+    pub fn shared_element(&self, target: i32, disp: isize, unit: usize) -> Option<*mut u8> {
+        if !self.flavor.in_segment() {
+            return None;
+        }
+        let t = usize::try_from(target).ok().filter(|&t| t < self.size())?;
+        let e = self.entry(t);
+        let at = usize::try_from(disp.checked_mul(e.disp_unit as isize)?).ok()?;
+        if at.checked_add(unit)? > e.size as usize {
+            return None;
+        }
+        // SAFETY: the part lies within the segment (laid out at creation) and holds
+        // `at + unit` bytes (checked above).
+        Some(unsafe { self.seg.as_ptr().add(e.offset as usize + at) })
+    }
+
     /// How this member reaches target `t`'s memory.
     fn reach(&self, t: usize) -> Reach {
         if self.flavor.in_segment() || t == self.rank() {
@@ -494,10 +514,10 @@ impl WindowData {
     /// (progress, yield) while it is taken.
     pub fn lock(&self, call: &'static str, target: i32, kind: LockKind, idle: impl FnMut()) -> Result<()> {
         let t = self.check_target(call, target)?;
+        // 004's MEM_SYNC after the lock is granted is the word's Acquire (partner of the
+        // Release in `unlock`): the previous holders' accesses happen before ours. (A fence
+        // here too cost a third of the round trip and ordered nothing more.)
         self.entry(t).lock.lock(kind, idle);
-        // MEM_SYNC after the lock is granted (004): our accesses come after the previous
-        // holders' and after whatever the target did before its last synchronization.
-        fence(SeqCst);
         Ok(())
     }
 
@@ -505,8 +525,8 @@ impl WindowData {
     /// this releases the word.
     pub fn unlock(&self, call: &'static str, target: i32, kind: LockKind) -> Result<()> {
         let t = self.check_target(call, target)?;
-        // MEM_SYNC before the lock is released (004).
-        fence(SeqCst);
+        // 004's MEM_SYNC before the lock is released is the word's Release (partner of the
+        // Acquire in `lock`): our accesses happen before the next holder's.
         self.entry(t).lock.unlock(kind);
         Ok(())
     }

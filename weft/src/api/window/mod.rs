@@ -32,6 +32,7 @@ use super::topology::{AsCommunicator, Rank};
 use crate::coll::op::{Basic, Elements};
 use crate::error::{fatal, Error, ErrorClass, Result};
 use crate::rma::access::{Combiner, Located};
+use crate::rma::atomic;
 use crate::rma::window::{Flavor, WindowData};
 use crate::runtime;
 use std::cell::{Cell, RefCell};
@@ -358,6 +359,15 @@ pub trait Access<T: Equivalence + Copy> {
         // SAFETY: `T` is plain data (checked at allocation).
         let out = unsafe { bytes_mut(&mut old) };
         let w = self.window().data();
+        let lone = isize::try_from(disp)
+            .ok()
+            .and_then(|d| w.shared_element(target, d, out.len()));
+        if let Some(at) = lone.filter(|&at| atomic::is_lock_free_at(basic, at)) {
+            // SAFETY: as in `lone_atomic`: one element of `basic` of a part mapped here.
+            unsafe { atomic::compare_and_swap(basic, at, bytes(&[compare]), bytes(&[swap]), out) }
+                .map_err(|e| Error::new(e.class, CALL, e.detail))?;
+            return Ok(old[0]);
+        }
         let at = span(w, CALL, target, disp, out.len())?;
         w.compare_and_swap(
             CALL,
@@ -402,12 +412,15 @@ fn accumulate_at<T: Equivalence + Copy>(
     call: &'static str,
     (target, disp): (Rank, usize),
     data: &[u8],
-    old: Option<&mut [u8]>,
+    mut old: Option<&mut [u8]>,
     op: &SystemOperation,
 ) -> Result<()> {
     let w = win.data();
-    let at = span(w, call, target, disp, data.len())?;
     let basic = basic_of(call, win)?;
+    if let Some(done) = lone_atomic(w, call, (target, disp), basic, data, old.as_deref_mut(), op) {
+        return done;
+    }
+    let at = span(w, call, target, disp, data.len())?;
     if !crate::coll::op::applies(op.sys_op(), Elements::Basic(basic)) {
         return Err(Error::new(
             ErrorClass::Op,
@@ -423,6 +436,36 @@ fn accumulate_at<T: Equivalence + Copy>(
         combine: None,
     };
     w.accumulate(call, &at, &how, data, old)
+}
+
+/// One element of a node-shared part the CPU updates atomically in place: the accumulate
+/// done with no [`Located`] (`MPI_Fetch_and_op`'s fast path). `None`: not such an element
+/// (or a bad target or displacement): the general way decides and reports.
+fn lone_atomic(
+    w: &WindowData,
+    call: &'static str,
+    (target, disp): (Rank, usize),
+    basic: Basic,
+    data: &[u8],
+    old: Option<&mut [u8]>,
+    op: &SystemOperation,
+) -> Option<Result<()>> {
+    if data.len() != basic.size() {
+        return None;
+    }
+    let at = w.shared_element(target, isize::try_from(disp).ok()?, data.len())?;
+    if !atomic::is_lock_free_at(basic, at) {
+        return None;
+    }
+    let mut scratch = [0u8; 16];
+    let old = match old {
+        Some(o) => o,
+        None => &mut scratch[..data.len()],
+    };
+    // SAFETY: `at` heads one element of `basic` within the part, mapped here, which origins
+    // touch only atomically in accumulate epochs (MPI forbids conflicting puts and stores).
+    let done = unsafe { atomic::fetch_and_op(basic, op.sys_op(), at, data, old) };
+    Some(done.map_err(|e| Error::new(e.class, call, e.detail)))
 }
 
 /// `T` as one predefined type, for the atomic operations.

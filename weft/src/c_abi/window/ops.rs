@@ -14,6 +14,7 @@ use crate::c_abi::p2p::Status;
 use crate::c_abi::requests::{self, CRequest};
 use crate::coll::op::{Basic, Elements, SysOp};
 use crate::rma::access::{Combiner, Located};
+use crate::rma::atomic;
 use std::borrow::Cow;
 use std::ffi::{c_int, c_void};
 
@@ -563,6 +564,50 @@ pub unsafe extern "C" fn get_accumulate_c(
 }
 export!(Get_accumulate_c, get_accumulate_c);
 
+/// `MPI_Fetch_and_op`'s fast path: one element of a predefined type at a node-shared part,
+/// lock-free there, by the CPU's atomics: no packing, no spans, no allocation. `None`: any
+/// other case, and every error (the general way decides and reports).
+///
+/// # Safety
+/// The standard's contract: one element of `dt` at `origin` (unless `op` is `MPI_NO_OP`) and
+/// room for one at `result`.
+unsafe fn lone_fetch_and_op(
+    call: &'static str,
+    (origin, result): (*const c_void, *mut c_void),
+    dt: *mut c_void,
+    rank: c_int,
+    disp: isize,
+    op: *mut c_void,
+    win: *mut c_void,
+) -> Option<Result<(), CError>> {
+    let size = crate::c_abi::datatype::predefined::plain_size(dt as usize)?;
+    let basic = match crate::c_abi::datatype::predefined::shape(dt as usize)?
+        .type_map()
+        .elements(false)?
+    {
+        Elements::Basic(b) if b.size() == size => b,
+        _ => return None,
+    };
+    let sys = acc_op(call, op).ok()?;
+    let w = self::win(call, win).ok()?;
+    let at = w.with(|d| d.shared_element(rank, disp, size))?;
+    if !atomic::is_lock_free_at(basic, at) || sync::covers(call, w, rank as usize).is_err() {
+        return None;
+    }
+    let zeros = [0u8; 16];
+    let operand = match sys {
+        SysOp::NoOp => &zeros[..size],
+        // SAFETY: the caller's promise.
+        _ => unsafe { handles::bytes(origin, size) },
+    };
+    // SAFETY: the caller's promise.
+    let old = unsafe { handles::bytes_mut(result, size) };
+    // SAFETY: `at` heads one element of `basic` within the target's part, mapped here, which
+    // origins touch only atomically in accumulate epochs.
+    let done = unsafe { atomic::fetch_and_op(basic, sys, at, operand, old) };
+    Some(done.map_err(|e| CError::from_weft(crate::error::Error::new(e.class, call, e.detail))))
+}
+
 pub unsafe extern "C" fn fetch_and_op(
     origin: *const c_void,
     result: *mut c_void,
@@ -574,6 +619,12 @@ pub unsafe extern "C" fn fetch_and_op(
 ) -> c_int {
     const CALL: &str = "MPI_Fetch_and_op";
     guard(CALL, win, || {
+        // SAFETY: passed on.
+        if let Some(done) =
+            unsafe { lone_fetch_and_op(CALL, (origin, result), dt, rank, disp, op, win) }
+        {
+            return done;
+        }
         let r = Some((result, 1, dt));
         // SAFETY: passed on: one element of `dt` at each buffer.
         unsafe { get_accumulate(CALL, (origin, 1, dt), r, rank, disp, (1, dt), op, win) }
