@@ -9,6 +9,7 @@
 //!   in a single copy and answers `Fin`, or, when it cannot, answers `Cts` and the sender
 //!   pushes `Data` packets (the pipelined fallback).
 
+pub mod active;
 mod cancel;
 mod outgoing;
 
@@ -138,6 +139,8 @@ pub struct Core {
     cancelling: Vec<(u32, u64, Handle)>,
     /// Cookies given to eager messages sent with no request queued (`eager_now`).
     message_ids: u64,
+    /// Internal active messages: handlers, and packets waiting to go out.
+    pub(super) am: active::Active,
     /// Counters only: the engine's wait loop counts its yields and sleeps here too.
     pub(super) stats: Stats,
 }
@@ -171,6 +174,7 @@ impl Core {
             outbox: VecDeque::new(),
             cancelling: Vec::new(),
             message_ids: 0,
+            am: active::Active::default(),
             pulls: Vec::new(),
             pushes: Vec::new(),
             fast: None,
@@ -385,6 +389,8 @@ impl Core {
             Some(PacketKind::Data) => self.on_data(hdr, payload),
             Some(PacketKind::CancelSend) => self.on_cancel_send(hdr),
             Some(PacketKind::CancelAck) => self.on_cancel_ack(hdr),
+            Some(PacketKind::Am) => self.on_am(hdr, payload, 0),
+            Some(PacketKind::AmReply) => self.on_am_reply(hdr, payload, false),
             None => {
                 debug_assert!(
                     false,
@@ -841,7 +847,7 @@ impl Core {
     /// Whether output is waiting for room at a peer (then a sleeping rank must wake up on
     /// its own to retry, since nobody will send it a packet).
     pub fn has_blocked_output(&self) -> bool {
-        !self.active.is_empty() || !self.outbox.is_empty()
+        !self.active.is_empty() || !self.outbox.is_empty() || self.has_active_out()
     }
 }
 
@@ -892,6 +898,7 @@ impl crate::fabric::Sink for Core {
                 self.recv_slice(Handle::from_cookie(hdr.aux), hdr.cookie as usize, len)
             }
             PacketKind::Eager if hdr.len as usize == len => self.eager_slot(hdr, len),
+            PacketKind::Am | PacketKind::AmReply => self.am_place(hdr, len),
             _ => None,
         }
     }
@@ -899,6 +906,8 @@ impl crate::fabric::Sink for Core {
     fn placed(&mut self, hdr: &Header, len: usize) {
         if hdr.kind == PacketKind::Data as u8 {
             self.data_arrived(Handle::from_cookie(hdr.aux), len);
+        } else if matches!(PacketKind::from_u8(hdr.kind), Some(PacketKind::Am | PacketKind::AmReply)) {
+            self.am_placed(hdr, len);
         } else {
             self.eager_placed(hdr, len);
         }

@@ -5,6 +5,7 @@
 //! a blocking call that has nothing to do spins, then yields, then sleeps on the fabric's
 //! futex until a peer's packet wakes it.
 
+mod active;
 pub mod buffer;
 pub mod comm_buffers;
 #[allow(missing_docs)]
@@ -18,6 +19,8 @@ pub mod schedule;
 pub(crate) mod testing;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod active_tests;
 mod wait;
 
 use self::buffer::{RawBuf, RawBufMut};
@@ -244,6 +247,9 @@ impl<F: Fabric> Engine<F> {
         }
         if self.core.has_control() {
             did |= self.flush_outbox();
+        }
+        if self.core.has_active_out() {
+            did |= self.flush_active();
         }
         if self.core.active_len() > 0 {
             did |= self.push_all_sends();

@@ -94,6 +94,8 @@ pub struct RecvOp {
 pub enum Op {
     Send(SendOp),
     Recv(RecvOp),
+    /// An internal active message (`super::core::active`).
+    Active(super::core::active::AmOp),
     /// Nothing left to do (completed, or never had work: e.g. a receive from PROC_NULL).
     Idle,
 }

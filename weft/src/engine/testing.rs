@@ -21,8 +21,8 @@ pub(crate) struct FakeFabric {
     net: Rc<RefCell<FakeNet>>,
     max_payload: usize,
     single_copy: bool,
-    /// Read one-packet eager payloads straight into place too, over two polls, as TCP does
-    /// (rendezvous data always is).
+    /// Read one-packet eager payloads and active-message parts and replies straight into
+    /// place too, over two polls, as TCP does (rendezvous data always is).
     place_eager: bool,
     /// A payload placed in part: its second half goes in at the next poll. Meanwhile later
     /// packets from its source wait (a byte stream keeps them behind it) while other
@@ -76,7 +76,11 @@ impl Fabric for FakeFabric {
                 continue;
             }
             let placeable = h.kind == PacketKind::Data as u8
-                || (self.place_eager && h.kind == PacketKind::Eager as u8 && p.len() >= 2);
+                || (self.place_eager
+                    && p.len() >= 2
+                    && [PacketKind::Eager, PacketKind::Am, PacketKind::AmReply]
+                        .iter()
+                        .any(|&k| h.kind == k as u8));
             if placeable && self.placing.is_none() {
                 if let Some(dst) = sink.place(&h, p.len()) {
                     let half = p.len() / 2;

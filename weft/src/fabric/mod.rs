@@ -44,6 +44,13 @@ pub enum PacketKind {
     CancelSend = 11,
     /// Reply to `CancelSend` for message `cookie`: `aux` is 1 if it was removed unmatched.
     CancelAck = 12,
+    /// A part of an internal active message: `context` names the handler, `cookie` the
+    /// origin's request, `aux` the argument, `len` the part's offset in the payload.
+    Am = 13,
+    /// An answer to an `Am` part: `cookie` names the origin's request, `aux` the offset of
+    /// the payload in its reply buffer, `tag` an error class + 1 (the payload then its text;
+    /// 0: none); `FLAG_LAST` marks the part's last answer.
+    AmReply = 14,
 }
 
 impl PacketKind {
@@ -61,6 +68,8 @@ impl PacketKind {
             10 => Self::Pushed,
             11 => Self::CancelSend,
             12 => Self::CancelAck,
+            13 => Self::Am,
+            14 => Self::AmReply,
             _ => return None,
         })
     }

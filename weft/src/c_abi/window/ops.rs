@@ -619,10 +619,9 @@ pub unsafe extern "C" fn fetch_and_op(
 ) -> c_int {
     const CALL: &str = "MPI_Fetch_and_op";
     guard(CALL, win, || {
-        // SAFETY: passed on.
-        if let Some(done) =
-            unsafe { lone_fetch_and_op(CALL, (origin, result), dt, rank, disp, op, win) }
-        {
+        // SAFETY: passed on: one element of `dt` at each buffer.
+        let lone = unsafe { lone_fetch_and_op(CALL, (origin, result), dt, rank, disp, op, win) };
+        if let Some(done) = lone {
             return done;
         }
         let r = Some((result, 1, dt));

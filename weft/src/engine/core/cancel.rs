@@ -45,7 +45,7 @@ impl Core {
                 }
                 _ => return false,
             },
-            Op::Recv(_) => return false,
+            Op::Recv(_) | Op::Active(_) => return false,
         };
         self.cancelling.push((peer, message, h));
         self.control(peer, PacketKind::CancelSend, message, 0);
