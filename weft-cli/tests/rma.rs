@@ -10,13 +10,19 @@ use std::sync::Mutex;
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn passes(n: u32, case: &str) {
+    passes_with(n, case, &[]);
+}
+
+/// [`passes`], with `env` set for every rank.
+fn passes_with(n: u32, case: &str, env: &[(&str, &str)]) {
     let exe = build_example("weft-cli", "rma_suite", true);
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let before = weft_segments();
     let mut c = weft();
+    c.envs(env.iter().copied());
     c.args(["run", "-n", &n.to_string()]).arg(&exe).arg(case);
     let out = run(c, &format!("weft run -n {n} rma_suite {case}"));
-    assert_eq!(out.code, Some(0), "{case} on {n} ranks: {out:?}");
+    assert_eq!(out.code, Some(0), "{case} on {n} ranks ({env:?}): {out:?}");
     assert!(
         out.stdout
             .contains(&format!("rma_suite {case}: ok on {n} ranks")),
@@ -81,5 +87,28 @@ fn a_target_asleep_outside_the_library_delays_no_one() {
 fn bad_displacements_targets_and_epochs_are_typed_errors() {
     for n in [1, 3] {
         passes(n, "errors");
+    }
+}
+
+/// The remote path (each operation an active message that the target's handler does on its own
+/// memory), forced on one node, over shared memory and over TCP: every case but `asleep` (a
+/// target computing outside the library delays remote operations until it calls in).
+#[test]
+fn the_remote_path_forced_on_one_node_over_shared_memory_and_tcp() {
+    let shm: &[(&str, u32)] = &[
+        ("counter", 3),
+        ("atomics", 4),
+        ("cas", 3),
+        ("fence", 3),
+        ("pscw", 3),
+        ("errors", 3),
+        ("shared", 2),
+    ];
+    let tcp: &[(&str, u32)] = &[("counter", 3), ("atomics", 3), ("fence", 2)];
+    for (transports, cases) in [("shm,tcp", shm), ("tcp", tcp)] {
+        for &(case, n) in cases {
+            let env = [("WEFT_RMA_MESSAGES", "1"), ("WEFT_TRANSPORTS", transports)];
+            passes_with(n, case, &env);
+        }
     }
 }

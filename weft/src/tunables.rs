@@ -139,6 +139,8 @@ tunables! {
         "All-to-alls by single copies on one node whose members outnumber its CPUs (WEFT_COLL_MODEL_CPUS): while the members' send and receive buffers together (2 x members^2 x block) take at most this many bytes, every member copies the blocks meant for it itself, so that the lines it writes stay in its CPU's cache; larger ones, and every one on a node with a CPU per member, are copied by whichever member of each pair gets to it first. auto: the CPUs' second-level caches together (4 ranks on the 2 CPUs here, 64 KiB blocks: 38 us against 52); 0: never";
     coll_check: bool = "WEFT_COLL_CHECK", "0",
         "Before every collective, the members compare what they called (the collective, root, size per member, operation) and a mismatch ends the job with a message naming the members and the values, instead of wrong data or a hang (one more exchange per collective)";
+    rma_messages: bool = "WEFT_RMA_MESSAGES", "0",
+        "One-sided operations on other members of a window go as active messages that the target serves when it calls into the library (the path for targets on other nodes), rather than straight into node-shared memory or by cross-memory copy; 1 forces it on one node (set it alike on every rank). Locks, fences and post-start-complete-wait stay in the window's node-shared header";
     transports: Transports = "WEFT_TRANSPORTS", "shm,tcp",
         "Transports ranks may use besides self, from shm and tcp: same-node peers use shm when listed, every other pair tcp (tcp alone forces TCP between every pair)";
     connect: ConnectMode = "WEFT_CONNECT", "lazy",

@@ -33,6 +33,30 @@ pub enum Basic {
 }
 
 impl Basic {
+    /// Every type, in declaration order (`basic as u8` indexes it).
+    const ALL: [Basic; 15] = [
+        Basic::I8,
+        Basic::U8,
+        Basic::I16,
+        Basic::U16,
+        Basic::I32,
+        Basic::U32,
+        Basic::I64,
+        Basic::U64,
+        Basic::I128,
+        Basic::U128,
+        Basic::F32,
+        Basic::F64,
+        Basic::Bool,
+        Basic::C32,
+        Basic::C64,
+    ];
+
+    /// The type numbered `n` (`basic as u8`), for what travels between ranks.
+    pub fn from_index(n: u8) -> Option<Basic> {
+        Self::ALL.get(n as usize).copied()
+    }
+
     /// Its one block: all `size()` bytes.
     pub const fn blocks(self) -> &'static [(isize, usize)] {
         match self.size() {
@@ -97,6 +121,29 @@ pub enum SysOp {
 }
 
 impl SysOp {
+    /// Every operation, in declaration order (`op as u8` indexes it).
+    const ALL: [SysOp; 14] = [
+        SysOp::Max,
+        SysOp::Min,
+        SysOp::Sum,
+        SysOp::Prod,
+        SysOp::LogicalAnd,
+        SysOp::BitwiseAnd,
+        SysOp::LogicalOr,
+        SysOp::BitwiseOr,
+        SysOp::LogicalXor,
+        SysOp::BitwiseXor,
+        SysOp::MinLoc,
+        SysOp::MaxLoc,
+        SysOp::Replace,
+        SysOp::NoOp,
+    ];
+
+    /// The operation numbered `n` (`op as u8`), for what travels between ranks.
+    pub fn from_index(n: u8) -> Option<SysOp> {
+        Self::ALL.get(n as usize).copied()
+    }
+
     /// MPI's name for it.
     pub fn name(self) -> &'static str {
         match self {

@@ -69,3 +69,10 @@ impl<F: Fabric> Engine<F> {
         did
     }
 }
+
+impl<F: Fabric> Engine<F> {
+    /// The largest part of an active message to `peer`: one packet's payload.
+    pub fn am_max_part(&self, peer: u32) -> usize {
+        self.core.limits(peer).max_payload
+    }
+}

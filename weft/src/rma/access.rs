@@ -36,6 +36,9 @@ pub enum Reach {
     Direct,
     /// In process `pid`, by cross-memory copy.
     Cma(u32),
+    /// By active messages to world rank `peer`, which does the operation on its memory
+    /// (`remote`): spans are then offsets in the target's part.
+    Messages(u32),
 }
 
 /// The bytes an operation touches at one target: spans of (address, length), the address in
@@ -90,6 +93,9 @@ pub struct Combiner<'a> {
     pub basic: Option<Basic>,
     /// Bytes of one element.
     pub unit: usize,
+    /// What the elements are, for a target that combines them itself (reached by messages);
+    /// `None`: only this process can (the C compiler's `long double`).
+    pub elements: Option<Elements>,
     /// `inout = input ∘ inout` element by element, on any number of whole elements (MPI's
     /// order for accumulate); `None`: the collectives' function for `op` on `basic`, looked up
     /// when an element needs it (CPU atomics need none).
@@ -126,6 +132,7 @@ fn write(call: &'static str, reach: Reach, addr: u64, src: &[u8]) -> Result<()> 
         // SAFETY: `addr` heads `src.len()` bytes of the target's part (checked by `locate`),
         // which the target lent to the window until it frees it.
         Reach::Cma(pid) => unsafe { cma::write_to(pid, addr, src) }.map_err(|e| cma_error(call, e)),
+        Reach::Messages(_) => Err(by_messages(call)),
     }
 }
 
@@ -139,10 +146,16 @@ fn read(call: &'static str, reach: Reach, addr: u64, dst: &mut [u8]) -> Result<(
         },
         // SAFETY: as in `write`.
         Reach::Cma(pid) => unsafe { cma::read_from(pid, addr, dst) }.map_err(|e| cma_error(call, e)),
+        Reach::Messages(_) => Err(by_messages(call)),
     }
 }
 
-fn length_mismatch(call: &'static str, what: &str, have: usize, want: usize) -> Error {
+#[cold]
+fn by_messages(call: &'static str) -> Error {
+    Error::new(ErrorClass::Internal, call, "an operation by messages came to the direct path")
+}
+
+pub(super) fn length_mismatch(call: &'static str, what: &str, have: usize, want: usize) -> Error {
     Error::new(
         ErrorClass::Count,
         call,
@@ -152,7 +165,7 @@ fn length_mismatch(call: &'static str, what: &str, have: usize, want: usize) -> 
 
 impl WindowData {
     /// `MPI_Put` of `data` (packed) into the bytes `at` names.
-    pub fn put(&self, call: &'static str, at: &Located, data: &[u8]) -> Result<()> {
+    pub(super) fn put_here(&self, call: &'static str, at: &Located, data: &[u8]) -> Result<()> {
         if data.len() != at.len() {
             return Err(length_mismatch(call, "origin's data", data.len(), at.len()));
         }
@@ -165,7 +178,7 @@ impl WindowData {
     }
 
     /// `MPI_Get` of the bytes `at` names into `out` (packed).
-    pub fn get(&self, call: &'static str, at: &Located, out: &mut [u8]) -> Result<()> {
+    pub(super) fn get_here(&self, call: &'static str, at: &Located, out: &mut [u8]) -> Result<()> {
         if out.len() != at.len() {
             return Err(length_mismatch(call, "origin's buffer", out.len(), at.len()));
         }
@@ -184,7 +197,7 @@ impl WindowData {
     /// A span of lock-free elements of a node-shared part goes element by element through the
     /// CPU's atomics; the other spans together under the element locks of every page they
     /// touch (taken in order, so two origins never wait for each other in a cycle).
-    pub fn accumulate(
+    pub(super) fn accumulate_here(
         &self,
         call: &'static str,
         at: &Located,
@@ -347,7 +360,7 @@ impl WindowData {
     /// when predefined): replaced by `swap` if it equals `compare` bit for bit; its value
     /// before written to `old`.
     #[allow(clippy::too_many_arguments)]
-    pub fn compare_and_swap(
+    pub(super) fn compare_and_swap_here(
         &self,
         call: &'static str,
         at: &Located,

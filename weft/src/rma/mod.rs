@@ -8,15 +8,19 @@
 //!   and `allocate_shared` over one node-shared segment, `create` and dynamic over the
 //!   program's memory), with fence, lock/unlock, lock_all, flush and post-start-complete-wait;
 //! - `access`: put, get and the accumulates, done by the origin alone: copies (cross-memory
-//!   ones into other processes), the CPU's atomics, or element locks per page of a part.
+//!   ones into other processes), the CPU's atomics, or element locks per page of a part;
+//! - `remote`: the same operations as internal active messages to the window's handler at
+//!   the target, which does them on its own memory (forced by `WEFT_RMA_MESSAGES` on one node).
 //!
-//! To come (see issue 12): the fence assertions as optimizations, the operation table and
-//! active messages for targets on other nodes.
+//! To come (see issue 12): the fence assertions as optimizations, the operation table, the
+//! lock by message, and windows over several nodes.
 
 pub mod atomic;
 pub mod lock;
 // Its lock words live in shared memory, which loom's atomics cannot.
 #[cfg(not(loom))]
 pub mod access;
+#[cfg(not(loom))]
+pub mod remote;
 #[cfg(not(loom))]
 pub mod window;

@@ -32,6 +32,7 @@ use crate::engine::Engine;
 use crate::error::{Error, ErrorClass, Result};
 use crate::fabric::Fabric;
 use std::cell::Cell;
+use std::rc::Rc;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::{fence, Ordering::Acquire, Ordering::Relaxed, Ordering::Release, Ordering::SeqCst};
 
@@ -127,6 +128,9 @@ pub struct WindowData {
     comm: CommData,
     seg: NodeSegment,
     flavor: Flavor,
+    /// Whether this member reaches the other members' parts by active messages (the remote
+    /// path, forced by `WEFT_RMA_MESSAGES` on one node), rather than directly.
+    pub(super) messages: bool,
     /// Of this member's entry's `posts` and `completions`, how many its epochs consumed.
     posts_seen: Cell<u64>,
     completions_seen: Cell<u64>,
@@ -163,8 +167,8 @@ impl WindowData {
         flavor: Flavor,
         (base, size): (*mut u8, usize),
         disp_unit: usize,
-        call: &'static str,
-    ) -> Result<WindowData> {
+        (messages, call): (bool, &'static str),
+    ) -> Result<Rc<WindowData>> {
         if comm.remote.is_some() {
             return Err(Error::new(
                 ErrorClass::Comm,
@@ -191,19 +195,25 @@ impl WindowData {
             ));
         }
         let own = comm::dup(eng, mask, comm)?;
-        match Self::lay_out(eng, &own, flavor, (base, size), disp_unit, call) {
-            Ok(seg) => Ok(WindowData {
-                comm: own,
-                seg,
-                flavor,
-                posts_seen: Cell::new(0),
-                completions_seen: Cell::new(0),
-            }),
-            Err(e) => {
-                mask.release(own.pair);
-                Err(e)
-            }
-        }
+        let pair = own.pair;
+        let seg = Self::lay_out(eng, &own, flavor, (base, size), disp_unit, call)
+            .inspect_err(|_| mask.release(pair))?;
+        let data = Rc::new(WindowData {
+            comm: own,
+            seg,
+            flavor,
+            messages,
+            posts_seen: Cell::new(0),
+            completions_seen: Cell::new(0),
+        });
+        super::remote::serve(eng, &data);
+        // Every member's entry is written and its handler installed before any goes on (and
+        // reaches the others' memory, or sends them messages).
+        comm::barrier(eng, &data.comm).inspect_err(|_| {
+            super::remote::unserve(eng, &data);
+            mask.release(pair);
+        })?;
+        Ok(data)
     }
 
     /// `MPI_Win_allocate(size, disp_unit)`: [`Self::new`] of flavour `Allocate`.
@@ -214,12 +224,14 @@ impl WindowData {
         node_of: &[u32],
         size: usize,
         disp_unit: usize,
-    ) -> Result<WindowData> {
+    ) -> Result<Rc<WindowData>> {
         let none = (std::ptr::null_mut(), size);
-        Self::new(eng, mask, comm, node_of, Flavor::Allocate, none, disp_unit, "Win_allocate")
+        let how = (false, "Win_allocate");
+        Self::new(eng, mask, comm, node_of, Flavor::Allocate, none, disp_unit, how)
     }
 
-    /// Agrees on the parts' sizes, makes the segment and writes this member's entry.
+    /// Agrees on the parts' sizes, makes the segment and writes this member's entry (which the
+    /// others read after the barrier that ends [`WindowData::new`]).
     fn lay_out<F: Fabric>(
         eng: &mut Engine<F>,
         own: &CommData,
@@ -265,7 +277,6 @@ impl WindowData {
             std::ptr::addr_of_mut!((*entry).disp_unit).write(disp_unit as u64);
             std::ptr::addr_of_mut!((*entry).pid).write(u64::from(std::process::id()));
         }
-        comm::barrier(eng, own)?;
         Ok(seg)
     }
 
@@ -356,7 +367,7 @@ impl WindowData {
     /// every error: the general way ([`WindowData::locate`]) then decides and reports.
     #[inline]
     pub fn shared_element(&self, target: i32, disp: isize, unit: usize) -> Option<*mut u8> {
-        if !self.flavor.in_segment() {
+        if !self.flavor.in_segment() || self.messages {
             return None;
         }
         let t = usize::try_from(target).ok().filter(|&t| t < self.size())?;
@@ -372,7 +383,11 @@ impl WindowData {
 
     /// How this member reaches target `t`'s memory.
     fn reach(&self, t: usize) -> Reach {
-        if self.flavor.in_segment() || t == self.rank() {
+        if t == self.rank() {
+            Reach::Direct
+        } else if self.messages {
+            Reach::Messages(self.comm.group.members()[t])
+        } else if self.flavor.in_segment() {
             Reach::Direct
         } else {
             Reach::Cma(self.entry(t).pid as u32)
@@ -390,6 +405,13 @@ impl WindowData {
     ) -> Result<Located> {
         let t = self.check_target(call, target)?;
         let part = self.part(call, target)?;
+        let reach = self.reach(t);
+        // By messages, spans are offsets in the part (addresses in a dynamic one), which
+        // the target turns into addresses of its own.
+        let base = match reach {
+            Reach::Messages(_) => 0,
+            _ => part.base as u64,
+        };
         let start = disp.checked_mul(part.disp_unit as isize);
         let span = |&(off, len): &(isize, usize)| {
             let at = start.and_then(|s| s.checked_add(off));
@@ -401,7 +423,7 @@ impl WindowData {
                 _ => false,
             };
             match (ok, at) {
-                (true, Some(a)) => Ok(((a as u64).wrapping_add(part.base as u64), len)),
+                (true, Some(a)) => Ok(((a as u64).wrapping_add(base), len)),
                 _ => Err(self.outside(call, target, disp, (off, len), part)),
             }
         };
@@ -410,7 +432,7 @@ impl WindowData {
             _ => Spans::Many(blocks.iter().map(span).collect::<Result<_>>()?),
         };
         Ok(Located {
-            reach: self.reach(t),
+            reach,
             target: t,
             base: part.base as u64,
             direct_atomics: self.flavor.in_segment(),
@@ -437,7 +459,7 @@ impl WindowData {
 
     /// Whether `len` bytes at `addr` lie within regions target `t` attached (one, or several
     /// back to back).
-    fn attached(&self, t: usize, addr: u64, len: usize) -> bool {
+    pub(super) fn attached(&self, t: usize, addr: u64, len: usize) -> bool {
         let Some(end) = addr.checked_add(len as u64) else {
             return false;
         };
@@ -534,8 +556,14 @@ impl WindowData {
     /// `MPI_Win_flush` (and `flush_local`, `flush_all`, `MPI_Win_sync`): operations complete
     /// as they are made, so this is the memory barrier that makes them visible before whatever
     /// this process does next.
-    pub fn flush(&self) {
+    ///
+    /// By messages, it progresses too: a member waiting in a loop of flushes or syncs for
+    /// what others write serves their messages meanwhile.
+    pub fn flush<F: Fabric>(&self, eng: &mut Engine<F>) {
         fence(SeqCst);
+        if self.messages {
+            eng.progress();
+        }
     }
 
     /// `MPI_Win_fence`, collective: every member's operations of the epoch that ends are
@@ -602,11 +630,13 @@ impl WindowData {
     }
 
     /// `MPI_Win_test`: whether every origin of `exposure` completed (then the epoch is over).
-    pub fn test<F: Fabric>(&self, _eng: &mut Engine<F>, exposure: &mut Exposure) -> Result<bool> {
+    pub fn test<F: Fabric>(&self, eng: &mut Engine<F>, exposure: &mut Exposure) -> Result<bool> {
         let me = self.entry(self.rank());
         // Acquire: pairs with `complete`'s Release increments.
         let arrived = me.completions.load(Acquire).wrapping_sub(self.completions_seen.get());
         if arrived < exposure.expected {
+            // A target testing in a loop serves the origins' messages meanwhile.
+            eng.progress();
             return Ok(false);
         }
         self.completions_seen.set(self.completions_seen.get() + exposure.expected);
@@ -626,9 +656,13 @@ impl WindowData {
     /// `MPI_Win_free`, collective: waits for every member (so no one frees memory another
     /// still reaches), then gives back the window's contexts. The segment goes with the last
     /// member's mapping.
-    pub fn free<F: Fabric>(self, eng: &mut Engine<F>, mask: &mut ContextMask) -> Result<()> {
+    ///
+    /// Every member's operations were answered before it got here (each waits for its own), so
+    /// after the barrier no active message comes for this window: its handler goes.
+    pub fn free<F: Fabric>(self: Rc<Self>, eng: &mut Engine<F>, mask: &mut ContextMask) -> Result<()> {
         fence(SeqCst);
         let done = comm::barrier(eng, &self.comm);
+        eng.am_unregister(self.comm.pair);
         mask.release(self.comm.pair);
         done
     }

@@ -33,10 +33,12 @@ use crate::coll::op::{Basic, Elements};
 use crate::error::{fatal, Error, ErrorClass, Result};
 use crate::rma::access::{Combiner, Located};
 use crate::rma::atomic;
+use crate::rma::remote;
 use crate::rma::window::{Flavor, WindowData};
 use crate::runtime;
 use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
+use std::rc::Rc;
 
 pub use crate::rma::lock::LockKind;
 pub use pscw::{AccessEpoch, ExposureEpoch};
@@ -47,7 +49,7 @@ mod shared;
 /// A window of elements of `T` at every member of a communicator (`MPI_Win`).
 #[derive(Debug)]
 pub struct Window<T> {
-    data: Option<WindowData>,
+    data: Option<Rc<WindowData>>,
     /// `T` as one predefined type, for the atomic operations (`None`: a layout of several).
     basic: Option<Basic>,
     /// What this process has open on the window now.
@@ -132,7 +134,7 @@ impl<T: Equivalence + Copy> Window<T> {
                 flavor,
                 (std::ptr::null_mut(), size),
                 elem.max(1),
-                call,
+                (rt.tunables.rma_messages, call),
             )
         })?;
         Ok(Window {
@@ -246,7 +248,9 @@ impl<T: Equivalence + Copy> Window<T> {
     /// `MPI_Win_free`, collective: waits until every member frees it.
     pub fn free(mut self) -> Result<()> {
         let data = self.data.take().expect("not freed yet");
-        runtime::with_call("Win_free", |rt| data.free(&mut rt.engine, &mut rt.contexts))
+        runtime::with_call("Win_free", |rt| {
+            WindowData::free(data, &mut rt.engine, &mut rt.contexts)
+        })
     }
 }
 
@@ -256,7 +260,10 @@ impl<T> Drop for Window<T> {
     /// what it reaches).
     fn drop(&mut self) {
         if let Some(data) = self.data.take() {
-            runtime::try_with(|rt| rt.contexts.release(data.comm_pair()));
+            runtime::try_with(|rt| {
+                remote::unserve(&mut rt.engine, &data);
+                rt.contexts.release(data.comm_pair())
+            });
         }
     }
 }
@@ -280,7 +287,8 @@ pub trait Access<T: Equivalence + Copy> {
         self.covers(CALL, target)?;
         let data = bytes(data);
         let w = self.window().data();
-        w.put(CALL, &span(w, CALL, target, disp, data.len())?, data)
+        let at = span(w, CALL, target, disp, data.len())?;
+        runtime::with_call(CALL, |rt| w.put(&mut rt.engine, CALL, &at, data))
     }
 
     /// `MPI_Get`: `out.len()` elements of `target`'s part at element `disp` into `out`.
@@ -290,7 +298,8 @@ pub trait Access<T: Equivalence + Copy> {
         // SAFETY: `T` is plain data (checked at allocation): any bytes are a valid `T`.
         let out = unsafe { bytes_mut(out) };
         let w = self.window().data();
-        w.get(CALL, &span(w, CALL, target, disp, out.len())?, out)
+        let at = span(w, CALL, target, disp, out.len())?;
+        runtime::with_call(CALL, |rt| w.get(&mut rt.engine, CALL, &at, out))
     }
 
     /// `MPI_Accumulate`: `target[disp + i] = data[i] op target[disp + i]`, element-wise atomic.
@@ -369,21 +378,18 @@ pub trait Access<T: Equivalence + Copy> {
             return Ok(old[0]);
         }
         let at = span(w, CALL, target, disp, out.len())?;
-        w.compare_and_swap(
-            CALL,
-            &at,
-            Some(basic),
-            bytes(&[compare]),
-            bytes(&[swap]),
-            out,
-        )?;
+        let (compare, swap) = ([compare], [swap]);
+        let (c, s) = (bytes(&compare), bytes(&swap));
+        runtime::with_call(CALL, |rt| {
+            w.compare_and_swap(&mut rt.engine, CALL, &at, Some(basic), c, s, out)
+        })?;
         Ok(old[0])
     }
 
     /// `MPI_Win_flush` (and `flush_local`, `MPI_Win_sync`): the epoch's operations so far are
     /// complete and visible to whatever this process does next.
     fn flush(&self) {
-        self.window().data().flush();
+        runtime::with_call("Win_flush", |rt| self.window().data().flush(&mut rt.engine));
     }
 }
 
@@ -433,9 +439,12 @@ fn accumulate_at<T: Equivalence + Copy>(
         op: op.sys_op(),
         basic: Some(basic),
         unit: std::mem::size_of::<T>(),
+        elements: Some(Elements::Basic(basic)),
         combine: None,
     };
-    w.accumulate(call, &at, &how, data, old)
+    runtime::with_call(call, |rt| {
+        w.accumulate(&mut rt.engine, call, &at, &how, data, old)
+    })
 }
 
 /// One element of a node-shared part the CPU updates atomically in place: the accumulate

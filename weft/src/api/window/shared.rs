@@ -9,6 +9,7 @@ use crate::api::datatype::Equivalence;
 use crate::api::topology::{AsCommunicator, Rank};
 use crate::error::{fatal, Error, ErrorClass, Result};
 use crate::rma::window::Flavor;
+use crate::runtime;
 
 impl<T: Equivalence + Copy> Window<T> {
     /// `MPI_Win_allocate_shared`: `len` zeroed elements of `T` at this member, in memory every
@@ -95,6 +96,6 @@ impl<T: Equivalence + Copy> Window<T> {
     /// `MPI_Win_sync`: a memory barrier ordering this process's loads and stores on the window
     /// (its own part's, or through `shared_query`'s pointers) with its operations.
     pub fn sync(&self) {
-        self.data().flush();
+        runtime::with_call("Win_sync", |rt| self.data().flush(&mut rt.engine));
     }
 }

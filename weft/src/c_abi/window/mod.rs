@@ -26,6 +26,7 @@ use crate::topology::{AsCommunicator, UserGroup};
 use crate::traits::*;
 use std::cell::{Cell, RefCell};
 use std::ffi::{c_char, c_int, c_void};
+use std::rc::Rc;
 
 pub(crate) use attrs::errhandler_of;
 
@@ -35,7 +36,7 @@ pub(crate) use attrs::errhandler_of;
 pub(crate) struct CWin {
     /// [`WIN_MAGIC`] while the handle is live.
     magic: Cell<u64>,
-    data: RefCell<Option<WindowData>>,
+    data: RefCell<Option<Rc<WindowData>>>,
     /// The group of the communicator it was made over.
     group: UserGroup,
     /// This member's part as the program sees it (the attributes point at these).
@@ -174,7 +175,7 @@ fn make(
             flavor,
             (base.cast(), size),
             unit as usize,
-            call,
+            (rt.tunables.rma_messages, call),
         )
     })
     .map_err(CError::from_weft)?;
@@ -500,8 +501,10 @@ pub unsafe extern "C" fn win_free(win: *mut *mut c_void) -> c_int {
             .take()
             .expect("a live window has its data");
         w.magic.set(0);
-        runtime::with_call(CALL, |rt| data.free(&mut rt.engine, &mut rt.contexts))
-            .map_err(CError::from_weft)?;
+        runtime::with_call(CALL, |rt| {
+            WindowData::free(data, &mut rt.engine, &mut rt.contexts)
+        })
+        .map_err(CError::from_weft)?;
         // SAFETY: made by `make` with `Box::leak`; its mark is cleared, so no call reaches it
         // through a stale handle any more.
         drop(unsafe { Box::from_raw(std::ptr::from_ref(w).cast_mut()) });

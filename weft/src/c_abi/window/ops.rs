@@ -15,6 +15,7 @@ use crate::c_abi::requests::{self, CRequest};
 use crate::coll::op::{Basic, Elements, SysOp};
 use crate::rma::access::{Combiner, Located};
 use crate::rma::atomic;
+use crate::runtime;
 use std::borrow::Cow;
 use std::ffi::{c_int, c_void};
 
@@ -156,7 +157,7 @@ unsafe fn put<C: CCount>(
     }
     // SAFETY: the standard's contract: the origin buffer holds its elements.
     let data = unsafe { o.packed() };
-    w.with(|d| d.put(call, &at, &data))
+    w.with(|d| runtime::with_call(call, |rt| d.put(&mut rt.engine, call, &at, &data)))
         .map_err(CError::from_weft)
 }
 
@@ -185,10 +186,12 @@ unsafe fn get<C: CCount>(
         // SAFETY: the standard's contract: the origin buffer has room for its elements, which
         // lie contiguous.
         let out = unsafe { handles::bytes_mut(o.buf, o.len()) };
-        return w.with(|d| d.get(call, &at, out)).map_err(CError::from_weft);
+        return w
+            .with(|d| runtime::with_call(call, |rt| d.get(&mut rt.engine, call, &at, out)))
+            .map_err(CError::from_weft);
     }
     let mut data = vec![0u8; at.len()];
-    w.with(|d| d.get(call, &at, &mut data))
+    w.with(|d| runtime::with_call(call, |rt| d.get(&mut rt.engine, call, &at, &mut data)))
         .map_err(CError::from_weft)?;
     // SAFETY: the standard's contract: the origin buffer has room for its elements.
     unsafe { o.unpack(&data) };
@@ -223,7 +226,7 @@ fn combiner(
     op_handle: *mut c_void,
     t: Dt,
     handle: *mut c_void,
-) -> Result<(Option<Basic>, usize, Combine), CError> {
+) -> Result<(Option<Basic>, usize, Option<Elements>, Combine), CError> {
     let map = t.type_map();
     let unit = |e: Elements| match e {
         Elements::Basic(b) => b.size(),
@@ -231,16 +234,16 @@ fn combiner(
     };
     // A pair type's unit of atomicity is the pair (MPI_2INT is two ints, but one element).
     if matches!(op, SysOp::Replace | SysOp::NoOp) {
-        let (basic, n) = match (map.elements(true), map.elements(false)) {
-            (Some(p), _) => (None, unit(p)),
-            (None, Some(Elements::Basic(b))) => (Some(b), b.size()),
-            _ => (None, 1),
+        let (basic, n, elements) = match (map.elements(true), map.elements(false)) {
+            (Some(p), _) => (None, unit(p), Some(p)),
+            (None, Some(e @ Elements::Basic(b))) => (Some(b), b.size(), Some(e)),
+            _ => (None, 1, Some(Elements::Basic(Basic::U8))),
         };
         let combine: Combine = match op {
             SysOp::Replace => Box::new(|i: &[u8], o: &mut [u8]| o.copy_from_slice(i)),
             _ => Box::new(|_: &[u8], _: &mut [u8]| {}),
         };
-        return Ok((basic, n, combine));
+        return Ok((basic, n, elements, combine));
     }
     for e in [map.elements(true), map.elements(false)]
         .into_iter()
@@ -254,6 +257,7 @@ fn combiner(
             return Ok((
                 basic,
                 unit(e),
+                Some(e),
                 Box::new(move |i: &[u8], o: &mut [u8]| f(i, o)),
             ));
         }
@@ -281,7 +285,7 @@ fn combiner(
                 };
             }
         };
-        return Ok((None, n, Box::new(combine)));
+        return Ok((None, n, None, Box::new(combine)));
     }
     Err(CError::new(
         MPI_ERR_OP,
@@ -344,19 +348,24 @@ unsafe fn get_accumulate<C: CCount>(
             return Err(signature_mismatch(call, "result buffer", r.len(), at.len()));
         }
     }
-    let (basic, unit, combine) = combiner(call, sys, op, t.dt, tdt)?;
+    let (basic, unit, elements, combine) = combiner(call, sys, op, t.dt, tdt)?;
     let how = Combiner {
         op: sys,
         basic,
         unit,
+        elements,
         combine: Some(&*combine),
     };
     // SAFETY: the standard's contract: the origin buffer holds its elements.
     let data = o.as_ref().map(|o| unsafe { o.packed() });
     let data: &[u8] = data.as_deref().unwrap_or(&[]);
     let mut old = r.as_ref().map(|_| vec![0u8; at.len()]);
-    w.with(|d| d.accumulate(call, &at, &how, data, old.as_deref_mut()))
-        .map_err(CError::from_weft)?;
+    w.with(|d| {
+        runtime::with_call(call, |rt| {
+            d.accumulate(&mut rt.engine, call, &at, &how, data, old.as_deref_mut())
+        })
+    })
+    .map_err(CError::from_weft)?;
     if let (Some(r), Some(old)) = (r, old) {
         // SAFETY: the standard's contract: the result buffer has room for its elements.
         unsafe { r.unpack(&old) };
@@ -666,8 +675,12 @@ pub unsafe extern "C" fn compare_and_swap(
                 handles::bytes_mut(result, n),
             )
         };
-        w.with(|d| d.compare_and_swap(CALL, &at, basic, cmp, swap, out))
-            .map_err(CError::from_weft)
+        w.with(|d| {
+            runtime::with_call(CALL, |rt| {
+                d.compare_and_swap(&mut rt.engine, CALL, &at, basic, cmp, swap, out)
+            })
+        })
+        .map_err(CError::from_weft)
     })
 }
 export!(Compare_and_swap, compare_and_swap);

@@ -245,7 +245,7 @@ fn flush(call: &'static str, win: *mut c_void, rank: Option<c_int>) -> c_int {
                 ));
             }
         }
-        w.with(|d| d.flush());
+        w.with(|d| runtime::with_call(call, |rt| d.flush(&mut rt.engine)));
         Ok(())
     })
 }

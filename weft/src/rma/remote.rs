@@ -1,0 +1,518 @@
+//! The remote path (issue 12, items 7 and 8): operations on a target that the origin does
+//! not reach directly go as internal active messages to the window's handler at the target,
+//! which does them on its own memory with the same code the direct path uses (so the
+//! elements' atomicity is the same whichever way an origin came). On one node the path is
+//! forced by `WEFT_RMA_MESSAGES=1`, which is how it is tested without several hosts.
+//!
+//! Each window registers a handler (numbered by its context pair, which every member shares)
+//! when it is made, and removes it when it is freed. An operation is one message per span of
+//! the target's layout, its argument saying what to do ([`Arg`]); the payload is the origin's
+//! data in parts of whole elements, and the answers carry what a get or a fetch returns.
+//!
+//! For now every operation waits for its answers before it returns, so flush, unlock and
+//! fence have nothing left to wait for. To come (004): queuing operations per target in the
+//! operation table, the lock itself by message, and the answers piggybacked on the epoch's end.
+
+use super::access::{length_mismatch, CombineFn, Combiner, Located, Reach, Spans};
+use super::window::{Flavor, WindowData};
+use crate::coll::op::{self, Basic, Elements, SysOp};
+use crate::engine::buffer::{RawBuf, RawBufMut};
+use crate::engine::core::active::{AmHandler, AmPart, Answer, ReplyTo};
+use crate::engine::Engine;
+use crate::error::{Error, ErrorClass, Result};
+use crate::fabric::Fabric;
+use std::rc::Rc;
+
+/// What one message asks of the target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Put = 1,
+    /// The payload is the length (8 bytes), the answer the bytes.
+    Get = 2,
+    Accumulate = 3,
+    /// An accumulate answered with the elements' values before.
+    GetAccumulate = 4,
+    /// The payload is compare then swap (one element each), the answer the value before.
+    CompareAndSwap = 5,
+    /// An accumulate whose elements straddle the target layout's blocks (a pair type with a
+    /// gap): one part, the spans first (a count, then offset and length each, 8 bytes apiece),
+    /// then the data; done under the element locks of every span at once.
+    AccumulateSpans = 6,
+    /// The same, answered with the elements' values before.
+    GetAccumulateSpans = 7,
+}
+
+/// A message's argument: what to do, on which elements, where. Bits 0-3 the kind, 4-7 the
+/// operation, 8-11 the element type, 12-15 a pair's index type + 1 (0: not a pair), 16-63 the
+/// offset in the target's part (a dynamic window's: the address).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Arg {
+    kind: Kind,
+    op: SysOp,
+    elements: Option<Elements>,
+    offset: u64,
+}
+
+/// Offsets (and addresses) a message can name: 48 bits, all of a 64-bit Linux process's
+/// user space.
+const OFFSET_LIMIT: u64 = 1 << 48;
+
+impl Arg {
+    fn encode(self) -> u64 {
+        let (value, index) = match self.elements {
+            None => (0, 0),
+            Some(Elements::Basic(b)) => (b as u64, 0),
+            Some(Elements::Pair(v, i)) => (v as u64, i as u64 + 1),
+        };
+        debug_assert!(self.offset < OFFSET_LIMIT);
+        self.kind as u64 | (self.op as u64) << 4 | value << 8 | index << 12 | self.offset << 16
+    }
+
+    fn decode(arg: u64) -> Option<Arg> {
+        let kind = match arg & 0xf {
+            1 => Kind::Put,
+            2 => Kind::Get,
+            3 => Kind::Accumulate,
+            4 => Kind::GetAccumulate,
+            5 => Kind::CompareAndSwap,
+            6 => Kind::AccumulateSpans,
+            7 => Kind::GetAccumulateSpans,
+            _ => return None,
+        };
+        let value = Basic::from_index((arg >> 8 & 0xf) as u8)?;
+        let elements = match (kind, arg >> 12 & 0xf) {
+            (Kind::Put | Kind::Get, _) => None,
+            (_, 0) => Some(Elements::Basic(value)),
+            (_, i) => Some(Elements::Pair(value, Basic::from_index(i as u8 - 1)?)),
+        };
+        Some(Arg {
+            kind,
+            op: SysOp::from_index((arg >> 4 & 0xf) as u8)?,
+            elements,
+            offset: arg >> 16,
+        })
+    }
+}
+
+fn unit_of(e: Elements) -> usize {
+    match e {
+        Elements::Basic(b) => b.size(),
+        Elements::Pair(v, i) => v.size() + i.size(),
+    }
+}
+
+/// The window's handler at its target.
+struct Served(Rc<WindowData>);
+
+/// Installs `data`'s handler in `eng`, so origins reach this member's part by messages.
+pub fn serve<F: Fabric>(eng: &mut Engine<F>, data: &Rc<WindowData>) {
+    eng.am_register(data.comm_pair(), Box::new(Served(data.clone())));
+}
+
+/// Removes it (a window dropped without `free`).
+pub fn unserve<F: Fabric>(eng: &mut Engine<F>, data: &WindowData) {
+    eng.am_unregister(data.comm_pair());
+}
+
+const SERVE: &str = "a window's target";
+
+impl AmHandler for Served {
+    fn place(&mut self, _src: u32, arg: u64, offset: u64, len: usize) -> Option<RawBufMut> {
+        let a = Arg::decode(arg).filter(|a| a.kind == Kind::Put)?;
+        let at = self.0.own_span(SERVE, a.offset.checked_add(offset)?, len).ok()?;
+        let &[(addr, n)] = at.spans() else {
+            return None;
+        };
+        // SAFETY: `n` bytes of this member's part, mapped here (checked by `own_span`); MPI
+        // forbids any other access to them that conflicts with the put during its epoch.
+        Some(unsafe { RawBufMut::new(std::slice::from_raw_parts_mut(addr as *mut u8, n)) })
+    }
+
+    fn handle(&mut self, part: &AmPart<'_>, _reply: ReplyTo) -> Answer {
+        match self.0.serve(part) {
+            Ok(answer) => answer,
+            Err(e) => Answer::Failed(e),
+        }
+    }
+}
+
+impl WindowData {
+    /// This member's part's `len` bytes at `offset` (a dynamic window's: at that address),
+    /// checked, as a direct span.
+    fn own_span(&self, call: &'static str, offset: u64, len: usize) -> Result<Located> {
+        let me = self.rank() as i32;
+        let part = self.part(call, me)?;
+        let (ok, base) = match self.flavor() {
+            Flavor::Dynamic => (self.attached(self.rank(), offset, len), 0),
+            _ => (
+                offset.checked_add(len as u64).is_some_and(|end| end <= part.size as u64),
+                part.base as u64,
+            ),
+        };
+        if !ok {
+            return Err(Error::new(
+                ErrorClass::Disp,
+                call,
+                format!(
+                    "{len} bytes at offset {offset} fall outside rank {me}'s part of the window"
+                ),
+            ));
+        }
+        Ok(Located {
+            reach: Reach::Direct,
+            target: self.rank(),
+            base,
+            direct_atomics: matches!(self.flavor(), Flavor::Allocate | Flavor::Shared),
+            spans: Spans::One([(base + offset, len)]),
+        })
+    }
+
+    /// Does what one part asks, on this member's memory.
+    fn serve(&self, part: &AmPart<'_>) -> Result<Answer> {
+        let a = Arg::decode(part.arg).ok_or_else(|| {
+            Error::new(ErrorClass::Internal, SERVE, format!("a message no window sends ({:#x})", part.arg))
+        })?;
+        let data = part.payload;
+        let offset = a.offset + part.offset;
+        match a.kind {
+            Kind::Put => {
+                if part.placed == 0 {
+                    self.put_here(SERVE, &self.own_span(SERVE, offset, data.len())?, data)?;
+                }
+                Ok(Answer::ack())
+            }
+            Kind::Get => {
+                let len = u64::from_ne_bytes(data.try_into().map_err(|_| bad_payload(data.len()))?);
+                let at = self.own_span(SERVE, a.offset, len as usize)?;
+                let mut out = vec![0u8; len as usize];
+                self.get_here(SERVE, &at, &mut out)?;
+                Ok(Answer::Done { data: out, at: 0 })
+            }
+            Kind::Accumulate | Kind::GetAccumulate => {
+                let e = a.elements.ok_or_else(|| bad_payload(data.len()))?;
+                let f = combine_function(a.op, e)?;
+                let how = combiner(a.op, e, &*f);
+                let at = self.own_span(SERVE, offset, data.len())?;
+                let mut old = (a.kind == Kind::GetAccumulate).then(|| vec![0u8; data.len()]);
+                self.accumulate_here(SERVE, &at, &how, data, old.as_deref_mut())?;
+                Ok(Answer::Done {
+                    data: old.unwrap_or_default(),
+                    at: part.offset,
+                })
+            }
+            Kind::AccumulateSpans | Kind::GetAccumulateSpans => {
+                let words = |b: &[u8]| -> Vec<u64> {
+                    b.chunks_exact(8).map(|w| u64::from_ne_bytes(w.try_into().expect("8 bytes"))).collect()
+                };
+                let n = data.get(..8).map(|b| words(b)[0] as usize).ok_or_else(|| bad_payload(data.len()))?;
+                let head = n.checked_mul(16).and_then(|h| h.checked_add(8)).filter(|&h| h <= data.len());
+                let head = head.ok_or_else(|| bad_payload(data.len()))?;
+                let mut spans = Vec::with_capacity(n);
+                let mut first = None;
+                for pair in words(&data[8..head]).chunks_exact(2) {
+                    let one = self.own_span(SERVE, pair[0], pair[1] as usize)?;
+                    spans.extend_from_slice(one.spans());
+                    first.get_or_insert(one);
+                }
+                let first = first.ok_or_else(|| bad_payload(data.len()))?;
+                let at = Located { spans: Spans::Many(spans), ..first };
+                let e = a.elements.ok_or_else(|| bad_payload(data.len()))?;
+                let f = combine_function(a.op, e)?;
+                let how = combiner(a.op, e, &*f);
+                let data = &data[head..];
+                let mut old = (a.kind == Kind::GetAccumulateSpans).then(|| vec![0u8; data.len()]);
+                self.accumulate_here(SERVE, &at, &how, data, old.as_deref_mut())?;
+                Ok(Answer::Done { data: old.unwrap_or_default(), at: 0 })
+            }
+            Kind::CompareAndSwap => {
+                let n = data.len() / 2;
+                let basic = match a.elements {
+                    Some(Elements::Basic(b)) => Some(b),
+                    _ => None,
+                };
+                let at = self.own_span(SERVE, a.offset, n)?;
+                let mut old = vec![0u8; n];
+                self.compare_and_swap_here(SERVE, &at, basic, &data[..n], &data[n..], &mut old)?;
+                Ok(Answer::Done { data: old, at: 0 })
+            }
+        }
+    }
+
+    /// An operation done here on a window others reach by messages: progress too, so that a
+    /// member busy on its own part (spinning on a compare-and-swap) serves the others (MPI's
+    /// progress rule: every call progresses).
+    #[inline]
+    fn progress_if_served<F: Fabric>(&self, eng: &mut Engine<F>) {
+        if self.messages {
+            eng.progress();
+        }
+    }
+
+    /// Sends one message per span of `at` and waits for every answer: `payload(span, its
+    /// offset in the packed data, its length)` is the bytes to send (in parts of `unit`), and
+    /// the answers go into `reply` at the span's offset.
+    #[allow(clippy::too_many_arguments)]
+    fn by_messages<F: Fabric>(
+        &self,
+        eng: &mut Engine<F>,
+        call: &'static str,
+        at: &Located,
+        peer: u32,
+        arg: impl Fn(u64) -> Arg,
+        payload: impl Fn(usize, usize, usize) -> (RawBuf, usize),
+        mut reply: Option<&mut [u8]>,
+    ) -> Result<()> {
+        let mut from = 0;
+        let mut started = Vec::new();
+        for (i, &(offset, len)) in at.spans().iter().enumerate() {
+            if offset >= OFFSET_LIMIT {
+                return Err(Error::new(ErrorClass::Disp, call, format!("offset {offset} is too large to send")));
+            }
+            let (data, unit) = payload(i, from, len);
+            let out = reply.as_deref_mut().map(|r| {
+                let (start, end) = (from.min(r.len()), (from + len).min(r.len()));
+                // SAFETY: a view of this call's result buffer, which outlives the request
+                // (every request is waited for below, before this returns).
+                unsafe { RawBufMut::new(&mut r[start..end]) }
+            });
+            // SAFETY: `data` views the caller's data (or this call's own), and `out` its result
+            // buffer, both alive and untouched until the requests are waited for below.
+            let h = unsafe { eng.am_start((peer, self.comm_pair()), arg(offset).encode(), data, unit, out) };
+            match h {
+                Ok(h) => started.push(h),
+                Err(e) => {
+                    for h in started {
+                        let _ = eng.wait(h);
+                    }
+                    return Err(Error::new(e.class, call, e.detail));
+                }
+            }
+            from += len;
+        }
+        let mut first = None;
+        for h in started {
+            if let Err(e) = eng.wait(h) {
+                first.get_or_insert(Error::new(e.class, call, e.detail));
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+
+    /// `MPI_Put` of `data` (packed) into the bytes `at` names.
+    pub fn put<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str, at: &Located, data: &[u8]) -> Result<()> {
+        let Reach::Messages(peer) = at.reach else {
+            self.progress_if_served(eng);
+            return self.put_here(call, at, data);
+        };
+        if data.len() != at.len() {
+            return Err(length_mismatch(call, "origin's data", data.len(), at.len()));
+        }
+        let arg = |offset| Arg { kind: Kind::Put, op: SysOp::Replace, elements: None, offset };
+        // SAFETY: `data` is borrowed for this whole call, which waits for the messages.
+        let view = |_: usize, from: usize, len: usize| (unsafe { RawBuf::new(&data[from..from + len]) }, 1);
+        self.by_messages(eng, call, at, peer, arg, view, None)
+    }
+
+    /// `MPI_Get` of the bytes `at` names into `out` (packed).
+    pub fn get<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str, at: &Located, out: &mut [u8]) -> Result<()> {
+        let Reach::Messages(peer) = at.reach else {
+            self.progress_if_served(eng);
+            return self.get_here(call, at, out);
+        };
+        if out.len() != at.len() {
+            return Err(length_mismatch(call, "origin's buffer", out.len(), at.len()));
+        }
+        let lens: Vec<[u8; 8]> = at.spans().iter().map(|s| (s.1 as u64).to_ne_bytes()).collect();
+        let arg = |offset| Arg { kind: Kind::Get, op: SysOp::NoOp, elements: None, offset };
+        // SAFETY: `lens` lives until this call returns, after the messages are answered.
+        let view = |i: usize, _: usize, _: usize| (unsafe { RawBuf::new(&lens[i]) }, 8);
+        self.by_messages(eng, call, at, peer, arg, view, Some(out))
+    }
+
+    /// `MPI_Get_accumulate` (see [`WindowData::accumulate_here`]) by whichever path reaches
+    /// the target.
+    pub fn accumulate<F: Fabric>(
+        &self,
+        eng: &mut Engine<F>,
+        call: &'static str,
+        at: &Located,
+        how: &Combiner<'_>,
+        data: &[u8],
+        old: Option<&mut [u8]>,
+    ) -> Result<()> {
+        let Reach::Messages(peer) = at.reach else {
+            self.progress_if_served(eng);
+            return self.accumulate_here(call, at, how, data, old);
+        };
+        let Some(elements) = how.elements else {
+            return Err(Error::unsupported(
+                call,
+                "this accumulate's elements (long double) are combined only where the origin is, \
+                 not yet at a target reached by messages",
+            ));
+        };
+        let total = at.len();
+        if let Some(o) = old.as_deref() {
+            if o.len() != total {
+                return Err(length_mismatch(call, "result buffer", o.len(), total));
+            }
+        }
+        // MPI_NO_OP sends no data: zeros stand in, which the target ignores.
+        let zeros;
+        let data = match how.op {
+            SysOp::NoOp => {
+                zeros = vec![0u8; total];
+                &zeros[..]
+            }
+            _ if data.len() != total => return Err(length_mismatch(call, "origin's data", data.len(), total)),
+            _ => data,
+        };
+        let unit = unit_of(elements);
+        if at.spans().iter().any(|s| !s.1.is_multiple_of(unit)) {
+            return self.accumulate_spans(eng, call, at, peer, (how.op, elements), data, old);
+        }
+        let kind = if old.is_some() { Kind::GetAccumulate } else { Kind::Accumulate };
+        let arg = |offset| Arg { kind, op: how.op, elements: Some(elements), offset };
+        // SAFETY: `data` is borrowed for this whole call, which waits for the messages.
+        let view = |_: usize, from: usize, len: usize| (unsafe { RawBuf::new(&data[from..from + len]) }, unit);
+        self.by_messages(eng, call, at, peer, arg, view, old)
+    }
+
+    /// An accumulate whose elements straddle the spans of `at`: one message with the spans
+    /// and the data, which the target does under the element locks of every span at once.
+    #[allow(clippy::too_many_arguments)]
+    fn accumulate_spans<F: Fabric>(
+        &self,
+        eng: &mut Engine<F>,
+        call: &'static str,
+        at: &Located,
+        peer: u32,
+        (op, elements): (SysOp, Elements),
+        data: &[u8],
+        old: Option<&mut [u8]>,
+    ) -> Result<()> {
+        let mut payload = (at.spans().len() as u64).to_ne_bytes().to_vec();
+        for &(offset, len) in at.spans() {
+            payload.extend_from_slice(&offset.to_ne_bytes());
+            payload.extend_from_slice(&(len as u64).to_ne_bytes());
+        }
+        payload.extend_from_slice(data);
+        let most = eng.am_max_part(peer);
+        if payload.len() > most {
+            return Err(Error::unsupported(
+                call,
+                format!(
+                    "an accumulate whose elements straddle the target layout's blocks goes whole in \
+                     one message by the remote path: {} bytes here, at most {most}",
+                    payload.len()
+                ),
+            ));
+        }
+        let kind = if old.is_some() { Kind::GetAccumulateSpans } else { Kind::AccumulateSpans };
+        let arg = Arg { kind, op, elements: Some(elements), offset: 0 }.encode();
+        let reply = old.map(|o| {
+            // SAFETY: the caller's result buffer, alive and untouched until the wait below.
+            unsafe { RawBufMut::new(o) }
+        });
+        // SAFETY: `payload` and the result buffer outlive the request, waited for below.
+        let h = unsafe { eng.am_start((peer, self.comm_pair()), arg, RawBuf::new(&payload), payload.len(), reply) };
+        let h = h.map_err(|e| Error::new(e.class, call, e.detail))?;
+        eng.wait(h).map(|_| ()).map_err(|e| Error::new(e.class, call, e.detail))
+    }
+
+    /// `MPI_Compare_and_swap` (see [`WindowData::compare_and_swap_here`]) by whichever path
+    /// reaches the target.
+    #[allow(clippy::too_many_arguments)]
+    pub fn compare_and_swap<F: Fabric>(
+        &self,
+        eng: &mut Engine<F>,
+        call: &'static str,
+        at: &Located,
+        basic: Option<Basic>,
+        compare: &[u8],
+        swap: &[u8],
+        old: &mut [u8],
+    ) -> Result<()> {
+        let Reach::Messages(peer) = at.reach else {
+            self.progress_if_served(eng);
+            return self.compare_and_swap_here(call, at, basic, compare, swap, old);
+        };
+        let unit = at.len();
+        if compare.len() != unit || swap.len() != unit || old.len() != unit || at.spans().len() != 1 {
+            return Err(length_mismatch(call, "compare, swap or result buffer", compare.len(), unit));
+        }
+        let both = [compare, swap].concat();
+        let elements = basic.map(Elements::Basic);
+        let arg = |offset| Arg { kind: Kind::CompareAndSwap, op: SysOp::Replace, elements, offset };
+        // SAFETY: `both` lives until this call returns, after the message is answered.
+        let view = |_: usize, _: usize, _: usize| (unsafe { RawBuf::new(&both) }, both.len());
+        self.by_messages(eng, call, at, peer, arg, view, Some(old))
+    }
+}
+
+/// The function combining elements `e` with `op` at the target.
+fn combine_function(op: SysOp, e: Elements) -> Result<crate::engine::schedule::Combine> {
+    // The pairs' function leaves MPI_REPLACE and MPI_NO_OP to its callers: on pairs those
+    // are the bytes' (a copy, or nothing).
+    let on = match (op, e) {
+        (SysOp::Replace | SysOp::NoOp, Elements::Pair(..)) => Elements::Basic(Basic::U8),
+        _ => e,
+    };
+    op::combine(op, on)
+        .ok_or_else(|| Error::new(ErrorClass::Op, SERVE, format!("{} is not defined on {e:?}", op.name())))
+}
+
+/// How the target combines elements `e` with `op` by `f`.
+fn combiner<'a>(op: SysOp, e: Elements, f: &'a CombineFn) -> Combiner<'a> {
+    Combiner {
+        op,
+        basic: match e {
+            Elements::Basic(b) => Some(b),
+            Elements::Pair(..) => None,
+        },
+        unit: unit_of(e),
+        elements: Some(e),
+        combine: Some(f),
+    }
+}
+
+#[cold]
+fn bad_payload(len: usize) -> Error {
+    Error::new(ErrorClass::Internal, SERVE, format!("a message's payload of {len} bytes does not fit what it asks"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_survive_the_trip() {
+        let cases = [
+            Arg { kind: Kind::Put, op: SysOp::Replace, elements: None, offset: 0 },
+            Arg { kind: Kind::Get, op: SysOp::NoOp, elements: None, offset: OFFSET_LIMIT - 1 },
+            Arg {
+                kind: Kind::GetAccumulate,
+                op: SysOp::MaxLoc,
+                elements: Some(Elements::Pair(Basic::F64, Basic::I32)),
+                offset: 4096,
+            },
+            Arg {
+                kind: Kind::Accumulate,
+                op: SysOp::BitwiseXor,
+                elements: Some(Elements::Basic(Basic::C64)),
+                offset: 12,
+            },
+            Arg {
+                kind: Kind::CompareAndSwap,
+                op: SysOp::Replace,
+                elements: Some(Elements::Basic(Basic::I8)),
+                offset: 1,
+            },
+        ];
+        for a in cases {
+            assert_eq!(Arg::decode(a.encode()), Some(a));
+        }
+        assert_eq!(Arg::decode(0), None, "no kind 0");
+        assert_eq!(Arg::decode(0xf), None, "no kind 15");
+    }
+}
