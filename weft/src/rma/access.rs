@@ -164,8 +164,9 @@ pub(super) fn length_mismatch(call: &'static str, what: &str, have: usize, want:
 }
 
 impl WindowData {
-    /// `MPI_Put` of `data` (packed) into the bytes `at` names.
-    pub(super) fn put_here(&self, call: &'static str, at: &Located, data: &[u8]) -> Result<()> {
+    /// `MPI_Put` of `data` (packed) into the bytes `at` names, reached directly (not by
+    /// messages: see [`WindowData::put`]).
+    pub fn put_here(&self, call: &'static str, at: &Located, data: &[u8]) -> Result<()> {
         if data.len() != at.len() {
             return Err(length_mismatch(call, "origin's data", data.len(), at.len()));
         }
@@ -177,8 +178,9 @@ impl WindowData {
         Ok(())
     }
 
-    /// `MPI_Get` of the bytes `at` names into `out` (packed).
-    pub(super) fn get_here(&self, call: &'static str, at: &Located, out: &mut [u8]) -> Result<()> {
+    /// `MPI_Get` of the bytes `at` names into `out` (packed), reached directly (not by
+    /// messages: see [`WindowData::get`]).
+    pub fn get_here(&self, call: &'static str, at: &Located, out: &mut [u8]) -> Result<()> {
         if out.len() != at.len() {
             return Err(length_mismatch(call, "origin's buffer", out.len(), at.len()));
         }

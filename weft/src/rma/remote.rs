@@ -252,7 +252,7 @@ impl WindowData {
     /// offset in the packed data, its length)` is the bytes to send (in parts of `unit`), and
     /// the answers go into `reply` at the span's offset.
     #[allow(clippy::too_many_arguments)]
-    fn by_messages<F: Fabric>(
+    fn send_spans<F: Fabric>(
         &self,
         eng: &mut Engine<F>,
         call: &'static str,
@@ -310,7 +310,7 @@ impl WindowData {
         let arg = |offset| Arg { kind: Kind::Put, op: SysOp::Replace, elements: None, offset };
         // SAFETY: `data` is borrowed for this whole call, which waits for the messages.
         let view = |_: usize, from: usize, len: usize| (unsafe { RawBuf::new(&data[from..from + len]) }, 1);
-        self.by_messages(eng, call, at, peer, arg, view, None)
+        self.send_spans(eng, call, at, peer, arg, view, None)
     }
 
     /// `MPI_Get` of the bytes `at` names into `out` (packed).
@@ -326,7 +326,7 @@ impl WindowData {
         let arg = |offset| Arg { kind: Kind::Get, op: SysOp::NoOp, elements: None, offset };
         // SAFETY: `lens` lives until this call returns, after the messages are answered.
         let view = |i: usize, _: usize, _: usize| (unsafe { RawBuf::new(&lens[i]) }, 8);
-        self.by_messages(eng, call, at, peer, arg, view, Some(out))
+        self.send_spans(eng, call, at, peer, arg, view, Some(out))
     }
 
     /// `MPI_Get_accumulate` (see [`WindowData::accumulate_here`]) by whichever path reaches
@@ -375,7 +375,7 @@ impl WindowData {
         let arg = |offset| Arg { kind, op: how.op, elements: Some(elements), offset };
         // SAFETY: `data` is borrowed for this whole call, which waits for the messages.
         let view = |_: usize, from: usize, len: usize| (unsafe { RawBuf::new(&data[from..from + len]) }, unit);
-        self.by_messages(eng, call, at, peer, arg, view, old)
+        self.send_spans(eng, call, at, peer, arg, view, old)
     }
 
     /// An accumulate whose elements straddle the spans of `at`: one message with the spans
@@ -446,7 +446,7 @@ impl WindowData {
         let arg = |offset| Arg { kind: Kind::CompareAndSwap, op: SysOp::Replace, elements, offset };
         // SAFETY: `both` lives until this call returns, after the message is answered.
         let view = |_: usize, _: usize, _: usize| (unsafe { RawBuf::new(&both) }, both.len());
-        self.by_messages(eng, call, at, peer, arg, view, Some(old))
+        self.send_spans(eng, call, at, peer, arg, view, Some(old))
     }
 }
 

@@ -560,10 +560,23 @@ impl WindowData {
     /// By messages, it progresses too: a member waiting in a loop of flushes or syncs for
     /// what others write serves their messages meanwhile.
     pub fn flush<F: Fabric>(&self, eng: &mut Engine<F>) {
-        fence(SeqCst);
+        self.flush_memory();
         if self.messages {
             eng.progress();
         }
+    }
+
+    /// [`WindowData::flush`] of a window reached directly ([`WindowData::by_messages`] false):
+    /// the memory barrier alone, with no runtime to progress.
+    #[inline]
+    pub fn flush_memory(&self) {
+        fence(SeqCst);
+    }
+
+    /// Whether this member reaches others by messages (then operations need the engine).
+    #[inline]
+    pub fn by_messages(&self) -> bool {
+        self.messages
     }
 
     /// `MPI_Win_fence`, collective: every member's operations of the epoch that ends are

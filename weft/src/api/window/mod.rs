@@ -288,6 +288,9 @@ pub trait Access<T: Equivalence + Copy> {
         let data = bytes(data);
         let w = self.window().data();
         let at = span(w, CALL, target, disp, data.len())?;
+        if !w.by_messages() {
+            return w.put_here(CALL, &at, data); // no runtime needed: the fast path
+        }
         runtime::with_call(CALL, |rt| w.put(&mut rt.engine, CALL, &at, data))
     }
 
@@ -299,6 +302,9 @@ pub trait Access<T: Equivalence + Copy> {
         let out = unsafe { bytes_mut(out) };
         let w = self.window().data();
         let at = span(w, CALL, target, disp, out.len())?;
+        if !w.by_messages() {
+            return w.get_here(CALL, &at, out); // no runtime needed: the fast path
+        }
         runtime::with_call(CALL, |rt| w.get(&mut rt.engine, CALL, &at, out))
     }
 
@@ -389,7 +395,11 @@ pub trait Access<T: Equivalence + Copy> {
     /// `MPI_Win_flush` (and `flush_local`, `MPI_Win_sync`): the epoch's operations so far are
     /// complete and visible to whatever this process does next.
     fn flush(&self) {
-        runtime::with_call("Win_flush", |rt| self.window().data().flush(&mut rt.engine));
+        let w = self.window().data();
+        match w.by_messages() {
+            true => runtime::with_call("Win_flush", |rt| w.flush(&mut rt.engine)),
+            false => w.flush_memory(),
+        }
     }
 }
 
