@@ -150,6 +150,16 @@ fn read(call: &'static str, reach: Reach, addr: u64, dst: &mut [u8]) -> Result<(
     }
 }
 
+/// Checks that `at` is one span and each buffer of a compare-and-swap holds as many bytes;
+/// the element's size.
+pub(super) fn check_one_element(call: &'static str, at: &Located, lens: [usize; 3]) -> Result<usize> {
+    let unit = at.len();
+    if lens.iter().any(|&l| l != unit) || at.spans().len() != 1 {
+        return Err(length_mismatch(call, "compare, swap or result buffer", lens[0], unit));
+    }
+    Ok(unit)
+}
+
 #[cold]
 fn by_messages(call: &'static str) -> Error {
     Error::new(ErrorClass::Internal, call, "an operation by messages came to the direct path")
@@ -371,10 +381,7 @@ impl WindowData {
         swap: &[u8],
         old: &mut [u8],
     ) -> Result<()> {
-        let unit = at.len();
-        if compare.len() != unit || swap.len() != unit || old.len() != unit || at.spans().len() != 1 {
-            return Err(length_mismatch(call, "compare, swap or result buffer", compare.len(), unit));
-        }
+        let unit = check_one_element(call, at, [compare.len(), swap.len(), old.len()])?;
         let a = at.spans()[0].0;
         if let Some(b) = basic.filter(|b| {
             at.direct_atomics && b.size() == unit && atomic::is_lock_free_at(*b, a as *const u8)

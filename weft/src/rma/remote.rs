@@ -13,7 +13,7 @@
 //! fence have nothing left to wait for. To come (004): queuing operations per target in the
 //! operation table, the lock itself by message, and the answers piggybacked on the epoch's end.
 
-use super::access::{length_mismatch, CombineFn, Combiner, Located, Reach, Spans};
+use super::access::{check_one_element, length_mismatch, CombineFn, Combiner, Located, Reach, Spans};
 use super::window::{Flavor, WindowData};
 use crate::coll::op::{self, Basic, Elements, SysOp};
 use crate::engine::buffer::{RawBuf, RawBufMut};
@@ -437,10 +437,7 @@ impl WindowData {
             self.progress_if_served(eng);
             return self.compare_and_swap_here(call, at, basic, compare, swap, old);
         };
-        let unit = at.len();
-        if compare.len() != unit || swap.len() != unit || old.len() != unit || at.spans().len() != 1 {
-            return Err(length_mismatch(call, "compare, swap or result buffer", compare.len(), unit));
-        }
+        check_one_element(call, at, [compare.len(), swap.len(), old.len()])?;
         let both = [compare, swap].concat();
         let elements = basic.map(Elements::Basic);
         let arg = |offset| Arg { kind: Kind::CompareAndSwap, op: SysOp::Replace, elements, offset };
