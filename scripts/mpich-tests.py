@@ -259,7 +259,7 @@ def judge(entry, status, text):
 
 def execute(entry, exe, weft, args):
     limit = min(entry.time_limit or args.timeout, args.max_timeout)
-    cmd = [str(weft), "run", "-n", str(entry.procs), "--timeout", str(limit)]
+    cmd = [str(weft), "run", *shlex.split(args.run_args), "-n", str(entry.procs), "--timeout", str(limit)]
     for kv in entry.env:
         cmd += ["-x", kv]
     cmd += [str(exe), *entry.args]
@@ -274,10 +274,10 @@ def execute(entry, exe, weft, args):
     return status, text, time.monotonic() - start
 
 
-def load_known():
+def load_known(path):
     known = {}
-    if KNOWN.exists():
-        for line in KNOWN.read_text().splitlines():
+    if path.exists():
+        for line in path.read_text().splitlines():
             if line.strip() and not line.startswith("#"):
                 key, _, reason = line.partition("#")
                 known[" ".join(key.split())] = reason.strip()
@@ -298,7 +298,10 @@ def main():
     ap.add_argument("--jobs", type=int, default=2, help="compilations at once")
     ap.add_argument("--update-known", action="store_true", help="rewrite the known-failures list")
     ap.add_argument("-v", "--verbose", action="store_true", help="print each failure's output")
+    ap.add_argument("--run-args", default="", help="more `weft run` arguments (hosts, say)")
+    ap.add_argument("--known", default=str(KNOWN), help=f"the known-failures list (default {KNOWN.name})")
     args = ap.parse_args()
+    known_path = pathlib.Path(args.known).resolve()
     if SUITE is None:
         log("mpich-tests: MPICH's suite not found (../shared/suites/mpich-test beside the "
             "project, or set WEFT_MPICH_SUITE): skipped")
@@ -314,7 +317,7 @@ def main():
         (out / stale[0] / stale[1]).unlink(missing_ok=True)
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         built = dict(zip(names, pool.map(lambda e: build(e, mpicc, flags, lib, out), names.values())))
-    known = load_known()
+    known = load_known(known_path)
     results = {}  # dir -> [passed, failed, skipped]
     failures, unexpected, fixed = {}, [], []
     for e in entries:
@@ -361,16 +364,16 @@ def main():
         ran = {e.key for e in entries}
         keep = {k: r for k, r in known.items() if k not in ran}
         keep.update(failures)
-        header = [l for l in (KNOWN.read_text().splitlines() if KNOWN.exists() else [])
+        header = [l for l in (known_path.read_text().splitlines() if known_path.exists() else [])
                   if l.startswith("#")]
         body = [f"{k}  # {r}" for k, r in sorted(keep.items())]
-        KNOWN.write_text("\n".join(header + body) + "\n")
-        log(f"mpich-tests: wrote {len(keep)} known failures to {KNOWN.relative_to(ROOT)}")
+        known_path.write_text("\n".join(header + body) + "\n")
+        log(f"mpich-tests: wrote {len(keep)} known failures to {known_path}")
         return 0
     for k in unexpected:
-        log(f"mpich-tests: unexpected failure (not in {KNOWN.name}): {k}: {failures[k]}")
+        log(f"mpich-tests: unexpected failure (not in {known_path.name}): {k}: {failures[k]}")
     for k in fixed:
-        log(f"mpich-tests: now passes, remove it from {KNOWN.name}: {k}")
+        log(f"mpich-tests: now passes, remove it from {known_path.name}: {k}")
     return 1 if unexpected or fixed else 0
 
 

@@ -11,7 +11,8 @@
 //! fence inside a lock epoch, a get_accumulate result buffer too short: each a typed error
 //! naming the call and the values), `pscw` (post-start-complete-wait with overlapping groups:
 //! each rank exposes to and accesses both neighbours), `shared` (allocate_shared: own part by
-//! read_local/write_local, the neighbours' through shared_query's pointers).
+//! read_local/write_local, the neighbours' through shared_query's pointers), `unshared`
+//! (members on several nodes: allocate_shared is a clear error, and allocate works).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use weft::collective::SystemOperation;
@@ -307,6 +308,14 @@ fn errors(world: &weft::topology::SimpleCommunicator) {
     win.free().expect("free");
 }
 
+fn unshared(world: &weft::topology::SimpleCommunicator) {
+    let err = Window::<u64>::try_allocate_shared(world, 1).unwrap_err();
+    assert_eq!(err.class, ErrorClass::Comm, "{err}");
+    assert!(err.detail.contains("nodes"), "{err}");
+    let win = Window::<u64>::allocate(world, 1);
+    win.free().expect("free");
+}
+
 fn main() {
     let case = std::env::args().nth(1).expect("usage: rma_suite CASE");
     let universe = weft::initialize().expect("initialize");
@@ -320,6 +329,7 @@ fn main() {
         "errors" => errors(&world),
         "pscw" => pscw(&world),
         "shared" => shared(&world),
+        "unshared" => unshared(&world),
         other => panic!("rma_suite: no case {other}"),
     }
     world.barrier();

@@ -91,18 +91,26 @@ impl LockWord {
         }
     }
 
+    /// One look of [`LockWord::lock`]: takes the lock if it is free for `kind` now; an
+    /// exclusive locker that finds it taken marks the word waiting (shared lockers then stay
+    /// out until it is taken). Whether it took it.
+    pub fn attempt(&self, kind: LockKind) -> bool {
+        if self.try_lock(kind) {
+            return true;
+        }
+        // Relaxed: a hint to shared lockers, ordering nothing; the taking CAS clears it.
+        // Set only when it is not (a write on every look would keep the line bouncing).
+        if kind == LockKind::Exclusive && self.0.load(Ordering::Relaxed) & WRITER_WAITING == 0 {
+            self.0.fetch_or(WRITER_WAITING, Ordering::Relaxed);
+        }
+        false
+    }
+
     /// Takes the lock for `kind`, waiting as long as it is taken: spinning a little, then
     /// calling `idle` (the caller's progress and yield) between looks.
     pub fn lock(&self, kind: LockKind, mut idle: impl FnMut()) {
         let mut spins = 0;
-        while !self.try_lock(kind) {
-            // Relaxed: a hint to shared lockers, ordering nothing; the taking CAS clears it.
-            // Set only when it is not (a write on every look would keep the line bouncing).
-            if kind == LockKind::Exclusive
-                && self.0.load(Ordering::Relaxed) & WRITER_WAITING == 0
-            {
-                self.0.fetch_or(WRITER_WAITING, Ordering::Relaxed);
-            }
+        while !self.attempt(kind) {
             spins += 1;
             if spins < SPINS {
                 spin_hint();

@@ -13,6 +13,7 @@
 //! fence have nothing left to wait for. To come (004): queuing operations per target in the
 //! operation table, the lock itself by message, and the answers piggybacked on the epoch's end.
 
+use super::lock::LockKind;
 use super::access::{check_one_element, length_mismatch, CombineFn, Combiner, Located, Reach, Spans};
 use super::window::{Flavor, WindowData};
 use crate::coll::op::{self, Basic, Elements, SysOp};
@@ -22,6 +23,7 @@ use crate::engine::Engine;
 use crate::error::{Error, ErrorClass, Result};
 use crate::fabric::Fabric;
 use std::rc::Rc;
+use std::sync::atomic::Ordering::Release;
 
 /// What one message asks of the target.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,6 +42,24 @@ enum Kind {
     AccumulateSpans = 6,
     /// The same, answered with the elements' values before.
     GetAccumulateSpans = 7,
+    /// One attempt at the target's lock word, for the origin (the offset is the kind: 0
+    /// shared, 1 exclusive); the answer is one byte, 1 when the lock is the origin's now.
+    Lock = 8,
+    /// The release of a lock the origin took (the offset is its kind).
+    Unlock = 9,
+    /// `MPI_Win_post` to this member as an origin: one more post in its entry.
+    Post = 10,
+    /// `MPI_Win_complete` to this member as a target: one more completion in its entry.
+    Complete = 11,
+}
+
+/// Which count of its entry a member reached by messages moves for another's epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Count {
+    /// A post (by a target, to this origin).
+    Post,
+    /// A completion (by an origin, to this target).
+    Completion,
 }
 
 /// A message's argument: what to do, on which elements, where. Bits 0-3 the kind, 4-7 the
@@ -77,11 +97,15 @@ impl Arg {
             5 => Kind::CompareAndSwap,
             6 => Kind::AccumulateSpans,
             7 => Kind::GetAccumulateSpans,
+            8 => Kind::Lock,
+            9 => Kind::Unlock,
+            10 => Kind::Post,
+            11 => Kind::Complete,
             _ => return None,
         };
         let value = Basic::from_index((arg >> 8 & 0xf) as u8)?;
         let elements = match (kind, arg >> 12 & 0xf) {
-            (Kind::Put | Kind::Get, _) => None,
+            (Kind::Put | Kind::Get | Kind::Lock | Kind::Unlock | Kind::Post | Kind::Complete, _) => None,
             (_, 0) => Some(Elements::Basic(value)),
             (_, i) => Some(Elements::Pair(value, Basic::from_index(i as u8 - 1)?)),
         };
@@ -224,6 +248,27 @@ impl WindowData {
                 self.accumulate_here(SERVE, &at, &how, data, old.as_deref_mut())?;
                 Ok(Answer::Done { data: old.unwrap_or_default(), at: 0 })
             }
+            Kind::Lock | Kind::Unlock => {
+                let kind = lock_kind(a.offset)?;
+                let word = &self.entry(self.rank()).lock;
+                if a.kind == Kind::Unlock {
+                    // Release (in the word): partner of the next holder's Acquire; every
+                    // operation of the origin's epoch was done here before this message.
+                    word.unlock(kind);
+                    return Ok(Answer::ack());
+                }
+                // Acquire (in the word): partner of the last holder's Release; the origin's
+                // operations, done here after this, come after the previous holders'.
+                let granted = word.attempt(kind);
+                Ok(Answer::Done { data: vec![u8::from(granted)], at: 0 })
+            }
+            Kind::Post | Kind::Complete => {
+                let me = self.entry(self.rank());
+                let count = if a.kind == Kind::Post { &me.posts } else { &me.completions };
+                // Release: pairs with `start`'s, `wait`'s and `test`'s Acquire loads here.
+                count.fetch_add(1, Release);
+                Ok(Answer::ack())
+            }
             Kind::CompareAndSwap => {
                 let n = data.len() / 2;
                 let basic = match a.elements {
@@ -243,9 +288,49 @@ impl WindowData {
     /// progress rule: every call progresses).
     #[inline]
     fn progress_if_served<F: Fabric>(&self, eng: &mut Engine<F>) {
-        if self.messages {
+        if self.by_messages() {
             eng.progress();
         }
+    }
+
+    /// Sends member `t` a message of `kind` with no payload (`offset` its argument) and waits
+    /// for the answer's byte.
+    fn ask<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str, t: usize, kind: Kind, offset: u64) -> Result<u8> {
+        let peer = self.comm().group.members()[t];
+        let arg = Arg { kind, op: SysOp::NoOp, elements: None, offset }.encode();
+        let mut answer = [0u8; 1];
+        // SAFETY: the empty payload is static, and `answer` outlives the request, waited for
+        // before this returns.
+        let h = unsafe { eng.am_start((peer, self.comm_pair()), arg, RawBuf::new(&[]), 1, Some(RawBufMut::new(&mut answer))) };
+        let h = h.map_err(|e| Error::new(e.class, call, e.detail))?;
+        eng.wait(h).map_err(|e| Error::new(e.class, call, e.detail))?;
+        Ok(answer[0])
+    }
+
+    /// `MPI_Win_lock` on member `t` reached by messages: asks its handler to take its lock
+    /// word for this origin until it can (progressing and yielding between tries, as a
+    /// locker on the node spins on the word). An exclusive try that fails marks the word
+    /// waiting, so shared lockers stay out meanwhile, as on the node.
+    pub(super) fn lock_by_message<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str, t: usize, kind: LockKind) -> Result<()> {
+        while self.ask(eng, call, t, Kind::Lock, lock_code(kind))? != 1 {
+            eng.progress();
+            std::thread::yield_now();
+        }
+        Ok(())
+    }
+
+    /// `MPI_Win_unlock` of member `t` reached by messages: its handler releases the word.
+    pub(super) fn unlock_by_message<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str, t: usize, kind: LockKind) -> Result<()> {
+        self.ask(eng, call, t, Kind::Unlock, lock_code(kind)).map(|_| ())
+    }
+
+    /// Moves `count` at each of `members` (reached by messages), waiting for every answer.
+    pub(super) fn count_by_message<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str, members: &[usize], count: Count) -> Result<()> {
+        let kind = match count {
+            Count::Post => Kind::Post,
+            Count::Completion => Kind::Complete,
+        };
+        members.iter().try_for_each(|&m| self.ask(eng, call, m, kind, 0).map(|_| ()))
     }
 
     /// Sends one message per span of `at` and waits for every answer: `payload(span, its
@@ -470,6 +555,21 @@ fn combiner<'a>(op: SysOp, e: Elements, f: &'a CombineFn) -> Combiner<'a> {
         unit: unit_of(e),
         elements: Some(e),
         combine: Some(f),
+    }
+}
+
+fn lock_code(kind: LockKind) -> u64 {
+    match kind {
+        LockKind::Shared => 0,
+        LockKind::Exclusive => 1,
+    }
+}
+
+fn lock_kind(code: u64) -> Result<LockKind> {
+    match code {
+        0 => Ok(LockKind::Shared),
+        1 => Ok(LockKind::Exclusive),
+        _ => Err(Error::new(ErrorClass::Internal, SERVE, format!("a lock message of kind {code}"))),
     }
 }
 

@@ -25,6 +25,7 @@
 
 use super::access::{Located, Reach, Spans};
 use super::lock::{LockKind, LockWord};
+use super::remote::Count;
 use crate::comm::context::ContextMask;
 use crate::comm::node_memory::{Allocated, NodeSegment};
 use crate::comm::{self, CommData};
@@ -68,9 +69,9 @@ impl Flavor {
 
 /// A member's entry in the header.
 #[repr(C, align(128))]
-struct Entry {
+pub(super) struct Entry {
     /// The member's passive-target lock.
-    lock: LockWord,
+    pub(super) lock: LockWord,
     /// Where its part starts: from the segment's start (`allocate` flavours), or its address
     /// in the member's own process (`create`).
     offset: u64,
@@ -80,13 +81,17 @@ struct Entry {
     disp_unit: u64,
     /// Its process id (for cross-memory copies).
     pid: u64,
+    /// 1 when the member is on another node: of its entry, only `size` and `disp_unit` are
+    /// known here (written by this node's first member), and everything else of it (its lock,
+    /// its counts, its regions) is in its own node's header, reached by messages.
+    off_node: u64,
     /// A dynamic window's region slots in use, at most (a high-water mark).
     regions_used: AtomicU64,
     /// Posts made to this member as an origin (`MPI_Win_post` by its targets), ever.
-    posts: AtomicU64,
+    pub(super) posts: AtomicU64,
     /// Completions made to this member as a target (`MPI_Win_complete` by its origins), ever.
-    completions: AtomicU64,
-    _pad: [u64; 8],
+    pub(super) completions: AtomicU64,
+    _pad: [u64; 7],
     /// Its element locks, for accumulates done under a lock (see `access`).
     stripes: [LockWord; STRIPES],
 }
@@ -128,9 +133,11 @@ pub struct WindowData {
     comm: CommData,
     seg: NodeSegment,
     flavor: Flavor,
-    /// Whether this member reaches the other members' parts by active messages (the remote
-    /// path, forced by `WEFT_RMA_MESSAGES` on one node), rather than directly.
-    pub(super) messages: bool,
+    /// Whether this member reaches every other member by active messages (the remote path,
+    /// forced by `WEFT_RMA_MESSAGES` on one node), rather than those on its node directly.
+    forced: bool,
+    /// Whether some members are on other nodes (reached by messages whatever `forced` says).
+    spans_nodes: bool,
     /// Of this member's entry's `posts` and `completions`, how many its epochs consumed.
     posts_seen: Cell<u64>,
     completions_seen: Cell<u64>,
@@ -156,8 +163,9 @@ pub struct Exposure {
 impl WindowData {
     /// Makes a window of `flavor` over `comm`, collective: this member's part is `size` bytes
     /// (zeroed, for the segment flavours) or, for `create`, the program's `base`. `node_of[w]`
-    /// is world rank `w`'s node; every member must be on this one (windows across nodes come
-    /// later: an Unsupported error, at every member alike).
+    /// is world rank `w`'s node: each node's members share a header (and the segment
+    /// flavours' parts), and reach the members of other nodes by messages. `allocate_shared`
+    /// needs every member on one node (an error at every member alike otherwise).
     #[allow(clippy::too_many_arguments)]
     pub fn new<F: Fabric>(
         eng: &mut Engine<F>,
@@ -183,26 +191,27 @@ impl WindowData {
                 "the displacement unit is 0; it must be positive",
             ));
         }
-        let topo = comm.node_topology(node_of);
-        if !topo.single_node() {
-            return Err(Error::unsupported(
+        let nodes = comm.node_topology(node_of).leaders.len();
+        if flavor == Flavor::Shared && nodes > 1 {
+            return Err(Error::new(
+                ErrorClass::Comm,
                 call,
                 format!(
-                    "this communicator's members are on {} nodes; windows over members on \
-                     several nodes are not built yet (same-node windows only: issue 12)",
-                    topo.leaders.len()
+                    "this communicator's members are on {nodes} nodes; MPI_Win_allocate_shared \
+                     needs them all on one, whose memory they share"
                 ),
             ));
         }
         let own = comm::dup(eng, mask, comm)?;
         let pair = own.pair;
-        let seg = Self::lay_out(eng, &own, flavor, (base, size), disp_unit, call)
+        let seg = Self::lay_out(eng, &own, node_of, flavor, (base, size), disp_unit, call)
             .inspect_err(|_| mask.release(pair))?;
         let data = Rc::new(WindowData {
             comm: own,
             seg,
             flavor,
-            messages,
+            forced: messages,
+            spans_nodes: nodes > 1,
             posts_seen: Cell::new(0),
             completions_seen: Cell::new(0),
         });
@@ -230,11 +239,14 @@ impl WindowData {
         Self::new(eng, mask, comm, node_of, Flavor::Allocate, none, disp_unit, how)
     }
 
-    /// Agrees on the parts' sizes, makes the segment and writes this member's entry (which the
-    /// others read after the barrier that ends [`WindowData::new`]).
+    /// Agrees on the parts' sizes and units, makes this node's segment (among this node's
+    /// members) and writes this member's entry, and the first member of the node the entries
+    /// of the members elsewhere (which the others read after the barrier that ends
+    /// [`WindowData::new`]).
     fn lay_out<F: Fabric>(
         eng: &mut Engine<F>,
         own: &CommData,
+        node_of: &[u32],
         flavor: Flavor,
         (base, size): (*mut u8, usize),
         disp_unit: usize,
@@ -243,19 +255,24 @@ impl WindowData {
         let members = own.group.members();
         let (n, me) = (members.len(), own.rank as usize);
         let ctx = own.coll_context();
-        let mine = (size as u64).to_ne_bytes();
-        let sizes = comm::allgather_among(eng, ctx, TAG_SIZES, members, me, &mine)?;
-        let size_of = |r: usize| {
-            u64::from_ne_bytes(sizes[r * 8..r * 8 + 8].try_into().expect("8 bytes")) as usize
+        let mine = [(size as u64).to_ne_bytes(), (disp_unit as u64).to_ne_bytes()].concat();
+        let both = comm::allgather_among(eng, ctx, TAG_SIZES, members, me, &mine)?;
+        let word = |r: usize, k: usize| {
+            let at = r * 16 + k * 8;
+            u64::from_ne_bytes(both[at..at + 8].try_into().expect("8 bytes"))
         };
+        let size_of = |r: &u32| word(*r as usize, 0) as usize;
+        let topo = own.node_topology(node_of);
+        let here: Vec<u32> = topo.local.iter().map(|&r| members[r as usize]).collect();
         let header = header_len(n, flavor);
         let (offset, total) = if flavor.in_segment() {
-            let before: usize = (0..me).map(size_of).sum();
-            (header + before, header + (0..n).map(size_of).sum::<usize>())
+            let before: usize = topo.local[..topo.local_rank].iter().map(size_of).sum();
+            (header + before, header + topo.local.iter().map(size_of).sum::<usize>())
         } else {
             (base as usize, header)
         };
-        let seg = match NodeSegment::allocate(eng, ctx, TAG_SEGMENT, members, me, total)? {
+        let at = topo.local_rank;
+        let seg = match NodeSegment::allocate(eng, ctx, TAG_SEGMENT, &here, at, total)? {
             Allocated::Made(seg) => seg,
             Allocated::Unmade(why) => {
                 return Err(Error::new(
@@ -276,6 +293,20 @@ impl WindowData {
             std::ptr::addr_of_mut!((*entry).size).write(size as u64);
             std::ptr::addr_of_mut!((*entry).disp_unit).write(disp_unit as u64);
             std::ptr::addr_of_mut!((*entry).pid).write(u64::from(std::process::id()));
+        }
+        if topo.is_leader() {
+            let node = topo.node_of_member[me];
+            let elsewhere = (0..n).filter(|&r| topo.node_of_member[r] != node);
+            for r in elsewhere {
+                // SAFETY: as above: entry `r` is of a member on another node, which no one here
+                // writes but this node's first member, before the barrier.
+                unsafe {
+                    let entry = (seg.as_ptr() as *mut Entry).add(r);
+                    std::ptr::addr_of_mut!((*entry).size).write(word(r, 0));
+                    std::ptr::addr_of_mut!((*entry).disp_unit).write(word(r, 1));
+                    std::ptr::addr_of_mut!((*entry).off_node).write(1);
+                }
+            }
         }
         Ok(seg)
     }
@@ -305,7 +336,7 @@ impl WindowData {
         self.comm.rank as usize
     }
 
-    fn entry(&self, target: usize) -> &Entry {
+    pub(super) fn entry(&self, target: usize) -> &Entry {
         debug_assert!(target < self.size());
         // SAFETY: `target` is a member (checked by every caller), so its entry lies in the
         // header; its plain fields were written before creation's barrier and never change,
@@ -345,10 +376,19 @@ impl WindowData {
         }
     }
 
-    /// Where target `target`'s part is (`base` null for a dynamic window).
+    /// Whether this member reaches member `t` by messages: a member on another node, or every
+    /// other member when the remote path is forced.
+    #[inline]
+    pub(super) fn remote(&self, t: usize) -> bool {
+        t != self.rank() && (self.forced || self.entry(t).off_node != 0)
+    }
+
+    /// Where target `target`'s part is (`base` null for a dynamic window, and for a member on
+    /// another node).
     pub fn part(&self, call: &'static str, target: i32) -> Result<Part> {
         let e = self.entry(self.check_target(call, target)?);
         let base = match self.flavor {
+            _ if e.off_node != 0 => std::ptr::null_mut(),
             // SAFETY: the offset was laid out within the segment at creation.
             Flavor::Allocate | Flavor::Shared => unsafe { self.seg.as_ptr().add(e.offset as usize) },
             Flavor::Create => e.offset as usize as *mut u8,
@@ -367,7 +407,9 @@ impl WindowData {
     /// every error: the general way ([`WindowData::locate`]) then decides and reports.
     #[inline]
     pub fn shared_element(&self, target: i32, disp: isize, unit: usize) -> Option<*mut u8> {
-        if !self.flavor.in_segment() || self.messages {
+        // A window some reach by messages takes the general way, which progresses: a member
+        // spinning on its own element must serve the others meanwhile (MPI's progress rule).
+        if !self.flavor.in_segment() || self.by_messages() {
             return None;
         }
         let t = usize::try_from(target).ok().filter(|&t| t < self.size())?;
@@ -383,11 +425,9 @@ impl WindowData {
 
     /// How this member reaches target `t`'s memory.
     fn reach(&self, t: usize) -> Reach {
-        if t == self.rank() {
-            Reach::Direct
-        } else if self.messages {
+        if self.remote(t) {
             Reach::Messages(self.comm.group.members()[t])
-        } else if self.flavor.in_segment() {
+        } else if t == self.rank() || self.flavor.in_segment() {
             Reach::Direct
         } else {
             Reach::Cma(self.entry(t).pid as u32)
@@ -416,7 +456,10 @@ impl WindowData {
         let span = |&(off, len): &(isize, usize)| {
             let at = start.and_then(|s| s.checked_add(off));
             let ok = match (self.flavor, at) {
-                (Flavor::Dynamic, Some(a)) if a >= 0 => self.attached(t, a as u64, len),
+                // A member on another node checks against its own regions, not known here.
+                (Flavor::Dynamic, Some(a)) if a >= 0 => {
+                    self.entry(t).off_node != 0 || self.attached(t, a as u64, len)
+                }
                 (_, Some(a)) if a >= 0 => (a as usize)
                     .checked_add(len)
                     .is_some_and(|end| end <= part.size),
@@ -532,21 +575,45 @@ impl WindowData {
         Ok(())
     }
 
-    /// `MPI_Win_lock(kind, target)`: waits until the target's lock word is ours, calling `idle`
-    /// (progress, yield) while it is taken.
-    pub fn lock(&self, call: &'static str, target: i32, kind: LockKind, idle: impl FnMut()) -> Result<()> {
+    /// `MPI_Win_lock(kind, target)`: waits until the target's lock word is ours, progressing
+    /// the runtime and yielding while it is taken. A member reached by messages takes its word
+    /// itself, for this origin ([`WindowData::lock_by_message`]).
+    pub fn lock<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str, target: i32, kind: LockKind) -> Result<()> {
         let t = self.check_target(call, target)?;
+        if self.remote(t) {
+            return self.lock_by_message(eng, call, t, kind);
+        }
         // 004's MEM_SYNC after the lock is granted is the word's Acquire (partner of the
         // Release in `unlock`): the previous holders' accesses happen before ours. (A fence
         // here too cost a third of the round trip and ordered nothing more.)
-        self.entry(t).lock.lock(kind, idle);
+        self.entry(t).lock.lock(kind, || {
+            eng.progress();
+            std::thread::yield_now();
+        });
         Ok(())
     }
 
-    /// `MPI_Win_unlock`: every access made is complete (they are all done by the origin), so
-    /// this releases the word.
-    pub fn unlock(&self, call: &'static str, target: i32, kind: LockKind) -> Result<()> {
+    /// `MPI_Win_unlock`: every access made is complete (they are all done when they return),
+    /// so this releases the word, itself or by a message to a member reached so.
+    pub fn unlock<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str, target: i32, kind: LockKind) -> Result<()> {
         let t = self.check_target(call, target)?;
+        if self.remote(t) {
+            return self.unlock_by_message(eng, call, t, kind);
+        }
+        self.unlock_here(call, target, kind)
+    }
+
+    /// [`WindowData::unlock`] of a target reached directly (always so when
+    /// [`WindowData::by_messages`] is false), with no runtime.
+    pub fn unlock_here(&self, call: &'static str, target: i32, kind: LockKind) -> Result<()> {
+        let t = self.check_target(call, target)?;
+        if self.remote(t) {
+            return Err(Error::new(
+                ErrorClass::Internal,
+                call,
+                format!("target {target} is reached by messages, and this unlock has no runtime"),
+            ));
+        }
         // 004's MEM_SYNC before the lock is released is the word's Release (partner of the
         // Acquire in `lock`): our accesses happen before the next holder's.
         self.entry(t).lock.unlock(kind);
@@ -561,7 +628,7 @@ impl WindowData {
     /// what others write serves their messages meanwhile.
     pub fn flush<F: Fabric>(&self, eng: &mut Engine<F>) {
         self.flush_memory();
-        if self.messages {
+        if self.by_messages() {
             eng.progress();
         }
     }
@@ -573,10 +640,11 @@ impl WindowData {
         fence(SeqCst);
     }
 
-    /// Whether this member reaches others by messages (then operations need the engine).
+    /// Whether this member reaches some others by messages (then operations, locks and
+    /// flushes need the engine).
     #[inline]
     pub fn by_messages(&self) -> bool {
-        self.messages
+        self.forced || self.spans_nodes
     }
 
     /// `MPI_Win_fence`, collective: every member's operations of the epoch that ends are
@@ -607,15 +675,18 @@ impl WindowData {
     }
 
     /// `MPI_Win_post`: opens an exposure epoch to `origins` (window ranks), telling each by a
-    /// count in its header entry (no message: an origin waiting in `start` sees it directly).
-    pub fn post<F: Fabric>(&self, _eng: &mut Engine<F>, origins: &[usize]) -> Result<Exposure> {
+    /// count in its header entry (no message: an origin waiting in `start` sees it directly),
+    /// or by a message to an origin reached so, whose handler counts it.
+    pub fn post<F: Fabric>(&self, eng: &mut Engine<F>, origins: &[usize]) -> Result<Exposure> {
         // MEM_SYNC: what this member wrote before the post is visible to the origins' accesses
         // (also ordered by the Release below).
         fence(SeqCst);
-        for &o in origins {
+        let (far, near): (Vec<usize>, Vec<usize>) = origins.iter().partition(|&&o| self.remote(o));
+        for o in near {
             // Release: pairs with `start`'s Acquire load at the origin.
             self.entry(o).posts.fetch_add(1, Release);
         }
+        self.count_by_message(eng, "Win_post", &far, Count::Post)?;
         Ok(Exposure {
             expected: origins.len() as u64,
         })
@@ -632,14 +703,17 @@ impl WindowData {
     }
 
     /// `MPI_Win_complete`: ends the access epoch, counting one completion at each target.
-    pub fn complete<F: Fabric>(&self, _eng: &mut Engine<F>, targets: &[usize]) -> Result<()> {
+    pub fn complete<F: Fabric>(&self, eng: &mut Engine<F>, targets: &[usize]) -> Result<()> {
         fence(SeqCst);
-        for &t in targets {
+        let (far, near): (Vec<usize>, Vec<usize>) = targets.iter().partition(|&&t| self.remote(t));
+        for t in near {
             // Release: pairs with `wait`'s and `test`'s Acquire load at the target, so this
             // epoch's accesses are visible there.
             self.entry(t).completions.fetch_add(1, Release);
         }
-        Ok(())
+        // Every operation of the epoch on a target reached by messages was answered before
+        // this: its completion comes after them.
+        self.count_by_message(eng, "Win_complete", &far, Count::Completion)
     }
 
     /// `MPI_Win_test`: whether every origin of `exposure` completed (then the epoch is over).

@@ -193,10 +193,7 @@ impl<T: Equivalence + Copy> Window<T> {
         self.data().part(CALL, target)?;
         self.open(CALL, Open::Locks)?;
         runtime::with_call(CALL, |rt| {
-            self.data().lock(CALL, target, kind, || {
-                rt.engine.progress();
-                std::thread::yield_now();
-            })
+            self.data().lock(&mut rt.engine, CALL, target, kind)
         })?;
         self.locked.borrow_mut().push(target);
         Ok(LockEpoch {
@@ -213,11 +210,14 @@ impl<T: Equivalence + Copy> Window<T> {
         self.open(CALL, Open::LockAll)?;
         let n = self.size();
         runtime::with_call(CALL, |rt| {
+            let data = self.data();
             for t in 0..n {
-                self.data().lock(CALL, t, LockKind::Shared, || {
-                    rt.engine.progress();
-                    std::thread::yield_now();
-                })?;
+                if let Err(e) = data.lock(&mut rt.engine, CALL, t, LockKind::Shared) {
+                    for u in 0..t {
+                        let _ = data.unlock(&mut rt.engine, CALL, u, LockKind::Shared);
+                    }
+                    return Err(e);
+                }
             }
             Ok(())
         })
@@ -544,12 +544,22 @@ impl<T: Equivalence + Copy> Drop for LockEpoch<'_, T> {
     fn drop(&mut self) {
         let w = self.win;
         // The target was checked when the lock was taken.
-        let _ = w.data().unlock("Win_unlock", self.target, self.kind);
+        let _ = unlock(w.data(), "Win_unlock", self.target, self.kind);
         let mut locked = w.locked.borrow_mut();
         locked.retain(|&t| t != self.target);
         if locked.is_empty() {
             w.epoch.set(Open::None);
         }
+    }
+}
+
+/// Releases `target`'s lock of `kind`: by itself when the window reaches every member
+/// directly, otherwise in the runtime (a message to a target reached so).
+fn unlock(data: &WindowData, call: &'static str, target: Rank, kind: LockKind) -> Result<()> {
+    if data.by_messages() {
+        runtime::with_call(call, |rt| data.unlock(&mut rt.engine, call, target, kind))
+    } else {
+        data.unlock_here(call, target, kind)
     }
 }
 
@@ -568,10 +578,7 @@ impl<T: Equivalence + Copy> Access<T> for LockAllEpoch<'_, T> {
 impl<T: Equivalence + Copy> Drop for LockAllEpoch<'_, T> {
     fn drop(&mut self) {
         for t in 0..self.win.size() {
-            let _ = self
-                .win
-                .data()
-                .unlock("Win_unlock_all", t, LockKind::Shared);
+            let _ = unlock(self.win.data(), "Win_unlock_all", t, LockKind::Shared);
         }
         self.win.epoch.set(Open::None);
     }

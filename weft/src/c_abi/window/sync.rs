@@ -118,15 +118,14 @@ fn lock_kind(call: &'static str, lock_type: c_int) -> Result<LockKind, CError> {
 
 /// Takes target `t`'s lock of `kind`, progressing the runtime while it is taken.
 fn take_lock(call: &'static str, w: &CWin, t: usize, kind: LockKind) -> Result<(), CError> {
-    w.with(|d| {
-        runtime::with_call(call, |rt| {
-            d.lock(call, t as c_int, kind, || {
-                rt.engine.progress();
-                std::thread::yield_now();
-            })
-        })
-    })
-    .map_err(CError::from_weft)
+    w.with(|d| runtime::with_call(call, |rt| d.lock(&mut rt.engine, call, t as c_int, kind)))
+        .map_err(CError::from_weft)
+}
+
+/// Releases target `t`'s lock of `kind` (a message to a target reached so).
+fn release_lock(call: &'static str, w: &CWin, t: usize, kind: LockKind) -> Result<(), CError> {
+    w.with(|d| runtime::with_call(call, |rt| d.unlock(&mut rt.engine, call, t as c_int, kind)))
+        .map_err(CError::from_weft)
 }
 
 pub unsafe extern "C" fn win_lock(
@@ -180,8 +179,7 @@ pub unsafe extern "C" fn win_unlock(rank: c_int, win: *mut c_void) -> c_int {
             })?;
             e.locks.remove(at).1
         };
-        w.with(|d| d.unlock(CALL, rank, kind))
-            .map_err(CError::from_weft)
+        release_lock(CALL, w, t, kind)
     })
 }
 export!(Win_unlock, win_unlock);
@@ -204,7 +202,7 @@ pub unsafe extern "C" fn win_lock_all(assert: c_int, win: *mut c_void) -> c_int 
         for t in 0..n {
             if let Err(e) = take_lock(CALL, w, t, LockKind::Shared) {
                 for u in 0..t {
-                    let _ = w.with(|d| d.unlock(CALL, u as c_int, LockKind::Shared));
+                    let _ = release_lock(CALL, w, u, LockKind::Shared);
                 }
                 return Err(e);
             }
@@ -224,8 +222,8 @@ pub unsafe extern "C" fn win_unlock_all(win: *mut c_void) -> c_int {
         if !std::mem::take(&mut w.epochs.borrow_mut().lock_all) {
             return Err(sync_error(CALL, "no lock_all epoch is open on this window"));
         }
-        w.with(|d| (0..d.size()).try_for_each(|t| d.unlock(CALL, t as c_int, LockKind::Shared)))
-            .map_err(CError::from_weft)
+        let n = w.with(|d| d.size());
+        (0..n).try_for_each(|t| release_lock(CALL, w, t, LockKind::Shared))
     })
 }
 export!(Win_unlock_all, win_unlock_all);
