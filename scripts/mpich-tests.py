@@ -302,6 +302,7 @@ def main():
     ap.add_argument("--known", default=str(KNOWN), help=f"the known-failures list (default {KNOWN.name})")
     args = ap.parse_args()
     known_path = pathlib.Path(args.known).resolve()
+    args.out = str(pathlib.Path(args.out).resolve())
     if SUITE is None:
         log("mpich-tests: MPICH's suite not found (../shared/suites/mpich-test beside the "
             "project, or set WEFT_MPICH_SUITE): skipped")

@@ -63,6 +63,9 @@ python3 scripts/mpi4py-tests.py --check-known
 echo "== MPICH's test suite on Weft's C ABI (failures allowed only as listed in scripts/mpich-known-failures.txt)"
 python3 scripts/mpich-tests.py --timeout 30
 
+echo "== MPICH's rma directory with the ranks on two test hosts (windows across hosts: their remote path over TCP)"
+bash scripts/mpich-rma-two-hosts.sh --timeout 30 --no-build
+
 echo "== the multi-process suites and rsmpi's examples again, every pair of ranks over TCP"
 WEFT_TRANSPORTS=tcp cargo test -p weft-cli --quiet --test p2p --test run --test coll
 WEFT_TRANSPORTS=tcp python3 scripts/rsmpi-examples.py --ranks 4

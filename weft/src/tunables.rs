@@ -140,7 +140,7 @@ tunables! {
     coll_check: bool = "WEFT_COLL_CHECK", "0",
         "Before every collective, the members compare what they called (the collective, root, size per member, operation) and a mismatch ends the job with a message naming the members and the values, instead of wrong data or a hang (one more exchange per collective)";
     rma_messages: bool = "WEFT_RMA_MESSAGES", "0",
-        "One-sided operations on other members of a window go as active messages that the target serves when it calls into the library (the path for targets on other nodes), rather than straight into node-shared memory or by cross-memory copy; 1 forces it on one node (set it alike on every rank). Locks, fences and post-start-complete-wait stay in the window's node-shared header";
+        "One-sided operations, locks, post and complete on other members of a window go as active messages that the target serves when it calls into the library (the path for members on other nodes), rather than straight into node-shared memory or by cross-memory copy; 1 forces it for members on this node too (set it alike on every rank)";
     transports: Transports = "WEFT_TRANSPORTS", "shm,tcp",
         "Transports ranks may use besides self, from shm and tcp: same-node peers use shm when listed, every other pair tcp (tcp alone forces TCP between every pair)";
     connect: ConnectMode = "WEFT_CONNECT", "lazy",

@@ -55,6 +55,8 @@ pub(crate) fn start_runtime(call: &'static str, required: c_int) -> Result<c_int
 /// Installs the C layer's state over `universe`, with `provided` as the threading level;
 /// `joined_rust` when the Rust API started the runtime ([`join_rust_runtime`]).
 fn install_state(universe: crate::environment::Universe, provided: c_int, joined_rust: bool) {
+    // Before any window exists: targets reached by messages combine `long double` with it.
+    crate::c_abi::op::register_long_double();
     let world = Comm::new(universe.world(), MPI_ERRORS_ARE_FATAL);
     let self_comm = Comm::new(
         crate::topology::SimpleCommunicator::self_comm(),

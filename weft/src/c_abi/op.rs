@@ -150,6 +150,96 @@ pub(crate) fn long_double_function(op: usize, datatype: usize) -> Option<UnsafeU
     })
 }
 
+/// The `long double` reductions a target reached by messages does for an origin
+/// (`rma::foreign`): the code of (operation, datatype) is its place here plus 1, the same in
+/// every process of the job.
+const LONG_DOUBLE_OPS: [(usize, usize); 8] = [
+    (MPI_SUM, MPI_LONG_DOUBLE),
+    (MPI_PROD, MPI_LONG_DOUBLE),
+    (MPI_MAX, MPI_LONG_DOUBLE),
+    (MPI_MIN, MPI_LONG_DOUBLE),
+    (MPI_SUM, MPI_C_LONG_DOUBLE_COMPLEX),
+    (MPI_PROD, MPI_C_LONG_DOUBLE_COMPLEX),
+    (MPI_MAXLOC, MPI_LONG_DOUBLE_INT),
+    (MPI_MINLOC, MPI_LONG_DOUBLE_INT),
+];
+
+/// The code of `op` on predefined `long double` type `datatype` in [`LONG_DOUBLE_OPS`].
+pub(crate) fn long_double_code(op: usize, datatype: usize) -> Option<u8> {
+    let datatype = match datatype {
+        MPI_CXX_LONG_DOUBLE_COMPLEX => MPI_C_LONG_DOUBLE_COMPLEX,
+        d => d,
+    };
+    let i = LONG_DOUBLE_OPS.iter().position(|&k| k == (op, datatype))?;
+    Some(i as u8 + 1)
+}
+
+/// Combines the packed elements of `input` into `inout` with the C function `f` on predefined
+/// `long double` type `datatype`, one element of `n` bytes at a time (the C function steps by
+/// the type's extent, and packed elements lie `n` bytes apart).
+pub(crate) fn apply_long_double(
+    f: UnsafeUserFunction,
+    datatype: usize,
+    n: usize,
+    input: &[u8],
+    inout: &mut [u8],
+) {
+    for (i, o) in input.chunks_exact(n).zip(inout.chunks_exact_mut(n)) {
+        let mut one: c_int = 1;
+        let mut dt = datatype as *mut c_void as _;
+        // SAFETY: `f` combines one element of the predefined long double type `datatype` (its
+        // data at each pointer: `n` bytes, the value then the index of a pair, as the packed
+        // data lays it out) into the second; `i` and `o` hold one each.
+        unsafe {
+            f(
+                i.as_ptr().cast_mut().cast(),
+                o.as_mut_ptr().cast(),
+                &mut one,
+                &mut dt,
+            )
+        };
+    }
+}
+
+/// Entry `K` of [`LONG_DOUBLE_OPS`] as a foreign combiner.
+fn long_double_entry<const K: usize>(input: &[u8], inout: &mut [u8]) {
+    let (op, datatype) = LONG_DOUBLE_OPS[K];
+    let f = long_double_function(op, datatype).expect("every entry has its function");
+    apply_long_double(f, datatype, element_bytes(datatype), input, inout);
+}
+
+/// Bytes of one packed element of predefined type `datatype`.
+pub(crate) fn element_bytes(datatype: usize) -> usize {
+    crate::c_abi::datatype::predefined::shape(datatype).map_or(0, |s| s.size())
+}
+
+/// Registers [`LONG_DOUBLE_OPS`] with the windows' targets (at initialization).
+pub(crate) fn register_long_double() {
+    use crate::rma::foreign::{register, Foreign, ForeignFn};
+    static TABLE: std::sync::OnceLock<Vec<Foreign>> = std::sync::OnceLock::new();
+    const FNS: [ForeignFn; 8] = [
+        long_double_entry::<0>,
+        long_double_entry::<1>,
+        long_double_entry::<2>,
+        long_double_entry::<3>,
+        long_double_entry::<4>,
+        long_double_entry::<5>,
+        long_double_entry::<6>,
+        long_double_entry::<7>,
+    ];
+    let table = TABLE.get_or_init(|| {
+        LONG_DOUBLE_OPS
+            .iter()
+            .zip(FNS)
+            .map(|(&(_, datatype), combine)| Foreign {
+                unit: element_bytes(datatype),
+                combine,
+            })
+            .collect()
+    });
+    register(table);
+}
+
 #[cold]
 fn not_an_op(call: &'static str, value: usize) -> CError {
     let why = match value {

@@ -186,6 +186,53 @@ fn an_answer_given_later_completes_the_request_only_then() {
 }
 
 #[test]
+fn a_polled_handler_answers_from_progress_when_it_can_in_order() {
+    // A lock-like handler: each part waits until `free` says a grant is possible, then the
+    // oldest waiting part is answered with its origin's rank.
+    struct Gate(Rc<RefCell<(u32, std::collections::VecDeque<ReplyTo>)>>);
+    impl AmHandler for Gate {
+        fn handle(&mut self, _: &AmPart<'_>, reply: ReplyTo) -> Answer {
+            self.0.borrow_mut().1.push_back(reply);
+            Answer::Polled
+        }
+        fn poll(&mut self, answers: &mut Vec<(ReplyTo, Answer)>) -> bool {
+            let mut g = self.0.borrow_mut();
+            while g.0 > 0 {
+                let Some(to) = g.1.pop_front() else { break };
+                g.0 -= 1;
+                answers.push((to, Answer::Done { data: vec![to.peer as u8], at: 0 }));
+            }
+            !g.1.is_empty()
+        }
+    }
+    let mut es = world(3, 4, 64, 64, false);
+    let gate = Rc::new(RefCell::new((0u32, std::collections::VecDeque::new())));
+    es[2].am_register(1, Box::new(Gate(gate.clone())));
+    let (mut a, mut b) = ([9u8], [9u8]);
+    let ha = start(&mut es, (0, 2), 0, &[], 1, &mut a);
+    for _ in 0..50 {
+        es[0].progress();
+        es[2].progress();
+    }
+    let hb = start(&mut es, (1, 2), 0, &[], 1, &mut b);
+    for _ in 0..100 {
+        for e in es.iter_mut() {
+            e.progress();
+        }
+    }
+    assert!(!es[0].is_done(ha) && !es[1].is_done(hb), "nothing granted yet");
+    gate.borrow_mut().0 = 1;
+    run_until_done(&mut es, &[(0, ha)], 10_000);
+    assert!(!es[1].is_done(hb), "one grant: the first come only");
+    gate.borrow_mut().0 = 1;
+    run_until_done(&mut es, &[(1, hb)], 10_000);
+    es[0].wait(ha).expect("first");
+    es[1].wait(hb).expect("second");
+    assert_eq!((a, b), ([0], [1]));
+    assert!(gate.borrow().1.is_empty(), "nothing left waiting");
+}
+
+#[test]
 fn refusals_missing_handlers_and_overflowing_replies_fail_the_origin_with_the_reason() {
     let mut es = world(2, 4, 64, 64, false);
     store_at(&mut es, 1, 1, 16);

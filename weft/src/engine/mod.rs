@@ -248,6 +248,9 @@ impl<F: Fabric> Engine<F> {
         if self.core.has_control() {
             did |= self.flush_outbox();
         }
+        if self.core.has_polled() {
+            did |= self.core.am_poll();
+        }
         if self.core.has_active_out() {
             did |= self.flush_active();
         }

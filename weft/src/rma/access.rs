@@ -94,8 +94,11 @@ pub struct Combiner<'a> {
     /// Bytes of one element.
     pub unit: usize,
     /// What the elements are, for a target that combines them itself (reached by messages);
-    /// `None`: only this process can (the C compiler's `long double`).
+    /// `None`: a [`foreign`](super::foreign) combiner, or only this process can.
     pub elements: Option<Elements>,
+    /// The code of the registered [`foreign`](super::foreign) combiner doing `combine`, when
+    /// `elements` is `None` (the C compiler's `long double`), for targets reached by messages.
+    pub foreign: Option<u8>,
     /// `inout = input ∘ inout` element by element, on any number of whole elements (MPI's
     /// order for accumulate); `None`: the collectives' function for `op` on `basic`, looked up
     /// when an element needs it (CPU atomics need none).

@@ -4,18 +4,22 @@
 //!   taken and released by origins alone;
 //! - [`atomic`]: MPI's accumulate operations on one element of a same-node target's memory as
 //!   the CPU's atomic instructions (a compare-and-swap loop where there is no instruction);
-//! - `window`: windows whose members are all on one node, in the four flavours (`allocate`
+//! - `window`: windows (each node's members sharing a header), in the four flavours (`allocate`
 //!   and `allocate_shared` over one node-shared segment, `create` and dynamic over the
 //!   program's memory), with fence, lock/unlock, lock_all, flush and post-start-complete-wait;
 //! - `access`: put, get and the accumulates, done by the origin alone: copies (cross-memory
 //!   ones into other processes), the CPU's atomics, or element locks per page of a part;
-//! - `remote`: the same operations as internal active messages to the window's handler at
-//!   the target, which does them on its own memory (forced by `WEFT_RMA_MESSAGES` on one node).
+//! - `remote`: the same operations, the lock, post and complete as internal active messages
+//!   to the window's handler at the target, which does them on its own memory: for members
+//!   on other nodes (and all others when `WEFT_RMA_MESSAGES` forces it on one node);
+//! - [`foreign`]: combiners a front end registers (the C compiler's `long double`), which
+//!   targets reached by messages use.
 //!
-//! To come (see issue 12): the fence assertions as optimizations, the operation table, the
-//! lock by message, and windows over several nodes.
+//! To come (see issue 12): the fence assertions as optimizations, the operation table with
+//! lazy locks and per-target state created on first contact.
 
 pub mod atomic;
+pub mod foreign;
 pub mod lock;
 // Its lock words live in shared memory, which loom's atomics cannot.
 #[cfg(not(loom))]

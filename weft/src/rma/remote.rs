@@ -19,9 +19,11 @@ use super::window::{Flavor, WindowData};
 use crate::coll::op::{self, Basic, Elements, SysOp};
 use crate::engine::buffer::{RawBuf, RawBufMut};
 use crate::engine::core::active::{AmHandler, AmPart, Answer, ReplyTo};
+use crate::engine::request::Handle;
 use crate::engine::Engine;
 use crate::error::{Error, ErrorClass, Result};
 use crate::fabric::Fabric;
+use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::atomic::Ordering::Release;
 
@@ -63,15 +65,21 @@ pub enum Count {
 }
 
 /// A message's argument: what to do, on which elements, where. Bits 0-3 the kind, 4-7 the
-/// operation, 8-11 the element type, 12-15 a pair's index type + 1 (0: not a pair), 16-63 the
-/// offset in the target's part (a dynamic window's: the address).
+/// operation, 8-11 the element type (15: a foreign combiner), 12-15 a pair's index type + 1
+/// (0: not a pair; the foreign combiner's code), 16-63 the offset in the target's part (a
+/// dynamic window's: the address).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Arg {
     kind: Kind,
     op: SysOp,
     elements: Option<Elements>,
+    /// A [`foreign`](super::foreign) combiner's code (`elements` is then `None`).
+    foreign: Option<u8>,
     offset: u64,
 }
+
+/// The element type field's value naming a foreign combiner.
+const FOREIGN: u64 = 15;
 
 /// Offsets (and addresses) a message can name: 48 bits, all of a 64-bit Linux process's
 /// user space.
@@ -79,10 +87,11 @@ const OFFSET_LIMIT: u64 = 1 << 48;
 
 impl Arg {
     fn encode(self) -> u64 {
-        let (value, index) = match self.elements {
-            None => (0, 0),
-            Some(Elements::Basic(b)) => (b as u64, 0),
-            Some(Elements::Pair(v, i)) => (v as u64, i as u64 + 1),
+        let (value, index) = match (self.elements, self.foreign) {
+            (None, Some(code)) => (FOREIGN, u64::from(code)),
+            (None, None) => (0, 0),
+            (Some(Elements::Basic(b)), _) => (b as u64, 0),
+            (Some(Elements::Pair(v, i)), _) => (v as u64, i as u64 + 1),
         };
         debug_assert!(self.offset < OFFSET_LIMIT);
         self.kind as u64 | (self.op as u64) << 4 | value << 8 | index << 12 | self.offset << 16
@@ -103,16 +112,19 @@ impl Arg {
             11 => Kind::Complete,
             _ => return None,
         };
-        let value = Basic::from_index((arg >> 8 & 0xf) as u8)?;
-        let elements = match (kind, arg >> 12 & 0xf) {
-            (Kind::Put | Kind::Get | Kind::Lock | Kind::Unlock | Kind::Post | Kind::Complete, _) => None,
-            (_, 0) => Some(Elements::Basic(value)),
-            (_, i) => Some(Elements::Pair(value, Basic::from_index(i as u8 - 1)?)),
+        let (value, index) = (arg >> 8 & 0xf, arg >> 12 & 0xf);
+        let (elements, foreign) = match (kind, value, index) {
+            (Kind::Put | Kind::Get | Kind::Lock | Kind::Unlock | Kind::Post | Kind::Complete, ..) => (None, None),
+            (_, FOREIGN, 0) => return None,
+            (_, FOREIGN, code) => (None, Some(code as u8)),
+            (_, v, 0) => (Some(Elements::Basic(Basic::from_index(v as u8)?)), None),
+            (_, v, i) => (Some(Elements::Pair(Basic::from_index(v as u8)?, Basic::from_index(i as u8 - 1)?)), None),
         };
         Some(Arg {
             kind,
             op: SysOp::from_index((arg >> 4 & 0xf) as u8)?,
             elements,
+            foreign,
             offset: arg >> 16,
         })
     }
@@ -125,12 +137,20 @@ fn unit_of(e: Elements) -> usize {
     }
 }
 
-/// The window's handler at its target.
-struct Served(Rc<WindowData>);
+/// The window's handler at its target: the window, and the lock requests waiting for this
+/// member's lock word, first come first granted (004: the target queues lock requests and
+/// grants them as the lock frees; here at every progress, since origins on this node release
+/// the word without telling anyone).
+struct Served(Rc<WindowData>, VecDeque<(ReplyTo, LockKind)>);
 
 /// Installs `data`'s handler in `eng`, so origins reach this member's part by messages.
 pub fn serve<F: Fabric>(eng: &mut Engine<F>, data: &Rc<WindowData>) {
-    eng.am_register(data.comm_pair(), Box::new(Served(data.clone())));
+    eng.am_register(data.comm_pair(), Box::new(Served(data.clone(), VecDeque::new())));
+}
+
+/// The answer granting a lock.
+fn granted() -> Answer {
+    Answer::Done { data: vec![1], at: 0 }
 }
 
 /// Removes it (a window dropped without `free`).
@@ -152,11 +172,36 @@ impl AmHandler for Served {
         Some(unsafe { RawBufMut::new(std::slice::from_raw_parts_mut(addr as *mut u8, n)) })
     }
 
-    fn handle(&mut self, part: &AmPart<'_>, _reply: ReplyTo) -> Answer {
-        match self.0.serve(part) {
-            Ok(answer) => answer,
-            Err(e) => Answer::Failed(e),
+    fn handle(&mut self, part: &AmPart<'_>, reply: ReplyTo) -> Answer {
+        let lock = Arg::decode(part.arg).filter(|a| a.kind == Kind::Lock).map(|a| lock_kind(a.offset));
+        match lock {
+            // Behind earlier requests, or while the word is taken: granted when it frees.
+            Some(Ok(kind)) if !self.1.is_empty() || !self.0.entry(self.0.rank()).lock.attempt(kind) => {
+                self.1.push_back((reply, kind));
+                Answer::Polled
+            }
+            // Acquire (in the word): partner of the last holder's Release; the origin's
+            // operations, done here after this, come after the previous holders'.
+            Some(Ok(_)) => granted(),
+            Some(Err(e)) => Answer::Failed(e),
+            None => match self.0.serve(part) {
+                Ok(answer) => answer,
+                Err(e) => Answer::Failed(e),
+            },
         }
+    }
+
+    fn poll(&mut self, answers: &mut Vec<(ReplyTo, Answer)>) -> bool {
+        let word = &self.0.entry(self.0.rank()).lock;
+        while let Some(&(to, kind)) = self.1.front() {
+            // Acquire (in the word): as in `handle`.
+            if !word.attempt(kind) {
+                break;
+            }
+            self.1.pop_front();
+            answers.push((to, granted()));
+        }
+        !self.1.is_empty()
     }
 }
 
@@ -213,9 +258,8 @@ impl WindowData {
                 Ok(Answer::Done { data: out, at: 0 })
             }
             Kind::Accumulate | Kind::GetAccumulate => {
-                let e = a.elements.ok_or_else(|| bad_payload(data.len()))?;
-                let f = combine_function(a.op, e)?;
-                let how = combiner(a.op, e, &*f);
+                let (f, unit) = combine_function(&a)?;
+                let how = combiner(&a, unit, &*f);
                 let at = self.own_span(SERVE, offset, data.len())?;
                 let mut old = (a.kind == Kind::GetAccumulate).then(|| vec![0u8; data.len()]);
                 self.accumulate_here(SERVE, &at, &how, data, old.as_deref_mut())?;
@@ -240,27 +284,21 @@ impl WindowData {
                 }
                 let first = first.ok_or_else(|| bad_payload(data.len()))?;
                 let at = Located { spans: Spans::Many(spans), ..first };
-                let e = a.elements.ok_or_else(|| bad_payload(data.len()))?;
-                let f = combine_function(a.op, e)?;
-                let how = combiner(a.op, e, &*f);
+                let (f, unit) = combine_function(&a)?;
+                let how = combiner(&a, unit, &*f);
                 let data = &data[head..];
                 let mut old = (a.kind == Kind::GetAccumulateSpans).then(|| vec![0u8; data.len()]);
                 self.accumulate_here(SERVE, &at, &how, data, old.as_deref_mut())?;
                 Ok(Answer::Done { data: old.unwrap_or_default(), at: 0 })
             }
-            Kind::Lock | Kind::Unlock => {
-                let kind = lock_kind(a.offset)?;
-                let word = &self.entry(self.rank()).lock;
-                if a.kind == Kind::Unlock {
-                    // Release (in the word): partner of the next holder's Acquire; every
-                    // operation of the origin's epoch was done here before this message.
-                    word.unlock(kind);
-                    return Ok(Answer::ack());
-                }
-                // Acquire (in the word): partner of the last holder's Release; the origin's
-                // operations, done here after this, come after the previous holders'.
-                let granted = word.attempt(kind);
-                Ok(Answer::Done { data: vec![u8::from(granted)], at: 0 })
+            // Lock requests are the handler's (they may wait).
+            Kind::Lock => Err(bad_payload(data.len())),
+            Kind::Unlock => {
+                // Release (in the word): partner of the next holder's Acquire; every operation
+                // of the origin's epoch was done here before this message. Requests waiting
+                // for the word are granted at the next progress.
+                self.entry(self.rank()).lock.unlock(lock_kind(a.offset)?);
+                Ok(Answer::ack())
             }
             Kind::Post | Kind::Complete => {
                 let me = self.entry(self.rank());
@@ -297,7 +335,7 @@ impl WindowData {
     /// for the answer's byte.
     fn ask<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str, t: usize, kind: Kind, offset: u64) -> Result<u8> {
         let peer = self.comm().group.members()[t];
-        let arg = Arg { kind, op: SysOp::NoOp, elements: None, offset }.encode();
+        let arg = Arg { kind, op: SysOp::NoOp, elements: None, foreign: None, offset }.encode();
         let mut answer = [0u8; 1];
         // SAFETY: the empty payload is static, and `answer` outlives the request, waited for
         // before this returns.
@@ -308,15 +346,13 @@ impl WindowData {
     }
 
     /// `MPI_Win_lock` on member `t` reached by messages: asks its handler to take its lock
-    /// word for this origin until it can (progressing and yielding between tries, as a
-    /// locker on the node spins on the word). An exclusive try that fails marks the word
-    /// waiting, so shared lockers stay out meanwhile, as on the node.
+    /// word for this origin, which answers when it did (requests wait there in order, and an
+    /// exclusive one marks the word waiting, so shared lockers on the node stay out meanwhile).
     pub(super) fn lock_by_message<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str, t: usize, kind: LockKind) -> Result<()> {
-        while self.ask(eng, call, t, Kind::Lock, lock_code(kind))? != 1 {
-            eng.progress();
-            std::thread::yield_now();
+        match self.ask(eng, call, t, Kind::Lock, lock_code(kind))? {
+            1 => Ok(()),
+            other => Err(Error::new(ErrorClass::Internal, call, format!("target {t} answered a lock request with {other}"))),
         }
-        Ok(())
     }
 
     /// `MPI_Win_unlock` of member `t` reached by messages: its handler releases the word.
@@ -326,11 +362,24 @@ impl WindowData {
 
     /// Moves `count` at each of `members` (reached by messages), waiting for every answer.
     pub(super) fn count_by_message<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str, members: &[usize], count: Count) -> Result<()> {
+        let started: Vec<Handle> = members.iter().map(|&m| self.start_count(eng, call, m, count)).collect::<Result<_>>()?;
+        started
+            .into_iter()
+            .try_for_each(|h| eng.wait(h).map(|_| ()).map_err(|e| Error::new(e.class, call, e.detail)))
+    }
+
+    /// Starts moving `count` at member `m` (reached by messages): the request, answered when
+    /// it moved.
+    pub(super) fn start_count<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str, m: usize, count: Count) -> Result<Handle> {
         let kind = match count {
             Count::Post => Kind::Post,
             Count::Completion => Kind::Complete,
         };
-        members.iter().try_for_each(|&m| self.ask(eng, call, m, kind, 0).map(|_| ()))
+        let peer = self.comm().group.members()[m];
+        let arg = Arg { kind, op: SysOp::NoOp, elements: None, foreign: None, offset: 0 }.encode();
+        // SAFETY: the empty payload is static; no reply buffer.
+        let h = unsafe { eng.am_start((peer, self.comm_pair()), arg, RawBuf::new(&[]), 1, None) };
+        h.map_err(|e| Error::new(e.class, call, e.detail))
     }
 
     /// Sends one message per span of `at` and waits for every answer: `payload(span, its
@@ -392,7 +441,7 @@ impl WindowData {
         if data.len() != at.len() {
             return Err(length_mismatch(call, "origin's data", data.len(), at.len()));
         }
-        let arg = |offset| Arg { kind: Kind::Put, op: SysOp::Replace, elements: None, offset };
+        let arg = |offset| Arg { kind: Kind::Put, op: SysOp::Replace, elements: None, foreign: None, offset };
         // SAFETY: `data` is borrowed for this whole call, which waits for the messages.
         let view = |_: usize, from: usize, len: usize| (unsafe { RawBuf::new(&data[from..from + len]) }, 1);
         self.send_spans(eng, call, at, peer, arg, view, None)
@@ -408,7 +457,7 @@ impl WindowData {
             return Err(length_mismatch(call, "origin's buffer", out.len(), at.len()));
         }
         let lens: Vec<[u8; 8]> = at.spans().iter().map(|s| (s.1 as u64).to_ne_bytes()).collect();
-        let arg = |offset| Arg { kind: Kind::Get, op: SysOp::NoOp, elements: None, offset };
+        let arg = |offset| Arg { kind: Kind::Get, op: SysOp::NoOp, elements: None, foreign: None, offset };
         // SAFETY: `lens` lives until this call returns, after the messages are answered.
         let view = |i: usize, _: usize, _: usize| (unsafe { RawBuf::new(&lens[i]) }, 8);
         self.send_spans(eng, call, at, peer, arg, view, Some(out))
@@ -429,13 +478,13 @@ impl WindowData {
             self.progress_if_served(eng);
             return self.accumulate_here(call, at, how, data, old);
         };
-        let Some(elements) = how.elements else {
+        if how.elements.is_none() && how.foreign.is_none() {
             return Err(Error::unsupported(
                 call,
-                "this accumulate's elements (long double) are combined only where the origin is, \
-                 not yet at a target reached by messages",
+                "this accumulate's elements are combined only where the origin is (a front end's \
+                 function no target knows), not at a target reached by messages",
             ));
-        };
+        }
         let total = at.len();
         if let Some(o) = old.as_deref() {
             if o.len() != total {
@@ -452,12 +501,13 @@ impl WindowData {
             _ if data.len() != total => return Err(length_mismatch(call, "origin's data", data.len(), total)),
             _ => data,
         };
-        let unit = unit_of(elements);
+        let unit = how.unit;
+        let what = Arg { kind: Kind::Accumulate, op: how.op, elements: how.elements, foreign: how.foreign, offset: 0 };
         if at.spans().iter().any(|s| !s.1.is_multiple_of(unit)) {
-            return self.accumulate_spans(eng, call, at, peer, (how.op, elements), data, old);
+            return self.accumulate_spans(eng, call, at, peer, what, data, old);
         }
         let kind = if old.is_some() { Kind::GetAccumulate } else { Kind::Accumulate };
-        let arg = |offset| Arg { kind, op: how.op, elements: Some(elements), offset };
+        let arg = |offset| Arg { kind, offset, ..what };
         // SAFETY: `data` is borrowed for this whole call, which waits for the messages.
         let view = |_: usize, from: usize, len: usize| (unsafe { RawBuf::new(&data[from..from + len]) }, unit);
         self.send_spans(eng, call, at, peer, arg, view, old)
@@ -472,7 +522,7 @@ impl WindowData {
         call: &'static str,
         at: &Located,
         peer: u32,
-        (op, elements): (SysOp, Elements),
+        what: Arg,
         data: &[u8],
         old: Option<&mut [u8]>,
     ) -> Result<()> {
@@ -494,7 +544,7 @@ impl WindowData {
             ));
         }
         let kind = if old.is_some() { Kind::GetAccumulateSpans } else { Kind::AccumulateSpans };
-        let arg = Arg { kind, op, elements: Some(elements), offset: 0 }.encode();
+        let arg = Arg { kind, ..what }.encode();
         let reply = old.map(|o| {
             // SAFETY: the caller's result buffer, alive and untouched until the wait below.
             unsafe { RawBufMut::new(o) }
@@ -525,35 +575,55 @@ impl WindowData {
         check_one_element(call, at, [compare.len(), swap.len(), old.len()])?;
         let both = [compare, swap].concat();
         let elements = basic.map(Elements::Basic);
-        let arg = |offset| Arg { kind: Kind::CompareAndSwap, op: SysOp::Replace, elements, offset };
+        let arg = |offset| Arg { kind: Kind::CompareAndSwap, op: SysOp::Replace, elements, foreign: None, offset };
         // SAFETY: `both` lives until this call returns, after the message is answered.
         let view = |_: usize, _: usize, _: usize| (unsafe { RawBuf::new(&both) }, both.len());
         self.send_spans(eng, call, at, peer, arg, view, Some(old))
     }
 }
 
-/// The function combining elements `e` with `op` at the target.
-fn combine_function(op: SysOp, e: Elements) -> Result<crate::engine::schedule::Combine> {
+/// The function combining the elements `a` names with its operation at the target, and the
+/// bytes of one element.
+fn combine_function(a: &Arg) -> Result<(crate::engine::schedule::Combine, usize)> {
+    let op = a.op;
+    let e = match (a.elements, a.foreign) {
+        (Some(e), _) => e,
+        (None, Some(code)) => {
+            let f = super::foreign::get(code).ok_or_else(|| {
+                Error::unsupported(
+                    SERVE,
+                    format!(
+                        "an accumulate with the front end's combiner {code} (long double), which \
+                         this process's front end did not register (a program not using the C ABI)"
+                    ),
+                )
+            })?;
+            return Ok((Rc::new(f.combine), f.unit));
+        }
+        (None, None) => return Err(bad_payload(0)),
+    };
     // The pairs' function leaves MPI_REPLACE and MPI_NO_OP to its callers: on pairs those
     // are the bytes' (a copy, or nothing).
     let on = match (op, e) {
         (SysOp::Replace | SysOp::NoOp, Elements::Pair(..)) => Elements::Basic(Basic::U8),
         _ => e,
     };
-    op::combine(op, on)
-        .ok_or_else(|| Error::new(ErrorClass::Op, SERVE, format!("{} is not defined on {e:?}", op.name())))
+    let f = op::combine(op, on)
+        .ok_or_else(|| Error::new(ErrorClass::Op, SERVE, format!("{} is not defined on {e:?}", op.name())))?;
+    Ok((f, unit_of(e)))
 }
 
-/// How the target combines elements `e` with `op` by `f`.
-fn combiner<'a>(op: SysOp, e: Elements, f: &'a CombineFn) -> Combiner<'a> {
+/// How the target combines the elements `a` names (`unit` bytes each) by `f`.
+fn combiner<'a>(a: &Arg, unit: usize, f: &'a CombineFn) -> Combiner<'a> {
     Combiner {
-        op,
-        basic: match e {
-            Elements::Basic(b) => Some(b),
-            Elements::Pair(..) => None,
+        op: a.op,
+        basic: match a.elements {
+            Some(Elements::Basic(b)) => Some(b),
+            _ => None,
         },
-        unit: unit_of(e),
-        elements: Some(e),
+        unit,
+        elements: a.elements,
+        foreign: a.foreign,
         combine: Some(f),
     }
 }
@@ -585,31 +655,44 @@ mod tests {
     #[test]
     fn arguments_survive_the_trip() {
         let cases = [
-            Arg { kind: Kind::Put, op: SysOp::Replace, elements: None, offset: 0 },
-            Arg { kind: Kind::Get, op: SysOp::NoOp, elements: None, offset: OFFSET_LIMIT - 1 },
+            Arg { kind: Kind::Put, op: SysOp::Replace, elements: None, foreign: None, offset: 0 },
+            Arg { kind: Kind::Get, op: SysOp::NoOp, elements: None, foreign: None, offset: OFFSET_LIMIT - 1 },
             Arg {
                 kind: Kind::GetAccumulate,
                 op: SysOp::MaxLoc,
                 elements: Some(Elements::Pair(Basic::F64, Basic::I32)),
+                foreign: None,
                 offset: 4096,
             },
             Arg {
                 kind: Kind::Accumulate,
                 op: SysOp::BitwiseXor,
                 elements: Some(Elements::Basic(Basic::C64)),
+                foreign: None,
                 offset: 12,
             },
             Arg {
                 kind: Kind::CompareAndSwap,
                 op: SysOp::Replace,
                 elements: Some(Elements::Basic(Basic::I8)),
+                foreign: None,
                 offset: 1,
             },
+            Arg {
+                kind: Kind::GetAccumulateSpans,
+                op: SysOp::Sum,
+                elements: None,
+                foreign: Some(7),
+                offset: 20,
+            },
+            Arg { kind: Kind::Lock, op: SysOp::NoOp, elements: None, foreign: None, offset: 1 },
+            Arg { kind: Kind::Complete, op: SysOp::NoOp, elements: None, foreign: None, offset: 0 },
         ];
         for a in cases {
             assert_eq!(Arg::decode(a.encode()), Some(a));
         }
         assert_eq!(Arg::decode(0), None, "no kind 0");
         assert_eq!(Arg::decode(0xf), None, "no kind 15");
+        assert_eq!(Arg::decode(3 | FOREIGN << 8), None, "a foreign combiner has a code");
     }
 }

@@ -29,6 +29,7 @@ use super::remote::Count;
 use crate::comm::context::ContextMask;
 use crate::comm::node_memory::{Allocated, NodeSegment};
 use crate::comm::{self, CommData};
+use crate::engine::request::Handle;
 use crate::engine::Engine;
 use crate::error::{Error, ErrorClass, Result};
 use crate::fabric::Fabric;
@@ -154,10 +155,12 @@ pub struct Part {
     pub disp_unit: usize,
 }
 
-/// An exposure epoch this member opened (`MPI_Win_post`): the completions it awaits.
+/// An exposure epoch this member opened (`MPI_Win_post`): the completions it awaits, and the
+/// posts to origins reached by messages not yet answered (`MPI_Win_post` does not block).
 #[derive(Debug, Default)]
 pub struct Exposure {
     expected: u64,
+    posted: Vec<Handle>,
 }
 
 impl WindowData {
@@ -583,6 +586,10 @@ impl WindowData {
         if self.remote(t) {
             return self.lock_by_message(eng, call, t, kind);
         }
+        if self.by_messages() {
+            // Requests by message waiting for this word are granted first, in their order.
+            eng.progress();
+        }
         // 004's MEM_SYNC after the lock is granted is the word's Acquire (partner of the
         // Release in `unlock`): the previous holders' accesses happen before ours. (A fence
         // here too cost a third of the round trip and ordered nothing more.)
@@ -686,9 +693,12 @@ impl WindowData {
             // Release: pairs with `start`'s Acquire load at the origin.
             self.entry(o).posts.fetch_add(1, Release);
         }
-        self.count_by_message(eng, "Win_post", &far, Count::Post)?;
+        // Not waited for here: `MPI_Win_post` does not block (an origin computing outside the
+        // library would hold it). `wait` and `test` reap the answers.
+        let posted = far.iter().map(|&o| self.start_count(eng, "Win_post", o, Count::Post)).collect::<Result<_>>()?;
         Ok(Exposure {
             expected: origins.len() as u64,
+            posted,
         })
     }
 
@@ -718,6 +728,12 @@ impl WindowData {
 
     /// `MPI_Win_test`: whether every origin of `exposure` completed (then the epoch is over).
     pub fn test<F: Fabric>(&self, eng: &mut Engine<F>, exposure: &mut Exposure) -> Result<bool> {
+        while let Some(&h) = exposure.posted.last() {
+            if eng.test(h).map_err(|e| Error::new(e.class, "Win_test", e.detail))?.is_none() {
+                return Ok(false);
+            }
+            exposure.posted.pop();
+        }
         let me = self.entry(self.rank());
         // Acquire: pairs with `complete`'s Release increments.
         let arrived = me.completions.load(Acquire).wrapping_sub(self.completions_seen.get());
@@ -734,6 +750,9 @@ impl WindowData {
 
     /// `MPI_Win_wait`: waits until every origin of `exposure` completed.
     pub fn wait<F: Fabric>(&self, eng: &mut Engine<F>, exposure: Exposure) -> Result<()> {
+        for h in exposure.posted {
+            eng.wait(h).map_err(|e| Error::new(e.class, "Win_wait", e.detail))?;
+        }
         let me = self.entry(self.rank());
         Self::await_count(eng, &me.completions, &self.completions_seen, exposure.expected);
         fence(SeqCst);

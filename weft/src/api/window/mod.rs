@@ -450,6 +450,7 @@ fn accumulate_at<T: Equivalence + Copy>(
         basic: Some(basic),
         unit: std::mem::size_of::<T>(),
         elements: Some(Elements::Basic(basic)),
+        foreign: None,
         combine: None,
     };
     runtime::with_call(call, |rt| {

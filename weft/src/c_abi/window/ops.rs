@@ -217,8 +217,13 @@ fn acc_op(call: &'static str, handle: *mut c_void) -> Result<SysOp, CError> {
 
 /// How an accumulate of `op` combines elements of the target's datatype `t` (its handle
 /// `handle`): the collectives' functions on predefined types and (value, index) pairs, the C
-/// compiler's for `long double`, a copy for `MPI_REPLACE` on anything.
+/// compiler's for `long double` (with its code for targets reached by messages), a copy for
+/// `MPI_REPLACE` on anything.
 type Combine = Box<dyn Fn(&[u8], &mut [u8])>;
+
+/// What [`combiner`] finds: the predefined type (for the CPU's atomics), the bytes of one
+/// element, what the elements are, the foreign combiner's code, the function.
+type Found = (Option<Basic>, usize, Option<Elements>, Option<u8>, Combine);
 
 fn combiner(
     call: &'static str,
@@ -226,7 +231,7 @@ fn combiner(
     op_handle: *mut c_void,
     t: Dt,
     handle: *mut c_void,
-) -> Result<(Option<Basic>, usize, Option<Elements>, Combine), CError> {
+) -> Result<Found, CError> {
     let map = t.type_map();
     let unit = |e: Elements| match e {
         Elements::Basic(b) => b.size(),
@@ -237,13 +242,21 @@ fn combiner(
         let (basic, n, elements) = match (map.elements(true), map.elements(false)) {
             (Some(p), _) => (None, unit(p), Some(p)),
             (None, Some(e @ Elements::Basic(b))) => (Some(b), b.size(), Some(e)),
-            _ => (None, 1, Some(Elements::Basic(Basic::U8))),
+            // `long double` (x87: 16 bytes) stands as a 16-byte integer: a copy, or nothing,
+            // whole (its pair with an int one element too), wherever it is done.
+            _ => match predefined_of(handle) {
+                Some(MPI_LONG_DOUBLE) => (None, 16, Some(Elements::Basic(Basic::U128))),
+                Some(MPI_LONG_DOUBLE_INT) => {
+                    (None, 20, Some(Elements::Pair(Basic::U128, Basic::I32)))
+                }
+                _ => (None, 1, Some(Elements::Basic(Basic::U8))),
+            },
         };
         let combine: Combine = match op {
             SysOp::Replace => Box::new(|i: &[u8], o: &mut [u8]| o.copy_from_slice(i)),
             _ => Box::new(|_: &[u8], _: &mut [u8]| {}),
         };
-        return Ok((basic, n, elements, combine));
+        return Ok((basic, n, elements, None, combine));
     }
     for e in [map.elements(true), map.elements(false)]
         .into_iter()
@@ -258,6 +271,7 @@ fn combiner(
                 basic,
                 unit(e),
                 Some(e),
+                None,
                 Box::new(move |i: &[u8], o: &mut [u8]| f(i, o)),
             ));
         }
@@ -265,27 +279,13 @@ fn combiner(
     let predefined = predefined_of(handle);
     let function = predefined.and_then(|p| op::long_double_function(op_handle as usize, p));
     if let (Some(p), Some(f)) = (predefined, function) {
-        let n = crate::c_abi::datatype::predefined::shape(p).map_or(t.size(), |s| s.size());
-        let combine = move |i: &[u8], o: &mut [u8]| {
-            // One element at a time: the C function steps by the type's extent, and packed
-            // elements lie `n` bytes apart.
-            for (i, o) in i.chunks_exact(n).zip(o.chunks_exact_mut(n)) {
-                let mut one: c_int = 1;
-                let mut dt = p as *mut c_void as _;
-                // SAFETY: `f` combines one element of the predefined long double type `p`
-                // (its data at each pointer: `n` bytes, the value then the index of a pair,
-                // as the packed data lays it out) into the second; `i` and `o` hold one each.
-                unsafe {
-                    f(
-                        i.as_ptr().cast_mut().cast(),
-                        o.as_mut_ptr().cast(),
-                        &mut one,
-                        &mut dt,
-                    )
-                };
-            }
+        let n = match op::element_bytes(p) {
+            0 => t.size(),
+            n => n,
         };
-        return Ok((None, n, None, Box::new(combine)));
+        let code = op::long_double_code(op_handle as usize, p);
+        let combine = move |i: &[u8], o: &mut [u8]| op::apply_long_double(f, p, n, i, o);
+        return Ok((None, n, None, code, Box::new(combine)));
     }
     Err(CError::new(
         MPI_ERR_OP,
@@ -348,12 +348,13 @@ unsafe fn get_accumulate<C: CCount>(
             return Err(signature_mismatch(call, "result buffer", r.len(), at.len()));
         }
     }
-    let (basic, unit, elements, combine) = combiner(call, sys, op, t.dt, tdt)?;
+    let (basic, unit, elements, foreign, combine) = combiner(call, sys, op, t.dt, tdt)?;
     let how = Combiner {
         op: sys,
         basic,
         unit,
         elements,
+        foreign,
         combine: Some(&*combine),
     };
     // SAFETY: the standard's contract: the origin buffer holds its elements.

@@ -68,6 +68,9 @@ pub enum Answer {
     Failed(Error),
     /// The handler answers later, with [`Core::am_answer`] (exactly once).
     Later,
+    /// The handler answers later, from [`AmHandler::poll`], which every progress calls until
+    /// the handler says it waits for nothing more (a lock granted when it is released).
+    Polled,
 }
 
 impl Answer {
@@ -88,8 +91,13 @@ pub trait AmHandler {
     fn place(&mut self, _src: u32, _arg: u64, _offset: u64, _len: usize) -> Option<RawBufMut> {
         None
     }
-    /// Acts on one part; answers now or says it will ([`Answer::Later`]).
+    /// Acts on one part; answers now or says it will ([`Answer::Later`], [`Answer::Polled`]).
     fn handle(&mut self, part: &AmPart<'_>, reply: ReplyTo) -> Answer;
+    /// Called on every progress after [`AmHandler::handle`] said [`Answer::Polled`]: the
+    /// answers it can give now go into `answers`; whether it still has parts to answer.
+    fn poll(&mut self, _answers: &mut Vec<(ReplyTo, Answer)>) -> bool {
+        false
+    }
 }
 
 /// An active message in progress at its origin.
@@ -123,6 +131,8 @@ pub(in crate::engine) struct Active {
     queue: std::collections::VecDeque<Handle>,
     /// Reply packets waiting for room, in order.
     replies: std::collections::VecDeque<(u32, Header, Vec<u8>)>,
+    /// Handlers that answer from [`AmHandler::poll`] (each once).
+    polled: Vec<AmId>,
 }
 
 impl std::fmt::Debug for Active {
@@ -200,7 +210,7 @@ impl Core {
         };
         let replies = &mut self.am.replies;
         match answer {
-            Answer::Later => {}
+            Answer::Later | Answer::Polled => {}
             Answer::Done { data, at } if data.len() <= max => replies.push_back((
                 to.peer,
                 Header {
@@ -314,7 +324,32 @@ impl Core {
                 format!("rank {} has no handler {} for active messages", self.rank, hdr.context),
             )),
         };
+        if matches!(answer, Answer::Polled) && !self.am.polled.contains(&hdr.context) {
+            self.am.polled.push(hdr.context);
+        }
         self.am_answer(to, answer);
+    }
+
+    /// Whether some handler answers from [`AmHandler::poll`].
+    #[inline]
+    pub fn has_polled(&self) -> bool {
+        !self.am.polled.is_empty()
+    }
+
+    /// Polls the handlers that answer so, and sends their answers; whether any answered.
+    pub fn am_poll(&mut self) -> bool {
+        let mut answers = Vec::new();
+        let mut ids = std::mem::take(&mut self.am.polled);
+        ids.retain(|&id| match self.am.handlers.get_mut(id as usize) {
+            Some(Some(handler)) => handler.poll(&mut answers),
+            _ => false,
+        });
+        self.am.polled = ids;
+        let did = !answers.is_empty();
+        for (to, answer) in answers {
+            self.am_answer(to, answer);
+        }
+        did
     }
 
     /// An `AmReply` arrived: its bytes into the request's reply buffer (unless a transport
