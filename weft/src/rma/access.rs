@@ -212,7 +212,7 @@ impl WindowData {
     /// A span of lock-free elements of a node-shared part goes element by element through the
     /// CPU's atomics; the other spans together under the element locks of every page they
     /// touch (taken in order, so two origins never wait for each other in a cycle).
-    pub(super) fn accumulate_here(
+    pub fn accumulate_here(
         &self,
         call: &'static str,
         at: &Located,
@@ -375,7 +375,7 @@ impl WindowData {
     /// when predefined): replaced by `swap` if it equals `compare` bit for bit; its value
     /// before written to `old`.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn compare_and_swap_here(
+    pub fn compare_and_swap_here(
         &self,
         call: &'static str,
         at: &Located,

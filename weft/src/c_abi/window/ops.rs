@@ -15,6 +15,7 @@ use crate::c_abi::requests::{self, CRequest};
 use crate::coll::op::{Basic, Elements, SysOp};
 use crate::rma::access::{Combiner, Located};
 use crate::rma::atomic;
+use crate::rma::window::WindowData;
 use crate::runtime;
 use std::borrow::Cow;
 use std::ffi::{c_int, c_void};
@@ -157,8 +158,12 @@ unsafe fn put<C: CCount>(
     }
     // SAFETY: the standard's contract: the origin buffer holds its elements.
     let data = unsafe { o.packed() };
-    w.with(|d| runtime::with_call(call, |rt| d.put(&mut rt.engine, call, &at, &data)))
-        .map_err(CError::from_weft)
+    w.with(|d| match d.by_messages() {
+        true => runtime::with_call(call, |rt| d.put(&mut rt.engine, call, &at, &data)),
+        // Every member reached directly: no runtime to enter (the Rust API's fast path).
+        false => d.put_here(call, &at, &data),
+    })
+    .map_err(CError::from_weft)
 }
 
 /// `MPI_Get`'s body.
@@ -187,15 +192,29 @@ unsafe fn get<C: CCount>(
         // lie contiguous.
         let out = unsafe { handles::bytes_mut(o.buf, o.len()) };
         return w
-            .with(|d| runtime::with_call(call, |rt| d.get(&mut rt.engine, call, &at, out)))
+            .with(|d| get_into(call, d, &at, out))
             .map_err(CError::from_weft);
     }
     let mut data = vec![0u8; at.len()];
-    w.with(|d| runtime::with_call(call, |rt| d.get(&mut rt.engine, call, &at, &mut data)))
+    w.with(|d| get_into(call, d, &at, &mut data))
         .map_err(CError::from_weft)?;
     // SAFETY: the standard's contract: the origin buffer has room for its elements.
     unsafe { o.unpack(&data) };
     Ok(())
+}
+
+/// A get of the bytes `at` names into `out`, by whichever path reaches the target (no runtime
+/// to enter when every member is reached directly).
+fn get_into(
+    call: &'static str,
+    d: &WindowData,
+    at: &Located,
+    out: &mut [u8],
+) -> crate::error::Result<()> {
+    match d.by_messages() {
+        true => runtime::with_call(call, |rt| d.get(&mut rt.engine, call, at, out)),
+        false => d.get_here(call, at, out),
+    }
 }
 
 /// An accumulate operation's handle as Weft's operation: the predefined ones, `MPI_REPLACE`
@@ -361,10 +380,11 @@ unsafe fn get_accumulate<C: CCount>(
     let data = o.as_ref().map(|o| unsafe { o.packed() });
     let data: &[u8] = data.as_deref().unwrap_or(&[]);
     let mut old = r.as_ref().map(|_| vec![0u8; at.len()]);
-    w.with(|d| {
-        runtime::with_call(call, |rt| {
+    w.with(|d| match d.by_messages() {
+        true => runtime::with_call(call, |rt| {
             d.accumulate(&mut rt.engine, call, &at, &how, data, old.as_deref_mut())
-        })
+        }),
+        false => d.accumulate_here(call, &at, &how, data, old.as_deref_mut()),
     })
     .map_err(CError::from_weft)?;
     if let (Some(r), Some(old)) = (r, old) {
@@ -676,10 +696,11 @@ pub unsafe extern "C" fn compare_and_swap(
                 handles::bytes_mut(result, n),
             )
         };
-        w.with(|d| {
-            runtime::with_call(CALL, |rt| {
+        w.with(|d| match d.by_messages() {
+            true => runtime::with_call(CALL, |rt| {
                 d.compare_and_swap(&mut rt.engine, CALL, &at, basic, cmp, swap, out)
-            })
+            }),
+            false => d.compare_and_swap_here(CALL, &at, basic, cmp, swap, out),
         })
         .map_err(CError::from_weft)
     })

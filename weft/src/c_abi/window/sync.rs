@@ -243,7 +243,11 @@ fn flush(call: &'static str, win: *mut c_void, rank: Option<c_int>) -> c_int {
                 ));
             }
         }
-        w.with(|d| runtime::with_call(call, |rt| d.flush(&mut rt.engine)));
+        w.with(|d| match d.by_messages() {
+            true => runtime::with_call(call, |rt| d.flush(&mut rt.engine)),
+            // Every member reached directly: the barrier alone, no runtime to enter.
+            false => d.flush_memory(),
+        });
         Ok(())
     })
 }
