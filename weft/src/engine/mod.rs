@@ -395,8 +395,10 @@ impl<F: Fabric> Engine<F> {
                     idle = 0;
                     continue;
                 }
-                // Output blocked on a full peer: nobody will wake us when it drains.
-                let timeout = if self.core.has_blocked_output() {
+                // Output blocked on a full peer: nobody will wake us when it drains. A handler
+                // waiting to answer (a lock request, granted when another process on this node
+                // releases the word) is not woken either: it looks again soon.
+                let timeout = if self.core.has_blocked_output() || self.core.has_polled() {
                     Duration::from_micros(200)
                 } else {
                     self.cfg.sleep_timeout

@@ -1,9 +1,11 @@
-//! A window whose members are all on this node (issue 12, items 1, 2, 5 and 6), in its four
-//! flavours:
+//! A window (issue 12, items 1, 2, 5, 6 and 8), in its four flavours, as its members on this
+//! node share it; members on other nodes have a header of their own on theirs and are reached
+//! by messages (`remote`), as every other member is when `WEFT_RMA_MESSAGES` forces it:
 //!
 //! - `allocate` and `allocate_shared`: the parts are Weft's memory, in one node-shared segment
 //!   after the header, contiguous in rank order (as `MPI_Win_allocate_shared` lays them out);
-//!   every origin reaches every part with plain loads, stores and the CPU's atomics;
+//!   every origin on the node reaches every part there with plain loads, stores and the CPU's
+//!   atomics (`allocate_shared` needs every member on one node);
 //! - `create`: the parts are the program's memory, in each member's own address space; the
 //!   segment holds only the header, and origins reach other members' parts by cross-memory
 //!   copy (`process_vm_readv`/`writev`), with no help from the target;
@@ -125,7 +127,7 @@ fn header_len(n: usize, flavor: Flavor) -> usize {
     (n * std::mem::size_of::<Entry>() + regions).next_multiple_of(4096) + skew
 }
 
-/// One member's view of a same-node window.
+/// One member's view of a window.
 #[derive(Debug)]
 pub struct WindowData {
     /// The window's own communicator (a duplicate of the one it was made over): its fences'
