@@ -361,8 +361,15 @@ impl WindowData {
     }
 
     /// Moves `count` at each of `members` (reached by messages), waiting for every answer.
-    pub(super) fn count_by_message<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str, members: &[usize], count: Count) -> Result<()> {
-        let started: Vec<Handle> = members.iter().map(|&m| self.start_count(eng, call, m, count)).collect::<Result<_>>()?;
+    pub(super) fn count_by_message<F: Fabric>(
+        &self,
+        eng: &mut Engine<F>,
+        call: &'static str,
+        members: impl Iterator<Item = usize>,
+        count: Count,
+    ) -> Result<()> {
+        // Empty (every member reached directly): no allocation.
+        let started: Vec<Handle> = members.map(|m| self.start_count(eng, call, m, count)).collect::<Result<_>>()?;
         started
             .into_iter()
             .try_for_each(|h| eng.wait(h).map(|_| ()).map_err(|e| Error::new(e.class, call, e.detail)))

@@ -690,14 +690,14 @@ impl WindowData {
         // MEM_SYNC: what this member wrote before the post is visible to the origins' accesses
         // (also ordered by the Release below).
         fence(SeqCst);
-        let (far, near): (Vec<usize>, Vec<usize>) = origins.iter().partition(|&&o| self.remote(o));
-        for o in near {
+        for &o in origins.iter().filter(|&&o| !self.remote(o)) {
             // Release: pairs with `start`'s Acquire load at the origin.
             self.entry(o).posts.fetch_add(1, Release);
         }
         // Not waited for here: `MPI_Win_post` does not block (an origin computing outside the
         // library would hold it). `wait` and `test` reap the answers.
-        let posted = far.iter().map(|&o| self.start_count(eng, "Win_post", o, Count::Post)).collect::<Result<_>>()?;
+        let far = origins.iter().filter(|&&o| self.remote(o));
+        let posted = far.map(|&o| self.start_count(eng, "Win_post", o, Count::Post)).collect::<Result<_>>()?;
         Ok(Exposure {
             expected: origins.len() as u64,
             posted,
@@ -717,15 +717,15 @@ impl WindowData {
     /// `MPI_Win_complete`: ends the access epoch, counting one completion at each target.
     pub fn complete<F: Fabric>(&self, eng: &mut Engine<F>, targets: &[usize]) -> Result<()> {
         fence(SeqCst);
-        let (far, near): (Vec<usize>, Vec<usize>) = targets.iter().partition(|&&t| self.remote(t));
-        for t in near {
+        for &t in targets.iter().filter(|&&t| !self.remote(t)) {
             // Release: pairs with `wait`'s and `test`'s Acquire load at the target, so this
             // epoch's accesses are visible there.
             self.entry(t).completions.fetch_add(1, Release);
         }
         // Every operation of the epoch on a target reached by messages was answered before
         // this: its completion comes after them.
-        self.count_by_message(eng, "Win_complete", &far, Count::Completion)
+        let far = targets.iter().copied().filter(|&t| self.remote(t));
+        self.count_by_message(eng, "Win_complete", far, Count::Completion)
     }
 
     /// `MPI_Win_test`: whether every origin of `exposure` completed (then the epoch is over).
