@@ -12,7 +12,10 @@
 //! naming the call and the values), `pscw` (post-start-complete-wait with overlapping groups:
 //! each rank exposes to and accesses both neighbours), `shared` (allocate_shared: own part by
 //! read_local/write_local, the neighbours' through shared_query's pointers), `unshared`
-//! (members on several nodes: allocate_shared is a clear error, and allocate works).
+//! (members on several nodes: allocate_shared is a clear error, and allocate works),
+//! `stream` (hundreds of puts and accumulates in one epoch, which by messages are in flight
+//! together up to `WEFT_RMA_OPS`: the last put to an element wins, accumulates sum exactly,
+//! and puts larger than those copied keep their order with the small ones).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use weft::collective::SystemOperation;
@@ -38,6 +41,58 @@ fn counter(world: &weft::topology::SimpleCommunicator) {
         e.get(0, 0, &mut v).expect("get");
         assert_eq!(v, [0, n * ROUNDS], "exclusive epochs lost an increment");
     }
+    win.free().expect("free");
+}
+
+fn stream(world: &weft::topology::SimpleCommunicator) {
+    const PUTS: usize = 300;
+    const BIG: usize = 100 << 10; // above what the remote path copies (64 KiB)
+    let (n, me) = (world.size() as usize, world.rank() as usize);
+    let sum = SystemOperation::sum();
+    // Element `o` of each part is origin o's; element n sums everyone's increments.
+    let win = Window::<u64>::allocate(world, n + 1);
+    {
+        let all = win.lock_all().expect("lock_all");
+        for i in 0..PUTS {
+            for t in 0..n as i32 {
+                all.put(t, me, &[(me * PUTS + i) as u64]).expect("put");
+                all.accumulate(t, n, &[1], &sum).expect("accumulate");
+            }
+        }
+        all.flush().expect("flush");
+        for t in 0..n as i32 {
+            let mut v = [0u64];
+            all.get(t, me, &mut v).expect("get");
+            assert_eq!(v[0], (me * PUTS + PUTS - 1) as u64, "the last put to target {t} wins");
+        }
+    }
+    world.barrier();
+    {
+        let e = win.lock(me as i32, LockKind::Shared).expect("lock");
+        let mut v = vec![0u64; n + 1];
+        e.get(me as i32, 0, &mut v).expect("get");
+        assert_eq!(v[n], (n * PUTS) as u64, "accumulates at rank {me}");
+    }
+    // A large put (waited for at once) between small ones (in flight) to the next rank.
+    let bytes = Window::<u8>::allocate(world, BIG);
+    let next = ((me + 1) % n) as i32;
+    {
+        let e = bytes.lock(next, LockKind::Exclusive).expect("lock");
+        e.put(next, 0, &[1; 16]).expect("put");
+        e.put(next, 0, &vec![me as u8 + 2; BIG]).expect("put");
+        e.put(next, 8, &[0xee; 8]).expect("put");
+    }
+    world.barrier();
+    {
+        let e = bytes.lock(me as i32, LockKind::Shared).expect("lock");
+        let mut v = vec![0u8; BIG];
+        e.get(me as i32, 0, &mut v).expect("get");
+        let from = ((me + n - 1) % n) as u8 + 2;
+        assert_eq!(v[..8], [from; 8], "the large put after the small one");
+        assert_eq!(v[8..16], [0xee; 8], "the small put after the large one");
+        assert!(v[16..].iter().all(|&b| b == from), "the large put");
+    }
+    bytes.free().expect("free");
     win.free().expect("free");
 }
 
@@ -113,7 +168,7 @@ fn cas(world: &weft::topology::SimpleCommunicator) {
             let mut v = [0u32];
             all.get(0, 1, &mut v).expect("get");
             all.put(0, 1, &[v[0] + 1]).expect("put");
-            all.flush();
+            all.flush().expect("flush");
             assert_eq!(
                 all.compare_and_swap(0, 0, me, 0).expect("cas"),
                 me,
@@ -197,9 +252,9 @@ fn shared(world: &weft::topology::SimpleCommunicator) {
     assert_eq!(win.read_local(0).expect("read_local"), 1000 + me as u64);
     let e = win.read_local(2).unwrap_err();
     assert_eq!(e.class, ErrorClass::Disp, "{e}");
-    win.sync();
+    win.sync().expect("sync");
     world.barrier();
-    win.sync();
+    win.sync().expect("sync");
     for r in 0..n {
         let (p, len) = win.shared_query(r).expect("shared_query");
         assert_eq!(len, 2);
@@ -330,6 +385,7 @@ fn main() {
         "pscw" => pscw(&world),
         "shared" => shared(&world),
         "unshared" => unshared(&world),
+        "stream" => stream(&world),
         other => panic!("rma_suite: no case {other}"),
     }
     world.barrier();

@@ -90,9 +90,17 @@ fn bad_displacements_targets_and_epochs_are_typed_errors() {
     }
 }
 
+#[test]
+fn many_operations_in_one_epoch_land_in_order() {
+    for n in [1, 3] {
+        passes(n, "stream");
+    }
+}
+
 /// The remote path (each operation an active message that the target's handler does on its own
 /// memory), forced on one node, over shared memory and over TCP: every case but `asleep` (a
-/// target computing outside the library delays remote operations until it calls in).
+/// target computing outside the library delays remote operations until it calls in); with one
+/// operation in flight at a time (`WEFT_RMA_OPS=1`: each waits for the one before) too.
 #[test]
 fn the_remote_path_forced_on_one_node_over_shared_memory_and_tcp() {
     let shm: &[(&str, u32)] = &[
@@ -103,11 +111,13 @@ fn the_remote_path_forced_on_one_node_over_shared_memory_and_tcp() {
         ("pscw", 3),
         ("errors", 3),
         ("shared", 2),
+        ("stream", 3),
     ];
-    let tcp: &[(&str, u32)] = &[("counter", 3), ("atomics", 3), ("fence", 2)];
-    for (transports, cases) in [("shm,tcp", shm), ("tcp", tcp)] {
+    let tcp: &[(&str, u32)] = &[("counter", 3), ("atomics", 3), ("fence", 2), ("stream", 2)];
+    let tiny: &[(&str, u32)] = &[("counter", 3), ("pscw", 3), ("stream", 3)];
+    for (transports, ops, cases) in [("shm,tcp", "256", shm), ("tcp", "256", tcp), ("shm,tcp", "1", tiny)] {
         for &(case, n) in cases {
-            let env = [("WEFT_RMA_MESSAGES", "1"), ("WEFT_TRANSPORTS", transports)];
+            let env = [("WEFT_RMA_MESSAGES", "1"), ("WEFT_TRANSPORTS", transports), ("WEFT_RMA_OPS", ops)];
             passes_with(n, case, &env);
         }
     }

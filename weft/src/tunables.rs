@@ -141,6 +141,8 @@ tunables! {
         "Before every collective, the members compare what they called (the collective, root, size per member, operation) and a mismatch ends the job with a message naming the members and the values, instead of wrong data or a hang (one more exchange per collective)";
     rma_messages: bool = "WEFT_RMA_MESSAGES", "0",
         "One-sided operations, locks, post and complete on other members of a window go as active messages that the target serves when it calls into the library (the path for members on other nodes), rather than straight into node-shared memory or by cross-memory copy; 1 forces it for members on this node too (set it alike on every rank)";
+    rma_ops: usize = "WEFT_RMA_OPS", "256",
+        "One-sided operations by message (puts and accumulates of up to 64 KiB that fetch nothing return once started, their data copied) a member keeps in flight on one window before it waits for the oldest; a flush, unlock, fence, complete or free waits for them all (at least 1)";
     transports: Transports = "WEFT_TRANSPORTS", "shm,tcp",
         "Transports ranks may use besides self, from shm and tcp: same-node peers use shm when listed, every other pair tcp (tcp alone forces TCP between every pair)";
     connect: ConnectMode = "WEFT_CONNECT", "lazy",

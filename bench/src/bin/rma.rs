@@ -66,11 +66,11 @@ fn latencies(world: &SimpleCommunicator, quick: bool) {
             let iters = iters_for(size, quick);
             time_at_origin(world, "rma:put", size, iters, || {
                 all.put(1, 0, &local[..size]).expect("put");
-                all.flush();
+                all.flush().expect("flush");
             });
             time_at_origin(world, "rma:get", size, iters, || {
                 all.get(1, 0, &mut into[..size]).expect("get");
-                all.flush();
+                all.flush().expect("flush");
                 // The data must land (as it does inside a C library's MPI_Get): without this
                 // the compiler may drop a copy into a buffer nothing reads.
                 std::hint::black_box(&mut into);
@@ -83,11 +83,11 @@ fn latencies(world: &SimpleCommunicator, quick: bool) {
         let all = longs.lock_all().expect("lock_all");
         time_at_origin(world, "rma:fetch_and_op", 8, iters, || {
             all.fetch_and_op(1, 0, 1, &sum).expect("fetch_and_op");
-            all.flush();
+            all.flush().expect("flush");
         });
         time_at_origin(world, "rma:compare_and_swap", 8, iters, || {
             all.compare_and_swap(1, 1, 0, 1).expect("compare_and_swap");
-            all.flush();
+            all.flush().expect("flush");
         });
     }
     time_at_origin(world, "rma:lock", 0, iters, || {
@@ -151,7 +151,7 @@ fn contended(world: &SimpleCommunicator, quick: bool) {
             let t0 = weft::time();
             for _ in 0..iters {
                 all.fetch_and_op(0, 0, 1, &sum).expect("fetch_and_op");
-                all.flush();
+                all.flush().expect("flush");
             }
             let mine = weft::time() - t0;
             let mut slowest = 0.0;

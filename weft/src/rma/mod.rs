@@ -12,11 +12,13 @@
 //! - `remote`: the same operations, the lock, post and complete as internal active messages
 //!   to the window's handler at the target, which does them on its own memory: for members
 //!   on other nodes (and all others when `WEFT_RMA_MESSAGES` forces it on one node);
+//! - `table`: the origin's operation table for targets reached by messages: lazy locks, and
+//!   puts and accumulates left in flight until the epoch's end (004);
 //! - [`foreign`]: combiners a front end registers (the C compiler's `long double`), which
 //!   targets reached by messages use.
 //!
-//! To come (see issue 12): the fence assertions as optimizations, the operation table with
-//! lazy locks and per-target state created on first contact.
+//! To come (see issue 12): the fence assertions as optimizations, the single-operation
+//! optimization, `MPI_MODE_NOCHECK`.
 
 pub mod atomic;
 pub mod foreign;
@@ -26,5 +28,7 @@ pub mod lock;
 pub mod access;
 #[cfg(not(loom))]
 pub mod remote;
+#[cfg(not(loom))]
+pub mod table;
 #[cfg(not(loom))]
 pub mod window;

@@ -9,11 +9,15 @@
 //! the target's layout, its argument saying what to do ([`Arg`]); the payload is the origin's
 //! data in parts of whole elements, and the answers carry what a get or a fetch returns.
 //!
-//! For now every operation waits for its answers before it returns, so flush, unlock and
-//! fence have nothing left to wait for. To come (004): queuing operations per target in the
-//! operation table, the lock itself by message, and the answers piggybacked on the epoch's end.
+//! The origin keeps what it started in its operation table (`table`): the lock goes lazily
+//! with an epoch's first operation, and puts and accumulates that fetch nothing return once
+//! started, waited for by the epoch's end. The target does what one origin sends in order,
+//! and holds (copied) what follows a lock request it cannot grant yet, until it grants it.
+//! To come (004): the single-operation optimization, the unlock piggybacked on the last
+//! operation.
 
 use super::lock::LockKind;
+use super::table::{self, InFlight, Lock, COPIED};
 use super::access::{check_one_element, length_mismatch, CombineFn, Combiner, Located, Reach, Spans};
 use super::window::{Flavor, WindowData};
 use crate::coll::op::{self, Basic, Elements, SysOp};
@@ -23,7 +27,7 @@ use crate::engine::request::Handle;
 use crate::engine::Engine;
 use crate::error::{Error, ErrorClass, Result};
 use crate::fabric::Fabric;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
 use std::sync::atomic::Ordering::Release;
 
@@ -44,8 +48,8 @@ enum Kind {
     AccumulateSpans = 6,
     /// The same, answered with the elements' values before.
     GetAccumulateSpans = 7,
-    /// One attempt at the target's lock word, for the origin (the offset is the kind: 0
-    /// shared, 1 exclusive); the answer is one byte, 1 when the lock is the origin's now.
+    /// The target's lock word, for the origin (the offset is the kind: 0 shared, 1
+    /// exclusive), answered when granted; what the origin sends after it waits until then.
     Lock = 8,
     /// The release of a lock the origin took (the offset is its kind).
     Unlock = 9,
@@ -137,20 +141,33 @@ fn unit_of(e: Elements) -> usize {
     }
 }
 
-/// The window's handler at its target: the window, and the lock requests waiting for this
+/// The window's handler at its target: the window, the lock requests waiting for this
 /// member's lock word, first come first granted (004: the target queues lock requests and
 /// grants them as the lock frees; here at every progress, since origins on this node release
-/// the word without telling anyone).
-struct Served(Rc<WindowData>, VecDeque<(ReplyTo, LockKind)>);
+/// the word without telling anyone), and what each origin with a request waiting sent since.
+struct Served {
+    data: Rc<WindowData>,
+    locks: VecDeque<(ReplyTo, LockKind)>,
+    /// By origin (world rank): the parts that came after its waiting lock request, in order.
+    held: HashMap<u32, VecDeque<Held>>,
+}
+
+/// A part held until its origin's lock is granted (its payload copied).
+struct Held {
+    arg: u64,
+    offset: u64,
+    payload: Vec<u8>,
+    reply: ReplyTo,
+}
 
 /// Installs `data`'s handler in `eng`, so origins reach this member's part by messages.
 pub fn serve<F: Fabric>(eng: &mut Engine<F>, data: &Rc<WindowData>) {
-    eng.am_register(data.comm_pair(), Box::new(Served(data.clone(), VecDeque::new())));
-}
-
-/// The answer granting a lock.
-fn granted() -> Answer {
-    Answer::Done { data: vec![1], at: 0 }
+    let served = Served {
+        data: data.clone(),
+        locks: VecDeque::new(),
+        held: HashMap::new(),
+    };
+    eng.am_register(data.comm_pair(), Box::new(served));
 }
 
 /// Removes it (a window dropped without `free`).
@@ -160,10 +177,56 @@ pub fn unserve<F: Fabric>(eng: &mut Engine<F>, data: &WindowData) {
 
 const SERVE: &str = "a window's target";
 
+impl Served {
+    /// Acts on one part of `src`'s that nothing holds: a lock request is granted, or waits
+    /// (and holds what `src` sends next); the rest is done now.
+    fn take(&mut self, part: &AmPart<'_>, reply: ReplyTo) -> Answer {
+        let lock = Arg::decode(part.arg).filter(|a| a.kind == Kind::Lock).map(|a| lock_kind(a.offset));
+        match lock {
+            // Behind earlier requests, or while the word is taken: granted when it frees.
+            Some(Ok(kind)) if !self.locks.is_empty() || !self.data.entry(self.data.rank()).lock.attempt(kind) => {
+                self.locks.push_back((reply, kind));
+                self.held.insert(part.src, VecDeque::new());
+                Answer::Polled
+            }
+            // Acquire (in the word): partner of the last holder's Release; the origin's
+            // operations, done here after this, come after the previous holders'.
+            Some(Ok(_)) => Answer::ack(),
+            Some(Err(e)) => Answer::Failed(e),
+            None => match self.data.serve(part) {
+                Ok(answer) => answer,
+                Err(e) => Answer::Failed(e),
+            },
+        }
+    }
+
+    /// Does what `src` sent after its lock request, now granted, in order (until another lock
+    /// request of its own must wait: the rest stays held behind that).
+    fn release_held(&mut self, src: u32, answers: &mut Vec<(ReplyTo, Answer)>) {
+        let Some(parts) = self.held.remove(&src) else {
+            return;
+        };
+        for h in parts {
+            if let Some(again) = self.held.get_mut(&src) {
+                again.push_back(h);
+                continue;
+            }
+            let part = AmPart { src, arg: h.arg, offset: h.offset, payload: &h.payload, placed: 0 };
+            match self.take(&part, h.reply) {
+                Answer::Polled => {}
+                answer => answers.push((h.reply, answer)),
+            }
+        }
+    }
+}
+
 impl AmHandler for Served {
-    fn place(&mut self, _src: u32, arg: u64, offset: u64, len: usize) -> Option<RawBufMut> {
+    fn place(&mut self, src: u32, arg: u64, offset: u64, len: usize) -> Option<RawBufMut> {
+        if self.held.contains_key(&src) {
+            return None; // held, so copied
+        }
         let a = Arg::decode(arg).filter(|a| a.kind == Kind::Put)?;
-        let at = self.0.own_span(SERVE, a.offset.checked_add(offset)?, len).ok()?;
+        let at = self.data.own_span(SERVE, a.offset.checked_add(offset)?, len).ok()?;
         let &[(addr, n)] = at.spans() else {
             return None;
         };
@@ -173,35 +236,25 @@ impl AmHandler for Served {
     }
 
     fn handle(&mut self, part: &AmPart<'_>, reply: ReplyTo) -> Answer {
-        let lock = Arg::decode(part.arg).filter(|a| a.kind == Kind::Lock).map(|a| lock_kind(a.offset));
-        match lock {
-            // Behind earlier requests, or while the word is taken: granted when it frees.
-            Some(Ok(kind)) if !self.1.is_empty() || !self.0.entry(self.0.rank()).lock.attempt(kind) => {
-                self.1.push_back((reply, kind));
-                Answer::Polled
-            }
-            // Acquire (in the word): partner of the last holder's Release; the origin's
-            // operations, done here after this, come after the previous holders'.
-            Some(Ok(_)) => granted(),
-            Some(Err(e)) => Answer::Failed(e),
-            None => match self.0.serve(part) {
-                Ok(answer) => answer,
-                Err(e) => Answer::Failed(e),
-            },
+        if let Some(parts) = self.held.get_mut(&part.src) {
+            let (arg, offset, payload) = (part.arg, part.offset, part.payload.to_vec());
+            parts.push_back(Held { arg, offset, payload, reply });
+            return Answer::Polled;
         }
+        self.take(part, reply)
     }
 
     fn poll(&mut self, answers: &mut Vec<(ReplyTo, Answer)>) -> bool {
-        let word = &self.0.entry(self.0.rank()).lock;
-        while let Some(&(to, kind)) = self.1.front() {
-            // Acquire (in the word): as in `handle`.
-            if !word.attempt(kind) {
+        while let Some(&(to, kind)) = self.locks.front() {
+            // Acquire (in the word): as in `take`.
+            if !self.data.entry(self.data.rank()).lock.attempt(kind) {
                 break;
             }
-            self.1.pop_front();
-            answers.push((to, granted()));
+            self.locks.pop_front();
+            answers.push((to, Answer::ack()));
+            self.release_held(to.peer, answers);
         }
-        !self.1.is_empty()
+        !self.locks.is_empty()
     }
 }
 
@@ -331,33 +384,69 @@ impl WindowData {
         }
     }
 
-    /// Sends member `t` a message of `kind` with no payload (`offset` its argument) and waits
-    /// for the answer's byte.
-    fn ask<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str, t: usize, kind: Kind, offset: u64) -> Result<u8> {
+    /// Starts a message of `kind` with no payload (`offset` its argument) to member `t`,
+    /// answered with an acknowledgement.
+    fn start_plain<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str, t: usize, kind: Kind, offset: u64) -> Result<Handle> {
         let peer = self.comm().group.members()[t];
         let arg = Arg { kind, op: SysOp::NoOp, elements: None, foreign: None, offset }.encode();
-        let mut answer = [0u8; 1];
-        // SAFETY: the empty payload is static, and `answer` outlives the request, waited for
-        // before this returns.
-        let h = unsafe { eng.am_start((peer, self.comm_pair()), arg, RawBuf::new(&[]), 1, Some(RawBufMut::new(&mut answer))) };
-        let h = h.map_err(|e| Error::new(e.class, call, e.detail))?;
-        eng.wait(h).map_err(|e| Error::new(e.class, call, e.detail))?;
-        Ok(answer[0])
+        // SAFETY: the empty payload is static; no reply buffer.
+        let h = unsafe { eng.am_start((peer, self.comm_pair()), arg, RawBuf::new(&[]), 1, None) };
+        h.map_err(|e| Error::new(e.class, call, e.detail))
     }
 
-    /// `MPI_Win_lock` on member `t` reached by messages: asks its handler to take its lock
-    /// word for this origin, which answers when it did (requests wait there in order, and an
-    /// exclusive one marks the word waiting, so shared lockers on the node stay out meanwhile).
-    pub(super) fn lock_by_message<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str, t: usize, kind: LockKind) -> Result<()> {
-        match self.ask(eng, call, t, Kind::Lock, lock_code(kind))? {
-            1 => Ok(()),
-            other => Err(Error::new(ErrorClass::Internal, call, format!("target {t} answered a lock request with {other}"))),
-        }
+    /// `MPI_Win_lock` on member `t` reached by messages: nothing is sent until the epoch's
+    /// first operation ([`WindowData::contact`]); its handler then takes its lock word for
+    /// this origin, or queues the request (an exclusive one marks the word waiting, so shared
+    /// lockers on the node stay out meanwhile) and holds what follows it.
+    pub(super) fn lock_by_message(&self, t: usize, kind: LockKind) -> Result<()> {
+        self.table.lock(t, kind);
+        Ok(())
     }
 
-    /// `MPI_Win_unlock` of member `t` reached by messages: its handler releases the word.
+    /// `MPI_Win_unlock` of member `t` reached by messages: its handler releases the word after
+    /// the epoch's operations (nothing is sent if the epoch had none); waits for every answer.
     pub(super) fn unlock_by_message<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str, t: usize, kind: LockKind) -> Result<()> {
-        self.ask(eng, call, t, Kind::Unlock, lock_code(kind)).map(|_| ())
+        let (lock, mut flights) = self.table.unlock(t);
+        if let Lock::Sent(sent) = lock {
+            debug_assert_eq!(sent, kind);
+            match self.start_plain(eng, call, t, Kind::Unlock, lock_code(kind)) {
+                Ok(handle) => flights.push(InFlight { handle, call, data: None }),
+                Err(e) => return table::wait_all(eng, call, flights).and(Err(e)),
+            }
+        }
+        table::wait_all(eng, call, flights)
+    }
+
+    /// `MPI_Win_unlock_all` for the members reached by messages: unlocks those whose shared
+    /// lock went with an operation, and waits for everything in flight.
+    pub(super) fn unlock_all_by_message<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str) -> Result<()> {
+        let (locked, mut flights) = self.table.unlock_all();
+        let mut first = None;
+        for t in locked {
+            match self.start_plain(eng, call, t, Kind::Unlock, lock_code(LockKind::Shared)) {
+                Ok(handle) => flights.push(InFlight { handle, call, data: None }),
+                Err(e) => {
+                    first.get_or_insert(e);
+                }
+            }
+        }
+        let done = table::wait_all(eng, call, flights);
+        first.map_or(done, Err)
+    }
+
+    /// An operation on member `t` reached by messages is about to start: sends the epoch's
+    /// lock request first if this is its first contact, and waits for the oldest request in
+    /// flight if the table is full. The target's world rank.
+    fn contact<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str, t: usize) -> Result<u32> {
+        let (lock, oldest) = self.table.contact(t);
+        if let Some(kind) = lock {
+            let handle = self.start_plain(eng, call, t, Kind::Lock, lock_code(kind))?;
+            self.table.keep(t, InFlight { handle, call, data: None });
+        }
+        if let Some(oldest) = oldest {
+            table::wait_all(eng, call, [oldest])?;
+        }
+        Ok(self.comm().group.members()[t])
     }
 
     /// Moves `count` at each of `members` (reached by messages), waiting for every answer.
@@ -382,18 +471,18 @@ impl WindowData {
             Count::Post => Kind::Post,
             Count::Completion => Kind::Complete,
         };
-        let peer = self.comm().group.members()[m];
-        let arg = Arg { kind, op: SysOp::NoOp, elements: None, foreign: None, offset: 0 }.encode();
-        // SAFETY: the empty payload is static; no reply buffer.
-        let h = unsafe { eng.am_start((peer, self.comm_pair()), arg, RawBuf::new(&[]), 1, None) };
-        h.map_err(|e| Error::new(e.class, call, e.detail))
+        self.start_plain(eng, call, m, kind, 0)
     }
 
-    /// Sends one message per span of `at` and waits for every answer: `payload(span, its
-    /// offset in the packed data, its length)` is the bytes to send (in parts of `unit`), and
-    /// the answers go into `reply` at the span's offset.
+    /// Starts one message per span of `at`: `payload(span, its offset in the packed data,
+    /// its length)` is the bytes to send (in parts of `unit`), and the answers go into `reply`
+    /// at the span's offset. On an error, waits for those started before returning it.
+    ///
+    /// # Safety
+    /// The payloads' views and `reply` stay valid and untouched until every returned request
+    /// is answered ([`Engine::am_start`]).
     #[allow(clippy::too_many_arguments)]
-    fn send_spans<F: Fabric>(
+    unsafe fn start_spans<F: Fabric>(
         &self,
         eng: &mut Engine<F>,
         call: &'static str,
@@ -402,23 +491,22 @@ impl WindowData {
         arg: impl Fn(u64) -> Arg,
         payload: impl Fn(usize, usize, usize) -> (RawBuf, usize),
         mut reply: Option<&mut [u8]>,
-    ) -> Result<()> {
+    ) -> Result<Vec<Handle>> {
         let mut from = 0;
-        let mut started = Vec::new();
+        let mut started = Vec::with_capacity(at.spans().len());
         for (i, &(offset, len)) in at.spans().iter().enumerate() {
-            if offset >= OFFSET_LIMIT {
-                return Err(Error::new(ErrorClass::Disp, call, format!("offset {offset} is too large to send")));
-            }
             let (data, unit) = payload(i, from, len);
             let out = reply.as_deref_mut().map(|r| {
                 let (start, end) = (from.min(r.len()), (from + len).min(r.len()));
-                // SAFETY: a view of this call's result buffer, which outlives the request
-                // (every request is waited for below, before this returns).
+                // SAFETY: a view of the caller's result buffer, valid until the requests are
+                // answered (this function's contract).
                 unsafe { RawBufMut::new(&mut r[start..end]) }
             });
-            // SAFETY: `data` views the caller's data (or this call's own), and `out` its result
-            // buffer, both alive and untouched until the requests are waited for below.
-            let h = unsafe { eng.am_start((peer, self.comm_pair()), arg(offset).encode(), data, unit, out) };
+            let h = match offset < OFFSET_LIMIT {
+                // SAFETY: `data` and `out` under this function's contract.
+                true => unsafe { eng.am_start((peer, self.comm_pair()), arg(offset).encode(), data, unit, out) },
+                false => Err(Error::new(ErrorClass::Disp, call, format!("offset {offset} is too large to send"))),
+            };
             match h {
                 Ok(h) => started.push(h),
                 Err(e) => {
@@ -430,48 +518,86 @@ impl WindowData {
             }
             from += len;
         }
-        let mut first = None;
-        for h in started {
-            if let Err(e) = eng.wait(h) {
-                first.get_or_insert(Error::new(e.class, call, e.detail));
-            }
+        Ok(started)
+    }
+
+    /// Waits for `started` (all of them); the first error, as `call`'s.
+    fn wait_started<F: Fabric>(eng: &mut Engine<F>, call: &'static str, started: Vec<Handle>) -> Result<()> {
+        let flights = started.into_iter().map(|handle| InFlight { handle, call, data: None });
+        table::wait_all(eng, call, flights)
+    }
+
+    /// Starts the messages of a put or an accumulate that fetches nothing, whose payload is
+    /// `kept`'s bytes: left in flight in the table with `kept`, which lives until they are
+    /// answered.
+    fn start_kept<F: Fabric>(
+        &self,
+        eng: &mut Engine<F>,
+        call: &'static str,
+        at: &Located,
+        peer: u32,
+        (arg, unit): (impl Fn(u64) -> Arg, usize),
+        kept: Box<[u8]>,
+    ) -> Result<()> {
+        let bytes: &[u8] = &kept;
+        // SAFETY: `kept`'s heap bytes stay where they are when the box moves into the table,
+        // which keeps them until the requests are answered (or leaks them: `OpTable`'s drop).
+        let view = |_: usize, from: usize, len: usize| (unsafe { RawBuf::new(&bytes[from..from + len]) }, unit);
+        // SAFETY: as `view`; no reply buffer.
+        let started = unsafe { self.start_spans(eng, call, at, peer, arg, view, None)? };
+        let last = started.len().saturating_sub(1);
+        let mut kept = Some(kept);
+        for (i, handle) in started.into_iter().enumerate() {
+            // The data goes with the last request: the table waits for its requests in order.
+            let data = if i == last { kept.take() } else { None };
+            self.table.keep(at.target, InFlight { handle, call, data });
         }
-        first.map_or(Ok(()), Err)
+        Ok(())
     }
 
     /// `MPI_Put` of `data` (packed) into the bytes `at` names.
     pub fn put<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str, at: &Located, data: &[u8]) -> Result<()> {
-        let Reach::Messages(peer) = at.reach else {
+        let Reach::Messages(_) = at.reach else {
             self.progress_if_served(eng);
             return self.put_here(call, at, data);
         };
         if data.len() != at.len() {
             return Err(length_mismatch(call, "origin's data", data.len(), at.len()));
         }
+        let peer = self.contact(eng, call, at.target)?;
         let arg = |offset| Arg { kind: Kind::Put, op: SysOp::Replace, elements: None, foreign: None, offset };
+        if data.len() <= COPIED {
+            return self.start_kept(eng, call, at, peer, (arg, 1), data.into());
+        }
         // SAFETY: `data` is borrowed for this whole call, which waits for the messages.
         let view = |_: usize, from: usize, len: usize| (unsafe { RawBuf::new(&data[from..from + len]) }, 1);
-        self.send_spans(eng, call, at, peer, arg, view, None)
+        // SAFETY: as `view`; no reply buffer.
+        let started = unsafe { self.start_spans(eng, call, at, peer, arg, view, None)? };
+        Self::wait_started(eng, call, started)
     }
 
     /// `MPI_Get` of the bytes `at` names into `out` (packed).
     pub fn get<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str, at: &Located, out: &mut [u8]) -> Result<()> {
-        let Reach::Messages(peer) = at.reach else {
+        let Reach::Messages(_) = at.reach else {
             self.progress_if_served(eng);
             return self.get_here(call, at, out);
         };
         if out.len() != at.len() {
             return Err(length_mismatch(call, "origin's buffer", out.len(), at.len()));
         }
+        let peer = self.contact(eng, call, at.target)?;
         let lens: Vec<[u8; 8]> = at.spans().iter().map(|s| (s.1 as u64).to_ne_bytes()).collect();
         let arg = |offset| Arg { kind: Kind::Get, op: SysOp::NoOp, elements: None, foreign: None, offset };
         // SAFETY: `lens` lives until this call returns, after the messages are answered.
         let view = |i: usize, _: usize, _: usize| (unsafe { RawBuf::new(&lens[i]) }, 8);
-        self.send_spans(eng, call, at, peer, arg, view, Some(out))
+        // SAFETY: as `view`; `out` is borrowed for this whole call.
+        let started = unsafe { self.start_spans(eng, call, at, peer, arg, view, Some(out))? };
+        Self::wait_started(eng, call, started)
     }
 
     /// `MPI_Get_accumulate` (see [`WindowData::accumulate_here`]) by whichever path reaches
-    /// the target.
+    /// the target. By messages, an accumulate that fetches nothing returns once started (its
+    /// data copied) when it is small.
     pub fn accumulate<F: Fabric>(
         &self,
         eng: &mut Engine<F>,
@@ -481,7 +607,7 @@ impl WindowData {
         data: &[u8],
         old: Option<&mut [u8]>,
     ) -> Result<()> {
-        let Reach::Messages(peer) = at.reach else {
+        let Reach::Messages(_) = at.reach else {
             self.progress_if_served(eng);
             return self.accumulate_here(call, at, how, data, old);
         };
@@ -508,6 +634,7 @@ impl WindowData {
             _ if data.len() != total => return Err(length_mismatch(call, "origin's data", data.len(), total)),
             _ => data,
         };
+        let peer = self.contact(eng, call, at.target)?;
         let unit = how.unit;
         let what = Arg { kind: Kind::Accumulate, op: how.op, elements: how.elements, foreign: how.foreign, offset: 0 };
         if at.spans().iter().any(|s| !s.1.is_multiple_of(unit)) {
@@ -515,9 +642,14 @@ impl WindowData {
         }
         let kind = if old.is_some() { Kind::GetAccumulate } else { Kind::Accumulate };
         let arg = |offset| Arg { kind, offset, ..what };
+        if old.is_none() && data.len() <= COPIED {
+            return self.start_kept(eng, call, at, peer, (arg, unit), data.into());
+        }
         // SAFETY: `data` is borrowed for this whole call, which waits for the messages.
         let view = |_: usize, from: usize, len: usize| (unsafe { RawBuf::new(&data[from..from + len]) }, unit);
-        self.send_spans(eng, call, at, peer, arg, view, old)
+        // SAFETY: as `view`; `old` is borrowed for this whole call too.
+        let started = unsafe { self.start_spans(eng, call, at, peer, arg, view, old)? };
+        Self::wait_started(eng, call, started)
     }
 
     /// An accumulate whose elements straddle the spans of `at`: one message with the spans
@@ -552,12 +684,19 @@ impl WindowData {
         }
         let kind = if old.is_some() { Kind::GetAccumulateSpans } else { Kind::AccumulateSpans };
         let arg = Arg { kind, ..what }.encode();
-        let reply = old.map(|o| {
-            // SAFETY: the caller's result buffer, alive and untouched until the wait below.
-            unsafe { RawBufMut::new(o) }
-        });
+        let Some(old) = old else {
+            let kept = payload.into_boxed_slice();
+            // SAFETY: the box's heap bytes stay put when it moves into the table, which keeps
+            // them until the request is answered.
+            let h = unsafe { eng.am_start((peer, self.comm_pair()), arg, RawBuf::new(&kept), kept.len(), None) };
+            let handle = h.map_err(|e| Error::new(e.class, call, e.detail))?;
+            self.table.keep(at.target, InFlight { handle, call, data: Some(kept) });
+            return Ok(());
+        };
+        // SAFETY: the caller's result buffer, alive and untouched until the wait below.
+        let reply = unsafe { RawBufMut::new(old) };
         // SAFETY: `payload` and the result buffer outlive the request, waited for below.
-        let h = unsafe { eng.am_start((peer, self.comm_pair()), arg, RawBuf::new(&payload), payload.len(), reply) };
+        let h = unsafe { eng.am_start((peer, self.comm_pair()), arg, RawBuf::new(&payload), payload.len(), Some(reply)) };
         let h = h.map_err(|e| Error::new(e.class, call, e.detail))?;
         eng.wait(h).map(|_| ()).map_err(|e| Error::new(e.class, call, e.detail))
     }
@@ -575,17 +714,20 @@ impl WindowData {
         swap: &[u8],
         old: &mut [u8],
     ) -> Result<()> {
-        let Reach::Messages(peer) = at.reach else {
+        let Reach::Messages(_) = at.reach else {
             self.progress_if_served(eng);
             return self.compare_and_swap_here(call, at, basic, compare, swap, old);
         };
         check_one_element(call, at, [compare.len(), swap.len(), old.len()])?;
+        let peer = self.contact(eng, call, at.target)?;
         let both = [compare, swap].concat();
         let elements = basic.map(Elements::Basic);
         let arg = |offset| Arg { kind: Kind::CompareAndSwap, op: SysOp::Replace, elements, foreign: None, offset };
         // SAFETY: `both` lives until this call returns, after the message is answered.
         let view = |_: usize, _: usize, _: usize| (unsafe { RawBuf::new(&both) }, both.len());
-        self.send_spans(eng, call, at, peer, arg, view, Some(old))
+        // SAFETY: as `view`; `old` is borrowed for this whole call.
+        let started = unsafe { self.start_spans(eng, call, at, peer, arg, view, Some(old))? };
+        Self::wait_started(eng, call, started)
     }
 }
 

@@ -28,6 +28,7 @@
 use super::access::{Located, Reach, Spans};
 use super::lock::{LockKind, LockWord};
 use super::remote::Count;
+use super::table::{self, OpTable};
 use crate::comm::context::ContextMask;
 use crate::comm::node_memory::{Allocated, NodeSegment};
 use crate::comm::{self, CommData};
@@ -35,6 +36,7 @@ use crate::engine::request::Handle;
 use crate::engine::Engine;
 use crate::error::{Error, ErrorClass, Result};
 use crate::fabric::Fabric;
+use crate::tunables::Tunables;
 use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::atomic::AtomicU64;
@@ -144,6 +146,8 @@ pub struct WindowData {
     /// Of this member's entry's `posts` and `completions`, how many its epochs consumed.
     posts_seen: Cell<u64>,
     completions_seen: Cell<u64>,
+    /// What this member has in flight by messages, per target contacted.
+    pub(super) table: OpTable,
 }
 
 /// Where one target's part is, for `MPI_Win_shared_query` and the window attributes.
@@ -180,7 +184,7 @@ impl WindowData {
         flavor: Flavor,
         (base, size): (*mut u8, usize),
         disp_unit: usize,
-        (messages, call): (bool, &'static str),
+        (tunables, call): (&Tunables, &'static str),
     ) -> Result<Rc<WindowData>> {
         if comm.remote.is_some() {
             return Err(Error::new(
@@ -215,10 +219,11 @@ impl WindowData {
             comm: own,
             seg,
             flavor,
-            forced: messages,
+            forced: tunables.rma_messages,
             spans_nodes: nodes > 1,
             posts_seen: Cell::new(0),
             completions_seen: Cell::new(0),
+            table: OpTable::new(tunables.rma_ops),
         });
         super::remote::serve(eng, &data);
         // Every member's entry is written and its handler installed before any goes on (and
@@ -240,7 +245,8 @@ impl WindowData {
         disp_unit: usize,
     ) -> Result<Rc<WindowData>> {
         let none = (std::ptr::null_mut(), size);
-        let how = (false, "Win_allocate");
+        let defaults = Tunables::defaults();
+        let how = (&defaults, "Win_allocate");
         Self::new(eng, mask, comm, node_of, Flavor::Allocate, none, disp_unit, how)
     }
 
@@ -582,11 +588,12 @@ impl WindowData {
 
     /// `MPI_Win_lock(kind, target)`: waits until the target's lock word is ours, progressing
     /// the runtime and yielding while it is taken. A member reached by messages takes its word
-    /// itself, for this origin ([`WindowData::lock_by_message`]).
+    /// itself, for this origin, when the epoch's first operation asks
+    /// ([`WindowData::lock_by_message`]).
     pub fn lock<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str, target: i32, kind: LockKind) -> Result<()> {
         let t = self.check_target(call, target)?;
         if self.remote(t) {
-            return self.lock_by_message(eng, call, t, kind);
+            return self.lock_by_message(t, kind);
         }
         if self.by_messages() {
             // Requests by message waiting for this word are granted first, in their order.
@@ -602,8 +609,9 @@ impl WindowData {
         Ok(())
     }
 
-    /// `MPI_Win_unlock`: every access made is complete (they are all done when they return),
-    /// so this releases the word, itself or by a message to a member reached so.
+    /// `MPI_Win_unlock`: every access made directly is complete (they are all done when they
+    /// return), so this releases the word; a member reached by messages releases it when the
+    /// epoch's operations sent before are done there, and this waits for its answers.
     pub fn unlock<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str, target: i32, kind: LockKind) -> Result<()> {
         let t = self.check_target(call, target)?;
         if self.remote(t) {
@@ -629,17 +637,51 @@ impl WindowData {
         Ok(())
     }
 
-    /// `MPI_Win_flush` (and `flush_local`, `flush_all`, `MPI_Win_sync`): operations complete
-    /// as they are made, so this is the memory barrier that makes them visible before whatever
-    /// this process does next.
+    /// `MPI_Win_lock_all`: every member's lock word, shared, taken now for members reached
+    /// directly (released again if one fails), on first contact for those reached by messages.
+    pub fn lock_all<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str) -> Result<()> {
+        let n = self.size();
+        for t in (0..n).filter(|&t| !self.remote(t)) {
+            if let Err(e) = self.lock(eng, call, t as i32, LockKind::Shared) {
+                for u in (0..t).filter(|&u| !self.remote(u)) {
+                    let _ = self.unlock_here(call, u as i32, LockKind::Shared);
+                }
+                return Err(e);
+            }
+        }
+        self.table.lock_all();
+        Ok(())
+    }
+
+    /// `MPI_Win_unlock_all`: releases every member's shared lock (by message those taken so),
+    /// waiting for what is in flight; the first error.
+    pub fn unlock_all<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str) -> Result<()> {
+        let mut first = None;
+        for t in (0..self.size()).filter(|&t| !self.remote(t)) {
+            if let Err(e) = self.unlock_here(call, t as i32, LockKind::Shared) {
+                first.get_or_insert(e);
+            }
+        }
+        if let Err(e) = self.unlock_all_by_message(eng, call) {
+            first.get_or_insert(e);
+        }
+        first.map_or(Ok(()), Err)
+    }
+
+    /// `MPI_Win_flush` (and `flush_local`, `flush_all`, `MPI_Win_sync`): operations made
+    /// directly complete as they are made, so this is the memory barrier that makes them
+    /// visible before whatever this process does next; those in flight by messages are waited
+    /// for (the first error one met).
     ///
     /// By messages, it progresses too: a member waiting in a loop of flushes or syncs for
     /// what others write serves their messages meanwhile.
-    pub fn flush<F: Fabric>(&self, eng: &mut Engine<F>) {
+    pub fn flush<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str) -> Result<()> {
+        let done = table::wait_all(eng, call, self.table.take_all());
         self.flush_memory();
         if self.by_messages() {
             eng.progress();
         }
+        done
     }
 
     /// [`WindowData::flush`] of a window reached directly ([`WindowData::by_messages`] false):
@@ -658,11 +700,15 @@ impl WindowData {
 
     /// `MPI_Win_fence`, collective: every member's operations of the epoch that ends are
     /// complete and visible everywhere when it returns.
+    ///
+    /// What this member has in flight by messages is done at its targets first; an error
+    /// there is returned after the barrier (the others are in it).
     pub fn fence<F: Fabric>(&self, eng: &mut Engine<F>) -> Result<()> {
+        let done = table::wait_all(eng, "Win_fence", self.table.take_all());
         fence(SeqCst);
         comm::barrier(eng, &self.comm)?;
         fence(SeqCst);
-        Ok(())
+        done
     }
 
     /// Waits until `counter` has moved `want` past what this member consumed of it (`seen`),
@@ -722,10 +768,11 @@ impl WindowData {
             // epoch's accesses are visible there.
             self.entry(t).completions.fetch_add(1, Release);
         }
-        // Every operation of the epoch on a target reached by messages was answered before
-        // this: its completion comes after them.
+        // A completion by message follows the epoch's operations to its target, which does
+        // them in order; this waits for them all.
         let far = targets.iter().copied().filter(|&t| self.remote(t));
-        self.count_by_message(eng, "Win_complete", far, Count::Completion)
+        let counted = self.count_by_message(eng, "Win_complete", far, Count::Completion);
+        table::wait_all(eng, "Win_complete", self.table.take_all()).and(counted)
     }
 
     /// `MPI_Win_test`: whether every origin of `exposure` completed (then the epoch is over).
@@ -765,11 +812,12 @@ impl WindowData {
     /// still reaches), then gives back the window's contexts. The segment goes with the last
     /// member's mapping.
     ///
-    /// Every member's operations were answered before it got here (each waits for its own), so
-    /// after the barrier no active message comes for this window: its handler goes.
+    /// Every member waits for what it has in flight before the barrier, so after it no active
+    /// message comes for this window: its handler goes.
     pub fn free<F: Fabric>(self: Rc<Self>, eng: &mut Engine<F>, mask: &mut ContextMask) -> Result<()> {
+        let flown = table::wait_all(eng, "Win_free", self.table.take_all());
         fence(SeqCst);
-        let done = comm::barrier(eng, &self.comm);
+        let done = comm::barrier(eng, &self.comm).and(flown);
         eng.am_unregister(self.comm.pair);
         mask.release(self.comm.pair);
         done

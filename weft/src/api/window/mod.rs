@@ -134,7 +134,7 @@ impl<T: Equivalence + Copy> Window<T> {
                 flavor,
                 (std::ptr::null_mut(), size),
                 elem.max(1),
-                (rt.tunables.rma_messages, call),
+                (&rt.tunables, call),
             )
         })?;
         Ok(Window {
@@ -208,20 +208,8 @@ impl<T: Equivalence + Copy> Window<T> {
     pub fn lock_all(&self) -> Result<LockAllEpoch<'_, T>> {
         const CALL: &str = "Win_lock_all";
         self.open(CALL, Open::LockAll)?;
-        let n = self.size();
-        runtime::with_call(CALL, |rt| {
-            let data = self.data();
-            for t in 0..n {
-                if let Err(e) = data.lock(&mut rt.engine, CALL, t, LockKind::Shared) {
-                    for u in 0..t {
-                        let _ = data.unlock(&mut rt.engine, CALL, u, LockKind::Shared);
-                    }
-                    return Err(e);
-                }
-            }
-            Ok(())
-        })
-        .inspect_err(|_| self.epoch.set(Open::None))?;
+        runtime::with_call(CALL, |rt| self.data().lock_all(&mut rt.engine, CALL))
+            .inspect_err(|_| self.epoch.set(Open::None))?;
         Ok(LockAllEpoch { win: self })
     }
 
@@ -393,12 +381,17 @@ pub trait Access<T: Equivalence + Copy> {
     }
 
     /// `MPI_Win_flush` (and `flush_local`, `MPI_Win_sync`): the epoch's operations so far are
-    /// complete and visible to whatever this process does next.
-    fn flush(&self) {
+    /// complete and visible to whatever this process does next. An error is one an earlier
+    /// operation by message met at its target (puts and accumulates by message return once
+    /// started).
+    fn flush(&self) -> Result<()> {
         let w = self.window().data();
         match w.by_messages() {
-            true => runtime::with_call("Win_flush", |rt| w.flush(&mut rt.engine)),
-            false => w.flush_memory(),
+            true => runtime::with_call("Win_flush", |rt| w.flush(&mut rt.engine, "Win_flush")),
+            false => {
+                w.flush_memory();
+                Ok(())
+            }
         }
     }
 }
@@ -578,9 +571,12 @@ impl<T: Equivalence + Copy> Access<T> for LockAllEpoch<'_, T> {
 
 impl<T: Equivalence + Copy> Drop for LockAllEpoch<'_, T> {
     fn drop(&mut self) {
-        for t in 0..self.win.size() {
-            let _ = unlock(self.win.data(), "Win_unlock_all", t, LockKind::Shared);
-        }
+        const CALL: &str = "Win_unlock_all";
+        let data = self.win.data();
+        let _ = match data.by_messages() {
+            true => runtime::with_call(CALL, |rt| data.unlock_all(&mut rt.engine, CALL)),
+            false => (0..self.win.size()).try_for_each(|t| data.unlock_here(CALL, t as Rank, LockKind::Shared)),
+        };
         self.win.epoch.set(Open::None);
     }
 }

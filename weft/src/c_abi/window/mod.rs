@@ -175,7 +175,7 @@ fn make(
             flavor,
             (base.cast(), size),
             unit as usize,
-            (rt.tunables.rma_messages, call),
+            (&rt.tunables, call),
         )
     })
     .map_err(CError::from_weft)?;

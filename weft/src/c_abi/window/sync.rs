@@ -198,15 +198,8 @@ pub unsafe extern "C" fn win_lock_all(assert: c_int, win: *mut c_void) -> c_int 
                 ));
             }
         }
-        let n = w.with(|d| d.size());
-        for t in 0..n {
-            if let Err(e) = take_lock(CALL, w, t, LockKind::Shared) {
-                for u in 0..t {
-                    let _ = release_lock(CALL, w, u, LockKind::Shared);
-                }
-                return Err(e);
-            }
-        }
+        w.with(|d| runtime::with_call(CALL, |rt| d.lock_all(&mut rt.engine, CALL)))
+            .map_err(CError::from_weft)?;
         let mut e = w.epochs.borrow_mut();
         e.lock_all = true;
         e.fence = false;
@@ -222,8 +215,8 @@ pub unsafe extern "C" fn win_unlock_all(win: *mut c_void) -> c_int {
         if !std::mem::take(&mut w.epochs.borrow_mut().lock_all) {
             return Err(sync_error(CALL, "no lock_all epoch is open on this window"));
         }
-        let n = w.with(|d| d.size());
-        (0..n).try_for_each(|t| release_lock(CALL, w, t, LockKind::Shared))
+        w.with(|d| runtime::with_call(CALL, |rt| d.unlock_all(&mut rt.engine, CALL)))
+            .map_err(CError::from_weft)
     })
 }
 export!(Win_unlock_all, win_unlock_all);
@@ -244,11 +237,14 @@ fn flush(call: &'static str, win: *mut c_void, rank: Option<c_int>) -> c_int {
             }
         }
         w.with(|d| match d.by_messages() {
-            true => runtime::with_call(call, |rt| d.flush(&mut rt.engine)),
+            true => runtime::with_call(call, |rt| d.flush(&mut rt.engine, call)),
             // Every member reached directly: the barrier alone, no runtime to enter.
-            false => d.flush_memory(),
-        });
-        Ok(())
+            false => {
+                d.flush_memory();
+                Ok(())
+            }
+        })
+        .map_err(CError::from_weft)
     })
 }
 
