@@ -63,8 +63,13 @@ fn stream(world: &weft::topology::SimpleCommunicator) {
         for t in 0..n as i32 {
             let mut v = [0u64];
             all.get(t, me, &mut v).expect("get");
-            assert_eq!(v[0], (me * PUTS + PUTS - 1) as u64, "the last put to target {t} wins");
+            assert_eq!(
+                v[0],
+                (me * PUTS + PUTS - 1) as u64,
+                "the last put to target {t} wins"
+            );
         }
+        all.unlock_all().expect("unlock_all");
     }
     world.barrier();
     {
@@ -81,6 +86,7 @@ fn stream(world: &weft::topology::SimpleCommunicator) {
         e.put(next, 0, &[1; 16]).expect("put");
         e.put(next, 0, &vec![me as u8 + 2; BIG]).expect("put");
         e.put(next, 8, &[0xee; 8]).expect("put");
+        e.unlock().expect("unlock");
     }
     world.barrier();
     {

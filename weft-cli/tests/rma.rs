@@ -115,9 +115,17 @@ fn the_remote_path_forced_on_one_node_over_shared_memory_and_tcp() {
     ];
     let tcp: &[(&str, u32)] = &[("counter", 3), ("atomics", 3), ("fence", 2), ("stream", 2)];
     let tiny: &[(&str, u32)] = &[("counter", 3), ("pscw", 3), ("stream", 3)];
-    for (transports, ops, cases) in [("shm,tcp", "256", shm), ("tcp", "256", tcp), ("shm,tcp", "1", tiny)] {
+    for (transports, ops, cases) in [
+        ("shm,tcp", "256", shm),
+        ("tcp", "256", tcp),
+        ("shm,tcp", "1", tiny),
+    ] {
         for &(case, n) in cases {
-            let env = [("WEFT_RMA_MESSAGES", "1"), ("WEFT_TRANSPORTS", transports), ("WEFT_RMA_OPS", ops)];
+            let env = [
+                ("WEFT_RMA_MESSAGES", "1"),
+                ("WEFT_TRANSPORTS", transports),
+                ("WEFT_RMA_OPS", ops),
+            ];
             passes_with(n, case, &env);
         }
     }

@@ -17,7 +17,7 @@
 //! operation.
 
 use super::lock::LockKind;
-use super::table::{self, InFlight, Lock, COPIED};
+use super::table::{self, ByRank, InFlight, Lock, COPIED};
 use super::access::{check_one_element, length_mismatch, CombineFn, Combiner, Located, Reach, Spans};
 use super::window::{Flavor, WindowData};
 use crate::coll::op::{self, Basic, Elements, SysOp};
@@ -27,7 +27,7 @@ use crate::engine::request::Handle;
 use crate::engine::Engine;
 use crate::error::{Error, ErrorClass, Result};
 use crate::fabric::Fabric;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::atomic::Ordering::Release;
 
@@ -149,7 +149,7 @@ struct Served {
     data: Rc<WindowData>,
     locks: VecDeque<(ReplyTo, LockKind)>,
     /// By origin (world rank): the parts that came after its waiting lock request, in order.
-    held: HashMap<u32, VecDeque<Held>>,
+    held: ByRank<VecDeque<Held>>,
 }
 
 /// A part held until its origin's lock is granted (its payload copied).
@@ -165,7 +165,7 @@ pub fn serve<F: Fabric>(eng: &mut Engine<F>, data: &Rc<WindowData>) {
     let served = Served {
         data: data.clone(),
         locks: VecDeque::new(),
-        held: HashMap::new(),
+        held: ByRank::default(),
     };
     eng.am_register(data.comm_pair(), Box::new(served));
 }
@@ -186,7 +186,7 @@ impl Served {
             // Behind earlier requests, or while the word is taken: granted when it frees.
             Some(Ok(kind)) if !self.locks.is_empty() || !self.data.entry(self.data.rank()).lock.attempt(kind) => {
                 self.locks.push_back((reply, kind));
-                self.held.insert(part.src, VecDeque::new());
+                self.held.insert(part.src as usize, VecDeque::new());
                 Answer::Polled
             }
             // Acquire (in the word): partner of the last holder's Release; the origin's
@@ -203,11 +203,11 @@ impl Served {
     /// Does what `src` sent after its lock request, now granted, in order (until another lock
     /// request of its own must wait: the rest stays held behind that).
     fn release_held(&mut self, src: u32, answers: &mut Vec<(ReplyTo, Answer)>) {
-        let Some(parts) = self.held.remove(&src) else {
+        let Some(parts) = self.held.remove(&(src as usize)) else {
             return;
         };
         for h in parts {
-            if let Some(again) = self.held.get_mut(&src) {
+            if let Some(again) = self.held.get_mut(&(src as usize)) {
                 again.push_back(h);
                 continue;
             }
@@ -222,7 +222,7 @@ impl Served {
 
 impl AmHandler for Served {
     fn place(&mut self, src: u32, arg: u64, offset: u64, len: usize) -> Option<RawBufMut> {
-        if self.held.contains_key(&src) {
+        if !self.held.is_empty() && self.held.contains_key(&(src as usize)) {
             return None; // held, so copied
         }
         let a = Arg::decode(arg).filter(|a| a.kind == Kind::Put)?;
@@ -236,7 +236,8 @@ impl AmHandler for Served {
     }
 
     fn handle(&mut self, part: &AmPart<'_>, reply: ReplyTo) -> Answer {
-        if let Some(parts) = self.held.get_mut(&part.src) {
+        // Nothing held (the usual case): no lookup.
+        if let Some(parts) = (!self.held.is_empty()).then(|| self.held.get_mut(&(part.src as usize))).flatten() {
             let (arg, offset, payload) = (part.arg, part.offset, part.payload.to_vec());
             parts.push_back(Held { arg, offset, payload, reply });
             return Answer::Polled;
@@ -398,39 +399,40 @@ impl WindowData {
     /// first operation ([`WindowData::contact`]); its handler then takes its lock word for
     /// this origin, or queues the request (an exclusive one marks the word waiting, so shared
     /// lockers on the node stay out meanwhile) and holds what follows it.
-    pub(super) fn lock_by_message(&self, t: usize, kind: LockKind) -> Result<()> {
-        self.table.lock(t, kind);
+    /// With `nocheck` (`MPI_MODE_NOCHECK`: no other process locks it meanwhile) nothing is
+    /// sent for the lock at all.
+    pub(super) fn lock_by_message(&self, t: usize, kind: LockKind, nocheck: bool) -> Result<()> {
+        self.table.lock(t, kind, nocheck);
         Ok(())
     }
 
     /// `MPI_Win_unlock` of member `t` reached by messages: its handler releases the word after
     /// the epoch's operations (nothing is sent if the epoch had none); waits for every answer.
     pub(super) fn unlock_by_message<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str, t: usize, kind: LockKind) -> Result<()> {
-        let (lock, mut flights) = self.table.unlock(t);
-        if let Lock::Sent(sent) = lock {
+        if let Lock::Sent(sent) = self.table.unlock(t) {
             debug_assert_eq!(sent, kind);
             match self.start_plain(eng, call, t, Kind::Unlock, lock_code(kind)) {
-                Ok(handle) => flights.push(InFlight { handle, call, data: None }),
-                Err(e) => return table::wait_all(eng, call, flights).and(Err(e)),
+                Ok(handle) => self.table.keep(InFlight { handle, call, data: None }),
+                Err(e) => return self.table.complete(eng, call).and(Err(e)),
             }
         }
-        table::wait_all(eng, call, flights)
+        // Every target's requests, not only t's: the table keeps one queue.
+        self.table.complete(eng, call)
     }
 
     /// `MPI_Win_unlock_all` for the members reached by messages: unlocks those whose shared
     /// lock went with an operation, and waits for everything in flight.
     pub(super) fn unlock_all_by_message<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str) -> Result<()> {
-        let (locked, mut flights) = self.table.unlock_all();
         let mut first = None;
-        for t in locked {
+        for t in self.table.unlock_all() {
             match self.start_plain(eng, call, t, Kind::Unlock, lock_code(LockKind::Shared)) {
-                Ok(handle) => flights.push(InFlight { handle, call, data: None }),
+                Ok(handle) => self.table.keep(InFlight { handle, call, data: None }),
                 Err(e) => {
                     first.get_or_insert(e);
                 }
             }
         }
-        let done = table::wait_all(eng, call, flights);
+        let done = self.table.complete(eng, call);
         first.map_or(done, Err)
     }
 
@@ -441,10 +443,10 @@ impl WindowData {
         let (lock, oldest) = self.table.contact(t);
         if let Some(kind) = lock {
             let handle = self.start_plain(eng, call, t, Kind::Lock, lock_code(kind))?;
-            self.table.keep(t, InFlight { handle, call, data: None });
+            self.table.keep(InFlight { handle, call, data: None });
         }
         if let Some(oldest) = oldest {
-            table::wait_all(eng, call, [oldest])?;
+            table::wait(eng, call, oldest)?;
         }
         Ok(self.comm().group.members()[t])
     }
@@ -523,8 +525,13 @@ impl WindowData {
 
     /// Waits for `started` (all of them); the first error, as `call`'s.
     fn wait_started<F: Fabric>(eng: &mut Engine<F>, call: &'static str, started: Vec<Handle>) -> Result<()> {
-        let flights = started.into_iter().map(|handle| InFlight { handle, call, data: None });
-        table::wait_all(eng, call, flights)
+        let mut first = None;
+        for handle in started {
+            if let Err(e) = eng.wait(handle) {
+                first.get_or_insert(Error::new(e.class, call, e.detail));
+            }
+        }
+        first.map_or(Ok(()), Err)
     }
 
     /// Starts the messages of a put or an accumulate that fetches nothing, whose payload is
@@ -550,7 +557,7 @@ impl WindowData {
         for (i, handle) in started.into_iter().enumerate() {
             // The data goes with the last request: the table waits for its requests in order.
             let data = if i == last { kept.take() } else { None };
-            self.table.keep(at.target, InFlight { handle, call, data });
+            self.table.keep(InFlight { handle, call, data });
         }
         Ok(())
     }
@@ -690,7 +697,7 @@ impl WindowData {
             // them until the request is answered.
             let h = unsafe { eng.am_start((peer, self.comm_pair()), arg, RawBuf::new(&kept), kept.len(), None) };
             let handle = h.map_err(|e| Error::new(e.class, call, e.detail))?;
-            self.table.keep(at.target, InFlight { handle, call, data: Some(kept) });
+            self.table.keep(InFlight { handle, call, data: Some(kept) });
             return Ok(());
         };
         // SAFETY: the caller's result buffer, alive and untouched until the wait below.

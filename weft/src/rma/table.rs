@@ -21,6 +21,7 @@ use crate::error::{Error, Result};
 use crate::fabric::Fabric;
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// Puts and accumulates of up to this many bytes are copied and left in flight; larger ones
 /// are waited for at once (their copy would cost about what the wait does).
@@ -35,6 +36,9 @@ pub(super) enum Lock {
     Wanted(LockKind),
     /// The request went; the operations follow it.
     Sent(LockKind),
+    /// Locked with `MPI_MODE_NOCHECK` (the program promises no other process locks the
+    /// target meanwhile): no lock is taken, no message sent for it.
+    NoCheck,
 }
 
 /// A request in flight, and the data it sends (kept until it is answered).
@@ -46,20 +50,42 @@ pub(super) struct InFlight {
     pub data: Option<Box<[u8]>>,
 }
 
-#[derive(Debug)]
-struct Target {
-    lock: Lock,
-    in_flight: VecDeque<InFlight>,
+/// Hashes a rank by one multiplication: the keys are small integers chosen by no adversary,
+/// and an odd multiplier spreads consecutive ones over distinct buckets.
+#[derive(Default)]
+pub(super) struct RankHasher(u64);
+
+impl Hasher for RankHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
 }
+
+/// A map keyed by rank.
+pub(super) type ByRank<V> = HashMap<usize, V, BuildHasherDefault<RankHasher>>;
 
 #[derive(Debug, Default)]
 struct Inner {
-    /// The targets contacted (window ranks).
-    targets: HashMap<usize, Target>,
+    /// The targets in lock epochs (window ranks): made by the lock, gone with the unlock.
+    locks: ByRank<Lock>,
     /// A lock_all epoch is open: a target first contacted is locked shared then.
     all: bool,
-    /// Requests in flight, over every target.
-    count: usize,
+    /// Requests in flight, over every target, oldest first.
+    in_flight: VecDeque<InFlight>,
 }
 
 /// One window's operation table at this origin.
@@ -79,27 +105,15 @@ impl OpTable {
         }
     }
 
-    /// `MPI_Win_lock` on `t`: wanted, sent with the first operation.
-    pub(super) fn lock(&self, t: usize, kind: LockKind) {
-        let mut inner = self.inner.borrow_mut();
-        let target = inner.targets.entry(t).or_insert_with(|| Target {
-            lock: Lock::None,
-            in_flight: VecDeque::new(),
-        });
-        target.lock = Lock::Wanted(kind);
+    /// `MPI_Win_lock` on `t`: wanted, sent with the first operation (never, `nocheck`).
+    pub(super) fn lock(&self, t: usize, kind: LockKind, nocheck: bool) {
+        let lock = if nocheck { Lock::NoCheck } else { Lock::Wanted(kind) };
+        self.inner.borrow_mut().locks.insert(t, lock);
     }
 
-    /// `MPI_Win_unlock` of `t`: its lock's state and what is in flight there (the target's
-    /// state goes).
-    pub(super) fn unlock(&self, t: usize) -> (Lock, Vec<InFlight>) {
-        let mut inner = self.inner.borrow_mut();
-        match inner.targets.remove(&t) {
-            Some(target) => {
-                inner.count -= target.in_flight.len();
-                (target.lock, target.in_flight.into())
-            }
-            None => (Lock::None, Vec::new()),
-        }
+    /// `MPI_Win_unlock` of `t`: where its lock stood (the state goes).
+    pub(super) fn unlock(&self, t: usize) -> Lock {
+        self.inner.borrow_mut().locks.remove(&t).unwrap_or(Lock::None)
     }
 
     /// `MPI_Win_lock_all`: targets are locked shared on first contact.
@@ -107,117 +121,82 @@ impl OpTable {
         self.inner.borrow_mut().all = true;
     }
 
-    /// `MPI_Win_unlock_all`: the targets whose shared lock was sent, and everything in flight
-    /// (every target's state goes).
-    pub(super) fn unlock_all(&self) -> (Vec<usize>, Vec<InFlight>) {
+    /// `MPI_Win_unlock_all`: the targets whose shared lock was sent (every state goes).
+    pub(super) fn unlock_all(&self) -> Vec<usize> {
         let mut inner = self.inner.borrow_mut();
         inner.all = false;
-        inner.count = 0;
-        let mut locked = Vec::new();
-        let mut flights = Vec::new();
-        for (t, target) in inner.targets.drain() {
-            if matches!(target.lock, Lock::Sent(_)) {
-                locked.push(t);
-            }
-            flights.extend(target.in_flight);
-        }
-        (locked, flights)
+        let sent = inner.locks.drain().filter(|(_, l)| matches!(l, Lock::Sent(_)));
+        sent.map(|(t, _)| t).collect()
     }
 
-    /// An operation on `t` is about to start: the lock to request first, if this is the lock
+    /// An operation on `t` is about to start: the lock to request first, if this is its lock
     /// epoch's first contact (then it counts as sent), and the oldest request to wait for
     /// first if the table is full.
     pub(super) fn contact(&self, t: usize) -> (Option<LockKind>, Option<InFlight>) {
-        let mut inner = self.inner.borrow_mut();
-        let all = inner.all;
-        let target = inner.targets.entry(t).or_insert_with(|| Target {
-            lock: Lock::None,
-            in_flight: VecDeque::new(),
-        });
-        let send = match target.lock {
-            Lock::Wanted(kind) => Some(kind),
-            Lock::None if all => Some(LockKind::Shared),
-            _ => None,
-        };
-        if let Some(kind) = send {
-            target.lock = Lock::Sent(kind);
-        }
-        let oldest = if inner.count + usize::from(send.is_some()) >= self.limit {
-            Self::pop_oldest(&mut inner, t)
+        let inner = &mut *self.inner.borrow_mut();
+        let send = if inner.locks.is_empty() && !inner.all {
+            None // fence or PSCW: no lookup
         } else {
-            None
+            match inner.locks.get_mut(&t) {
+                Some(lock) => match *lock {
+                    Lock::Wanted(kind) => {
+                        *lock = Lock::Sent(kind);
+                        Some(kind)
+                    }
+                    _ => None,
+                },
+                None if inner.all => {
+                    inner.locks.insert(t, Lock::Sent(LockKind::Shared));
+                    Some(LockKind::Shared)
+                }
+                None => None,
+            }
         };
+        let full = inner.in_flight.len() + usize::from(send.is_some()) >= self.limit;
+        let oldest = if full { inner.in_flight.pop_front() } else { None };
         (send, oldest)
     }
 
-    /// The oldest request in flight at `t`, or else at any target.
-    fn pop_oldest(inner: &mut Inner, t: usize) -> Option<InFlight> {
-        let from = match inner.targets.get(&t) {
-            Some(target) if !target.in_flight.is_empty() => t,
-            _ => *inner.targets.iter().find(|(_, x)| !x.in_flight.is_empty())?.0,
-        };
-        let oldest = inner.targets.get_mut(&from)?.in_flight.pop_front();
-        inner.count -= usize::from(oldest.is_some());
-        oldest
+    /// Keeps `flight` until a synchronization waits for it.
+    pub(super) fn keep(&self, flight: InFlight) {
+        self.inner.borrow_mut().in_flight.push_back(flight);
     }
 
-    /// Keeps `flight` (started on `t`) until a synchronization waits for it.
-    pub(super) fn keep(&self, t: usize, flight: InFlight) {
-        let mut inner = self.inner.borrow_mut();
-        inner.count += 1;
-        let target = inner.targets.entry(t).or_insert_with(|| Target {
-            lock: Lock::None,
-            in_flight: VecDeque::new(),
-        });
-        target.in_flight.push_back(flight);
-    }
-
-    /// Everything in flight (a flush, fence, complete or free waits for it); the states of
-    /// targets outside lock epochs go.
-    pub(super) fn take_all(&self) -> Vec<InFlight> {
-        let mut inner = self.inner.borrow_mut();
-        if inner.count == 0 && inner.targets.is_empty() {
-            return Vec::new(); // no allocation on a window whose epochs sent nothing
+    /// Waits for every request in flight (all of them, even after one failed: each may still
+    /// read its data), oldest first: a flush, unlock, fence, complete or free. The first
+    /// error, as `call`'s.
+    pub(super) fn complete<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str) -> Result<()> {
+        let mut first = None;
+        // One at a time: the table is not borrowed while the engine progresses.
+        loop {
+            let Some(f) = self.inner.borrow_mut().in_flight.pop_front() else {
+                break;
+            };
+            if let Err(e) = wait(eng, call, f) {
+                first.get_or_insert(e);
+            }
         }
-        inner.count = 0;
-        let mut flights = Vec::new();
-        inner.targets.retain(|_, target| {
-            flights.extend(target.in_flight.drain(..));
-            target.lock != Lock::None
-        });
-        flights
+        first.map_or(Ok(()), Err)
     }
 }
 
-/// Waits for every request of `flights` (all of them, even after one failed: each may still
-/// read its data), then gives back their data; the first error, named as `call`'s and
-/// naming the call that started the request.
-pub(super) fn wait_all<F: Fabric>(
-    eng: &mut Engine<F>,
-    call: &'static str,
-    flights: impl IntoIterator<Item = InFlight>,
-) -> Result<()> {
-    let mut first = None;
-    for f in flights {
-        if let Err(e) = eng.wait(f.handle) {
-            let detail = match f.call == call {
-                true => e.detail,
-                false => format!("{} started before this failed: {}", f.call, e.detail),
-            };
-            first.get_or_insert(Error::new(e.class, call, detail));
-        }
-    }
-    first.map_or(Ok(()), Err)
+/// Waits for `f`; its error as `call`'s, naming the call that started it.
+pub(super) fn wait<F: Fabric>(eng: &mut Engine<F>, call: &'static str, f: InFlight) -> Result<()> {
+    eng.wait(f.handle).map(|_| ()).map_err(|e| {
+        let detail = match f.call == call {
+            true => e.detail,
+            false => format!("{} started before this failed: {}", f.call, e.detail),
+        };
+        Error::new(e.class, call, detail)
+    })
 }
 
 impl Drop for OpTable {
     /// Requests still in flight (a window dropped in Rust with an epoch that failed to end)
     /// may still read their data: it is leaked, not freed under them.
     fn drop(&mut self) {
-        for target in self.inner.get_mut().targets.values_mut() {
-            for f in target.in_flight.drain(..) {
-                std::mem::forget(f.data);
-            }
+        for f in self.inner.get_mut().in_flight.drain(..) {
+            std::mem::forget(f.data);
         }
     }
 }
@@ -237,17 +216,17 @@ mod tests {
     #[test]
     fn a_lock_goes_with_the_first_operation_only() {
         let table = OpTable::new(8);
-        table.lock(3, LockKind::Exclusive);
+        table.lock(3, LockKind::Exclusive, false);
         assert_eq!(table.contact(3).0, Some(LockKind::Exclusive));
-        table.keep(3, flight(1));
         assert_eq!(table.contact(3).0, None, "sent once");
-        let (lock, flights) = table.unlock(3);
-        assert_eq!(lock, Lock::Sent(LockKind::Exclusive));
-        assert_eq!(flights.len(), 1);
-        table.lock(3, LockKind::Shared);
-        let (lock, flights) = table.unlock(3);
-        assert_eq!(lock, Lock::Wanted(LockKind::Shared), "no operation: nothing sent");
-        assert!(flights.is_empty());
+        assert_eq!(table.contact(4).0, None, "no lock epoch on 4");
+        assert_eq!(table.unlock(3), Lock::Sent(LockKind::Exclusive));
+        table.lock(3, LockKind::Shared, false);
+        assert_eq!(table.unlock(3), Lock::Wanted(LockKind::Shared), "no operation: nothing sent");
+        table.lock(3, LockKind::Exclusive, true);
+        assert_eq!(table.contact(3).0, None, "MPI_MODE_NOCHECK: no lock sent");
+        assert_eq!(table.unlock(3), Lock::NoCheck);
+        assert!(table.inner.borrow().locks.is_empty(), "the states go");
     }
 
     #[test]
@@ -257,11 +236,9 @@ mod tests {
         assert_eq!(table.contact(5).0, Some(LockKind::Shared));
         assert_eq!(table.contact(5).0, None);
         assert_eq!(table.contact(2).0, Some(LockKind::Shared));
-        table.keep(2, flight(1));
-        let (mut locked, flights) = table.unlock_all();
+        let mut locked = table.unlock_all();
         locked.sort();
         assert_eq!(locked, [2, 5]);
-        assert_eq!(flights.len(), 1);
         assert_eq!(table.contact(5).0, None, "the epoch is over");
     }
 
@@ -269,14 +246,23 @@ mod tests {
     fn a_full_table_gives_its_oldest_request_to_wait_for() {
         let table = OpTable::new(2);
         assert!(table.contact(1).1.is_none());
-        table.keep(1, flight(1));
+        table.keep(flight(1));
         assert!(table.contact(1).1.is_none());
-        table.keep(1, flight(2));
+        table.keep(flight(2));
         let oldest = table.contact(2).1.expect("full");
         assert_eq!(oldest.handle, Handle::from_cookie(1));
-        table.keep(2, flight(3));
-        let rest = table.take_all();
-        assert_eq!(rest.len(), 2);
-        assert!(table.inner.borrow().targets.is_empty(), "no lock epoch: the states go");
+        table.keep(flight(3));
+        table.lock(4, LockKind::Exclusive, false);
+        let (lock, oldest) = table.contact(4);
+        assert_eq!(lock, Some(LockKind::Exclusive));
+        assert_eq!(oldest.expect("full with the lock request").handle, Handle::from_cookie(2));
+    }
+
+    #[test]
+    fn ranks_hash_to_distinct_buckets() {
+        use std::hash::BuildHasher;
+        let build = BuildHasherDefault::<RankHasher>::default();
+        let low: std::collections::HashSet<u64> = (0..64usize).map(|r| build.hash_one(r) & 63).collect();
+        assert_eq!(low.len(), 64, "consecutive ranks fill 64 buckets");
     }
 }

@@ -28,7 +28,7 @@
 use super::access::{Located, Reach, Spans};
 use super::lock::{LockKind, LockWord};
 use super::remote::Count;
-use super::table::{self, OpTable};
+use super::table::OpTable;
 use crate::comm::context::ContextMask;
 use crate::comm::node_memory::{Allocated, NodeSegment};
 use crate::comm::{self, CommData};
@@ -589,11 +589,19 @@ impl WindowData {
     /// `MPI_Win_lock(kind, target)`: waits until the target's lock word is ours, progressing
     /// the runtime and yielding while it is taken. A member reached by messages takes its word
     /// itself, for this origin, when the epoch's first operation asks
-    /// ([`WindowData::lock_by_message`]).
-    pub fn lock<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str, target: i32, kind: LockKind) -> Result<()> {
+    /// ([`WindowData::lock_by_message`]); with `nocheck` (`MPI_MODE_NOCHECK`: the program
+    /// promises no other process locks the target meanwhile) not at all. (The word of a
+    /// member reached directly is taken anyway: it costs less than remembering not to.)
+    pub fn lock<F: Fabric>(
+        &self,
+        eng: &mut Engine<F>,
+        call: &'static str,
+        target: i32,
+        (kind, nocheck): (LockKind, bool),
+    ) -> Result<()> {
         let t = self.check_target(call, target)?;
         if self.remote(t) {
-            return self.lock_by_message(t, kind);
+            return self.lock_by_message(t, kind, nocheck);
         }
         if self.by_messages() {
             // Requests by message waiting for this word are granted first, in their order.
@@ -638,18 +646,21 @@ impl WindowData {
     }
 
     /// `MPI_Win_lock_all`: every member's lock word, shared, taken now for members reached
-    /// directly (released again if one fails), on first contact for those reached by messages.
-    pub fn lock_all<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str) -> Result<()> {
+    /// directly (released again if one fails), on first contact for those reached by messages
+    /// (never with `nocheck`, `MPI_MODE_NOCHECK`).
+    pub fn lock_all<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str, nocheck: bool) -> Result<()> {
         let n = self.size();
         for t in (0..n).filter(|&t| !self.remote(t)) {
-            if let Err(e) = self.lock(eng, call, t as i32, LockKind::Shared) {
+            if let Err(e) = self.lock(eng, call, t as i32, (LockKind::Shared, false)) {
                 for u in (0..t).filter(|&u| !self.remote(u)) {
                     let _ = self.unlock_here(call, u as i32, LockKind::Shared);
                 }
                 return Err(e);
             }
         }
-        self.table.lock_all();
+        if !nocheck {
+            self.table.lock_all();
+        }
         Ok(())
     }
 
@@ -676,7 +687,7 @@ impl WindowData {
     /// By messages, it progresses too: a member waiting in a loop of flushes or syncs for
     /// what others write serves their messages meanwhile.
     pub fn flush<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str) -> Result<()> {
-        let done = table::wait_all(eng, call, self.table.take_all());
+        let done = self.table.complete(eng, call);
         self.flush_memory();
         if self.by_messages() {
             eng.progress();
@@ -704,7 +715,7 @@ impl WindowData {
     /// What this member has in flight by messages is done at its targets first; an error
     /// there is returned after the barrier (the others are in it).
     pub fn fence<F: Fabric>(&self, eng: &mut Engine<F>) -> Result<()> {
-        let done = table::wait_all(eng, "Win_fence", self.table.take_all());
+        let done = self.table.complete(eng, "Win_fence");
         fence(SeqCst);
         comm::barrier(eng, &self.comm)?;
         fence(SeqCst);
@@ -772,7 +783,7 @@ impl WindowData {
         // them in order; this waits for them all.
         let far = targets.iter().copied().filter(|&t| self.remote(t));
         let counted = self.count_by_message(eng, "Win_complete", far, Count::Completion);
-        table::wait_all(eng, "Win_complete", self.table.take_all()).and(counted)
+        self.table.complete(eng, "Win_complete").and(counted)
     }
 
     /// `MPI_Win_test`: whether every origin of `exposure` completed (then the epoch is over).
@@ -815,7 +826,7 @@ impl WindowData {
     /// Every member waits for what it has in flight before the barrier, so after it no active
     /// message comes for this window: its handler goes.
     pub fn free<F: Fabric>(self: Rc<Self>, eng: &mut Engine<F>, mask: &mut ContextMask) -> Result<()> {
-        let flown = table::wait_all(eng, "Win_free", self.table.take_all());
+        let flown = self.table.complete(eng, "Win_free");
         fence(SeqCst);
         let done = comm::barrier(eng, &self.comm).and(flown);
         eng.am_unregister(self.comm.pair);

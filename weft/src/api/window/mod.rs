@@ -193,7 +193,8 @@ impl<T: Equivalence + Copy> Window<T> {
         self.data().part(CALL, target)?;
         self.open(CALL, Open::Locks)?;
         runtime::with_call(CALL, |rt| {
-            self.data().lock(&mut rt.engine, CALL, target, kind)
+            self.data()
+                .lock(&mut rt.engine, CALL, target, (kind, false))
         })?;
         self.locked.borrow_mut().push(target);
         Ok(LockEpoch {
@@ -208,7 +209,7 @@ impl<T: Equivalence + Copy> Window<T> {
     pub fn lock_all(&self) -> Result<LockAllEpoch<'_, T>> {
         const CALL: &str = "Win_lock_all";
         self.open(CALL, Open::LockAll)?;
-        runtime::with_call(CALL, |rt| self.data().lock_all(&mut rt.engine, CALL))
+        runtime::with_call(CALL, |rt| self.data().lock_all(&mut rt.engine, CALL, false))
             .inspect_err(|_| self.epoch.set(Open::None))?;
         Ok(LockAllEpoch { win: self })
     }
@@ -507,7 +508,8 @@ unsafe fn bytes_mut<T: Copy>(data: &mut [T]) -> &mut [u8] {
     }
 }
 
-/// A passive-target epoch on one target (`MPI_Win_lock` .. `MPI_Win_unlock`, at drop).
+/// A passive-target epoch on one target (`MPI_Win_lock` .. `MPI_Win_unlock`, at drop or by
+/// [`LockEpoch::unlock`]).
 #[derive(Debug)]
 pub struct LockEpoch<'w, T: Equivalence + Copy> {
     win: &'w Window<T>,
@@ -534,16 +536,33 @@ impl<T: Equivalence + Copy> Access<T> for LockEpoch<'_, T> {
     }
 }
 
-impl<T: Equivalence + Copy> Drop for LockEpoch<'_, T> {
-    fn drop(&mut self) {
+impl<T: Equivalence + Copy> LockEpoch<'_, T> {
+    /// `MPI_Win_unlock`, as the drop does, returning what the drop cannot: an error one of
+    /// the epoch's operations met at a target reached by messages (puts and accumulates by
+    /// message return once started, and complete here).
+    pub fn unlock(self) -> Result<()> {
+        let done = self.release();
+        // Its fields are a reference and plain values: nothing to drop but the unlock, done.
+        std::mem::forget(self);
+        done
+    }
+
+    fn release(&self) -> Result<()> {
         let w = self.win;
         // The target was checked when the lock was taken.
-        let _ = unlock(w.data(), "Win_unlock", self.target, self.kind);
+        let done = unlock(w.data(), "Win_unlock", self.target, self.kind);
         let mut locked = w.locked.borrow_mut();
         locked.retain(|&t| t != self.target);
         if locked.is_empty() {
             w.epoch.set(Open::None);
         }
+        done
+    }
+}
+
+impl<T: Equivalence + Copy> Drop for LockEpoch<'_, T> {
+    fn drop(&mut self) {
+        let _ = self.release();
     }
 }
 
@@ -557,7 +576,8 @@ fn unlock(data: &WindowData, call: &'static str, target: Rank, kind: LockKind) -
     }
 }
 
-/// A shared passive-target epoch on every member (`MPI_Win_lock_all` .. `unlock_all`).
+/// A shared passive-target epoch on every member (`MPI_Win_lock_all` .. `unlock_all`, at drop
+/// or by [`LockAllEpoch::unlock_all`]).
 #[derive(Debug)]
 pub struct LockAllEpoch<'w, T: Equivalence + Copy> {
     win: &'w Window<T>,
@@ -569,15 +589,32 @@ impl<T: Equivalence + Copy> Access<T> for LockAllEpoch<'_, T> {
     }
 }
 
-impl<T: Equivalence + Copy> Drop for LockAllEpoch<'_, T> {
-    fn drop(&mut self) {
+impl<T: Equivalence + Copy> LockAllEpoch<'_, T> {
+    /// `MPI_Win_unlock_all`, as the drop does, returning what the drop cannot (see
+    /// [`LockEpoch::unlock`]).
+    pub fn unlock_all(self) -> Result<()> {
+        let done = self.release();
+        // Its field is a reference: nothing to drop but the unlock, done.
+        std::mem::forget(self);
+        done
+    }
+
+    fn release(&self) -> Result<()> {
         const CALL: &str = "Win_unlock_all";
         let data = self.win.data();
-        let _ = match data.by_messages() {
+        let done = match data.by_messages() {
             true => runtime::with_call(CALL, |rt| data.unlock_all(&mut rt.engine, CALL)),
-            false => (0..self.win.size()).try_for_each(|t| data.unlock_here(CALL, t as Rank, LockKind::Shared)),
+            false => (0..self.win.size())
+                .try_for_each(|t| data.unlock_here(CALL, t as Rank, LockKind::Shared)),
         };
         self.win.epoch.set(Open::None);
+        done
+    }
+}
+
+impl<T: Equivalence + Copy> Drop for LockAllEpoch<'_, T> {
+    fn drop(&mut self) {
+        let _ = self.release();
     }
 }
 

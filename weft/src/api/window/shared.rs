@@ -96,6 +96,8 @@ impl<T: Equivalence + Copy> Window<T> {
     /// `MPI_Win_sync`: a memory barrier ordering this process's loads and stores on the window
     /// (its own part's, or through `shared_query`'s pointers) with its operations.
     pub fn sync(&self) -> Result<()> {
-        runtime::with_call("Win_sync", |rt| self.data().flush(&mut rt.engine, "Win_sync"))
+        runtime::with_call("Win_sync", |rt| {
+            self.data().flush(&mut rt.engine, "Win_sync")
+        })
     }
 }

@@ -2,8 +2,10 @@
 //! compare_and_swap, and the request-based rput, rget, raccumulate, rget_accumulate, each with
 //! its large-count form where the standard has one. Derived datatypes on both sides: the
 //! origin's data is packed (or borrowed where it is contiguous), the target's layout becomes
-//! the spans `rma::window::WindowData::locate` checks. Every operation completes before it
-//! returns (the origin does it), so a request-based one hands out a completed request.
+//! the spans `rma::window::WindowData::locate` checks. Every operation is complete at the
+//! origin when it returns (done by the origin, or by messages with its data copied or its
+//! answers in), so a request-based one hands out a completed request (MPI's local completion;
+//! the flushes and the epoch's end complete it at the target).
 
 use super::{sync, win, CWin};
 use crate::c_abi::abi::*;

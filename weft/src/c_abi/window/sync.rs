@@ -116,9 +116,17 @@ fn lock_kind(call: &'static str, lock_type: c_int) -> Result<LockKind, CError> {
     }
 }
 
-/// Takes target `t`'s lock of `kind`, progressing the runtime while it is taken.
-fn take_lock(call: &'static str, w: &CWin, t: usize, kind: LockKind) -> Result<(), CError> {
-    w.with(|d| runtime::with_call(call, |rt| d.lock(&mut rt.engine, call, t as c_int, kind)))
+/// Takes target `t`'s lock of `kind`, progressing the runtime while it is taken (a target
+/// reached by messages: lazily, or not at all under `MPI_MODE_NOCHECK` in `assert`).
+fn take_lock(
+    call: &'static str,
+    w: &CWin,
+    t: usize,
+    kind: LockKind,
+    assert: c_int,
+) -> Result<(), CError> {
+    let how = (kind, assert & MPI_MODE_NOCHECK != 0);
+    w.with(|d| runtime::with_call(call, |rt| d.lock(&mut rt.engine, call, t as c_int, how)))
         .map_err(CError::from_weft)
 }
 
@@ -152,7 +160,7 @@ pub unsafe extern "C" fn win_lock(
                 ));
             }
         }
-        take_lock(CALL, w, t, kind)?;
+        take_lock(CALL, w, t, kind, assert)?;
         let mut e = w.epochs.borrow_mut();
         e.locks.push((t, kind));
         e.fence = false;
@@ -198,7 +206,8 @@ pub unsafe extern "C" fn win_lock_all(assert: c_int, win: *mut c_void) -> c_int 
                 ));
             }
         }
-        w.with(|d| runtime::with_call(CALL, |rt| d.lock_all(&mut rt.engine, CALL)))
+        let nocheck = assert & MPI_MODE_NOCHECK != 0;
+        w.with(|d| runtime::with_call(CALL, |rt| d.lock_all(&mut rt.engine, CALL, nocheck)))
             .map_err(CError::from_weft)?;
         let mut e = w.epochs.borrow_mut();
         e.lock_all = true;
