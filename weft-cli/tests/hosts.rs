@@ -1196,6 +1196,7 @@ fn rma_suite_with_ranks_on_two_hosts() {
         ("round-robin", 3, "pscw"),
         ("round-robin", 2, "errors"),
         ("round-robin", 2, "unshared"),
+        ("round-robin", 3, "stream"),
     ] {
         let mut c = hosts.run_cmd(&format!("{h1}:2,{h2}:2"));
         c.args(["--map-by", map_by, "-n", &n.to_string()])

@@ -57,6 +57,11 @@ enum Kind {
     Post = 10,
     /// `MPI_Win_complete` to this member as a target: one more completion in its entry.
     Complete = 11,
+    /// A put to several small spans in one message: their list (as `AccumulateSpans`), then
+    /// the data.
+    PutSpans = 12,
+    /// A get of several small spans in one message: their list; the answer their bytes.
+    GetSpans = 13,
 }
 
 /// Which count of its entry a member reached by messages moves for another's epoch.
@@ -114,11 +119,16 @@ impl Arg {
             9 => Kind::Unlock,
             10 => Kind::Post,
             11 => Kind::Complete,
+            12 => Kind::PutSpans,
+            13 => Kind::GetSpans,
             _ => return None,
         };
         let (value, index) = (arg >> 8 & 0xf, arg >> 12 & 0xf);
         let (elements, foreign) = match (kind, value, index) {
-            (Kind::Put | Kind::Get | Kind::Lock | Kind::Unlock | Kind::Post | Kind::Complete, ..) => (None, None),
+            (
+                Kind::Put | Kind::Get | Kind::Lock | Kind::Unlock | Kind::Post | Kind::Complete | Kind::PutSpans | Kind::GetSpans,
+                ..,
+            ) => (None, None),
             (_, FOREIGN, 0) => return None,
             (_, FOREIGN, code) => (None, Some(code as u8)),
             (_, v, 0) => (Some(Elements::Basic(Basic::from_index(v as u8)?)), None),
@@ -132,6 +142,45 @@ impl Arg {
             offset: arg >> 16,
         })
     }
+}
+
+impl Arg {
+    /// The same, of another kind.
+    fn with(self, kind: Kind) -> Arg {
+        Arg { kind, ..self }
+    }
+}
+
+/// Blocks of a target layout this small (each, at most) go several to a message: one message
+/// each would cost a message per element of a strided type (MPICH's `transpose1`: a million).
+const BATCHED: usize = 1024;
+
+/// Whether the spans of `at` go several to a message.
+fn batched(at: &Located) -> bool {
+    let spans = at.spans();
+    spans.len() > 1 && spans.iter().all(|s| s.1 <= BATCHED)
+}
+
+/// Cuts `spans` into runs of one message each: the spans, and the offset and length of their
+/// data. A message (a count, 16 bytes a span, and with `data` their bytes) takes at most
+/// `most` bytes, unless one element's spans alone take more; runs end only where the data so
+/// far is whole `unit`s.
+fn batches(spans: &[(u64, usize)], unit: usize, most: usize, data: bool) -> Vec<(std::ops::Range<usize>, usize, usize)> {
+    let mut runs = Vec::new();
+    let (mut start, mut from, mut len, mut size) = (0, 0, 0, 8);
+    for (i, &(_, n)) in spans.iter().enumerate() {
+        let cost = 16 + if data { n } else { 0 };
+        if i > start && size + cost > most && (from + len) % unit == 0 {
+            runs.push((start..i, from, len));
+            (start, from, len, size) = (i, from + len, 0, 8);
+        }
+        size += cost;
+        len += n;
+    }
+    if start < spans.len() {
+        runs.push((start..spans.len(), from, len));
+    }
+    runs
 }
 
 fn unit_of(e: Elements) -> usize {
@@ -290,6 +339,24 @@ impl WindowData {
         })
     }
 
+    /// The spans a message lists (a count, then offset and length each, 8 bytes apiece),
+    /// checked against this member's part, and the bytes after the list.
+    fn spans_of<'d>(&self, data: &'d [u8]) -> Result<(Located, &'d [u8])> {
+        let word = |b: &[u8]| u64::from_ne_bytes(b.try_into().expect("8 bytes"));
+        let n = data.get(..8).map(|b| word(b) as usize).ok_or_else(|| bad_payload(data.len()))?;
+        let head = n.checked_mul(16).and_then(|h| h.checked_add(8)).filter(|&h| h <= data.len());
+        let head = head.ok_or_else(|| bad_payload(data.len()))?;
+        let mut spans = Vec::with_capacity(n);
+        let mut first = None;
+        for pair in data[8..head].chunks_exact(16) {
+            let one = self.own_span(SERVE, word(&pair[..8]), word(&pair[8..]) as usize)?;
+            spans.extend_from_slice(one.spans());
+            first.get_or_insert(one);
+        }
+        let first = first.ok_or_else(|| bad_payload(data.len()))?;
+        Ok((Located { spans: Spans::Many(spans), ..first }, &data[head..]))
+    }
+
     /// Does what one part asks, on this member's memory.
     fn serve(&self, part: &AmPart<'_>) -> Result<Answer> {
         let a = Arg::decode(part.arg).ok_or_else(|| {
@@ -323,27 +390,23 @@ impl WindowData {
                 })
             }
             Kind::AccumulateSpans | Kind::GetAccumulateSpans => {
-                let words = |b: &[u8]| -> Vec<u64> {
-                    b.chunks_exact(8).map(|w| u64::from_ne_bytes(w.try_into().expect("8 bytes"))).collect()
-                };
-                let n = data.get(..8).map(|b| words(b)[0] as usize).ok_or_else(|| bad_payload(data.len()))?;
-                let head = n.checked_mul(16).and_then(|h| h.checked_add(8)).filter(|&h| h <= data.len());
-                let head = head.ok_or_else(|| bad_payload(data.len()))?;
-                let mut spans = Vec::with_capacity(n);
-                let mut first = None;
-                for pair in words(&data[8..head]).chunks_exact(2) {
-                    let one = self.own_span(SERVE, pair[0], pair[1] as usize)?;
-                    spans.extend_from_slice(one.spans());
-                    first.get_or_insert(one);
-                }
-                let first = first.ok_or_else(|| bad_payload(data.len()))?;
-                let at = Located { spans: Spans::Many(spans), ..first };
+                let (at, data) = self.spans_of(data)?;
                 let (f, unit) = combine_function(&a)?;
                 let how = combiner(&a, unit, &*f);
-                let data = &data[head..];
                 let mut old = (a.kind == Kind::GetAccumulateSpans).then(|| vec![0u8; data.len()]);
                 self.accumulate_here(SERVE, &at, &how, data, old.as_deref_mut())?;
                 Ok(Answer::Done { data: old.unwrap_or_default(), at: 0 })
+            }
+            Kind::PutSpans => {
+                let (at, data) = self.spans_of(data)?;
+                self.put_here(SERVE, &at, data)?;
+                Ok(Answer::ack())
+            }
+            Kind::GetSpans => {
+                let (at, _) = self.spans_of(data)?;
+                let mut out = vec![0u8; at.len()];
+                self.get_here(SERVE, &at, &mut out)?;
+                Ok(Answer::Done { data: out, at: 0 })
             }
             // Lock requests are the handler's (they may wait).
             Kind::Lock => Err(bad_payload(data.len())),
@@ -573,6 +636,9 @@ impl WindowData {
         }
         let peer = self.contact(eng, call, at.target)?;
         let arg = |offset| Arg { kind: Kind::Put, op: SysOp::Replace, elements: None, foreign: None, offset };
+        if batched(at) {
+            return self.send_batches(eng, call, at, (peer, arg(0).with(Kind::PutSpans), 1), Some(data), None);
+        }
         if data.len() <= COPIED {
             return self.start_kept(eng, call, at, peer, (arg, 1), data.into());
         }
@@ -593,6 +659,10 @@ impl WindowData {
             return Err(length_mismatch(call, "origin's buffer", out.len(), at.len()));
         }
         let peer = self.contact(eng, call, at.target)?;
+        if batched(at) {
+            let what = Arg { kind: Kind::GetSpans, op: SysOp::NoOp, elements: None, foreign: None, offset: 0 };
+            return self.send_batches(eng, call, at, (peer, what, 1), None, Some(out));
+        }
         let lens: Vec<[u8; 8]> = at.spans().iter().map(|s| (s.1 as u64).to_ne_bytes()).collect();
         let arg = |offset| Arg { kind: Kind::Get, op: SysOp::NoOp, elements: None, foreign: None, offset };
         // SAFETY: `lens` lives until this call returns, after the messages are answered.
@@ -644,8 +714,11 @@ impl WindowData {
         let peer = self.contact(eng, call, at.target)?;
         let unit = how.unit;
         let what = Arg { kind: Kind::Accumulate, op: how.op, elements: how.elements, foreign: how.foreign, offset: 0 };
-        if at.spans().iter().any(|s| !s.1.is_multiple_of(unit)) {
-            return self.accumulate_spans(eng, call, at, peer, what, data, old);
+        // Elements straddling the layout's blocks go whole with their blocks' list (done under
+        // every block's element locks at once), and small blocks several to a message.
+        if batched(at) || at.spans().iter().any(|s| !s.1.is_multiple_of(unit)) {
+            let kind = if old.is_some() { Kind::GetAccumulateSpans } else { Kind::AccumulateSpans };
+            return self.send_batches(eng, call, at, (peer, what.with(kind), unit), Some(data), old);
         }
         let kind = if old.is_some() { Kind::GetAccumulate } else { Kind::Accumulate };
         let arg = |offset| Arg { kind, offset, ..what };
@@ -659,53 +732,77 @@ impl WindowData {
         Self::wait_started(eng, call, started)
     }
 
-    /// An accumulate whose elements straddle the spans of `at`: one message with the spans
-    /// and the data, which the target does under the element locks of every span at once.
+    /// Sends the spans of `at` several to a message (`what`'s kind: `PutSpans`, `GetSpans` or
+    /// the accumulates' `*Spans`), each message their list and, with `data`, their bytes, cut
+    /// where the data so far is whole `unit`s (see [`batches`]). With `reply`, the answers'
+    /// bytes go there at each batch's offset and this waits for them; without, the messages
+    /// own their payloads and stay in flight in the table.
     #[allow(clippy::too_many_arguments)]
-    fn accumulate_spans<F: Fabric>(
+    fn send_batches<F: Fabric>(
         &self,
         eng: &mut Engine<F>,
         call: &'static str,
         at: &Located,
-        peer: u32,
-        what: Arg,
-        data: &[u8],
-        old: Option<&mut [u8]>,
+        (peer, what, unit): (u32, Arg, usize),
+        data: Option<&[u8]>,
+        mut reply: Option<&mut [u8]>,
     ) -> Result<()> {
-        let mut payload = (at.spans().len() as u64).to_ne_bytes().to_vec();
-        for &(offset, len) in at.spans() {
-            payload.extend_from_slice(&offset.to_ne_bytes());
-            payload.extend_from_slice(&(len as u64).to_ne_bytes());
-        }
-        payload.extend_from_slice(data);
         let most = eng.am_max_part(peer);
-        if payload.len() > most {
-            return Err(Error::unsupported(
-                call,
-                format!(
-                    "an accumulate whose elements straddle the target layout's blocks goes whole in \
-                     one message by the remote path: {} bytes here, at most {most}",
-                    payload.len()
-                ),
-            ));
-        }
-        let kind = if old.is_some() { Kind::GetAccumulateSpans } else { Kind::AccumulateSpans };
-        let arg = Arg { kind, ..what }.encode();
-        let Some(old) = old else {
+        let mut waiting: Vec<(Handle, Box<[u8]>)> = Vec::new();
+        let mut failed = None;
+        for (range, from, len) in batches(at.spans(), unit, most.min(COPIED), data.is_some()) {
+            let spans = &at.spans()[range];
+            let mut payload = Vec::with_capacity(8 + 16 * spans.len() + data.map_or(0, |_| len));
+            payload.extend_from_slice(&(spans.len() as u64).to_ne_bytes());
+            for &(offset, n) in spans {
+                payload.extend_from_slice(&offset.to_ne_bytes());
+                payload.extend_from_slice(&(n as u64).to_ne_bytes());
+            }
+            if let Some(d) = data {
+                payload.extend_from_slice(&d[from..from + len]);
+            }
+            if payload.len() > most {
+                failed = Some(Error::unsupported(
+                    call,
+                    format!(
+                        "an element whose blocks at the target, listed with its data, take {} bytes \
+                         goes whole in one message by the remote path: at most {most}",
+                        payload.len()
+                    ),
+                ));
+                break;
+            }
+            if reply.is_none() {
+                if let Err(e) = self.contact(eng, call, at.target) {
+                    failed = Some(e); // room in the table, waiting for the oldest
+                    break;
+                }
+            }
             let kept = payload.into_boxed_slice();
-            // SAFETY: the box's heap bytes stay put when it moves into the table, which keeps
-            // them until the request is answered.
-            let h = unsafe { eng.am_start((peer, self.comm_pair()), arg, RawBuf::new(&kept), kept.len(), None) };
-            let handle = h.map_err(|e| Error::new(e.class, call, e.detail))?;
-            self.table.keep(InFlight { handle, call, data: Some(kept) });
-            return Ok(());
-        };
-        // SAFETY: the caller's result buffer, alive and untouched until the wait below.
-        let reply = unsafe { RawBufMut::new(old) };
-        // SAFETY: `payload` and the result buffer outlive the request, waited for below.
-        let h = unsafe { eng.am_start((peer, self.comm_pair()), arg, RawBuf::new(&payload), payload.len(), Some(reply)) };
-        let h = h.map_err(|e| Error::new(e.class, call, e.detail))?;
-        eng.wait(h).map(|_| ()).map_err(|e| Error::new(e.class, call, e.detail))
+            // SAFETY: a view of the caller's result buffer, borrowed for this whole call,
+            // which waits for these requests.
+            let out = reply.as_deref_mut().map(|r| unsafe { RawBufMut::new(&mut r[from..from + len]) });
+            let with_reply = out.is_some();
+            // SAFETY: `kept`'s heap bytes stay where they are when the box moves (into
+            // `waiting` or the table), which keeps them until the request is answered; `out`
+            // as above.
+            let h = unsafe { eng.am_start((peer, self.comm_pair()), what.encode(), RawBuf::new(&kept), kept.len(), out) };
+            match h {
+                Ok(handle) if with_reply => waiting.push((handle, kept)),
+                Ok(handle) => self.table.keep(InFlight { handle, call, data: Some(kept) }),
+                Err(e) => {
+                    failed = Some(Error::new(e.class, call, e.detail));
+                    break;
+                }
+            }
+        }
+        let mut first = failed;
+        for (h, _kept) in waiting {
+            if let Err(e) = eng.wait(h) {
+                first.get_or_insert(Error::new(e.class, call, e.detail));
+            }
+        }
+        first.map_or(Ok(()), Err)
     }
 
     /// `MPI_Compare_and_swap` (see [`WindowData::compare_and_swap_here`]) by whichever path
@@ -843,12 +940,32 @@ mod tests {
             },
             Arg { kind: Kind::Lock, op: SysOp::NoOp, elements: None, foreign: None, offset: 1 },
             Arg { kind: Kind::Complete, op: SysOp::NoOp, elements: None, foreign: None, offset: 0 },
+            Arg { kind: Kind::PutSpans, op: SysOp::Replace, elements: None, foreign: None, offset: 0 },
+            Arg { kind: Kind::GetSpans, op: SysOp::NoOp, elements: None, foreign: None, offset: 0 },
         ];
         for a in cases {
             assert_eq!(Arg::decode(a.encode()), Some(a));
         }
         assert_eq!(Arg::decode(0), None, "no kind 0");
         assert_eq!(Arg::decode(0xf), None, "no kind 15");
+        assert_eq!(Arg::decode(14), None, "no kind 14");
         assert_eq!(Arg::decode(3 | FOREIGN << 8), None, "a foreign combiner has a code");
+    }
+
+    #[test]
+    fn small_spans_go_in_batches_cut_at_whole_elements() {
+        // 10 spans of 4 bytes, 20 bytes each in a message with data: 3 fit in 8 + 60 = 68.
+        let spans: Vec<(u64, usize)> = (0..10).map(|i| (i * 8, 4)).collect();
+        let runs = batches(&spans, 4, 70, true);
+        assert_eq!(runs.iter().map(|r| r.0.len()).collect::<Vec<_>>(), [3, 3, 3, 1]);
+        assert_eq!((runs[1].1, runs[1].2), (12, 12), "the data's offset and length");
+        // Without data (a get), 16 bytes a span: 3 in 56, 4 in 72.
+        assert_eq!(batches(&spans, 4, 70, false).len(), 4);
+        // An 8-byte element straddling pairs of spans: runs end on whole elements only.
+        let runs = batches(&spans, 8, 70, true);
+        assert!(runs.iter().all(|r| r.2 % 8 == 0), "{runs:?}");
+        assert_eq!(runs.iter().map(|r| r.0.len()).sum::<usize>(), 10);
+        // One span larger than a message still goes (the caller refuses it).
+        assert_eq!(batches(&[(0, 100)], 1, 70, true), [(0..1, 0, 100)]);
     }
 }
