@@ -204,6 +204,10 @@ impl Drop for OpTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::buffer::RawBuf;
+    use crate::engine::core::active::{AmHandler, AmPart, Answer, ReplyTo};
+    use crate::engine::testing::{run_until_done, world};
+    use crate::error::ErrorClass;
 
     fn flight(n: u32) -> InFlight {
         InFlight {
@@ -256,6 +260,38 @@ mod tests {
         let (lock, oldest) = table.contact(4);
         assert_eq!(lock, Some(LockKind::Exclusive));
         assert_eq!(oldest.expect("full with the lock request").handle, Handle::from_cookie(2));
+    }
+
+    /// Refuses every part, as a target refuses a put outside its regions.
+    struct Refuse;
+
+    impl AmHandler for Refuse {
+        fn handle(&mut self, _part: &AmPart<'_>, _reply: ReplyTo) -> Answer {
+            Answer::Failed(Error::new(ErrorClass::Disp, "a window's target", "no region attached there"))
+        }
+    }
+
+    #[test]
+    fn an_error_found_at_the_target_surfaces_at_the_synchronization_naming_the_call() {
+        let mut es = world(2, 4, 64, 64, false);
+        es[1].am_register(7, Box::new(Refuse));
+        let table = OpTable::new(8);
+        let mut started = Vec::new();
+        for _ in 0..2 {
+            let kept: Box<[u8]> = vec![1u8; 16].into();
+            // SAFETY: the box's heap bytes move with it into the table, which keeps them
+            // until the request is answered.
+            let h = unsafe { es[0].am_start((1, 7), 0, RawBuf::new(&kept), 1, None) }.expect("start");
+            started.push((0, h));
+            table.keep(InFlight { handle: h, call: "MPI_Put", data: Some(kept) });
+        }
+        run_until_done(&mut es, &started, 1000);
+        let e = table.complete(&mut es[0], "MPI_Win_unlock").expect_err("refused");
+        assert_eq!(e.class, ErrorClass::Disp);
+        assert_eq!(e.call, "MPI_Win_unlock");
+        assert!(e.detail.starts_with("MPI_Put started before this failed: "), "{e}");
+        assert!(e.detail.contains("no region attached there"), "{e}");
+        assert!(table.inner.borrow().in_flight.is_empty(), "both waited for, not only the first");
     }
 
     #[test]
