@@ -1021,8 +1021,8 @@ def abi_report(res, md, spread):
                      "C ABI / Rust API", "target", "C ABI / MPICH 5"], rows, md)
 
 
-RMA_LATENCY = ["rma:put", "rma:get", "rma:fetch_and_op", "rma:compare_and_swap", "rma:lock", "rma:fence",
-               "rma:pscw"]
+RMA_LATENCY = ["rma:put", "rma:get", "rma:fetch_and_op", "rma:compare_and_swap", "rma:lock", "rma:lock_put",
+               "rma:fence", "rma:pscw"]
 
 
 def rma_report(opts, res, impls, header_cols, md):
@@ -1035,14 +1035,14 @@ def rma_report(opts, res, impls, header_cols, md):
         if not sizes:
             continue
         target = 0.5 if name == "rma:lock" else 1.0
-        label = (lambda size, name=name: name[4:] if name in ("rma:lock", "rma:fetch_and_op", "rma:compare_and_swap",
-                                                               "rma:fence", "rma:pscw")
+        label = (lambda size, name=name: name[4:] if name in ("rma:lock", "rma:lock_put", "rma:fetch_and_op",
+                                                               "rma:compare_and_swap", "rma:fence", "rma:pscw")
                  else f"{name[4:]} {human_size(size)}")
         rows += comparison_rows(res, impls, name, ("rma", 2, 0), sizes, True, {s: target for s in sizes}, label,
                                 opts.spread)
     if rows:
         print_table("One-sided, 2 ranks, windows from MPI_Win_allocate: µs per operation with its flush "
-                    "(lock: an exclusive lock and unlock; fence: one fence; pscw: one epoch with one put) "
+                    "(lock: an exclusive lock and unlock; lock_put: the same with one 8-byte put between; fence: one fence; pscw: one epoch with one put) "
                     "(lower is better)", ["operation"] + header_cols, rows, md)
     rows = []
     for n in sorted({r["ranks"] for r in res.raw if r["bench"] == "rma:contended"}):

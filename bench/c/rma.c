@@ -8,6 +8,7 @@
  *   rma:fetch_and_op      one long, MPI_SUM, with flush: µs;
  *   rma:compare_and_swap  one long, with flush: µs;
  *   rma:lock              MPI_Win_lock(EXCLUSIVE, 1) + MPI_Win_unlock(1), nothing between: µs;
+ *   rma:lock_put          the same with one MPI_Put of a long between (one operation's epoch);
  *   rma:fence             MPI_Win_fence(0) at both ranks, nothing between: µs per fence;
  *   rma:pscw              one post-start-complete-wait epoch: rank 1 posts to rank 0 and waits,
  *                         rank 0 starts, puts one long and completes: µs per epoch.
@@ -76,6 +77,9 @@ static void latencies(int quick) {
     MPI_Win_unlock_all(win);
     TIME_AT_ORIGIN("rma:lock", 0, iters,
                    (MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 1, 0, win), MPI_Win_unlock(1, win)));
+    TIME_AT_ORIGIN("rma:lock_put", 8, iters,
+                   (MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 1, 0, win),
+                    MPI_Put(&one, 1, MPI_LONG, 1, 0, 1, MPI_LONG, win), MPI_Win_unlock(1, win)));
     MPI_Win_free(&win);
     free(local);
 }

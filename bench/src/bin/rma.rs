@@ -3,7 +3,8 @@
 //! fetches-and-adds, compares-and-swaps and locks at rank 1 (which waits in a barrier); with
 //! any number, every rank fetches-and-adds on one counter at rank 0 (`rma:contended`, millions
 //! of operations per second in total, the rank count in RESULT's size field). Also at 2 ranks,
-//! the cost of a fence and of a post-start-complete-wait epoch (`rma:fence`, `rma:pscw`).
+//! the cost of a fence and of a post-start-complete-wait epoch (`rma:fence`, `rma:pscw`), and
+//! of a lock epoch carrying one put (`rma:lock_put`).
 
 use weft::collective::SystemOperation;
 use weft::topology::SimpleCommunicator;
@@ -92,6 +93,11 @@ fn latencies(world: &SimpleCommunicator, quick: bool) {
     }
     time_at_origin(world, "rma:lock", 0, iters, || {
         drop(longs.lock(1, LockKind::Exclusive).expect("lock"));
+    });
+    time_at_origin(world, "rma:lock_put", 8, iters, || {
+        let epoch = longs.lock(1, LockKind::Exclusive).expect("lock");
+        epoch.put(1, 0, &[1]).expect("put");
+        epoch.unlock().expect("unlock");
     });
     bytes.free().expect("free");
     longs.free().expect("free");

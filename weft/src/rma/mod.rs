@@ -12,13 +12,13 @@
 //! - `remote`: the same operations, the lock, post and complete as internal active messages
 //!   to the window's handler at the target, which does them on its own memory: for members
 //!   on other nodes (and all others when `WEFT_RMA_MESSAGES` forces it on one node);
-//! - `table`: the origin's operation table for targets reached by messages: lazy locks, and
-//!   puts and accumulates left in flight until the epoch's end (004);
+//! - `table`: the origin's operation table for targets reached by messages: lazy locks, puts
+//!   and accumulates left in flight until the epoch's end, the latest kept unsent for the
+//!   unlock to go with (004);
 //! - [`foreign`]: combiners a front end registers (the C compiler's `long double`), which
 //!   targets reached by messages use.
 //!
-//! To come (see issue 12): the fence assertions as optimizations, the single-operation
-//! optimization, `MPI_MODE_NOCHECK`.
+//! To come (see issue 12): the fence assertions as optimizations.
 
 pub mod atomic;
 pub mod foreign;

@@ -10,14 +10,15 @@
 //! data in parts of whole elements, and the answers carry what a get or a fetch returns.
 //!
 //! The origin keeps what it started in its operation table (`table`): the lock goes lazily
-//! with an epoch's first operation, and puts and accumulates that fetch nothing return once
-//! started, waited for by the epoch's end. The target does what one origin sends in order,
+//! with an epoch's first operation (in the same message when that is one message: `Bracketed`),
+//! puts and accumulates that fetch nothing return once started, waited for by the epoch's end,
+//! and the latest small one of a lock epoch stays unsent until the window sends anything else,
+//! so that the unlock goes with it (004's single-operation optimization and piggybacked done
+//! flag: lock, put, unlock is one message). The target does what one origin sends in order,
 //! and holds (copied) what follows a lock request it cannot grant yet, until it grants it.
-//! To come (004): the single-operation optimization, the unlock piggybacked on the last
-//! operation.
 
 use super::lock::LockKind;
-use super::table::{self, ByRank, InFlight, Lock, COPIED};
+use super::table::{self, before, ByRank, InFlight, Lock, Unsent, BRACKET, COPIED};
 use super::access::{check_one_element, length_mismatch, CombineFn, Combiner, Located, Reach, Spans};
 use super::window::{Flavor, WindowData};
 use crate::coll::op::{self, Basic, Elements, SysOp};
@@ -62,6 +63,34 @@ enum Kind {
     PutSpans = 12,
     /// A get of several small spans in one message: their list; the answer their bytes.
     GetSpans = 13,
+    /// Another message (one part) with its epoch's lock request before it, its release after
+    /// it, or both: the payload is that message's argument, a word of [`Bracket`] flags, then
+    /// its payload; the answer is its answer.
+    Bracketed = 14,
+}
+
+/// What brackets a `Bracketed` message: the lock taken before it (bits 0-1) and the lock
+/// released after it (bits 2-3), each 0 for none, 1 shared, 2 exclusive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Bracket {
+    lock: Option<LockKind>,
+    unlock: Option<LockKind>,
+}
+
+impl Bracket {
+    fn encode(self) -> u64 {
+        let code = |k: Option<LockKind>| k.map_or(0, |k| lock_code(k) + 1);
+        code(self.lock) | code(self.unlock) << 2
+    }
+
+    fn decode(flags: u64) -> Option<Bracket> {
+        let kind = |code: u64| match code {
+            0 => Some(None),
+            c => lock_kind(c - 1).ok().map(Some),
+        };
+        (flags >> 4 == 0).then_some(())?;
+        Some(Bracket { lock: kind(flags & 3)?, unlock: kind(flags >> 2 & 3)? })
+    }
 }
 
 /// Which count of its entry a member reached by messages moves for another's epoch.
@@ -121,12 +150,21 @@ impl Arg {
             11 => Kind::Complete,
             12 => Kind::PutSpans,
             13 => Kind::GetSpans,
+            14 => Kind::Bracketed,
             _ => return None,
         };
         let (value, index) = (arg >> 8 & 0xf, arg >> 12 & 0xf);
         let (elements, foreign) = match (kind, value, index) {
             (
-                Kind::Put | Kind::Get | Kind::Lock | Kind::Unlock | Kind::Post | Kind::Complete | Kind::PutSpans | Kind::GetSpans,
+                Kind::Put
+                | Kind::Get
+                | Kind::Lock
+                | Kind::Unlock
+                | Kind::Post
+                | Kind::Complete
+                | Kind::PutSpans
+                | Kind::GetSpans
+                | Kind::Bracketed,
                 ..,
             ) => (None, None),
             (_, FOREIGN, 0) => return None,
@@ -196,7 +234,9 @@ fn unit_of(e: Elements) -> usize {
 /// the word without telling anyone), and what each origin with a request waiting sent since.
 struct Served {
     data: Rc<WindowData>,
-    locks: VecDeque<(ReplyTo, LockKind)>,
+    /// By origin (world rank), the lock requests waiting, and where to answer each (none for
+    /// a `Bracketed` message's: the message it brackets answers).
+    locks: VecDeque<(u32, Option<ReplyTo>, LockKind)>,
     /// By origin (world rank): the parts that came after its waiting lock request, in order.
     held: ByRank<VecDeque<Held>>,
 }
@@ -230,23 +270,60 @@ impl Served {
     /// Acts on one part of `src`'s that nothing holds: a lock request is granted, or waits
     /// (and holds what `src` sends next); the rest is done now.
     fn take(&mut self, part: &AmPart<'_>, reply: ReplyTo) -> Answer {
-        let lock = Arg::decode(part.arg).filter(|a| a.kind == Kind::Lock).map(|a| lock_kind(a.offset));
-        match lock {
-            // Behind earlier requests, or while the word is taken: granted when it frees.
-            Some(Ok(kind)) if !self.locks.is_empty() || !self.data.entry(self.data.rank()).lock.attempt(kind) => {
-                self.locks.push_back((reply, kind));
-                self.held.insert(part.src as usize, VecDeque::new());
-                Answer::Polled
-            }
-            // Acquire (in the word): partner of the last holder's Release; the origin's
-            // operations, done here after this, come after the previous holders'.
-            Some(Ok(_)) => Answer::ack(),
-            Some(Err(e)) => Answer::Failed(e),
-            None => match self.data.serve(part) {
-                Ok(answer) => answer,
+        match Arg::decode(part.arg).map(|a| (a.kind, a.offset)) {
+            Some((Kind::Lock, code)) => match lock_kind(code) {
+                Ok(kind) if self.granted(part.src, Some(reply), kind) => Answer::ack(),
+                Ok(_) => Answer::Polled,
                 Err(e) => Answer::Failed(e),
             },
+            Some((Kind::Bracketed, _)) => self.bracketed(part, reply),
+            _ => self.data.serve(part).unwrap_or_else(Answer::Failed),
         }
+    }
+
+    /// Takes the lock word for `src` now, or queues its request (answered at `reply`, if
+    /// any, when granted) and holds what `src` sends next: whether it was granted.
+    fn granted(&mut self, src: u32, reply: Option<ReplyTo>, kind: LockKind) -> bool {
+        // Acquire (in the word): partner of the last holder's Release; the origin's
+        // operations, done here after this, come after the previous holders'. Behind earlier
+        // requests, or while the word is taken, it is granted when it frees (`poll`).
+        if self.locks.is_empty() && self.data.entry(self.data.rank()).lock.attempt(kind) {
+            return true;
+        }
+        self.locks.push_back((src, reply, kind));
+        self.held.insert(src as usize, VecDeque::new());
+        false
+    }
+
+    /// A `Bracketed` message: takes the lock it asks for (or holds the rest until granted),
+    /// does the message it carries, then releases the lock it says (even if that failed: the
+    /// origin's epoch is over).
+    fn bracketed(&mut self, part: &AmPart<'_>, reply: ReplyTo) -> Answer {
+        let word = |b: &[u8]| u64::from_ne_bytes(b.try_into().expect("8 bytes"));
+        let (Some(head), Some(payload)) = (part.payload.get(..BRACKET), part.payload.get(BRACKET..)) else {
+            return Answer::Failed(bad_payload(part.payload.len()));
+        };
+        let Some(bracket) = Bracket::decode(word(&head[8..])) else {
+            return Answer::Failed(bad_payload(part.payload.len()));
+        };
+        if let Some(kind) = bracket.lock {
+            if !self.granted(part.src, None, kind) {
+                // The rest waits for the grant: the message and its release.
+                let mut rest = part.payload.to_vec();
+                rest[8..BRACKET].copy_from_slice(&Bracket { lock: None, ..bracket }.encode().to_ne_bytes());
+                let held = Held { arg: part.arg, offset: 0, payload: rest, reply };
+                self.held.get_mut(&(part.src as usize)).expect("held by `granted`").push_back(held);
+                return Answer::Polled;
+            }
+        }
+        let inner = AmPart { src: part.src, arg: word(&head[..8]), offset: 0, payload, placed: 0 };
+        let answer = self.data.serve(&inner).unwrap_or_else(Answer::Failed);
+        if let Some(kind) = bracket.unlock {
+            // Release (in the word): partner of the next holder's Acquire, after the
+            // message's operation.
+            self.data.entry(self.data.rank()).lock.unlock(kind);
+        }
+        answer
     }
 
     /// Does what `src` sent after its lock request, now granted, in order (until another lock
@@ -295,14 +372,16 @@ impl AmHandler for Served {
     }
 
     fn poll(&mut self, answers: &mut Vec<(ReplyTo, Answer)>) -> bool {
-        while let Some(&(to, kind)) = self.locks.front() {
-            // Acquire (in the word): as in `take`.
+        while let Some(&(src, to, kind)) = self.locks.front() {
+            // Acquire (in the word): as in `granted`.
             if !self.data.entry(self.data.rank()).lock.attempt(kind) {
                 break;
             }
             self.locks.pop_front();
-            answers.push((to, Answer::ack()));
-            self.release_held(to.peer, answers);
+            if let Some(to) = to {
+                answers.push((to, Answer::ack()));
+            }
+            self.release_held(src, answers);
         }
         !self.locks.is_empty()
     }
@@ -408,8 +487,8 @@ impl WindowData {
                 self.get_here(SERVE, &at, &mut out)?;
                 Ok(Answer::Done { data: out, at: 0 })
             }
-            // Lock requests are the handler's (they may wait).
-            Kind::Lock => Err(bad_payload(data.len())),
+            // Lock requests are the handler's (they may wait), and so are brackets.
+            Kind::Lock | Kind::Bracketed => Err(bad_payload(data.len())),
             Kind::Unlock => {
                 // Release (in the word): partner of the next holder's Acquire; every operation
                 // of the origin's epoch was done here before this message. Requests waiting
@@ -472,22 +551,144 @@ impl WindowData {
     /// `MPI_Win_unlock` of member `t` reached by messages: its handler releases the word after
     /// the epoch's operations (nothing is sent if the epoch had none); waits for every answer.
     pub(super) fn unlock_by_message<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str, t: usize, kind: LockKind) -> Result<()> {
-        if let Lock::Sent(sent) = self.table.unlock(t) {
+        let unsent = self.table.take_unsent();
+        let lock = self.table.unlock(t);
+        let mut first = None;
+        if let Lock::Sent(sent) = lock {
             debug_assert_eq!(sent, kind);
+        }
+        // The release goes with the message kept unsent when that is t's.
+        let mut release = match lock {
+            Lock::Sent(sent) => Some(sent),
+            _ => None,
+        };
+        if let Some(u) = unsent {
+            let with = release.filter(|_| u.t == t);
+            release = release.filter(|_| u.t != t);
+            if let Err(e) = self.send_unsent(eng, u, with) {
+                first = Some(e);
+            }
+        }
+        if let Some(kind) = release {
             match self.start_plain(eng, call, t, Kind::Unlock, lock_code(kind)) {
                 Ok(handle) => self.table.keep(InFlight { handle, call, data: None }),
-                Err(e) => return self.table.complete(eng, call).and(Err(e)),
+                Err(e) => {
+                    first.get_or_insert(e);
+                }
             }
         }
         // Every target's requests, not only t's: the table keeps one queue.
-        self.table.complete(eng, call)
+        let done = self.table.complete(eng, call);
+        first.map_or(done, Err)
+    }
+
+    /// Sends the message kept unsent (if any), with the release of `unlock` after it.
+    fn send_unsent<F: Fabric>(&self, eng: &mut Engine<F>, u: Unsent, unlock: Option<LockKind>) -> Result<()> {
+        let flight = self.start_unsent(eng, u, unlock, None)?;
+        self.table.keep(flight);
+        Ok(())
+    }
+
+    /// Starts `u` (one part), bracketed by its lock request and the release of `unlock` when
+    /// either is some; the answer's bytes into `reply`. Its request, keeping its data.
+    fn start_unsent<F: Fabric>(&self, eng: &mut Engine<F>, mut u: Unsent, unlock: Option<LockKind>, reply: Option<RawBufMut>) -> Result<InFlight> {
+        let bracket = Bracket { lock: u.lock, unlock };
+        let (arg, from, unit) = if bracket.lock.is_some() || bracket.unlock.is_some() {
+            u.data[..8].copy_from_slice(&u.arg.to_ne_bytes());
+            u.data[8..BRACKET].copy_from_slice(&bracket.encode().to_ne_bytes());
+            let what = Arg { kind: Kind::Bracketed, op: SysOp::NoOp, elements: None, foreign: None, offset: 0 };
+            (what.encode(), 0, u.data.len())
+        } else {
+            (u.arg, BRACKET, u.unit)
+        };
+        // SAFETY: the box's heap bytes stay where they are when it moves into the returned
+        // request, which keeps them until it is answered (or leaks them: `OpTable`'s drop);
+        // `reply` is the caller's, under the same contract.
+        let h = unsafe { eng.am_start(u.to, arg, RawBuf::new(&u.data[from..]), unit, reply) };
+        let handle = h.map_err(|e| Error::new(e.class, u.call, e.detail))?;
+        Ok(InFlight { handle, call: u.call, data: Some(u.data) })
+    }
+
+    /// Sends the message kept unsent, if any: before anything else this window sends.
+    fn send_any_unsent<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str) -> Result<()> {
+        match self.table.take_unsent() {
+            Some(u) => self.send_unsent(eng, u, None).map_err(|e| before(call, e)),
+            None => Ok(()),
+        }
+    }
+
+    /// Waits for everything this window started by messages (the message kept unsent sent
+    /// first): a flush, fence, complete or free. The first error, as `call`'s.
+    pub(super) fn complete_by_message<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str) -> Result<()> {
+        let sent = self.send_any_unsent(eng, call);
+        let done = self.table.complete(eng, call);
+        sent.and(done)
+    }
+
+    /// Keeps `data` to send to member `t` as one message of argument `arg` (after the lock
+    /// request `lock`, if any) when its epoch allows (then `unsent`), or starts it now.
+    #[allow(clippy::too_many_arguments)]
+    fn keep_or_start<F: Fabric>(
+        &self,
+        eng: &mut Engine<F>,
+        call: &'static str,
+        t: usize,
+        (arg, unit): (Arg, usize),
+        data: &[u8],
+        lock: Option<LockKind>,
+    ) -> Result<()> {
+        let to = (self.comm().group.members()[t], self.comm_pair());
+        let u = Unsent { to, t, arg: arg.encode(), unit, lock, data: with_room(data), call };
+        if self.table.defers(t) {
+            self.table.defer(u);
+            return Ok(());
+        }
+        self.send_unsent(eng, u, None)
+    }
+
+    /// Starts `payload` to member `t` as one message of argument `arg` bracketed by the lock
+    /// request `lock`, with its answer into `reply`, and waits for it.
+    fn start_bracketed<F: Fabric>(
+        &self,
+        eng: &mut Engine<F>,
+        call: &'static str,
+        t: usize,
+        (arg, unit): (Arg, usize),
+        payload: &[u8],
+        (lock, reply): (LockKind, Option<&mut [u8]>),
+    ) -> Result<()> {
+        let to = (self.comm().group.members()[t], self.comm_pair());
+        let u = Unsent { to, t, arg: arg.encode(), unit, lock: Some(lock), data: with_room(payload), call };
+        // SAFETY: the caller's buffer, borrowed for this whole call, which waits for the answer.
+        let out = reply.map(|r| unsafe { RawBufMut::new(r) });
+        let flight = self.start_unsent(eng, u, None, out)?;
+        table::wait(eng, call, flight)
+    }
+
+    /// The offset of `at`'s one span when an operation on it with `len` bytes of payload
+    /// goes as one message that can be bracketed (`Bracketed`).
+    fn one_span<F: Fabric>(&self, eng: &Engine<F>, at: &Located, len: usize) -> Option<u64> {
+        let &[(offset, n)] = at.spans() else {
+            return None;
+        };
+        let fits = len + BRACKET <= eng.am_max_part(self.comm().group.members()[at.target]);
+        (n > 0 && offset < OFFSET_LIMIT && fits).then_some(offset)
     }
 
     /// `MPI_Win_unlock_all` for the members reached by messages: unlocks those whose shared
     /// lock went with an operation, and waits for everything in flight.
     pub(super) fn unlock_all_by_message<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str) -> Result<()> {
         let mut first = None;
-        for t in self.table.unlock_all() {
+        let unsent = self.table.take_unsent();
+        let mut locked = self.table.unlock_all();
+        if let Some(u) = unsent {
+            // Its target's release goes with it.
+            let with = locked.iter().position(|&t| t == u.t).map(|i| locked.swap_remove(i));
+            if let Err(e) = self.send_unsent(eng, u, with.map(|_| LockKind::Shared)) {
+                first = Some(e);
+            }
+        }
+        for t in locked {
             match self.start_plain(eng, call, t, Kind::Unlock, lock_code(LockKind::Shared)) {
                 Ok(handle) => self.table.keep(InFlight { handle, call, data: None }),
                 Err(e) => {
@@ -499,19 +700,23 @@ impl WindowData {
         first.map_or(done, Err)
     }
 
-    /// An operation on member `t` reached by messages is about to start: sends the epoch's
-    /// lock request first if this is its first contact, and waits for the oldest request in
-    /// flight if the table is full. The target's world rank.
-    fn contact<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str, t: usize) -> Result<u32> {
-        let (lock, oldest) = self.table.contact(t);
-        if let Some(kind) = lock {
+    /// An operation on member `t` reached by messages is about to start: sends the message
+    /// kept unsent, and the epoch's lock request first if this is its first contact (unless
+    /// the operation is `one` message, which then takes it: the lock returned), and waits for
+    /// the oldest request in flight if the table is full. The target's world rank.
+    fn contact<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str, t: usize, one: bool) -> Result<(u32, Option<LockKind>)> {
+        self.send_any_unsent(eng, call)?;
+        let (mut lock, oldest) = self.table.contact(t);
+        let waited = oldest.map_or(Ok(()), |oldest| table::wait(eng, call, oldest));
+        // The lock counts as sent from here: it goes now unless the operation takes it (which
+        // an error in the wait stops).
+        if let Some(kind) = lock.filter(|_| !one || waited.is_err()) {
             let handle = self.start_plain(eng, call, t, Kind::Lock, lock_code(kind))?;
             self.table.keep(InFlight { handle, call, data: None });
+            lock = None;
         }
-        if let Some(oldest) = oldest {
-            table::wait(eng, call, oldest)?;
-        }
-        Ok(self.comm().group.members()[t])
+        waited?;
+        Ok((self.comm().group.members()[t], lock))
     }
 
     /// Moves `count` at each of `members` (reached by messages), waiting for every answer.
@@ -522,6 +727,7 @@ impl WindowData {
         members: impl Iterator<Item = usize>,
         count: Count,
     ) -> Result<()> {
+        self.send_any_unsent(eng, call)?;
         // Empty (every member reached directly): no allocation.
         let started: Vec<Handle> = members.map(|m| self.start_count(eng, call, m, count)).collect::<Result<_>>()?;
         started
@@ -634,8 +840,13 @@ impl WindowData {
         if data.len() != at.len() {
             return Err(length_mismatch(call, "origin's data", data.len(), at.len()));
         }
-        let peer = self.contact(eng, call, at.target)?;
+        let t = at.target;
+        let one = self.one_span(eng, at, data.len()).filter(|_| data.len() <= COPIED);
+        let (peer, lock) = self.contact(eng, call, t, one.is_some())?;
         let arg = |offset| Arg { kind: Kind::Put, op: SysOp::Replace, elements: None, foreign: None, offset };
+        if let Some(offset) = one {
+            return self.keep_or_start(eng, call, t, (arg(offset), 1), data, lock);
+        }
         if batched(at) {
             return self.send_batches(eng, call, at, (peer, arg(0).with(Kind::PutSpans), 1), Some(data), None);
         }
@@ -658,7 +869,13 @@ impl WindowData {
         if out.len() != at.len() {
             return Err(length_mismatch(call, "origin's buffer", out.len(), at.len()));
         }
-        let peer = self.contact(eng, call, at.target)?;
+        let one = self.one_span(eng, at, 8);
+        let (peer, lock) = self.contact(eng, call, at.target, one.is_some())?;
+        if let (Some(offset), Some(lock)) = (one, lock) {
+            let what = Arg { kind: Kind::Get, op: SysOp::NoOp, elements: None, foreign: None, offset };
+            let len = (out.len() as u64).to_ne_bytes();
+            return self.start_bracketed(eng, call, at.target, (what, 8), &len, (lock, Some(out)));
+        }
         if batched(at) {
             let what = Arg { kind: Kind::GetSpans, op: SysOp::NoOp, elements: None, foreign: None, offset: 0 };
             return self.send_batches(eng, call, at, (peer, what, 1), None, Some(out));
@@ -711,9 +928,20 @@ impl WindowData {
             _ if data.len() != total => return Err(length_mismatch(call, "origin's data", data.len(), total)),
             _ => data,
         };
-        let peer = self.contact(eng, call, at.target)?;
         let unit = how.unit;
+        let one = self.one_span(eng, at, total).filter(|_| total.is_multiple_of(unit));
+        let (peer, lock) = self.contact(eng, call, at.target, one.is_some())?;
         let what = Arg { kind: Kind::Accumulate, op: how.op, elements: how.elements, foreign: how.foreign, offset: 0 };
+        if let Some(offset) = one {
+            if old.is_none() && total <= COPIED {
+                return self.keep_or_start(eng, call, at.target, (Arg { offset, ..what }, unit), data, lock);
+            }
+            if let Some(lock) = lock {
+                let kind = if old.is_some() { Kind::GetAccumulate } else { Kind::Accumulate };
+                let what = Arg { kind, offset, ..what };
+                return self.start_bracketed(eng, call, at.target, (what, unit), data, (lock, old));
+            }
+        }
         // Elements straddling the layout's blocks go whole with their blocks' list (done under
         // every block's element locks at once), and small blocks several to a message.
         if batched(at) || at.spans().iter().any(|s| !s.1.is_multiple_of(unit)) {
@@ -773,7 +1001,7 @@ impl WindowData {
                 break;
             }
             if reply.is_none() {
-                if let Err(e) = self.contact(eng, call, at.target) {
+                if let Err(e) = self.contact(eng, call, at.target, false) {
                     failed = Some(e); // room in the table, waiting for the oldest
                     break;
                 }
@@ -823,16 +1051,27 @@ impl WindowData {
             return self.compare_and_swap_here(call, at, basic, compare, swap, old);
         };
         check_one_element(call, at, [compare.len(), swap.len(), old.len()])?;
-        let peer = self.contact(eng, call, at.target)?;
         let both = [compare, swap].concat();
+        let one = self.one_span(eng, at, both.len());
+        let (peer, lock) = self.contact(eng, call, at.target, one.is_some())?;
         let elements = basic.map(Elements::Basic);
         let arg = |offset| Arg { kind: Kind::CompareAndSwap, op: SysOp::Replace, elements, foreign: None, offset };
+        if let (Some(offset), Some(lock)) = (one, lock) {
+            return self.start_bracketed(eng, call, at.target, (arg(offset), both.len()), &both, (lock, Some(old)));
+        }
         // SAFETY: `both` lives until this call returns, after the message is answered.
         let view = |_: usize, _: usize, _: usize| (unsafe { RawBuf::new(&both) }, both.len());
         // SAFETY: as `view`; `old` is borrowed for this whole call.
         let started = unsafe { self.start_spans(eng, call, at, peer, arg, view, Some(old))? };
         Self::wait_started(eng, call, started)
     }
+}
+
+/// `len` bytes of payload after [`BRACKET`] bytes of room.
+fn with_room(payload: &[u8]) -> Box<[u8]> {
+    let mut data = vec![0u8; BRACKET + payload.len()];
+    data[BRACKET..].copy_from_slice(payload);
+    data.into_boxed_slice()
 }
 
 /// The function combining the elements `a` names with its operation at the target, and the
@@ -942,14 +1181,27 @@ mod tests {
             Arg { kind: Kind::Complete, op: SysOp::NoOp, elements: None, foreign: None, offset: 0 },
             Arg { kind: Kind::PutSpans, op: SysOp::Replace, elements: None, foreign: None, offset: 0 },
             Arg { kind: Kind::GetSpans, op: SysOp::NoOp, elements: None, foreign: None, offset: 0 },
+            Arg { kind: Kind::Bracketed, op: SysOp::NoOp, elements: None, foreign: None, offset: 0 },
         ];
         for a in cases {
             assert_eq!(Arg::decode(a.encode()), Some(a));
         }
         assert_eq!(Arg::decode(0), None, "no kind 0");
         assert_eq!(Arg::decode(0xf), None, "no kind 15");
-        assert_eq!(Arg::decode(14), None, "no kind 14");
         assert_eq!(Arg::decode(3 | FOREIGN << 8), None, "a foreign combiner has a code");
+    }
+
+    #[test]
+    fn brackets_survive_the_trip() {
+        let kinds = [None, Some(LockKind::Shared), Some(LockKind::Exclusive)];
+        for lock in kinds {
+            for unlock in kinds {
+                let b = Bracket { lock, unlock };
+                assert_eq!(Bracket::decode(b.encode()), Some(b));
+            }
+        }
+        assert_eq!(Bracket::decode(3), None, "no lock kind 3");
+        assert_eq!(Bracket::decode(1 << 4), None, "no flag past bit 3");
     }
 
     #[test]

@@ -13,8 +13,14 @@
 //!   `fence`, `complete` and `free` wait for them. At most `limit` requests are in flight per
 //!   window: one more waits for the oldest first (exhaustion handled by waiting, never by
 //!   failing: 004's CLEANUP_WIN_AGGRESSIVE).
+//! - **One message kept unsent** in a lock epoch: the latest small put or accumulate that
+//!   fetches nothing, until the window sends anything else. An unlock then sends it with the
+//!   release behind it in one message (004's done flag piggybacked on the last operation), and
+//!   with the lock request before it too when it was the epoch's only operation (004's
+//!   single-operation optimization: lock, put, unlock is one message and one answer).
 
 use super::lock::LockKind;
+use crate::engine::core::active::AmId;
 use crate::engine::request::Handle;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
@@ -48,6 +54,29 @@ pub(super) struct InFlight {
     /// The call that started it (named by an error found later).
     pub call: &'static str,
     pub data: Option<Box<[u8]>>,
+}
+
+/// Bytes an unsent message keeps before its payload: room for its own argument and a word of
+/// flags, should it go bracketed by its epoch's lock request or release.
+pub(super) const BRACKET: usize = 16;
+
+/// A message not sent yet (see the module's notes): everything needed to send it later.
+#[derive(Debug)]
+pub(super) struct Unsent {
+    /// The target's world rank and the window's handler.
+    pub to: (u32, AmId),
+    /// The target's window rank.
+    pub t: usize,
+    /// The message's argument.
+    pub arg: u64,
+    /// Its payload's element size.
+    pub unit: usize,
+    /// The lock request to send before it (its epoch's first contact).
+    pub lock: Option<LockKind>,
+    /// [`BRACKET`] bytes of room, then the payload.
+    pub data: Box<[u8]>,
+    /// The call that made it.
+    pub call: &'static str,
 }
 
 /// Hashes a rank by one multiplication: the keys are small integers chosen by no adversary,
@@ -86,6 +115,8 @@ struct Inner {
     all: bool,
     /// Requests in flight, over every target, oldest first.
     in_flight: VecDeque<InFlight>,
+    /// The message kept unsent, which goes before anything else this window sends.
+    unsent: Option<Unsent>,
 }
 
 /// One window's operation table at this origin.
@@ -152,9 +183,31 @@ impl OpTable {
                 None => None,
             }
         };
-        let full = inner.in_flight.len() + usize::from(send.is_some()) >= self.limit;
+        let pending = usize::from(send.is_some()) + usize::from(inner.unsent.is_some());
+        let full = inner.in_flight.len() + pending >= self.limit;
         let oldest = if full { inner.in_flight.pop_front() } else { None };
         (send, oldest)
+    }
+
+    /// Whether an operation on `t` may be kept unsent: its lock epoch ends with a message (an
+    /// unlock) that can go with it.
+    pub(super) fn defers(&self, t: usize) -> bool {
+        let inner = self.inner.borrow();
+        match inner.locks.get(&t) {
+            Some(lock) => matches!(lock, Lock::Wanted(_) | Lock::Sent(_)),
+            None => inner.all,
+        }
+    }
+
+    /// Keeps `unsent` unsent, until [`OpTable::take_unsent`] (the caller took the one before).
+    pub(super) fn defer(&self, unsent: Unsent) {
+        let old = self.inner.borrow_mut().unsent.replace(unsent);
+        debug_assert!(old.is_none(), "the unsent message before was sent first");
+    }
+
+    /// The message kept unsent, to send now.
+    pub(super) fn take_unsent(&self) -> Option<Unsent> {
+        self.inner.borrow_mut().unsent.take()
     }
 
     /// Keeps `flight` until a synchronization waits for it.
@@ -163,9 +216,10 @@ impl OpTable {
     }
 
     /// Waits for every request in flight (all of them, even after one failed: each may still
-    /// read its data), oldest first: a flush, unlock, fence, complete or free. The first
-    /// error, as `call`'s.
+    /// read its data), oldest first: a flush, unlock, fence, complete or free, once the
+    /// message kept unsent went. The first error, as `call`'s.
     pub(super) fn complete<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str) -> Result<()> {
+        debug_assert!(self.inner.borrow().unsent.is_none(), "the unsent message went first");
         let mut first = None;
         // One at a time: the table is not borrowed while the engine progresses.
         loop {
@@ -182,13 +236,16 @@ impl OpTable {
 
 /// Waits for `f`; its error as `call`'s, naming the call that started it.
 pub(super) fn wait<F: Fabric>(eng: &mut Engine<F>, call: &'static str, f: InFlight) -> Result<()> {
-    eng.wait(f.handle).map(|_| ()).map_err(|e| {
-        let detail = match f.call == call {
-            true => e.detail,
-            false => format!("{} started before this failed: {}", f.call, e.detail),
-        };
-        Error::new(e.class, call, detail)
-    })
+    eng.wait(f.handle).map(|_| ()).map_err(|e| before(call, Error::new(e.class, f.call, e.detail)))
+}
+
+/// `e`, an error of an operation an earlier call started, as `call`'s, naming that call.
+pub(super) fn before(call: &'static str, e: Error) -> Error {
+    let detail = match e.call == call {
+        true => e.detail,
+        false => format!("{} started before this failed: {}", e.call, e.detail),
+    };
+    Error::new(e.class, call, detail)
 }
 
 impl Drop for OpTable {
@@ -231,6 +288,38 @@ mod tests {
         assert_eq!(table.contact(3).0, None, "MPI_MODE_NOCHECK: no lock sent");
         assert_eq!(table.unlock(3), Lock::NoCheck);
         assert!(table.inner.borrow().locks.is_empty(), "the states go");
+    }
+
+    fn unsent(t: usize) -> Unsent {
+        Unsent { to: (1, 7), t, arg: 0, unit: 1, lock: None, data: vec![0u8; BRACKET + 8].into(), call: "Put" }
+    }
+
+    #[test]
+    fn only_an_epoch_ending_in_an_unlock_keeps_a_message_unsent() {
+        let table = OpTable::new(8);
+        assert!(!table.defers(3), "no lock epoch: nothing to go with");
+        table.lock(3, LockKind::Exclusive, false);
+        assert!(table.defers(3), "wanted");
+        table.contact(3);
+        assert!(table.defers(3), "sent");
+        table.lock(4, LockKind::Shared, true);
+        assert!(!table.defers(4), "MPI_MODE_NOCHECK: no unlock is sent");
+        table.defer(unsent(3));
+        assert_eq!(table.contact(5).1.map(|f| f.handle), None);
+        assert_eq!(table.take_unsent().map(|u| u.t), Some(3));
+        assert!(table.take_unsent().is_none(), "taken once");
+        table.lock_all();
+        assert!(table.defers(9), "lock_all: every target's unlock");
+        assert!(!table.defers(4), "but not one locked with MPI_MODE_NOCHECK");
+    }
+
+    #[test]
+    fn the_unsent_message_counts_against_the_limit() {
+        let table = OpTable::new(2);
+        table.keep(flight(1));
+        assert!(table.contact(1).1.is_none());
+        table.defer(unsent(1));
+        assert_eq!(table.contact(1).1.map(|f| f.handle), Some(Handle::from_cookie(1)), "full");
     }
 
     #[test]

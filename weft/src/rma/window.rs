@@ -687,7 +687,7 @@ impl WindowData {
     /// By messages, it progresses too: a member waiting in a loop of flushes or syncs for
     /// what others write serves their messages meanwhile.
     pub fn flush<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str) -> Result<()> {
-        let done = self.table.complete(eng, call);
+        let done = self.complete_by_message(eng, call);
         self.flush_memory();
         if self.by_messages() {
             eng.progress();
@@ -715,7 +715,7 @@ impl WindowData {
     /// What this member has in flight by messages is done at its targets first; an error
     /// there is returned after the barrier (the others are in it).
     pub fn fence<F: Fabric>(&self, eng: &mut Engine<F>) -> Result<()> {
-        let done = self.table.complete(eng, "Win_fence");
+        let done = self.complete_by_message(eng, "Win_fence");
         fence(SeqCst);
         comm::barrier(eng, &self.comm)?;
         fence(SeqCst);
@@ -783,7 +783,7 @@ impl WindowData {
         // them in order; this waits for them all.
         let far = targets.iter().copied().filter(|&t| self.remote(t));
         let counted = self.count_by_message(eng, "Win_complete", far, Count::Completion);
-        self.table.complete(eng, "Win_complete").and(counted)
+        self.complete_by_message(eng, "Win_complete").and(counted)
     }
 
     /// `MPI_Win_test`: whether every origin of `exposure` completed (then the epoch is over).
@@ -826,7 +826,7 @@ impl WindowData {
     /// Every member waits for what it has in flight before the barrier, so after it no active
     /// message comes for this window: its handler goes.
     pub fn free<F: Fabric>(self: Rc<Self>, eng: &mut Engine<F>, mask: &mut ContextMask) -> Result<()> {
-        let flown = self.table.complete(eng, "Win_free");
+        let flown = self.complete_by_message(eng, "Win_free");
         fence(SeqCst);
         let done = comm::barrier(eng, &self.comm).and(flown);
         eng.am_unregister(self.comm.pair);
