@@ -12,6 +12,7 @@ pub mod node_memory;
 pub mod node_topology;
 pub mod port;
 pub mod process_topology;
+pub mod program_memory;
 pub mod sequence;
 
 use self::context::{coll_context, p2p_context, ContextMask};

@@ -8,7 +8,10 @@
 //!   atomics (`allocate_shared` needs every member on one node);
 //! - `create`: the parts are the program's memory, in each member's own address space; the
 //!   segment holds only the header, and origins reach other members' parts by cross-memory
-//!   copy (`process_vm_readv`/`writev`), with no help from the target;
+//!   copy (`process_vm_readv`/`writev`), with no help from the target; a part in memory from
+//!   `MPI_Alloc_mem` (node-shared: `comm::program_memory`) is mapped by each origin on the
+//!   node on first contact, and put and get there are plain copies (accumulates stay under
+//!   the element locks, as on every `create` part);
 //! - `dynamic`: as `create`, with no part at creation: members attach and detach regions, which
 //!   origins name by address, and find in the target's region table in the header.
 //!
@@ -28,16 +31,18 @@
 use super::access::{Located, Reach, Spans};
 use super::lock::{LockKind, LockWord};
 use super::remote::Count;
-use super::table::OpTable;
+use super::table::{ByRank, OpTable};
 use crate::comm::context::ContextMask;
 use crate::comm::node_memory::{Allocated, NodeSegment};
+use crate::comm::program_memory;
 use crate::comm::{self, CommData};
 use crate::engine::request::Handle;
 use crate::engine::Engine;
 use crate::error::{Error, ErrorClass, Result};
 use crate::fabric::Fabric;
 use crate::tunables::Tunables;
-use std::cell::Cell;
+use crate::sys::segment::Segment;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::{fence, Ordering::Acquire, Ordering::Relaxed, Ordering::Release, Ordering::SeqCst};
@@ -96,7 +101,11 @@ pub(super) struct Entry {
     pub(super) posts: AtomicU64,
     /// Completions made to this member as a target (`MPI_Win_complete` by its origins), ever.
     pub(super) completions: AtomicU64,
-    _pad: [u64; 7],
+    /// When its part (a `create` window's) lies in node-shared memory (`MPI_Alloc_mem`'s):
+    /// the segment's descriptor in its process + 1 (0: not node-shared), the segment's device
+    /// and inode, and the part's offset in it. Origins on the node then map it.
+    shared: [u64; 4],
+    _pad: [u64; 3],
     /// Its element locks, for accumulates done under a lock (see `access`).
     stripes: [LockWord; STRIPES],
 }
@@ -148,6 +157,8 @@ pub struct WindowData {
     completions_seen: Cell<u64>,
     /// What this member has in flight by messages, per target contacted.
     pub(super) table: OpTable,
+    /// The node-shared parts of other members of a `create` window, mapped on first contact.
+    mapped: RefCell<ByRank<Segment>>,
 }
 
 /// Where one target's part is, for `MPI_Win_shared_query` and the window attributes.
@@ -224,6 +235,7 @@ impl WindowData {
             posts_seen: Cell::new(0),
             completions_seen: Cell::new(0),
             table: OpTable::new(tunables.rma_ops),
+            mapped: RefCell::default(),
         });
         super::remote::serve(eng, &data);
         // Every member's entry is written and its handler installed before any goes on (and
@@ -304,6 +316,14 @@ impl WindowData {
             std::ptr::addr_of_mut!((*entry).size).write(size as u64);
             std::ptr::addr_of_mut!((*entry).disp_unit).write(disp_unit as u64);
             std::ptr::addr_of_mut!((*entry).pid).write(u64::from(std::process::id()));
+        }
+        let shared = (flavor == Flavor::Create && size > 0).then(|| program_memory::shared_place(base, size)).flatten();
+        if let Some(place) = shared {
+            // SAFETY: as above.
+            unsafe {
+                let entry = (seg.as_ptr() as *mut Entry).add(me);
+                std::ptr::addr_of_mut!((*entry).shared).write([place.fd + 1, place.dev, place.ino, place.offset]);
+            }
         }
         if topo.is_leader() {
             let node = topo.node_of_member[me];
@@ -434,15 +454,49 @@ impl WindowData {
         Some(unsafe { self.seg.as_ptr().add(e.offset as usize + at) })
     }
 
-    /// How this member reaches target `t`'s memory.
-    fn reach(&self, t: usize) -> Reach {
-        if self.remote(t) {
-            Reach::Messages(self.comm.group.members()[t])
+    /// How this member reaches target `t`'s memory, and where its part starts when that is
+    /// direct (null for a dynamic window).
+    fn reach(&self, call: &'static str, t: usize, part: &Part) -> Result<(Reach, *mut u8)> {
+        Ok(if self.remote(t) {
+            (Reach::Messages(self.comm.group.members()[t]), part.base)
         } else if t == self.rank() || self.flavor.in_segment() {
-            Reach::Direct
+            (Reach::Direct, part.base)
+        } else if self.entry(t).shared[0] != 0 {
+            (Reach::Direct, self.map_part(call, t)?)
         } else {
-            Reach::Cma(self.entry(t).pid as u32)
-        }
+            (Reach::Cma(self.entry(t).pid as u32), part.base)
+        })
+    }
+
+    /// Where member `t`'s node-shared `create` part starts here: its segment, mapped on first
+    /// contact (and kept until the window goes).
+    fn map_part(&self, call: &'static str, t: usize) -> Result<*mut u8> {
+        let e = self.entry(t);
+        let [fd, dev, ino, offset] = e.shared;
+        let mut mapped = self.mapped.borrow_mut();
+        let seg = match mapped.entry(t) {
+            std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                let place = program_memory::SharedPlace { fd: fd - 1, dev, ino, offset };
+                let seg = Segment::open(&place.handle(e.pid)).map_err(|err| {
+                    Error::new(
+                        ErrorClass::Os,
+                        call,
+                        format!("cannot map target {t}'s part, which MPI_Alloc_mem placed in node-shared memory: {err}"),
+                    )
+                })?;
+                if (seg.len() as u64) < offset.saturating_add(e.size) {
+                    return Err(Error::new(
+                        ErrorClass::Internal,
+                        call,
+                        format!("target {t}'s node-shared memory has {} bytes, not the {} its part needs", seg.len(), offset + e.size),
+                    ));
+                }
+                v.insert(seg)
+            }
+        };
+        // SAFETY: the part lies within the segment (checked when it was mapped).
+        Ok(unsafe { seg.as_ptr().add(offset as usize) })
     }
 
     /// The bytes `blocks` name (offsets from displacement `disp`, lengths) at target `target`,
@@ -456,12 +510,12 @@ impl WindowData {
     ) -> Result<Located> {
         let t = self.check_target(call, target)?;
         let part = self.part(call, target)?;
-        let reach = self.reach(t);
+        let (reach, start_here) = self.reach(call, t, &part)?;
         // By messages, spans are offsets in the part (addresses in a dynamic one), which
         // the target turns into addresses of its own.
         let base = match reach {
             Reach::Messages(_) => 0,
-            _ => part.base as u64,
+            _ => start_here as u64,
         };
         let start = disp.checked_mul(part.disp_unit as isize);
         let span = |&(off, len): &(isize, usize)| {
@@ -488,7 +542,7 @@ impl WindowData {
         Ok(Located {
             reach,
             target: t,
-            base: part.base as u64,
+            base: start_here as u64,
             direct_atomics: self.flavor.in_segment(),
             spans,
         })

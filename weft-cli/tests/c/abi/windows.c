@@ -1,4 +1,5 @@
-/* One-sided windows from C, in each flavour (create, allocate, allocate_shared, dynamic):
+/* One-sided windows from C, in each flavour (create over MPI_Alloc_mem's memory, which is
+ * node-shared, and over malloc's, which is not; allocate, allocate_shared, dynamic):
  * exact counters under exclusive locks, concurrent fetch_and_op, a compare_and_swap spin
  * lock, a fence ring of derived datatypes, post-start-complete-wait, MAXLOC pairs, direct
  * pointers from MPI_Win_shared_query, a target asleep outside the library while the others
@@ -23,8 +24,8 @@ static int failures = 0, rank, size;
         }                                                                                 \
     } while (0)
 
-enum flavor { CREATE, ALLOCATE, SHARED, DYNAMIC };
-static const char *names[] = {"create", "allocate", "allocate_shared", "dynamic"};
+enum flavor { CREATE, ALLOCATE, SHARED, DYNAMIC, CREATE_MALLOC };
+static const char *names[] = {"create", "allocate", "allocate_shared", "dynamic", "create over malloc"};
 
 /* A window of `n` longs at every rank, zeroed; `*disp0` is what displacement 0 of a part is
  * called (an address for a dynamic window, exchanged). */
@@ -35,7 +36,9 @@ static MPI_Win make(enum flavor f, int n, long **mem, MPI_Aint *disps) {
         MPI_Alloc_mem(bytes, MPI_INFO_NULL, mem);
         memset(*mem, 0, bytes);
     }
-    if (f == CREATE) MPI_Win_create(*mem, bytes, sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+    if (f == CREATE_MALLOC) *mem = calloc(n, sizeof(long));
+    if (f == CREATE || f == CREATE_MALLOC)
+        MPI_Win_create(*mem, bytes, sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &win);
     if (f == ALLOCATE) MPI_Win_allocate(bytes, sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, mem, &win);
     if (f == SHARED) MPI_Win_allocate_shared(bytes, sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, mem, &win);
     if (f == ALLOCATE || f == SHARED) memset(*mem, 0, bytes);
@@ -55,6 +58,7 @@ static void unmake(enum flavor f, MPI_Win *win, long *mem) {
     MPI_Win_free(win);
     CHECK(*win == MPI_WIN_NULL, "MPI_Win_free leaves MPI_WIN_NULL");
     if (f == CREATE || f == DYNAMIC) MPI_Free_mem(mem);
+    if (f == CREATE_MALLOC) free(mem);
 }
 
 /* The displacement of element `i` of rank `t`'s part. */
@@ -188,10 +192,10 @@ static void shared_pointers(void) {
 
 /* A target that sleeps outside the library while the others lock, put and unlock on it:
  * they finish before it wakes. */
-static void asleep(void) {
+static void asleep(enum flavor f) {
     long *mem;
     MPI_Aint disps[64];
-    MPI_Win win = make(CREATE, 1, &mem, disps);
+    MPI_Win win = make(f, 1, &mem, disps);
     double wake = 0, done = 0;
     if (rank == 0) {
         sleep(3);
@@ -206,10 +210,10 @@ static void asleep(void) {
     double last = 0;
     MPI_Reduce(&done, &last, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     if (rank == 0) {
-        CHECK(last < wake, "the others finished at %f, after the target woke at %f", last, wake);
-        CHECK(*mem == (long) size * (size - 1) / 2, "asleep sum %ld", *mem);
+        CHECK(last < wake, "%s: the others finished at %f, after the target woke at %f", names[f], last, wake);
+        CHECK(*mem == (long) size * (size - 1) / 2, "%s: asleep sum %ld", names[f], *mem);
     }
-    unmake(CREATE, &win, mem);
+    unmake(f, &win, mem);
 }
 
 static int handler_calls = 0;
@@ -306,10 +310,11 @@ int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    for (int f = CREATE; f <= DYNAMIC; f++) operations(f);
+    for (int f = CREATE; f <= CREATE_MALLOC; f++) operations(f);
     pairs();
     shared_pointers();
-    if (size > 1) asleep();
+    if (size > 1) asleep(CREATE);
+    if (size > 1) asleep(CREATE_MALLOC);
     errors_and_attributes();
     if (failures == 0) printf("windows: rank %d of %d ok\n", rank, size);
     MPI_Finalize();
