@@ -36,7 +36,8 @@ export!(Alloc_mem, alloc_mem);
 pub unsafe extern "C" fn free_mem(base: *mut c_void) -> c_int {
     const CALL: &str = "MPI_Free_mem";
     guard(CALL, std::ptr::null_mut(), || {
-        if !program_memory::free(base.cast()) {
+        // SAFETY: the standard's contract: the program uses the block no more.
+        if !unsafe { program_memory::free(base.cast()) } {
             return Err(CError::new(
                 MPI_ERR_BASE,
                 CALL,

@@ -70,12 +70,17 @@ pub fn allocate(size: usize) -> Option<*mut u8> {
 }
 
 /// Frees the block `allocate` handed out at `p`; false if it did not (or it was freed).
-pub fn free(p: *mut u8) -> bool {
+///
+/// # Safety
+/// Nothing in this process uses the block after this (other processes' mappings of a
+/// node-shared block keep it for them).
+pub unsafe fn free(p: *mut u8) -> bool {
     match blocks().remove(&(p as usize)) {
         // Unmapped here by the drop; the other processes' mappings keep it until theirs go.
         Some(Block::Shared(_)) => true,
         Some(Block::Heap(layout)) => {
-            // SAFETY: allocated by `allocate` with this layout, not freed since (recorded).
+            // SAFETY: allocated by `allocate` with this layout, not freed since (recorded), and
+            // unused from now on (the caller's promise).
             unsafe { std::alloc::dealloc(p, layout) };
             true
         }
@@ -124,8 +129,12 @@ mod tests {
             *p.add(7) = 42;
             assert_eq!(*mapped.as_ptr().add(7), 42, "one memory");
         }
-        assert!(free(p));
-        assert!(!free(p), "freed once");
+        drop(mapped);
+        // SAFETY: nothing uses the block after this.
+        unsafe {
+            assert!(free(p));
+            assert!(!free(p), "freed once");
+        }
         assert!(shared_place(p, 1).is_none());
     }
 
@@ -133,6 +142,7 @@ mod tests {
     fn heap_memory_is_not_shared() {
         let v = [0u8; 16];
         assert!(shared_place(v.as_ptr(), 16).is_none());
-        assert!(!free(v.as_ptr() as *mut u8));
+        // SAFETY: refused: `v` is not a block.
+        assert!(!unsafe { free(v.as_ptr() as *mut u8) });
     }
 }

@@ -625,6 +625,13 @@ impl WindowData {
         sent.and(done)
     }
 
+    /// One message of argument `arg` with `payload` (`unit` bytes an element) to member `t`,
+    /// after the lock request `lock` if any, not sent yet.
+    fn unsent(&self, call: &'static str, t: usize, (arg, unit): (Arg, usize), payload: &[u8], lock: Option<LockKind>) -> Unsent {
+        let to = (self.comm().group.members()[t], self.comm_pair());
+        Unsent { to, t, arg: arg.encode(), unit, lock, data: with_room(payload), call }
+    }
+
     /// Keeps `data` to send to member `t` as one message of argument `arg` (after the lock
     /// request `lock`, if any) when its epoch allows (then `unsent`), or starts it now.
     #[allow(clippy::too_many_arguments)]
@@ -637,8 +644,7 @@ impl WindowData {
         data: &[u8],
         lock: Option<LockKind>,
     ) -> Result<()> {
-        let to = (self.comm().group.members()[t], self.comm_pair());
-        let u = Unsent { to, t, arg: arg.encode(), unit, lock, data: with_room(data), call };
+        let u = self.unsent(call, t, (arg, unit), data, lock);
         if self.table.defers(t) {
             self.table.defer(u);
             return Ok(());
@@ -657,8 +663,7 @@ impl WindowData {
         payload: &[u8],
         (lock, reply): (LockKind, Option<&mut [u8]>),
     ) -> Result<()> {
-        let to = (self.comm().group.members()[t], self.comm_pair());
-        let u = Unsent { to, t, arg: arg.encode(), unit, lock: Some(lock), data: with_room(payload), call };
+        let u = self.unsent(call, t, (arg, unit), payload, Some(lock));
         // SAFETY: the caller's buffer, borrowed for this whole call, which waits for the answer.
         let out = reply.map(|r| unsafe { RawBufMut::new(r) });
         let flight = self.start_unsent(eng, u, None, out)?;
