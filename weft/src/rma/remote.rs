@@ -634,7 +634,6 @@ impl WindowData {
 
     /// Keeps `data` to send to member `t` as one message of argument `arg` (after the lock
     /// request `lock`, if any) when its epoch allows (then `unsent`), or starts it now.
-    #[allow(clippy::too_many_arguments)]
     fn keep_or_start<F: Fabric>(
         &self,
         eng: &mut Engine<F>,
