@@ -1021,7 +1021,7 @@ def abi_report(res, md, spread):
                      "C ABI / Rust API", "target", "C ABI / MPICH 5"], rows, md)
 
 
-RMA_LATENCY = ["rma:put", "rma:get", "rma:fetch_and_op", "rma:compare_and_swap", "rma:lock", "rma:lock_put",
+RMA_LATENCY = ["rma:put", "rma:get", "rma:accumulate", "rma:fetch_and_op", "rma:compare_and_swap", "rma:lock", "rma:lock_put",
                "rma:fence", "rma:pscw"]
 
 
@@ -1042,7 +1042,7 @@ def rma_report(opts, res, impls, header_cols, md):
                                 opts.spread)
     if rows:
         print_table("One-sided, 2 ranks, windows from MPI_Win_allocate: µs per operation with its flush "
-                    "(lock: an exclusive lock and unlock; lock_put: the same with one 8-byte put between; fence: one fence; pscw: one epoch with one put) "
+                    "(accumulate: doubles, MPI_SUM; lock: an exclusive lock and unlock; lock_put: the same with one 8-byte put between; fence: one fence; pscw: one epoch with one put) "
                     "(lower is better)", ["operation"] + header_cols, rows, md)
     rows = []
     for n in sorted({r["ranks"] for r in res.raw if r["bench"] == "rma:contended"}):

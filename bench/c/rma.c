@@ -5,6 +5,8 @@
  * meanwhile (a target that calls into the library, as MPI lets a passive target need):
  *   rma:put, rma:get      `size` bytes, 8 B to 1 MiB, in a lock_all epoch, each followed by
  *                         MPI_Win_flush(1): µs per operation;
+ *   rma:accumulate        `size` bytes of doubles, MPI_SUM, 8 B to 1 MiB, in a lock_all epoch on
+ *                         a window of doubles, each followed by MPI_Win_flush(1): µs;
  *   rma:fetch_and_op      one long, MPI_SUM, with flush: µs;
  *   rma:compare_and_swap  one long, with flush: µs;
  *   rma:lock              MPI_Win_lock(EXCLUSIVE, 1) + MPI_Win_unlock(1), nothing between: µs;
@@ -52,9 +54,13 @@ static void latencies(int quick) {
     size_t max = 1 << 20;
     char *base, *local = malloc(max);
     memset(local, 1, max);
-    MPI_Win win;
+    double *doubles, *addends = malloc(max);
+    for (size_t i = 0; i < max / sizeof(double); i++) addends[i] = 0.5;
+    MPI_Win win, dwin;
     MPI_Win_allocate((MPI_Aint)max, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
+    MPI_Win_allocate((MPI_Aint)max, sizeof(double), MPI_INFO_NULL, MPI_COMM_WORLD, &doubles, &dwin);
     MPI_Win_lock_all(0, win);
+    MPI_Win_lock_all(0, dwin);
     static const size_t sizes[] = {8, 64, 512, 4096, 32768, 262144, 1 << 20};
     for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
         size_t size = sizes[k];
@@ -65,7 +71,14 @@ static void latencies(int quick) {
         TIME_AT_ORIGIN("rma:get", size, iters,
                        (MPI_Get(local, (int)size, MPI_BYTE, 1, 0, (int)size, MPI_BYTE, win),
                         MPI_Win_flush(1, win)));
+        int count = (int)(size / sizeof(double));
+        TIME_AT_ORIGIN("rma:accumulate", size, iters,
+                       (MPI_Accumulate(addends, count, MPI_DOUBLE, 1, 0, count, MPI_DOUBLE, MPI_SUM, dwin),
+                        MPI_Win_flush(1, dwin)));
     }
+    MPI_Win_unlock_all(dwin);
+    MPI_Win_free(&dwin);
+    free(addends);
     long one = 1, old, cmp = 0;
     long iters = iters_for(8, quick);
     TIME_AT_ORIGIN("rma:fetch_and_op", 8, iters,

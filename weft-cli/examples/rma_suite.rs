@@ -4,7 +4,8 @@
 //! Cases: `counter` (exclusive lock epochs from every rank incrementing a counter at rank 0
 //! with a get and a put: only mutual exclusion makes the total exact), `atomics`
 //! (fetch_and_op and accumulate from every rank at once on one location, in lock_all and
-//! fence epochs, integers and floats), `cas` (a compare_and_swap spin lock guarding a counter,
+//! fence epochs, integers and floats), `mixed` (large accumulates and one-element atomics on
+//! the same elements at once, exact totals), `cas` (a compare_and_swap spin lock guarding a counter,
 //! with flush), `fence` (a ring of puts between fences, then gets), `asleep` (rank 0 sleeps
 //! outside the library while the others complete passive-target epochs on it), `errors` (bad
 //! displacement, bad target, an operation outside its epoch, a second lock on one target, a
@@ -155,6 +156,68 @@ fn atomics(world: &weft::topology::SimpleCommunicator) {
             v[0],
             0.5 * (n as f64) * ROUNDS as f64,
             "float accumulate total"
+        );
+    }
+    ints.free().expect("free");
+    floats.free().expect("free");
+}
+
+/// Large accumulates (under the element locks, combined with plain loads and stores) and
+/// one-element atomics (the CPU's) on the same elements of rank 0 at once, from every rank,
+/// integers and floats: every total exact, so neither ever overlapped the other.
+fn mixed(world: &weft::topology::SimpleCommunicator) {
+    const LEN: usize = 2048; // 16 KiB of i64: four pages, four element locks
+                             // Enough for the two kinds to meet often on two cores (an overlap is a window of
+                             // nanoseconds).
+    const ROUNDS: u64 = 3000;
+    let (n, me) = (world.size() as i64, world.rank() as i64);
+    let sum = SystemOperation::sum();
+    let ints = Window::<i64>::allocate(world, LEN);
+    let floats = Window::<f64>::allocate(world, LEN);
+    {
+        let all = ints.lock_all().expect("lock_all");
+        let fall = floats.lock_all().expect("lock_all");
+        let (ones, halves) = (vec![1i64; LEN], vec![0.5f64; LEN]);
+        let mut old = vec![0i64; LEN];
+        for r in 0..ROUNDS {
+            all.accumulate(0, 0, &ones, &sum).expect("accumulate");
+            all.fetch_and_op(0, 0, 1, &sum).expect("fetch_and_op");
+            all.fetch_and_op(0, LEN - 1, 1, &sum).expect("fetch_and_op");
+            all.accumulate(0, 5, &[1, 1, 1], &sum).expect("accumulate");
+            all.get_accumulate(0, 0, &ones, &mut old, &sum)
+                .expect("get_accumulate");
+            fall.accumulate(0, 0, &halves, &sum).expect("accumulate");
+            fall.fetch_and_op(0, 1, 0.25, &sum).expect("fetch_and_op");
+            if r % 100 == 0 {
+                all.flush().expect("flush");
+            }
+        }
+        all.unlock_all().expect("unlock_all");
+        fall.unlock_all().expect("unlock_all");
+    }
+    world.barrier();
+    if me == 0 {
+        let rounds = ROUNDS as i64;
+        let e = ints.lock(0, LockKind::Shared).expect("lock");
+        let mut v = vec![0i64; LEN];
+        e.get(0, 0, &mut v).expect("get");
+        for (i, &x) in v.iter().enumerate() {
+            let extra = match i {
+                0 | 5..=7 => 1,
+                _ if i == LEN - 1 => 1,
+                _ => 0,
+            };
+            assert_eq!(x, n * rounds * (2 + extra), "element {i}");
+        }
+        drop(e);
+        let e = floats.lock(0, LockKind::Shared).expect("lock");
+        let mut f = vec![0f64; LEN];
+        e.get(0, 0, &mut f).expect("get");
+        let each = 0.5 * (n * rounds) as f64;
+        assert_eq!(f[1], each + 0.25 * (n * rounds) as f64, "float element 1");
+        assert!(
+            f.iter().enumerate().all(|(i, &x)| i == 1 || x == each),
+            "float accumulates"
         );
     }
     ints.free().expect("free");
@@ -384,6 +447,7 @@ fn main() {
     match case.as_str() {
         "counter" => counter(&world),
         "atomics" => atomics(&world),
+        "mixed" => mixed(&world),
         "cas" => cas(&world),
         "fence" => fence(&world),
         "asleep" => asleep(&world),

@@ -51,6 +51,13 @@ fn concurrent_atomics_on_one_location_are_exact() {
 }
 
 #[test]
+fn large_accumulates_and_one_element_atomics_on_the_same_elements_are_exact() {
+    for n in [2, 4] {
+        passes(n, "mixed");
+    }
+}
+
+#[test]
 fn a_compare_and_swap_spin_lock_guards_a_counter() {
     for n in [2, 5] {
         passes(n, "cas");
@@ -106,6 +113,7 @@ fn the_remote_path_forced_on_one_node_over_shared_memory_and_tcp() {
     let shm: &[(&str, u32)] = &[
         ("counter", 3),
         ("atomics", 4),
+        ("mixed", 3),
         ("cas", 3),
         ("fence", 3),
         ("pscw", 3),

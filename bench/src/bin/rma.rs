@@ -1,6 +1,6 @@
 //! One-sided communication (MPI-3 windows): Weft's side of `bench/c/rma.c` (same operations,
 //! sizes, counts and method; see that file's header). With 2 ranks, rank 0 puts, gets,
-//! fetches-and-adds, compares-and-swaps and locks at rank 1 (which waits in a barrier); with
+//! accumulates (doubles), fetches-and-adds, compares-and-swaps and locks at rank 1 (which waits in a barrier); with
 //! any number, every rank fetches-and-adds on one counter at rank 0 (`rma:contended`, millions
 //! of operations per second in total, the rank count in RESULT's size field). Also at 2 ranks,
 //! the cost of a fence and of a post-start-complete-wait epoch (`rma:fence`, `rma:pscw`), and
@@ -59,10 +59,14 @@ fn latencies(world: &SimpleCommunicator, quick: bool) {
     let max = 1 << 20;
     let local = vec![1u8; max];
     let mut into = vec![0u8; max];
+    let addends = vec![0.5f64; max / 8];
     let bytes = Window::<u8>::allocate(world, max);
+    let doubles = Window::<f64>::allocate(world, max / 8);
     let longs = Window::<i64>::allocate(world, 2);
+    let sum = SystemOperation::sum();
     {
         let all = bytes.lock_all().expect("lock_all");
+        let dall = doubles.lock_all().expect("lock_all");
         for size in SIZES {
             let iters = iters_for(size, quick);
             time_at_origin(world, "rma:put", size, iters, || {
@@ -76,10 +80,15 @@ fn latencies(world: &SimpleCommunicator, quick: bool) {
                 // the compiler may drop a copy into a buffer nothing reads.
                 std::hint::black_box(&mut into);
             });
+            time_at_origin(world, "rma:accumulate", size, iters, || {
+                dall.accumulate(1, 0, &addends[..size / 8], &sum)
+                    .expect("accumulate");
+                dall.flush().expect("flush");
+            });
         }
     }
+    doubles.free().expect("free");
     let iters = iters_for(8, quick);
-    let sum = SystemOperation::sum();
     {
         let all = longs.lock_all().expect("lock_all");
         time_at_origin(world, "rma:fetch_and_op", 8, iters, || {

@@ -14,12 +14,12 @@
 //! origins agree on it.
 
 use super::atomic;
+use super::gate;
 use super::lock::LockKind;
 use super::window::{WindowData, STRIPES};
 use crate::coll::op::{Basic, Elements, SysOp};
 use crate::error::{Error, ErrorClass, Result};
 use crate::sys::cma::{self, CmaError};
-use std::borrow::Cow;
 
 thread_local! {
     /// The target's bytes of a locked accumulate read into this process.
@@ -28,6 +28,30 @@ thread_local! {
 
 /// Bytes of a part one element lock covers.
 const STRIPE_BYTES: u64 = 4096;
+
+/// Elements an accumulate on lock-free elements of a node-shared part updates with the CPU's
+/// atomics, one by one, at most; more go together under the element locks, combined with
+/// plain (vectorised) loads and stores: the [`gate`](super::gate) keeps the two apart.
+const ATOMIC_ELEMENTS_MAX: usize = 8;
+
+/// The element lock of the byte at `offset` in its part.
+pub(super) fn stripe_of(offset: u64) -> usize {
+    (offset / STRIPE_BYTES) as usize % STRIPES
+}
+
+/// The element locks of every page `spans` (address, length) touch in the part starting at
+/// `base`, as a mask (bit `i`: lock `i`).
+fn stripe_mask(base: u64, spans: impl Iterator<Item = (u64, usize)>) -> u32 {
+    let mut mask = 0u32;
+    for (addr, len) in spans {
+        let first = (addr - base) / STRIPE_BYTES;
+        let last = (addr - base + len.max(1) as u64 - 1) / STRIPE_BYTES;
+        for page in first..=last.min(first + STRIPES as u64 - 1) {
+            mask |= 1 << (page as usize % STRIPES);
+        }
+    }
+    mask
+}
 
 /// How an origin reaches a target's memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -209,16 +233,17 @@ impl WindowData {
     /// element): each element of the bytes `at` names combined with `data`'s (packed; ignored
     /// for `MPI_NO_OP`) atomically, its value before written to `old`.
     ///
-    /// A span of lock-free elements of a node-shared part goes element by element through the
-    /// CPU's atomics; the other spans together under the element locks of every page they
-    /// touch (taken in order, so two origins never wait for each other in a cycle).
+    /// A few lock-free elements of a node-shared part go one by one through the CPU's atomics
+    /// (through the [`gate`](super::gate)); everything else together under the element locks
+    /// of every page it touches (taken in order, so two origins never wait for each other in a
+    /// cycle), combined in place with plain loads and stores.
     pub fn accumulate_here(
         &self,
         call: &'static str,
         at: &Located,
         how: &Combiner<'_>,
         data: &[u8],
-        mut old: Option<&mut [u8]>,
+        old: Option<&mut [u8]>,
     ) -> Result<()> {
         let total = at.len();
         let no_op = how.op == SysOp::NoOp;
@@ -238,46 +263,22 @@ impl WindowData {
                 format!("the target's layout holds {total} bytes, not whole elements of {unit} bytes"),
             ));
         }
-        let atomic = |addr: u64, len: usize| {
-            how.basic.filter(|b| {
-                at.direct_atomics
-                    && b.size() == unit
-                    && len.is_multiple_of(unit)
-                    && atomic::is_lock_free_at(*b, addr as *const u8)
-            })
-        };
-        let zeros = [0u8; 16];
-        let mut scratch = [0u8; 16];
-        // The spans left for the locks: (address, length, offset in the packed data).
-        let mut locked = Vec::new();
-        let mut from = 0;
-        for &(addr, len) in at.spans() {
-            let Some(b) = atomic(addr, len) else {
-                locked.push((addr, len, from));
-                from += len;
-                continue;
-            };
-            for k in (0..len).step_by(unit) {
-                let input = if no_op { &zeros[..unit] } else { &data[from + k..from + k + unit] };
-                let out = match old.as_deref_mut() {
-                    Some(o) => &mut o[from + k..from + k + unit],
-                    None => &mut scratch[..unit],
-                };
-                // SAFETY: the element lies within the part, mapped here (`Direct`: node-shared
-                // parts), which origins touch only atomically in accumulate epochs.
-                unsafe { atomic::fetch_and_op(b, how.op, (addr + k as u64) as *mut u8, input, out) }
-                    .map_err(|e| Error::new(e.class, call, e.detail))?;
-            }
-            from += len;
+        let lock_free = how.basic.filter(|b| {
+            at.direct_atomics
+                && b.size() == unit
+                && total / unit <= ATOMIC_ELEMENTS_MAX
+                && at.spans().iter().all(|&(addr, len)| {
+                    len.is_multiple_of(unit) && atomic::is_lock_free_at(*b, addr as *const u8)
+                })
+        });
+        if let Some(b) = lock_free {
+            let mask = stripe_mask(at.base, at.spans().iter().copied());
+            let count = self.atomics_count();
+            return gate::through(count, self.stripes(at.target), mask, || {
+                self.atomics_one_by_one(call, at, b, how.op, data, old)
+            });
         }
-        if locked.is_empty() {
-            return Ok(());
-        }
-        let input: Cow<'_, [u8]> = match (no_op, &locked[..]) {
-            (true, _) => Cow::Borrowed(&[]),
-            (false, &[(_, len, f)]) => Cow::Borrowed(&data[f..f + len]),
-            (false, _) => Cow::Owned(locked.iter().flat_map(|&(_, len, f)| data[f..f + len].iter().copied()).collect()),
-        };
+        let input: &[u8] = if no_op { &[] } else { data };
         let lookup = match (how.combine, how.basic) {
             (Some(_), _) => None,
             (None, Some(b)) => Some(crate::coll::op::combine(how.op, Elements::Basic(b)).ok_or_else(|| {
@@ -287,53 +288,79 @@ impl WindowData {
                 return Err(Error::new(ErrorClass::Op, call, "no function to combine the elements with"))
             }
         };
-        self.under_element_locks(call, at, &locked, |current| {
+        self.under_element_locks(call, at, |current| {
             if let Some(o) = old {
-                let mut pos = 0;
-                for &(_, len, f) in &locked {
-                    o[f..f + len].copy_from_slice(&current[pos..pos + len]);
-                    pos += len;
-                }
+                o.copy_from_slice(current);
             }
             if no_op {
                 return false;
             }
             match how.combine {
-                Some(f) => f(&input, current),
-                None => lookup.expect("looked up above")(&input, current),
+                Some(f) => f(input, current),
+                None => lookup.expect("looked up above")(input, current),
             }
             true
         })
     }
 
-    /// Reads the bytes of `spans` (address, length, unused) into one packed buffer under the
-    /// element locks of every page they touch, lets `update` change it (it says whether it
-    /// did), and writes it back.
+    /// The CPU's atomics on each element `at` names, lock-free elements of `basic` of a part
+    /// mapped here, counted in the gate by the caller.
+    fn atomics_one_by_one(
+        &self,
+        call: &'static str,
+        at: &Located,
+        basic: Basic,
+        op: SysOp,
+        data: &[u8],
+        mut old: Option<&mut [u8]>,
+    ) -> Result<()> {
+        let unit = basic.size();
+        let zeros = [0u8; 16];
+        let mut scratch = [0u8; 16];
+        let mut from = 0;
+        for &(addr, len) in at.spans() {
+            for k in (0..len).step_by(unit) {
+                let input = if op == SysOp::NoOp { &zeros[..unit] } else { &data[from + k..from + k + unit] };
+                let out = match old.as_deref_mut() {
+                    Some(o) => &mut o[from + k..from + k + unit],
+                    None => &mut scratch[..unit],
+                };
+                // SAFETY: the element lies within the part, mapped here (`Direct`: node-shared
+                // parts), which origins touch only atomically in accumulate epochs, and the
+                // gate keeps lockers' plain updates away meanwhile.
+                unsafe { atomic::fetch_and_op(basic, op, (addr + k as u64) as *mut u8, input, out) }
+                    .map_err(|e| Error::new(e.class, call, e.detail))?;
+            }
+            from += len;
+        }
+        Ok(())
+    }
+
+    /// Reads the bytes `at` names into one packed buffer (the part's own bytes when they are
+    /// one span mapped here) under the element locks of every page they touch, lets `update`
+    /// change it (it says whether it did), and writes it back. On a part where origins also
+    /// use the CPU's atomics, waits for those in progress once the locks are taken (the
+    /// [`gate`](super::gate)).
     fn under_element_locks(
         &self,
         call: &'static str,
         at: &Located,
-        spans: &[(u64, usize, usize)],
         update: impl FnOnce(&mut [u8]) -> bool,
     ) -> Result<()> {
         let stripes = self.stripes(at.target);
-        let mut taken = [false; STRIPES];
-        for &(addr, len, _) in spans {
-            let first = (addr - at.base) / STRIPE_BYTES;
-            let last = (addr - at.base + len.max(1) as u64 - 1) / STRIPE_BYTES;
-            for page in first..=last.min(first + STRIPES as u64 - 1) {
-                taken[page as usize % STRIPES] = true;
-            }
-        }
-        let total = spans.iter().map(|s| s.1).sum();
+        let mask = stripe_mask(at.base, at.spans().iter().copied());
+        let taken = || (0..STRIPES).filter(move |i| mask & (1 << i) != 0);
         // In index order, so no two origins wait for each other in a cycle. No progress while
         // waiting: holders only copy, and never wait for anyone.
-        for (i, _) in taken.iter().enumerate().filter(|t| *t.1) {
+        for i in taken() {
             stripes[i].lock(LockKind::Exclusive, std::thread::yield_now);
+        }
+        if at.direct_atomics {
+            gate::drain(self.node_atomics_counts());
         }
         let copy = |current: &mut [u8], write_back: bool| -> Result<()> {
             let mut pos = 0;
-            for &(addr, len, _) in spans {
+            for &(addr, len) in at.spans() {
                 let part = &mut current[pos..pos + len];
                 match write_back {
                     true => write(call, at.reach, addr, part)?,
@@ -343,12 +370,12 @@ impl WindowData {
             }
             Ok(())
         };
-        let done = match (at.reach, spans) {
-            (Reach::Direct, &[(addr, len, _)]) => {
+        let done = match (at.reach, at.spans()) {
+            (Reach::Direct, &[(addr, len)]) => {
                 // SAFETY: `len` bytes of a part mapped here (checked by `locate`); under the
-                // element locks no other accumulate touches them, and MPI forbids puts and
-                // the target's own stores to them during the epoch, so this is their only
-                // user until the locks go.
+                // element locks no other accumulate touches them (the gate keeps the CPU's
+                // atomics out too), and MPI forbids puts and the target's own stores to them
+                // during the epoch, so this is their only user until the locks go.
                 update(unsafe { std::slice::from_raw_parts_mut(addr as *mut u8, len) });
                 Ok(())
             }
@@ -356,7 +383,7 @@ impl WindowData {
                 // One buffer kept per thread: a large accumulate does not map fresh pages.
                 let mut current = s.take();
                 current.clear();
-                current.resize(total, 0);
+                current.resize(at.len(), 0);
                 let done = copy(&mut current, false).and_then(|()| match update(&mut current) {
                     true => copy(&mut current, true),
                     false => Ok(()),
@@ -365,7 +392,7 @@ impl WindowData {
                 done
             }),
         };
-        for (i, _) in taken.iter().enumerate().filter(|t| *t.1) {
+        for i in taken() {
             stripes[i].unlock(LockKind::Exclusive);
         }
         done
@@ -389,11 +416,14 @@ impl WindowData {
         if let Some(b) = basic.filter(|b| {
             at.direct_atomics && b.size() == unit && atomic::is_lock_free_at(*b, a as *const u8)
         }) {
-            // SAFETY: as in `accumulate`.
-            return unsafe { atomic::compare_and_swap(b, a as *mut u8, compare, swap, old) }
-                .map_err(|e| Error::new(e.class, call, e.detail));
+            let mask = 1 << stripe_of(a - at.base);
+            return gate::through(self.atomics_count(), self.stripes(at.target), mask, || {
+                // SAFETY: as in `atomics_one_by_one`.
+                unsafe { atomic::compare_and_swap(b, a as *mut u8, compare, swap, old) }
+            })
+            .map_err(|e| Error::new(e.class, call, e.detail));
         }
-        self.under_element_locks(call, at, &[(a, unit, 0)], |current| {
+        self.under_element_locks(call, at, |current| {
             old.copy_from_slice(current);
             let equal = current == compare;
             if equal {

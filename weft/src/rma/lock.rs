@@ -135,6 +135,12 @@ impl LockWord {
         }
     }
 
+    /// Whether an exclusive holder has the lock now, as a load of `order` (the element gate's
+    /// look: see `gate`).
+    pub fn held_exclusively(&self, order: Ordering) -> bool {
+        self.0.load(order) & EXCLUSIVE != 0
+    }
+
     /// Whether anyone holds the lock now (a snapshot, for tests and diagnostics).
     pub fn is_locked(&self) -> bool {
         self.0.load(Ordering::Relaxed) & (EXCLUSIVE | SHARED_MASK) != 0

@@ -4,6 +4,8 @@
 //!   taken and released by origins alone;
 //! - [`atomic`]: MPI's accumulate operations on one element of a same-node target's memory as
 //!   the CPU's atomic instructions (a compare-and-swap loop where there is no instruction);
+//! - [`gate`]: what keeps those atomics and the element locks' plain updates of large
+//!   accumulates apart, with no shared word written on the atomics' path;
 //! - `window`: windows (each node's members sharing a header), in the four flavours (`allocate`
 //!   and `allocate_shared` over one node-shared segment, `create` and dynamic over the
 //!   program's memory), with fence, lock/unlock, lock_all, flush and post-start-complete-wait;
@@ -22,6 +24,7 @@
 
 pub mod atomic;
 pub mod foreign;
+pub mod gate;
 pub mod lock;
 // Its lock words live in shared memory, which loom's atomics cannot.
 #[cfg(not(loom))]

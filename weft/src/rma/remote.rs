@@ -413,7 +413,7 @@ impl WindowData {
             reach: Reach::Direct,
             target: self.rank(),
             base,
-            direct_atomics: matches!(self.flavor(), Flavor::Allocate | Flavor::Shared),
+            direct_atomics: self.atomics_direct(self.rank()),
             spans: Spans::One([(base + offset, len)]),
         })
     }

@@ -28,7 +28,8 @@
 //! post-start-complete-wait (each member's entry counts the posts made to it as an origin and
 //! the completions made to it as a target: no message, no help from the other side).
 
-use super::access::{Located, Reach, Spans};
+use super::access::{stripe_of, Located, Reach, Spans};
+use super::gate;
 use super::lock::{LockKind, LockWord};
 use super::remote::Count;
 use super::table::{ByRank, OpTable};
@@ -105,7 +106,10 @@ pub(super) struct Entry {
     /// the segment's descriptor in its process + 1 (0: not node-shared), the segment's device
     /// and inode, and the part's offset in it. Origins on the node then map it.
     shared: [u64; 4],
-    _pad: [u64; 3],
+    /// The CPU's atomics this member is doing on node-shared parts as an origin now (see
+    /// `gate`): written only by the member, read by lockers of element locks.
+    atomics: AtomicU64,
+    _pad: [u64; 2],
     /// Its element locks, for accumulates done under a lock (see `access`).
     stripes: [LockWord; STRIPES],
 }
@@ -170,6 +174,18 @@ pub struct Part {
     pub size: usize,
     /// Its displacement unit.
     pub disp_unit: usize,
+}
+
+/// One element of a node-shared part mapped here ([`WindowData::shared_element`]), for the
+/// CPU's atomics.
+#[derive(Clone, Copy, Debug)]
+pub struct Lone {
+    /// Its address here.
+    pub at: *mut u8,
+    /// Its target.
+    target: usize,
+    /// The element lock of its page, as a [`gate`] mask.
+    mask: u32,
 }
 
 /// An exposure epoch this member opened (`MPI_Win_post`): the completions it awaits, and the
@@ -432,15 +448,17 @@ impl WindowData {
         })
     }
 
-    /// The address here of the `unit` bytes at displacement `disp` of `target`'s part, when
-    /// that part is node-shared (mapped here) and holds them: the fast path of one-element
-    /// atomics (`MPI_Fetch_and_op`), which needs no [`Located`]. `None` otherwise, and for
-    /// every error: the general way ([`WindowData::locate`]) then decides and reports.
+    /// The `unit` bytes at displacement `disp` of `target`'s part, when that part is
+    /// node-shared (mapped here: an `allocate` part, or a `create` part over `MPI_Alloc_mem`'s
+    /// memory already mapped) and holds them: the fast path of one-element atomics
+    /// (`MPI_Fetch_and_op`), which needs no [`Located`]; [`WindowData::lone_atomic`] does the
+    /// atomic. `None` otherwise, and for every error: the general way
+    /// ([`WindowData::locate`]) then decides and reports.
     #[inline]
-    pub fn shared_element(&self, target: i32, disp: isize, unit: usize) -> Option<*mut u8> {
+    pub fn shared_element(&self, target: i32, disp: isize, unit: usize) -> Option<Lone> {
         // A window some reach by messages takes the general way, which progresses: a member
         // spinning on its own element must serve the others meanwhile (MPI's progress rule).
-        if !self.flavor.in_segment() || self.by_messages() {
+        if self.by_messages() {
             return None;
         }
         let t = usize::try_from(target).ok().filter(|&t| t < self.size())?;
@@ -449,9 +467,47 @@ impl WindowData {
         if at.checked_add(unit)? > e.size as usize {
             return None;
         }
-        // SAFETY: the part lies within the segment (laid out at creation) and holds
-        // `at + unit` bytes (checked above).
-        Some(unsafe { self.seg.as_ptr().add(e.offset as usize + at) })
+        let base = match self.flavor {
+            // SAFETY: the part lies within the segment (laid out at creation).
+            Flavor::Allocate | Flavor::Shared => unsafe { self.seg.as_ptr().add(e.offset as usize) },
+            Flavor::Create if e.shared[0] != 0 && t == self.rank() => e.offset as usize as *mut u8,
+            Flavor::Create if e.shared[0] != 0 => {
+                let mapped = self.mapped.borrow();
+                // SAFETY: the part lies within the segment (checked when it was mapped).
+                unsafe { mapped.get(&t)?.as_ptr().add(e.shared[3] as usize) }
+            }
+            _ => return None,
+        };
+        Some(Lone {
+            // SAFETY: the part holds `at + unit` bytes (checked above).
+            at: unsafe { base.add(at) },
+            target: t,
+            mask: 1 << stripe_of(at as u64),
+        })
+    }
+
+    /// Runs `atomic` (the CPU's atomic instructions on `lone`'s element) through the gate
+    /// that keeps it apart from accumulates under the element locks.
+    #[inline]
+    pub fn lone_atomic<R>(&self, lone: &Lone, atomic: impl FnOnce(*mut u8) -> R) -> R {
+        gate::through(self.atomics_count(), self.stripes(lone.target), lone.mask, || atomic(lone.at))
+    }
+
+    /// Whether accumulates on lock-free elements of target `t`'s part use the CPU's atomics
+    /// (through the [`gate`]) rather than only the element locks: when its part is in
+    /// node-shared memory, which every origin on the node maps. Every origin decides alike.
+    pub(super) fn atomics_direct(&self, t: usize) -> bool {
+        self.flavor.in_segment() || (self.flavor == Flavor::Create && self.entry(t).shared[0] != 0)
+    }
+
+    /// This member's count of atomics in progress (see [`gate`]).
+    pub(super) fn atomics_count(&self) -> &AtomicU64 {
+        &self.entry(self.rank()).atomics
+    }
+
+    /// Every member on this node's count of atomics in progress (see [`gate`]).
+    pub(super) fn node_atomics_counts(&self) -> impl Iterator<Item = &AtomicU64> {
+        (0..self.size()).map(|m| self.entry(m)).filter(|e| e.off_node == 0).map(|e| &e.atomics)
     }
 
     /// How this member reaches target `t`'s memory, and where its part starts when that is
@@ -543,7 +599,7 @@ impl WindowData {
             reach,
             target: t,
             base: start_here as u64,
-            direct_atomics: self.flavor.in_segment(),
+            direct_atomics: self.atomics_direct(t),
             spans,
         })
     }

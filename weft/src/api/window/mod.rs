@@ -366,10 +366,14 @@ pub trait Access<T: Equivalence + Copy> {
         let lone = isize::try_from(disp)
             .ok()
             .and_then(|d| w.shared_element(target, d, out.len()));
-        if let Some(at) = lone.filter(|&at| atomic::is_lock_free_at(basic, at)) {
-            // SAFETY: as in `lone_atomic`: one element of `basic` of a part mapped here.
-            unsafe { atomic::compare_and_swap(basic, at, bytes(&[compare]), bytes(&[swap]), out) }
-                .map_err(|e| Error::new(e.class, CALL, e.detail))?;
+        if let Some(lone) = lone.filter(|l| atomic::is_lock_free_at(basic, l.at)) {
+            w.lone_atomic(&lone, |at| {
+                // SAFETY: as in `lone_atomic`: one element of `basic` of a part mapped here.
+                unsafe {
+                    atomic::compare_and_swap(basic, at, bytes(&[compare]), bytes(&[swap]), out)
+                }
+            })
+            .map_err(|e| Error::new(e.class, CALL, e.detail))?;
             return Ok(old[0]);
         }
         let at = span(w, CALL, target, disp, out.len())?;
@@ -467,8 +471,8 @@ fn lone_atomic(
     if data.len() != basic.size() {
         return None;
     }
-    let at = w.shared_element(target, isize::try_from(disp).ok()?, data.len())?;
-    if !atomic::is_lock_free_at(basic, at) {
+    let lone = w.shared_element(target, isize::try_from(disp).ok()?, data.len())?;
+    if !atomic::is_lock_free_at(basic, lone.at) {
         return None;
     }
     let mut scratch = [0u8; 16];
@@ -476,9 +480,12 @@ fn lone_atomic(
         Some(o) => o,
         None => &mut scratch[..data.len()],
     };
-    // SAFETY: `at` heads one element of `basic` within the part, mapped here, which origins
-    // touch only atomically in accumulate epochs (MPI forbids conflicting puts and stores).
-    let done = unsafe { atomic::fetch_and_op(basic, op.sys_op(), at, data, old) };
+    let done = w.lone_atomic(&lone, |at| {
+        // SAFETY: `at` heads one element of `basic` within the part, mapped here, which
+        // origins touch only atomically in accumulate epochs (MPI forbids conflicting puts
+        // and stores), and the gate keeps lockers' plain updates away meanwhile.
+        unsafe { atomic::fetch_and_op(basic, op.sys_op(), at, data, old) }
+    });
     Some(done.map_err(|e| Error::new(e.class, call, e.detail)))
 }
 

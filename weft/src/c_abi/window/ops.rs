@@ -622,8 +622,8 @@ unsafe fn lone_fetch_and_op(
     };
     let sys = acc_op(call, op).ok()?;
     let w = self::win(call, win).ok()?;
-    let at = w.with(|d| d.shared_element(rank, disp, size))?;
-    if !atomic::is_lock_free_at(basic, at) || sync::covers(call, w, rank as usize).is_err() {
+    let lone = w.with(|d| d.shared_element(rank, disp, size))?;
+    if !atomic::is_lock_free_at(basic, lone.at) || sync::covers(call, w, rank as usize).is_err() {
         return None;
     }
     let zeros = [0u8; 16];
@@ -634,9 +634,14 @@ unsafe fn lone_fetch_and_op(
     };
     // SAFETY: the caller's promise.
     let old = unsafe { handles::bytes_mut(result, size) };
-    // SAFETY: `at` heads one element of `basic` within the target's part, mapped here, which
-    // origins touch only atomically in accumulate epochs.
-    let done = unsafe { atomic::fetch_and_op(basic, sys, at, operand, old) };
+    let done = w.with(|d| {
+        d.lone_atomic(&lone, |at| {
+            // SAFETY: `at` heads one element of `basic` within the target's part, mapped
+            // here, which origins touch only atomically in accumulate epochs, and the gate
+            // keeps lockers' plain updates away meanwhile.
+            unsafe { atomic::fetch_and_op(basic, sys, at, operand, old) }
+        })
+    });
     Some(done.map_err(|e| CError::from_weft(crate::error::Error::new(e.class, call, e.detail))))
 }
 

@@ -1,0 +1,178 @@
+//! The gate between the CPU's atomics and the element locks on node-shared window memory
+//! (issue 12, item 4): a few elements are updated in place with the CPU's atomic
+//! instructions, one element at a time, while a large accumulate takes the element locks of
+//! the pages it touches and combines whole blocks with plain (vectorised) loads and stores.
+//! Both keep MPI's element-wise atomicity only if neither runs while the other touches the
+//! same element: the gate sees to that, with no shared word written on the atomics' path.
+//!
+//! Each origin has a count of the atomics it is in (in its own entry of the window's header,
+//! written by nobody else: big-reader locking). An atomic raises the count, then looks at the
+//! element locks of the pages its elements lie in; if one is held, it lowers the count, waits
+//! until it is free, and starts again. A locker takes its element locks, then waits until
+//! every origin's count is zero. Dekker's handshake: the atomic's raise and look, and the
+//! locker's take and look, cannot both miss the other (a sequentially consistent store before
+//! a load on each side). An atomic never waits while counted and a locker's wait is bounded by
+//! one atomic's length, so nobody waits for ever.
+
+use super::lock::LockWord;
+use crate::sync::{fence, spin_hint, AtomicU64, Ordering};
+
+/// Spins between looks before yielding the processor (a descheduled holder on an
+/// oversubscribed node needs it to run).
+const SPINS: u32 = if cfg!(loom) { 1 } else { 64 };
+
+/// Waits, spinning a little then yielding between looks, while `busy` says so.
+fn wait_while(mut busy: impl FnMut() -> bool) {
+    let mut spins = 0;
+    while busy() {
+        spins += 1;
+        if spins < SPINS {
+            spin_hint();
+        } else {
+            spins = 0;
+            #[cfg(not(loom))]
+            std::thread::yield_now();
+            #[cfg(loom)]
+            loom::thread::yield_now();
+        }
+    }
+}
+
+/// Whether any element lock `mask` names (bit `i`: `stripes[i]`) is held, as loads of
+/// `order`.
+fn any_held(stripes: &[LockWord], mask: u32, order: Ordering) -> bool {
+    (0..stripes.len()).any(|i| mask & (1 << i) != 0 && stripes[i].held_exclusively(order))
+}
+
+/// Runs `atomics` (the CPU's atomic instructions on elements in the pages whose element locks
+/// `mask` names) once no locker holds any of those locks, counted in `mine` (this origin's
+/// count) while it runs.
+pub fn through<R>(mine: &AtomicU64, stripes: &[LockWord], mask: u32, atomics: impl FnOnce() -> R) -> R {
+    loop {
+        // SeqCst, with the SeqCst look below: against the SeqCst fence in `drain` (its
+        // partner), either this look sees the locker's lock or the locker sees this count.
+        mine.fetch_add(1, Ordering::SeqCst);
+        // Loom treats SeqCst accesses as AcqRel (it implements only SeqCst fences), so its
+        // model needs the fence the memory model does not: the one a fence-based handshake
+        // has on both sides.
+        #[cfg(loom)]
+        fence(Ordering::SeqCst);
+        // SeqCst: as above; it is also an Acquire, partner of the locker's Release unlock, so
+        // the locker's plain stores happen before our atomics.
+        if !any_held(stripes, mask, Ordering::SeqCst) {
+            break;
+        }
+        // Relaxed: nothing was done while counted.
+        mine.fetch_sub(1, Ordering::Relaxed);
+        // Relaxed looks: the SeqCst one above decides.
+        wait_while(|| any_held(stripes, mask, Ordering::Relaxed));
+    }
+    let result = atomics();
+    // Release: partner of the Acquire look in `drain`: our atomics happen before the
+    // locker's plain loads and stores.
+    mine.fetch_sub(1, Ordering::Release);
+    result
+}
+
+/// Waits, after a locker took its element locks, until no origin is in [`through`] (`counts`:
+/// every origin's count on the node).
+pub fn drain<'a>(counts: impl IntoIterator<Item = &'a AtomicU64>) {
+    // SeqCst: partner of the SeqCst raise and look in `through` (Dekker's handshake); the
+    // lock was taken before it, with Acquire.
+    fence(Ordering::SeqCst);
+    for count in counts {
+        // Acquire: partner of the Release lowering in `through`.
+        wait_while(|| count.load(Ordering::Acquire) != 0);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::rma::lock::LockKind;
+    use std::sync::atomic::AtomicU64 as StdU64;
+    use std::sync::Arc;
+
+    /// Two elements on one page: threads add 1 to both with atomics through the gate, while
+    /// others add 10 to both with plain loads and stores under the page's lock: no update is
+    /// lost, so the plain ones never overlapped an atomic.
+    #[test]
+    fn atomics_and_locked_plain_updates_lose_nothing() {
+        const ROUNDS: u64 = 20_000;
+        let stripes: Arc<Vec<LockWord>> = Arc::new((0..4).map(|_| LockWord::new()).collect());
+        let counts: Arc<Vec<AtomicU64>> = Arc::new((0..4).map(|_| AtomicU64::new(0)).collect());
+        let elements = Arc::new([StdU64::new(0), StdU64::new(0)]);
+        let threads: Vec<_> = (0..4)
+            .map(|i| {
+                let (stripes, counts, elements) = (stripes.clone(), counts.clone(), elements.clone());
+                std::thread::spawn(move || {
+                    for _ in 0..ROUNDS {
+                        if i % 2 == 0 {
+                            through(&counts[i], &stripes, 1 << 2, || {
+                                elements[0].fetch_add(1, Ordering::Relaxed);
+                                elements[1].fetch_add(1, Ordering::Relaxed);
+                            });
+                        } else {
+                            stripes[2].lock(LockKind::Exclusive, std::thread::yield_now);
+                            drain(counts.iter());
+                            // A plain read-modify-write, as a vectorised accumulate does.
+                            for e in elements.iter() {
+                                let v = e.load(Ordering::Relaxed);
+                                std::hint::black_box(());
+                                e.store(v + 10, Ordering::Relaxed);
+                            }
+                            stripes[2].unlock(LockKind::Exclusive);
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        for e in elements.iter() {
+            assert_eq!(e.load(Ordering::Relaxed), 2 * ROUNDS + 2 * 10 * ROUNDS);
+        }
+        assert!(counts.iter().all(|c| c.load(Ordering::Relaxed) == 0));
+    }
+
+    #[test]
+    fn an_atomic_on_another_page_does_not_wait_for_the_locker() {
+        let stripes: Vec<LockWord> = (0..2).map(|_| LockWord::new()).collect();
+        let mine = AtomicU64::new(0);
+        assert!(stripes[0].try_lock(LockKind::Exclusive));
+        assert_eq!(through(&mine, &stripes, 1 << 1, || 7), 7);
+        assert_eq!(mine.load(Ordering::Relaxed), 0);
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use crate::rma::lock::LockKind;
+    use loom::sync::Arc;
+
+    /// One origin adds 1 to an element through the gate; a locker adds 10 with a plain load
+    /// and store under the element's lock: the sum is exact in every interleaving.
+    #[test]
+    fn loom_gate_keeps_atomics_out_of_a_locked_update() {
+        loom::model(|| {
+            let stripes = Arc::new([LockWord::new()]);
+            let count = Arc::new(AtomicU64::new(0));
+            let element = Arc::new(AtomicU64::new(0));
+            let origin = {
+                let (stripes, count, element) = (stripes.clone(), count.clone(), element.clone());
+                loom::thread::spawn(move || {
+                    through(&count, &stripes[..], 1, || element.fetch_add(1, Ordering::Relaxed));
+                })
+            };
+            stripes[0].lock(LockKind::Exclusive, loom::thread::yield_now);
+            drain([&*count]);
+            let v = element.load(Ordering::Relaxed);
+            element.store(v + 10, Ordering::Relaxed);
+            stripes[0].unlock(LockKind::Exclusive);
+            origin.join().unwrap();
+            assert_eq!(element.load(Ordering::Relaxed), 11);
+        });
+    }
+}
