@@ -5,14 +5,20 @@
 //! Both keep MPI's element-wise atomicity only if neither runs while the other touches the
 //! same element: the gate sees to that, with no shared word written on the atomics' path.
 //!
-//! Each origin has a count of the atomics it is in (in its own entry of the window's header,
-//! written by nobody else: big-reader locking). An atomic raises the count, then looks at the
-//! element locks of the pages its elements lie in; if one is held, it lowers the count, waits
+//! Each origin has a flag saying it is in an atomic (in its own entry of the window's header,
+//! written by nobody else: big-reader locking). An atomic raises its flag, then looks at the
+//! element locks of the pages its elements lie in; if one is held, it lowers the flag, waits
 //! until it is free, and starts again. A locker takes its element locks, then waits until
-//! every origin's count is zero. Dekker's handshake: the atomic's raise and look, and the
+//! every origin's flag is down. Dekker's handshake: the atomic's raise and look, and the
 //! locker's take and look, cannot both miss the other (a sequentially consistent store before
-//! a load on each side). An atomic never waits while counted and a locker's wait is bounded by
-//! one atomic's length, so nobody waits for ever.
+//! a load on each side). An atomic never waits with its flag up and a locker's wait is bounded
+//! by one atomic's length, so nobody waits for ever. The cost on the atomics' path: one
+//! exchange on a line the origin alone writes, a load of a line lockers alone write, and a
+//! plain store.
+//!
+//! One flag per member suffices because one thread at a time uses a window in a process
+//! (`MPI_THREAD_SERIALIZED` at most; the window's data is not `Sync`): `MPI_THREAD_MULTIPLE`
+//! will need one per thread.
 
 use super::lock::LockWord;
 use crate::sync::{fence, spin_hint, AtomicU64, Ordering};
@@ -40,18 +46,27 @@ fn wait_while(mut busy: impl FnMut() -> bool) {
 
 /// Whether any element lock `mask` names (bit `i`: `stripes[i]`) is held, as loads of
 /// `order`.
-fn any_held(stripes: &[LockWord], mask: u32, order: Ordering) -> bool {
-    (0..stripes.len()).any(|i| mask & (1 << i) != 0 && stripes[i].held_exclusively(order))
+#[inline]
+fn any_held(stripes: &[LockWord], mut mask: u32, order: Ordering) -> bool {
+    while mask != 0 {
+        if stripes[mask.trailing_zeros() as usize].held_exclusively(order) {
+            return true;
+        }
+        mask &= mask - 1;
+    }
+    false
 }
 
 /// Runs `atomics` (the CPU's atomic instructions on elements in the pages whose element locks
-/// `mask` names) once no locker holds any of those locks, counted in `mine` (this origin's
-/// count) while it runs.
+/// `mask` names) once no locker holds any of those locks, with `mine` (this origin's flag)
+/// raised while it runs.
+#[inline]
 pub fn through<R>(mine: &AtomicU64, stripes: &[LockWord], mask: u32, atomics: impl FnOnce() -> R) -> R {
+    debug_assert_eq!(mine.load(Ordering::Relaxed), 0, "one thread at a time in a window's gate");
     loop {
         // SeqCst, with the SeqCst look below: against the SeqCst fence in `drain` (its
-        // partner), either this look sees the locker's lock or the locker sees this count.
-        mine.fetch_add(1, Ordering::SeqCst);
+        // partner), either this look sees the locker's lock or the locker sees this flag.
+        mine.store(1, Ordering::SeqCst);
         // Loom treats SeqCst accesses as AcqRel (it implements only SeqCst fences), so its
         // model needs the fence the memory model does not: the one a fence-based handshake
         // has on both sides.
@@ -62,27 +77,27 @@ pub fn through<R>(mine: &AtomicU64, stripes: &[LockWord], mask: u32, atomics: im
         if !any_held(stripes, mask, Ordering::SeqCst) {
             break;
         }
-        // Relaxed: nothing was done while counted.
-        mine.fetch_sub(1, Ordering::Relaxed);
+        // Relaxed: nothing was done with the flag up.
+        mine.store(0, Ordering::Relaxed);
         // Relaxed looks: the SeqCst one above decides.
         wait_while(|| any_held(stripes, mask, Ordering::Relaxed));
     }
     let result = atomics();
     // Release: partner of the Acquire look in `drain`: our atomics happen before the
     // locker's plain loads and stores.
-    mine.fetch_sub(1, Ordering::Release);
+    mine.store(0, Ordering::Release);
     result
 }
 
-/// Waits, after a locker took its element locks, until no origin is in [`through`] (`counts`:
-/// every origin's count on the node).
-pub fn drain<'a>(counts: impl IntoIterator<Item = &'a AtomicU64>) {
+/// Waits, after a locker took its element locks, until no origin is in [`through`] (`flags`:
+/// every origin's flag on the node).
+pub fn drain<'a>(flags: impl IntoIterator<Item = &'a AtomicU64>) {
     // SeqCst: partner of the SeqCst raise and look in `through` (Dekker's handshake); the
     // lock was taken before it, with Acquire.
     fence(Ordering::SeqCst);
-    for count in counts {
+    for flag in flags {
         // Acquire: partner of the Release lowering in `through`.
-        wait_while(|| count.load(Ordering::Acquire) != 0);
+        wait_while(|| flag.load(Ordering::Acquire) != 0);
     }
 }
 
@@ -93,28 +108,29 @@ mod tests {
     use std::sync::atomic::AtomicU64 as StdU64;
     use std::sync::Arc;
 
-    /// Two elements on one page: threads add 1 to both with atomics through the gate, while
+    /// Two elements on one page: threads add 1 to both with atomics through the gate (each with
+/// its own flag), while
     /// others add 10 to both with plain loads and stores under the page's lock: no update is
     /// lost, so the plain ones never overlapped an atomic.
     #[test]
     fn atomics_and_locked_plain_updates_lose_nothing() {
         const ROUNDS: u64 = 20_000;
         let stripes: Arc<Vec<LockWord>> = Arc::new((0..4).map(|_| LockWord::new()).collect());
-        let counts: Arc<Vec<AtomicU64>> = Arc::new((0..4).map(|_| AtomicU64::new(0)).collect());
+        let flags: Arc<Vec<AtomicU64>> = Arc::new((0..4).map(|_| AtomicU64::new(0)).collect());
         let elements = Arc::new([StdU64::new(0), StdU64::new(0)]);
         let threads: Vec<_> = (0..4)
             .map(|i| {
-                let (stripes, counts, elements) = (stripes.clone(), counts.clone(), elements.clone());
+                let (stripes, flags, elements) = (stripes.clone(), flags.clone(), elements.clone());
                 std::thread::spawn(move || {
                     for _ in 0..ROUNDS {
                         if i % 2 == 0 {
-                            through(&counts[i], &stripes, 1 << 2, || {
+                            through(&flags[i], &stripes, 1 << 2, || {
                                 elements[0].fetch_add(1, Ordering::Relaxed);
                                 elements[1].fetch_add(1, Ordering::Relaxed);
                             });
                         } else {
                             stripes[2].lock(LockKind::Exclusive, std::thread::yield_now);
-                            drain(counts.iter());
+                            drain(flags.iter());
                             // A plain read-modify-write, as a vectorised accumulate does.
                             for e in elements.iter() {
                                 let v = e.load(Ordering::Relaxed);
@@ -133,7 +149,7 @@ mod tests {
         for e in elements.iter() {
             assert_eq!(e.load(Ordering::Relaxed), 2 * ROUNDS + 2 * 10 * ROUNDS);
         }
-        assert!(counts.iter().all(|c| c.load(Ordering::Relaxed) == 0));
+        assert!(flags.iter().all(|c| c.load(Ordering::Relaxed) == 0));
     }
 
     #[test]
@@ -158,16 +174,16 @@ mod loom_tests {
     fn loom_gate_keeps_atomics_out_of_a_locked_update() {
         loom::model(|| {
             let stripes = Arc::new([LockWord::new()]);
-            let count = Arc::new(AtomicU64::new(0));
+            let flag = Arc::new(AtomicU64::new(0));
             let element = Arc::new(AtomicU64::new(0));
             let origin = {
-                let (stripes, count, element) = (stripes.clone(), count.clone(), element.clone());
+                let (stripes, flag, element) = (stripes.clone(), flag.clone(), element.clone());
                 loom::thread::spawn(move || {
-                    through(&count, &stripes[..], 1, || element.fetch_add(1, Ordering::Relaxed));
+                    through(&flag, &stripes[..], 1, || element.fetch_add(1, Ordering::Relaxed));
                 })
             };
             stripes[0].lock(LockKind::Exclusive, loom::thread::yield_now);
-            drain([&*count]);
+            drain([&*flag]);
             let v = element.load(Ordering::Relaxed);
             element.store(v + 10, Ordering::Relaxed);
             stripes[0].unlock(LockKind::Exclusive);

@@ -106,7 +106,7 @@ pub(super) struct Entry {
     /// the segment's descriptor in its process + 1 (0: not node-shared), the segment's device
     /// and inode, and the part's offset in it. Origins on the node then map it.
     shared: [u64; 4],
-    /// The CPU's atomics this member is doing on node-shared parts as an origin now (see
+    /// 1 while this member does the CPU's atomics on node-shared parts as an origin (see
     /// `gate`): written only by the member, read by lockers of element locks.
     atomics: AtomicU64,
     _pad: [u64; 2],
@@ -490,7 +490,7 @@ impl WindowData {
     /// that keeps it apart from accumulates under the element locks.
     #[inline]
     pub fn lone_atomic<R>(&self, lone: &Lone, atomic: impl FnOnce(*mut u8) -> R) -> R {
-        gate::through(self.atomics_count(), self.stripes(lone.target), lone.mask, || atomic(lone.at))
+        gate::through(self.atomics_flag(), self.stripes(lone.target), lone.mask, || atomic(lone.at))
     }
 
     /// Whether accumulates on lock-free elements of target `t`'s part use the CPU's atomics
@@ -500,13 +500,13 @@ impl WindowData {
         self.flavor.in_segment() || (self.flavor == Flavor::Create && self.entry(t).shared[0] != 0)
     }
 
-    /// This member's count of atomics in progress (see [`gate`]).
-    pub(super) fn atomics_count(&self) -> &AtomicU64 {
+    /// This member's flag of atomics in progress (see [`gate`]).
+    pub(super) fn atomics_flag(&self) -> &AtomicU64 {
         &self.entry(self.rank()).atomics
     }
 
-    /// Every member on this node's count of atomics in progress (see [`gate`]).
-    pub(super) fn node_atomics_counts(&self) -> impl Iterator<Item = &AtomicU64> {
+    /// Every member on this node's flag of atomics in progress (see [`gate`]).
+    pub(super) fn node_atomics_flags(&self) -> impl Iterator<Item = &AtomicU64> {
         (0..self.size()).map(|m| self.entry(m)).filter(|e| e.off_node == 0).map(|e| &e.atomics)
     }
 
