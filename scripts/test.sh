@@ -36,7 +36,7 @@ target/abi-gen-venv/bin/python weft-abi/gen/generate.py --check
 echo "== cargo test (unit, sans-IO engine, shm, launcher, multi-process at 1-8 ranks, multi-host over network namespaces)"
 cargo test --workspace --quiet
 
-echo "== loom models (the sleep/wake handshake, the window lock word)"
+echo "== loom models (the sleep/wake handshake, the window lock word, the atomics' gate)"
 LOOM_MAX_PREEMPTIONS=2 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
   cargo test -p weft --release --lib --quiet loom
 

@@ -352,7 +352,8 @@ impl WindowData {
         let mask = stripe_mask(at.base, at.spans().iter().copied());
         let taken = || (0..STRIPES).filter(move |i| mask & (1 << i) != 0);
         // In index order, so no two origins wait for each other in a cycle. No progress while
-        // waiting: holders only copy, and never wait for anyone.
+        // waiting: holders only copy, and wait only for the atomics in progress (the gate's
+        // drain below, each one instruction long), never for a lock.
         for i in taken() {
             stripes[i].lock(LockKind::Exclusive, std::thread::yield_now);
         }
