@@ -16,8 +16,8 @@
 use super::atomic;
 use super::gate;
 use super::lock::LockKind;
-use super::window::{WindowData, STRIPES};
-use crate::coll::op::{Basic, Elements, SysOp};
+use super::window::{Mapped, WindowData, STRIPES};
+use crate::coll::op::{self, Basic, Elements, SysOp};
 use crate::error::{Error, ErrorClass, Result};
 use crate::sys::cma::{self, CmaError};
 
@@ -36,14 +36,9 @@ const STRIPE_BYTES: u64 = 4096;
 /// 0.25-0.4 µs, 64 under the locks 0.09-0.15 µs.
 const ATOMIC_ELEMENTS_MAX: usize = 1;
 
-/// The element lock of the byte at `offset` in its part.
-pub(super) fn stripe_of(offset: u64) -> usize {
-    (offset / STRIPE_BYTES) as usize % STRIPES
-}
-
 /// The element locks of every page `spans` (address, length) touch in the part starting at
 /// `base`, as a mask (bit `i`: lock `i`).
-fn stripe_mask(base: u64, spans: impl Iterator<Item = (u64, usize)>) -> u32 {
+pub(super) fn stripe_mask(base: u64, spans: impl Iterator<Item = (u64, usize)>) -> u32 {
     let mut mask = 0u32;
     for (addr, len) in spans {
         let first = (addr - base) / STRIPE_BYTES;
@@ -53,6 +48,22 @@ fn stripe_mask(base: u64, spans: impl Iterator<Item = (u64, usize)>) -> u32 {
         }
     }
     mask
+}
+
+/// The indices of a mask's set bits, lowest first.
+#[derive(Clone, Copy)]
+struct BitIndices(u32);
+
+impl Iterator for BitIndices {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        (self.0 != 0).then(|| {
+            let i = self.0.trailing_zeros() as usize;
+            self.0 &= self.0 - 1;
+            i
+        })
+    }
 }
 
 /// How an origin reaches a target's memory.
@@ -280,15 +291,16 @@ impl WindowData {
             });
         }
         let input: &[u8] = if no_op { &[] } else { data };
-        let lookup = match (how.combine, how.basic) {
-            (Some(_), _) => None,
-            (None, Some(b)) => Some(crate::coll::op::combine(how.op, Elements::Basic(b)).ok_or_else(|| {
-                Error::new(ErrorClass::Op, call, format!("{} is not defined on {b:?}", how.op.name()))
-            })?),
+        match (how.combine, how.basic) {
+            (Some(_), _) => {}
+            (None, Some(b)) if op::applies(how.op, Elements::Basic(b)) => {}
+            (None, Some(b)) => {
+                return Err(Error::new(ErrorClass::Op, call, format!("{} is not defined on {b:?}", how.op.name())))
+            }
             (None, None) => {
                 return Err(Error::new(ErrorClass::Op, call, "no function to combine the elements with"))
             }
-        };
+        }
         self.under_element_locks(call, at, |current| {
             if let Some(o) = old {
                 o.copy_from_slice(current);
@@ -296,12 +308,74 @@ impl WindowData {
             if no_op {
                 return false;
             }
-            match how.combine {
-                Some(f) => f(input, current),
-                None => lookup.expect("looked up above")(input, current),
+            match (how.combine, how.basic) {
+                (Some(f), _) => f(input, current),
+                (None, Some(b)) => op::apply_basic(how.op, b, input, current),
+                (None, None) => unreachable!("refused above"),
             }
             true
         })
+    }
+
+    /// `MPI_Put` of `data` into the bytes of `at` (as many), a node-shared part mapped here:
+    /// the fast path of contiguous puts, with no [`Located`].
+    pub fn put_in_place(&self, at: &Mapped, data: &[u8]) {
+        assert_eq!(data.len(), at.len, "put_in_place: the span holds the data");
+        self.owe_fence();
+        // SAFETY: `at.len` bytes of a part mapped here (checked by `shared_span`), which no
+        // Rust reference covers (as in `write`).
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), at.at, data.len()) }
+    }
+
+    /// `MPI_Get` of the bytes of `at` into `out` (as many), a node-shared part mapped here:
+    /// the fast path of contiguous gets, with no [`Located`].
+    pub fn get_in_place(&self, at: &Mapped, out: &mut [u8]) {
+        assert_eq!(out.len(), at.len, "get_in_place: the span fills the buffer");
+        self.owe_fence();
+        // SAFETY: as in `put_in_place`, the other way.
+        unsafe { std::ptr::copy_nonoverlapping(at.at, out.as_mut_ptr(), out.len()) }
+    }
+
+    /// `MPI_Accumulate` or `MPI_Get_accumulate` of whole elements of `basic` on the bytes of
+    /// `at` (`data`: as many; the old values into `old`, as many, when given), `op` defined
+    /// on `basic` (the caller checked both): combined in place under the element locks of
+    /// the pages they touch, with no [`Located`] (the fast path of contiguous accumulates on
+    /// node-shared parts, which every origin maps and where the CPU's atomics may run: the
+    /// [`gate`](super::gate) is drained).
+    pub fn accumulate_in_place(&self, at: &Mapped, op: SysOp, basic: Basic, data: &[u8], old: Option<&mut [u8]>) {
+        debug_assert!(op::applies(op, Elements::Basic(basic)) && (op == SysOp::NoOp || data.len() == at.len));
+        self.owe_fence();
+        self.with_element_locks(at.target, at.mask, true, || {
+            // SAFETY: `at.len` bytes of a part mapped here (checked by `shared_span`); under
+            // the element locks, with the gate drained, no other accumulate or atomic touches
+            // them, and MPI forbids puts and the target's own stores to them during the epoch.
+            let current = unsafe { std::slice::from_raw_parts_mut(at.at, at.len) };
+            if let Some(o) = old {
+                o.copy_from_slice(current);
+            }
+            op::apply_basic(op, basic, data, current);
+        })
+    }
+
+    /// Runs `f` holding the element locks `mask` names of `target`'s part, taken in index
+    /// order (so no two origins wait for each other in a cycle); with `drain_gate`, once the
+    /// CPU's atomics in progress on the node are done too (the [`gate`](super::gate)).
+    fn with_element_locks<R>(&self, target: usize, mask: u32, drain_gate: bool, f: impl FnOnce() -> R) -> R {
+        let stripes = self.stripes(target);
+        let taken = || BitIndices(mask);
+        // No progress while waiting: holders only copy, and wait only for the atomics in
+        // progress (the gate's drain below, each one instruction long), never for a lock.
+        for i in taken() {
+            stripes[i].lock(LockKind::Exclusive, std::thread::yield_now);
+        }
+        if drain_gate {
+            gate::drain(self.node_atomics_flags());
+        }
+        let result = f();
+        for i in taken() {
+            stripes[i].unlock(LockKind::Exclusive);
+        }
+        result
     }
 
     /// The CPU's atomics on each element `at` names, lock-free elements of `basic` of a part
@@ -348,18 +422,12 @@ impl WindowData {
         at: &Located,
         update: impl FnOnce(&mut [u8]) -> bool,
     ) -> Result<()> {
-        let stripes = self.stripes(at.target);
         let mask = stripe_mask(at.base, at.spans().iter().copied());
-        let taken = || (0..STRIPES).filter(move |i| mask & (1 << i) != 0);
-        // In index order, so no two origins wait for each other in a cycle. No progress while
-        // waiting: holders only copy, and wait only for the atomics in progress (the gate's
-        // drain below, each one instruction long), never for a lock.
-        for i in taken() {
-            stripes[i].lock(LockKind::Exclusive, std::thread::yield_now);
-        }
-        if at.direct_atomics {
-            gate::drain(self.node_atomics_flags());
-        }
+        self.with_element_locks(at.target, mask, at.direct_atomics, || self.update_in_locks(call, at, update))
+    }
+
+    /// [`WindowData::under_element_locks`]' work, the locks held.
+    fn update_in_locks(&self, call: &'static str, at: &Located, update: impl FnOnce(&mut [u8]) -> bool) -> Result<()> {
         let copy = |current: &mut [u8], write_back: bool| -> Result<()> {
             let mut pos = 0;
             for &(addr, len) in at.spans() {
@@ -372,7 +440,7 @@ impl WindowData {
             }
             Ok(())
         };
-        let done = match (at.reach, at.spans()) {
+        match (at.reach, at.spans()) {
             (Reach::Direct, &[(addr, len)]) => {
                 // SAFETY: `len` bytes of a part mapped here (checked by `locate`); under the
                 // element locks no other accumulate touches them (the gate keeps the CPU's
@@ -393,11 +461,7 @@ impl WindowData {
                 s.replace(current);
                 done
             }),
-        };
-        for i in taken() {
-            stripes[i].unlock(LockKind::Exclusive);
         }
-        done
     }
 
     /// `MPI_Compare_and_swap` of the one element `at` names (of `unit` bytes, of type `basic`
@@ -418,7 +482,7 @@ impl WindowData {
         if let Some(b) = basic.filter(|b| {
             at.direct_atomics && b.size() == unit && atomic::is_lock_free_at(*b, a as *const u8)
         }) {
-            let mask = 1 << stripe_of(a - at.base);
+            let mask = stripe_mask(at.base, at.spans().iter().copied());
             return gate::through(self.atomics_flag(), self.stripes(at.target), mask, || {
                 // SAFETY: as in `atomics_one_by_one`.
                 unsafe { atomic::compare_and_swap(b, a as *mut u8, compare, swap, old) }

@@ -115,12 +115,10 @@ pub unsafe fn fetch_and_op(
             Instruction::Swap => a.swap(x, AcqRel),
             Instruction::Load => a.load(Acquire),
             Instruction::Loop => {
-                // Looked up only here: the one-instruction cases need no function.
-                let reduce = op::combine(op, Elements::Basic(basic)).expect("applies: checked");
                 let mut current = a.load(Acquire);
                 loop {
                     let mut next = current.to_ne_bytes();
-                    reduce(operand, &mut next);
+                    op::apply_basic(op, basic, operand, &mut next);
                     let next = T::from_ne_bytes(next);
                     match a.compare_exchange_weak(current, next, AcqRel, Acquire) {
                         Ok(_) => break current,

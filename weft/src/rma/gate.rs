@@ -21,7 +21,9 @@
 //! will need one per thread.
 
 use super::lock::LockWord;
-use crate::sync::{fence, spin_hint, AtomicU64, Ordering};
+#[cfg(loom)]
+use crate::sync::fence;
+use crate::sync::{spin_hint, AtomicU64, Ordering};
 
 /// Spins between looks before yielding the processor (a descheduled holder on an
 /// oversubscribed node needs it to run).
@@ -64,8 +66,9 @@ fn any_held(stripes: &[LockWord], mut mask: u32, order: Ordering) -> bool {
 pub fn through<R>(mine: &AtomicU64, stripes: &[LockWord], mask: u32, atomics: impl FnOnce() -> R) -> R {
     debug_assert_eq!(mine.load(Ordering::Relaxed), 0, "one thread at a time in a window's gate");
     loop {
-        // SeqCst, with the SeqCst look below: against the SeqCst fence in `drain` (its
-        // partner), either this look sees the locker's lock or the locker sees this flag.
+        // SeqCst, with the SeqCst look below: against the locker's SeqCst taking of the lock
+        // and looks at the flags in `drain` (its partners), either this look sees the
+        // locker's lock or the locker sees this flag.
         mine.store(1, Ordering::SeqCst);
         // Loom treats SeqCst accesses as AcqRel (it implements only SeqCst fences), so its
         // model needs the fence the memory model does not: the one a fence-based handshake
@@ -92,12 +95,18 @@ pub fn through<R>(mine: &AtomicU64, stripes: &[LockWord], mask: u32, atomics: im
 /// Waits, after a locker took its element locks, until no origin is in [`through`] (`flags`:
 /// every origin's flag on the node).
 pub fn drain<'a>(flags: impl IntoIterator<Item = &'a AtomicU64>) {
-    // SeqCst: partner of the SeqCst raise and look in `through` (Dekker's handshake); the
-    // lock was taken before it, with Acquire.
+    // The locker's half of Dekker's handshake is its SeqCst taking of the lock
+    // (`LockWord::try_lock`) and the SeqCst looks below, against the SeqCst raise and look in
+    // `through`: in the single total order of SeqCst operations, either the atomic's look
+    // comes after the taking (and sees the lock) or the raise comes before these looks (and
+    // they see the flag). No fence: on x86-64 the taking is a `lock cmpxchg`, already a full
+    // barrier. Loom treats SeqCst accesses as AcqRel, so its model has the fence in their
+    // place (the fence-based handshake, which the code without it refines).
+    #[cfg(loom)]
     fence(Ordering::SeqCst);
     for flag in flags {
-        // Acquire: partner of the Release lowering in `through`.
-        wait_while(|| flag.load(Ordering::Acquire) != 0);
+        // SeqCst: as above; also an Acquire, partner of the Release lowering in `through`.
+        wait_while(|| flag.load(Ordering::SeqCst) != 0);
     }
 }
 

@@ -73,9 +73,12 @@ impl LockWord {
                     return false;
                 }
                 // Acquire: partner of the Release in `unlock` (either kind): the previous
-                // holders' accesses happen before ours.
+                // holders' accesses happen before ours. SeqCst, for the element gate: this
+                // taking and the locker's SeqCst looks at the flags that follow it are its
+                // half of the handshake with `gate::through`'s raise and look (see
+                // `gate::drain`). The same instruction as Acquire on x86-64.
                 self.0
-                    .compare_exchange(word, EXCLUSIVE, Ordering::Acquire, Ordering::Relaxed)
+                    .compare_exchange(word, EXCLUSIVE, Ordering::SeqCst, Ordering::Relaxed)
                     .is_ok()
             }
             LockKind::Shared => {

@@ -28,7 +28,7 @@
 //! post-start-complete-wait (each member's entry counts the posts made to it as an origin and
 //! the completions made to it as a target: no message, no help from the other side).
 
-use super::access::{stripe_of, Located, Reach, Spans};
+use super::access::{stripe_mask, Located, Reach, Spans};
 use super::gate;
 use super::lock::{LockKind, LockWord};
 use super::remote::Count;
@@ -159,6 +159,9 @@ pub struct WindowData {
     /// Of this member's entry's `posts` and `completions`, how many its epochs consumed.
     posts_seen: Cell<u64>,
     completions_seen: Cell<u64>,
+    /// Whether this member did anything but the CPU's atomics on the window since its last
+    /// memory barrier: a flush owes one then (see [`WindowData::flush_memory`]).
+    fence_owed: Cell<bool>,
     /// What this member has in flight by messages, per target contacted.
     pub(super) table: OpTable,
     /// The node-shared parts of other members of a `create` window, mapped on first contact.
@@ -176,16 +179,18 @@ pub struct Part {
     pub disp_unit: usize,
 }
 
-/// One element of a node-shared part mapped here ([`WindowData::shared_element`]), for the
-/// CPU's atomics.
+/// Bytes of a node-shared part mapped here ([`WindowData::shared_span`]): one element for the
+/// CPU's atomics, or a block an accumulate combines in place.
 #[derive(Clone, Copy, Debug)]
-pub struct Lone {
-    /// Its address here.
+pub struct Mapped {
+    /// Their address here.
     pub at: *mut u8,
-    /// Its target.
-    target: usize,
-    /// The element lock of its page, as a [`gate`] mask.
-    mask: u32,
+    /// How many.
+    pub len: usize,
+    /// Their target.
+    pub(super) target: usize,
+    /// The element locks of the pages they touch, as a [`gate`] mask.
+    pub(super) mask: u32,
 }
 
 /// An exposure epoch this member opened (`MPI_Win_post`): the completions it awaits, and the
@@ -250,6 +255,7 @@ impl WindowData {
             spans_nodes: nodes > 1,
             posts_seen: Cell::new(0),
             completions_seen: Cell::new(0),
+            fence_owed: Cell::new(true),
             table: OpTable::new(tunables.rma_ops),
             mapped: RefCell::default(),
         });
@@ -448,14 +454,14 @@ impl WindowData {
         })
     }
 
-    /// The `unit` bytes at displacement `disp` of `target`'s part, when that part is
+    /// The `len` bytes at displacement `disp` of `target`'s part, when that part is
     /// node-shared (mapped here: an `allocate` part, or a `create` part over `MPI_Alloc_mem`'s
     /// memory already mapped) and holds them: the fast path of one-element atomics
-    /// (`MPI_Fetch_and_op`), which needs no [`Located`]; [`WindowData::lone_atomic`] does the
-    /// atomic. `None` otherwise, and for every error: the general way
-    /// ([`WindowData::locate`]) then decides and reports.
+    /// (`MPI_Fetch_and_op`: [`WindowData::lone_atomic`]) and of contiguous accumulates
+    /// ([`WindowData::accumulate_in_place`]), which need no [`Located`]. `None` otherwise,
+    /// and for every error: the general way ([`WindowData::locate`]) then decides and reports.
     #[inline]
-    pub fn shared_element(&self, target: i32, disp: isize, unit: usize) -> Option<Lone> {
+    pub fn shared_span(&self, target: i32, disp: isize, len: usize) -> Option<Mapped> {
         // A window some reach by messages takes the general way, which progresses: a member
         // spinning on its own element must serve the others meanwhile (MPI's progress rule).
         if self.by_messages() {
@@ -464,7 +470,7 @@ impl WindowData {
         let t = usize::try_from(target).ok().filter(|&t| t < self.size())?;
         let e = self.entry(t);
         let at = usize::try_from(disp.checked_mul(e.disp_unit as isize)?).ok()?;
-        if at.checked_add(unit)? > e.size as usize {
+        if at.checked_add(len)? > e.size as usize {
             return None;
         }
         let base = match self.flavor {
@@ -478,18 +484,19 @@ impl WindowData {
             }
             _ => return None,
         };
-        Some(Lone {
-            // SAFETY: the part holds `at + unit` bytes (checked above).
+        Some(Mapped {
+            // SAFETY: the part holds `at + len` bytes (checked above).
             at: unsafe { base.add(at) },
+            len,
             target: t,
-            mask: 1 << stripe_of(at as u64),
+            mask: stripe_mask(0, std::iter::once((at as u64, len))),
         })
     }
 
     /// Runs `atomic` (the CPU's atomic instructions on `lone`'s element) through the gate
     /// that keeps it apart from accumulates under the element locks.
     #[inline]
-    pub fn lone_atomic<R>(&self, lone: &Lone, atomic: impl FnOnce(*mut u8) -> R) -> R {
+    pub fn lone_atomic<R>(&self, lone: &Mapped, atomic: impl FnOnce(*mut u8) -> R) -> R {
         gate::through(self.atomics_flag(), self.stripes(lone.target), lone.mask, || atomic(lone.at))
     }
 
@@ -567,6 +574,7 @@ impl WindowData {
         let t = self.check_target(call, target)?;
         let part = self.part(call, target)?;
         let (reach, start_here) = self.reach(call, t, &part)?;
+        self.owe_fence();
         // By messages, spans are offsets in the part (addresses in a dynamic one), which
         // the target turns into addresses of its own.
         let base = match reach {
@@ -797,8 +805,18 @@ impl WindowData {
     /// By messages, it progresses too: a member waiting in a loop of flushes or syncs for
     /// what others write serves their messages meanwhile.
     pub fn flush<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str) -> Result<()> {
+        self.complete_then(eng, call, Self::flush_memory)
+    }
+
+    /// `MPI_Win_sync`: [`WindowData::flush`] with the memory barrier always (it orders the
+    /// program's own loads and stores on the window too).
+    pub fn sync<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str) -> Result<()> {
+        self.complete_then(eng, call, Self::sync_memory)
+    }
+
+    fn complete_then<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str, barrier: fn(&Self)) -> Result<()> {
         let done = self.complete_by_message(eng, call);
-        self.flush_memory();
+        barrier(self);
         if self.by_messages() {
             eng.progress();
         }
@@ -807,9 +825,31 @@ impl WindowData {
 
     /// [`WindowData::flush`] of a window reached directly ([`WindowData::by_messages`] false):
     /// the memory barrier alone, with no runtime to progress.
+    ///
+    /// Skipped on x86-64 when this member did nothing but the CPU's atomics (the one-element
+    /// fast path, [`WindowData::lone_atomic`]) on the window since its last barrier: each is a
+    /// `lock`-prefixed instruction, itself a full barrier there, and complete at the target
+    /// once done. `MPI_Win_sync` ([`WindowData::sync_memory`]), which orders the program's own
+    /// loads and stores, always has it.
     #[inline]
     pub fn flush_memory(&self) {
+        if !cfg!(target_arch = "x86_64") || self.fence_owed.get() {
+            self.sync_memory();
+        }
+    }
+
+    /// `MPI_Win_sync` of a window reached directly: a memory barrier, always.
+    #[inline]
+    pub fn sync_memory(&self) {
+        self.fence_owed.set(false);
         fence(SeqCst);
+    }
+
+    /// Notes that this member touched the window's memory other than by the CPU's atomics
+    /// (or made an operation by messages): the next flush owes a memory barrier.
+    #[inline]
+    pub(super) fn owe_fence(&self) {
+        self.fence_owed.set(true);
     }
 
     /// Whether this member reaches some others by messages (then operations, locks and

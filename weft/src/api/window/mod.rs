@@ -276,9 +276,17 @@ pub trait Access<T: Equivalence + Copy> {
         self.covers(CALL, target)?;
         let data = bytes(data);
         let w = self.window().data();
+        // A node-shared part: a copy, no `Located`.
+        if let Some(at) = isize::try_from(disp)
+            .ok()
+            .and_then(|d| w.shared_span(target, d, data.len()))
+        {
+            w.put_in_place(&at, data);
+            return Ok(());
+        }
         let at = span(w, CALL, target, disp, data.len())?;
         if !w.by_messages() {
-            return w.put_here(CALL, &at, data); // no runtime needed: the fast path
+            return w.put_here(CALL, &at, data); // no runtime needed
         }
         runtime::with_call(CALL, |rt| w.put(&mut rt.engine, CALL, &at, data))
     }
@@ -290,9 +298,17 @@ pub trait Access<T: Equivalence + Copy> {
         // SAFETY: `T` is plain data (checked at allocation): any bytes are a valid `T`.
         let out = unsafe { bytes_mut(out) };
         let w = self.window().data();
+        // A node-shared part: a copy, no `Located`.
+        if let Some(at) = isize::try_from(disp)
+            .ok()
+            .and_then(|d| w.shared_span(target, d, out.len()))
+        {
+            w.get_in_place(&at, out);
+            return Ok(());
+        }
         let at = span(w, CALL, target, disp, out.len())?;
         if !w.by_messages() {
-            return w.get_here(CALL, &at, out); // no runtime needed: the fast path
+            return w.get_here(CALL, &at, out); // no runtime needed
         }
         runtime::with_call(CALL, |rt| w.get(&mut rt.engine, CALL, &at, out))
     }
@@ -365,7 +381,7 @@ pub trait Access<T: Equivalence + Copy> {
         let w = self.window().data();
         let lone = isize::try_from(disp)
             .ok()
-            .and_then(|d| w.shared_element(target, d, out.len()));
+            .and_then(|d| w.shared_span(target, d, out.len()));
         if let Some(lone) = lone.filter(|l| atomic::is_lock_free_at(basic, l.at)) {
             w.lone_atomic(&lone, |at| {
                 // SAFETY: as in `lone_atomic`: one element of `basic` of a part mapped here.
@@ -385,10 +401,11 @@ pub trait Access<T: Equivalence + Copy> {
         Ok(old[0])
     }
 
-    /// `MPI_Win_flush` (and `flush_local`, `MPI_Win_sync`): the epoch's operations so far are
-    /// complete and visible to whatever this process does next. An error is one an earlier
-    /// operation by message met at its target (puts and accumulates by message return once
-    /// started).
+    /// `MPI_Win_flush` (and `flush_local`): the epoch's operations so far are complete and
+    /// visible to whatever this process does next. An error is one an earlier operation by
+    /// message met at its target (puts and accumulates by message return once started). To
+    /// order the program's own loads and stores on the window, [`Window::sync`]
+    /// (`MPI_Win_sync`).
     fn flush(&self) -> Result<()> {
         let w = self.window().data();
         match w.by_messages() {
@@ -434,7 +451,6 @@ fn accumulate_at<T: Equivalence + Copy>(
     if let Some(done) = lone_atomic(w, call, (target, disp), basic, data, old.as_deref_mut(), op) {
         return done;
     }
-    let at = span(w, call, target, disp, data.len())?;
     if !crate::coll::op::applies(op.sys_op(), Elements::Basic(basic)) {
         return Err(Error::new(
             ErrorClass::Op,
@@ -442,6 +458,17 @@ fn accumulate_at<T: Equivalence + Copy>(
             format!("{} is not defined on {basic:?}", op.sys_op().name()),
         ));
     }
+    // Contiguous elements of a node-shared part: combined in place, no `Located`.
+    let lengths_match = old.as_deref().is_none_or(|o| o.len() == data.len());
+    let mapped = isize::try_from(disp)
+        .ok()
+        .filter(|_| lengths_match)
+        .and_then(|d| w.shared_span(target, d, data.len()));
+    if let Some(at) = mapped {
+        w.accumulate_in_place(&at, op.sys_op(), basic, data, old);
+        return Ok(());
+    }
+    let at = span(w, call, target, disp, data.len())?;
     // The function is looked up only if an element needs it (the CPU's atomics do not).
     let how = Combiner {
         op: op.sys_op(),
@@ -471,7 +498,7 @@ fn lone_atomic(
     if data.len() != basic.size() {
         return None;
     }
-    let lone = w.shared_element(target, isize::try_from(disp).ok()?, data.len())?;
+    let lone = w.shared_span(target, isize::try_from(disp).ok()?, data.len())?;
     if !atomic::is_lock_free_at(basic, lone.at) {
         return None;
     }

@@ -97,7 +97,7 @@ impl<T: Equivalence + Copy> Window<T> {
     /// (its own part's, or through `shared_query`'s pointers) with its operations.
     pub fn sync(&self) -> Result<()> {
         runtime::with_call("Win_sync", |rt| {
-            self.data().flush(&mut rt.engine, "Win_sync")
+            self.data().sync(&mut rt.engine, "Win_sync")
         })
     }
 }

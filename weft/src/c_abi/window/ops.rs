@@ -17,7 +17,7 @@ use crate::c_abi::requests::{self, CRequest};
 use crate::coll::op::{Basic, Elements, SysOp};
 use crate::rma::access::{Combiner, Located};
 use crate::rma::atomic;
-use crate::rma::window::WindowData;
+use crate::rma::window::{Mapped, WindowData};
 use crate::runtime;
 use std::borrow::Cow;
 use std::ffi::{c_int, c_void};
@@ -137,6 +137,28 @@ fn signature_mismatch(call: &'static str, what: &str, have: usize, want: usize) 
     )
 }
 
+/// The target's bytes of `count` elements of the predefined datatype `dt` at `disp`, when
+/// they lie in a node-shared part mapped here and an epoch covers the target: the fast paths'
+/// address (no spans, no packing). `None`: any other case, and every error (the general way
+/// decides and reports).
+fn mapped(
+    call: &'static str,
+    w: &CWin,
+    count: i64,
+    dt: *mut c_void,
+    rank: c_int,
+    disp: isize,
+) -> Option<Mapped> {
+    let size = crate::c_abi::datatype::predefined::plain_size(dt as usize)?;
+    let len = usize::try_from(count)
+        .ok()
+        .filter(|&n| n > 0)?
+        .checked_mul(size)?;
+    let at = w.with(|d| d.shared_span(rank, disp, len))?;
+    sync::covers(call, w, rank as usize).ok()?;
+    Some(at)
+}
+
 /// `MPI_Put`'s body.
 #[allow(clippy::too_many_arguments)]
 unsafe fn put<C: CCount>(
@@ -150,6 +172,16 @@ unsafe fn put<C: CCount>(
     tdt: *mut c_void,
     win: *mut c_void,
 ) -> Result<(), CError> {
+    if odt == tdt && ocount.wide() == tcount.wide() {
+        let w = self::win(call, win)?;
+        if let Some(at) = mapped(call, w, tcount.wide(), tdt, rank, disp) {
+            // SAFETY: the standard's contract: the origin buffer holds its elements, of a
+            // predefined datatype (contiguous).
+            let data = unsafe { handles::bytes(origin, at.len) };
+            w.with(|d| d.put_in_place(&at, data));
+            return Ok(());
+        }
+    }
     let o = Side::new(call, origin, ocount, odt)?;
     let t = Side::new(call, std::ptr::null(), tcount, tdt)?;
     let Some((w, at)) = target(call, win, rank, disp, &t)? else {
@@ -181,6 +213,16 @@ unsafe fn get<C: CCount>(
     tdt: *mut c_void,
     win: *mut c_void,
 ) -> Result<(), CError> {
+    if odt == tdt && ocount.wide() == tcount.wide() {
+        let w = self::win(call, win)?;
+        if let Some(at) = mapped(call, w, tcount.wide(), tdt, rank, disp) {
+            // SAFETY: the standard's contract: the origin buffer has room for its elements, of
+            // a predefined datatype (contiguous).
+            let out = unsafe { handles::bytes_mut(origin, at.len) };
+            w.with(|d| d.get_in_place(&at, out));
+            return Ok(());
+        }
+    }
     let o = Side::new(call, origin, ocount, odt)?;
     let t = Side::new(call, std::ptr::null(), tcount, tdt)?;
     let Some((w, at)) = target(call, win, rank, disp, &t)? else {
@@ -346,6 +388,18 @@ unsafe fn get_accumulate<C: CCount>(
     op: *mut c_void,
     win: *mut c_void,
 ) -> Result<(), CError> {
+    let alike = |(_, c, d): (*const c_void, C, *mut c_void)| d == tdt && c.wide() == tcount.wide();
+    let no_op = op as usize == MPI_NO_OP;
+    if (no_op || alike(origin)) && result.is_none_or(|(b, c, d)| alike((b as *const c_void, c, d)))
+    {
+        let bufs = (origin.0, result.map(|r| r.0));
+        // SAFETY: passed on: the origin's and the result's elements, of the target's count and
+        // datatype.
+        if let Some(done) = unsafe { in_place(call, bufs, tcount.wide(), tdt, rank, disp, op, win) }
+        {
+            return done;
+        }
+    }
     let sys = acc_op(call, op)?;
     // MPI_NO_OP ignores the origin buffer (its count and datatype may be anything).
     let o = match sys {
@@ -596,16 +650,20 @@ pub unsafe extern "C" fn get_accumulate_c(
 }
 export!(Get_accumulate_c, get_accumulate_c);
 
-/// `MPI_Fetch_and_op`'s fast path: one element of a predefined type at a node-shared part,
-/// lock-free there, by the CPU's atomics: no packing, no spans, no allocation. `None`: any
-/// other case, and every error (the general way decides and reports).
+/// The fast path of the accumulates (`MPI_Accumulate`, `MPI_Get_accumulate`,
+/// `MPI_Fetch_and_op`): `count` elements of one predefined type `dt`, contiguous on every
+/// side, at a node-shared part mapped here: one lock-free element by the CPU's atomics, more
+/// combined in place under the element locks: no packing, no spans, no allocation. `None`:
+/// any other case, and every error (the general way decides and reports).
 ///
 /// # Safety
-/// The standard's contract: one element of `dt` at `origin` (unless `op` is `MPI_NO_OP`) and
-/// room for one at `result`.
-unsafe fn lone_fetch_and_op(
+/// The standard's contract: `count` elements of `dt` at `origin` (unless `op` is
+/// `MPI_NO_OP`) and room for as many at `result` when given, disjoint from the origin's.
+#[allow(clippy::too_many_arguments)]
+unsafe fn in_place(
     call: &'static str,
-    (origin, result): (*const c_void, *mut c_void),
+    (origin, result): (*const c_void, Option<*mut c_void>),
+    count: i64,
     dt: *mut c_void,
     rank: c_int,
     disp: isize,
@@ -621,21 +679,32 @@ unsafe fn lone_fetch_and_op(
         _ => return None,
     };
     let sys = acc_op(call, op).ok()?;
-    let w = self::win(call, win).ok()?;
-    let lone = w.with(|d| d.shared_element(rank, disp, size))?;
-    if !atomic::is_lock_free_at(basic, lone.at) || sync::covers(call, w, rank as usize).is_err() {
+    if !crate::coll::op::applies(sys, Elements::Basic(basic)) {
         return None;
     }
-    let zeros = [0u8; 16];
+    let w = self::win(call, win).ok()?;
+    let at = mapped(call, w, count, dt, rank, disp)?;
+    let len = at.len;
     let operand = match sys {
-        SysOp::NoOp => &zeros[..size],
+        SysOp::NoOp => &[],
         // SAFETY: the caller's promise.
-        _ => unsafe { handles::bytes(origin, size) },
+        _ => unsafe { handles::bytes(origin, len) },
     };
     // SAFETY: the caller's promise.
-    let old = unsafe { handles::bytes_mut(result, size) };
+    let old = result.map(|r| unsafe { handles::bytes_mut(r, len) });
+    if count > 1 || !atomic::is_lock_free_at(basic, at.at) {
+        w.with(|d| d.accumulate_in_place(&at, sys, basic, operand, old));
+        return Some(Ok(()));
+    }
+    let (zeros, mut scratch) = ([0u8; 16], [0u8; 16]);
+    let operand = if operand.is_empty() {
+        &zeros[..size]
+    } else {
+        operand
+    };
+    let old = old.unwrap_or(&mut scratch[..size]);
     let done = w.with(|d| {
-        d.lone_atomic(&lone, |at| {
+        d.lone_atomic(&at, |at| {
             // SAFETY: `at` heads one element of `basic` within the target's part, mapped
             // here, which origins touch only atomically in accumulate epochs, and the gate
             // keeps lockers' plain updates away meanwhile.
@@ -657,8 +726,8 @@ pub unsafe extern "C" fn fetch_and_op(
     const CALL: &str = "MPI_Fetch_and_op";
     guard(CALL, win, || {
         // SAFETY: passed on: one element of `dt` at each buffer.
-        let lone = unsafe { lone_fetch_and_op(CALL, (origin, result), dt, rank, disp, op, win) };
-        if let Some(done) = lone {
+        let fast = unsafe { in_place(CALL, (origin, Some(result)), 1, dt, rank, disp, op, win) };
+        if let Some(done) = fast {
             return done;
         }
         let r = Some((result, 1, dt));

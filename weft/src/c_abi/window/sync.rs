@@ -245,11 +245,19 @@ fn flush(call: &'static str, win: *mut c_void, rank: Option<c_int>) -> c_int {
                 ));
             }
         }
-        w.with(|d| match d.by_messages() {
-            true => runtime::with_call(call, |rt| d.flush(&mut rt.engine, call)),
+        // `MPI_Win_sync` orders the program's own loads and stores too: its barrier is never
+        // skipped (a flush's is after nothing but the CPU's atomics).
+        let sync = call == "MPI_Win_sync";
+        w.with(|d| match (d.by_messages(), sync) {
+            (true, false) => runtime::with_call(call, |rt| d.flush(&mut rt.engine, call)),
+            (true, true) => runtime::with_call(call, |rt| d.sync(&mut rt.engine, call)),
             // Every member reached directly: the barrier alone, no runtime to enter.
-            false => {
+            (false, false) => {
                 d.flush_memory();
+                Ok(())
+            }
+            (false, true) => {
+                d.sync_memory();
                 Ok(())
             }
         })
