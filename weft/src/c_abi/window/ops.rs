@@ -159,6 +159,24 @@ fn mapped(
     Some(at)
 }
 
+/// The window and [`mapped`]'s bytes for a put or get whose origin is the target's count and
+/// datatype (the fast path's case); `None` otherwise. An error only for a bad window handle
+/// (which the general way would report alike).
+fn mapped_alike<C: CCount>(
+    call: &'static str,
+    win: *mut c_void,
+    (ocount, odt): (C, *mut c_void),
+    (tcount, tdt): (C, *mut c_void),
+    rank: c_int,
+    disp: isize,
+) -> Result<Option<(&'static CWin, Mapped)>, CError> {
+    if odt != tdt || ocount.wide() != tcount.wide() {
+        return Ok(None);
+    }
+    let w = self::win(call, win)?;
+    Ok(mapped(call, w, tcount.wide(), tdt, rank, disp).map(|at| (w, at)))
+}
+
 /// `MPI_Put`'s body.
 #[allow(clippy::too_many_arguments)]
 unsafe fn put<C: CCount>(
@@ -172,15 +190,12 @@ unsafe fn put<C: CCount>(
     tdt: *mut c_void,
     win: *mut c_void,
 ) -> Result<(), CError> {
-    if odt == tdt && ocount.wide() == tcount.wide() {
-        let w = self::win(call, win)?;
-        if let Some(at) = mapped(call, w, tcount.wide(), tdt, rank, disp) {
-            // SAFETY: the standard's contract: the origin buffer holds its elements, of a
-            // predefined datatype (contiguous).
-            let data = unsafe { handles::bytes(origin, at.len) };
-            w.with(|d| d.put_in_place(&at, data));
-            return Ok(());
-        }
+    if let Some((w, at)) = mapped_alike(call, win, (ocount, odt), (tcount, tdt), rank, disp)? {
+        // SAFETY: the standard's contract: the origin buffer holds its elements, of a
+        // predefined datatype (contiguous).
+        let data = unsafe { handles::bytes(origin, at.len) };
+        w.with(|d| d.put_in_place(&at, data));
+        return Ok(());
     }
     let o = Side::new(call, origin, ocount, odt)?;
     let t = Side::new(call, std::ptr::null(), tcount, tdt)?;
@@ -213,15 +228,12 @@ unsafe fn get<C: CCount>(
     tdt: *mut c_void,
     win: *mut c_void,
 ) -> Result<(), CError> {
-    if odt == tdt && ocount.wide() == tcount.wide() {
-        let w = self::win(call, win)?;
-        if let Some(at) = mapped(call, w, tcount.wide(), tdt, rank, disp) {
-            // SAFETY: the standard's contract: the origin buffer has room for its elements, of
-            // a predefined datatype (contiguous).
-            let out = unsafe { handles::bytes_mut(origin, at.len) };
-            w.with(|d| d.get_in_place(&at, out));
-            return Ok(());
-        }
+    if let Some((w, at)) = mapped_alike(call, win, (ocount, odt), (tcount, tdt), rank, disp)? {
+        // SAFETY: the standard's contract: the origin buffer has room for its elements, of a
+        // predefined datatype (contiguous).
+        let out = unsafe { handles::bytes_mut(origin, at.len) };
+        w.with(|d| d.get_in_place(&at, out));
+        return Ok(());
     }
     let o = Side::new(call, origin, ocount, odt)?;
     let t = Side::new(call, std::ptr::null(), tcount, tdt)?;

@@ -232,7 +232,9 @@ export!(Win_unlock_all, win_unlock_all);
 
 /// The flushes and `MPI_Win_sync`: operations complete as they are made, so each is a memory
 /// barrier; a flush to one target checks that a passive-target epoch covers it.
-fn flush(call: &'static str, win: *mut c_void, rank: Option<c_int>) -> c_int {
+/// `sync`: `MPI_Win_sync`, which orders the program's own loads and stores too, so its
+/// barrier is never skipped (a flush's is after nothing but the CPU's atomics).
+fn flush(call: &'static str, win: *mut c_void, rank: Option<c_int>, sync: bool) -> c_int {
     guard(call, win, || {
         let w = self::win(call, win)?;
         if let Some(r) = rank.filter(|&r| r != MPI_PROC_NULL) {
@@ -245,9 +247,6 @@ fn flush(call: &'static str, win: *mut c_void, rank: Option<c_int>) -> c_int {
                 ));
             }
         }
-        // `MPI_Win_sync` orders the program's own loads and stores too: its barrier is never
-        // skipped (a flush's is after nothing but the CPU's atomics).
-        let sync = call == "MPI_Win_sync";
         w.with(|d| match (d.by_messages(), sync) {
             (true, false) => runtime::with_call(call, |rt| d.flush(&mut rt.engine, call)),
             (true, true) => runtime::with_call(call, |rt| d.sync(&mut rt.engine, call)),
@@ -266,27 +265,27 @@ fn flush(call: &'static str, win: *mut c_void, rank: Option<c_int>) -> c_int {
 }
 
 pub extern "C" fn win_flush(rank: c_int, win: *mut c_void) -> c_int {
-    flush("MPI_Win_flush", win, Some(rank))
+    flush("MPI_Win_flush", win, Some(rank), false)
 }
 export!(Win_flush, win_flush);
 
 pub extern "C" fn win_flush_local(rank: c_int, win: *mut c_void) -> c_int {
-    flush("MPI_Win_flush_local", win, Some(rank))
+    flush("MPI_Win_flush_local", win, Some(rank), false)
 }
 export!(Win_flush_local, win_flush_local);
 
 pub extern "C" fn win_flush_all(win: *mut c_void) -> c_int {
-    flush("MPI_Win_flush_all", win, None)
+    flush("MPI_Win_flush_all", win, None, false)
 }
 export!(Win_flush_all, win_flush_all);
 
 pub extern "C" fn win_flush_local_all(win: *mut c_void) -> c_int {
-    flush("MPI_Win_flush_local_all", win, None)
+    flush("MPI_Win_flush_local_all", win, None, false)
 }
 export!(Win_flush_local_all, win_flush_local_all);
 
 pub extern "C" fn win_sync(win: *mut c_void) -> c_int {
-    flush("MPI_Win_sync", win, None)
+    flush("MPI_Win_sync", win, None, true)
 }
 export!(Win_sync, win_sync);
 
