@@ -16,12 +16,18 @@
 //! (members on several nodes: allocate_shared is a clear error, and allocate works),
 //! `stream` (hundreds of puts and accumulates in one epoch, which by messages are in flight
 //! together up to `WEFT_RMA_OPS`: the last put to an element wins, accumulates sum exactly,
-//! and puts larger than those copied keep their order with the small ones).
+//! and puts larger than those copied keep their order with the small ones), `created` (a
+//! window over each rank's own `Vec`: its values seen by the others, puts in fence epochs
+//! opened and closed with assertions, accumulates and fetch_and_op in lock_all, the memory
+//! given back by `into_vec` with every write in it), `assertions` (fences asserted
+//! `NO_PRECEDE | NO_SUCCEED` do not synchronize: rank 0 passes two before rank 1 enters them,
+//! which would hang with a barrier; a `NO_CHECK` lock; assertions a call does not take are
+//! `Assert` errors).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use weft::collective::SystemOperation;
 use weft::traits::*;
-use weft::window::{Access, LockKind, Window};
+use weft::window::{Access, Assert, LockKind, Window};
 use weft::ErrorClass;
 
 const ROUNDS: u64 = 50;
@@ -432,6 +438,90 @@ fn errors(world: &weft::topology::SimpleCommunicator) {
     win.free().expect("free");
 }
 
+fn created(world: &weft::topology::SimpleCommunicator) {
+    const LEN: u64 = 8;
+    let (n, me) = (world.size(), world.rank());
+    let (next, prev) = ((me + 1) % n, (me + n - 1) % n);
+    let initial = |r: i32| (0..LEN).map(|i| r as u64 * 100 + i).collect::<Vec<u64>>();
+    let win = Window::create(world, initial(me));
+    assert_eq!(win.local_len(), LEN as usize);
+    {
+        let mut f = win.fence_with(Assert::NO_PRECEDE).expect("fence");
+        let mut seen = [0; LEN as usize];
+        f.get(next, 0, &mut seen).expect("get");
+        assert_eq!(
+            seen.to_vec(),
+            initial(next),
+            "rank {next}'s memory as it was lent"
+        );
+        f.fence_with(Assert::NO_STORE).expect("fence");
+        f.put(next, 0, &[1000 + me as u64]).expect("put");
+        f.end_with(Assert::NO_SUCCEED).expect("fence");
+    }
+    assert_eq!(win.read_local(0).expect("read_local"), 1000 + prev as u64);
+    let counted = {
+        let all = win.lock_all().expect("lock_all");
+        let sum = SystemOperation::sum();
+        all.accumulate(0, 1, &[1, 2], &sum).expect("accumulate");
+        let before = all.fetch_and_op(0, 3, 1, &sum).expect("fetch_and_op");
+        all.unlock_all().expect("unlock_all");
+        before
+    };
+    assert!(
+        (3..3 + n as u64).contains(&counted),
+        "fetch_and_op saw {counted}"
+    );
+    let memory = win.into_vec().expect("into_vec");
+    let mut want = initial(me);
+    want[0] = 1000 + prev as u64;
+    if me == 0 {
+        want[1] += n as u64;
+        want[2] += 2 * n as u64;
+        want[3] += n as u64;
+    }
+    assert_eq!(memory, want, "rank {me}'s memory given back");
+}
+
+fn assertions(world: &weft::topology::SimpleCommunicator) {
+    let me = world.rank();
+    let win = Window::<u64>::allocate(world, 1);
+    let empty = Assert::NO_PRECEDE | Assert::NO_SUCCEED;
+    // Rank 1 enters the empty epoch's fences only after rank 0 has passed both.
+    if me == 1 {
+        world.process_at_rank(0).receive::<u8>();
+    }
+    let f = win.fence_with(empty).expect("fence");
+    f.end_with(empty).expect("fence");
+    if me == 0 && world.size() > 1 {
+        world.process_at_rank(1).send(&1u8);
+    }
+    {
+        let e = win
+            .lock_with(me, LockKind::Exclusive, Assert::NO_CHECK)
+            .expect("lock");
+        e.put(me, 0, &[7]).expect("put");
+        e.unlock().expect("unlock");
+    }
+    let all = win.lock_all_with(Assert::NO_CHECK).expect("lock_all");
+    let mut v = [0];
+    all.get(me, 0, &mut v).expect("get");
+    assert_eq!(v, [7]);
+    drop(all);
+    let err = win
+        .lock_with(me, LockKind::Shared, Assert::NO_PRECEDE)
+        .unwrap_err();
+    assert_eq!(err.class, ErrorClass::Assert, "{err}");
+    assert!(
+        err.to_string().contains("Win_lock") && err.detail.contains("NO_PRECEDE"),
+        "{err}"
+    );
+    let err = win.fence_with(Assert::NO_CHECK).unwrap_err();
+    assert_eq!(err.class, ErrorClass::Assert, "{err}");
+    let err = win.lock_all_with(Assert::NO_PUT).unwrap_err();
+    assert_eq!(err.class, ErrorClass::Assert, "{err}");
+    win.free().expect("free");
+}
+
 fn unshared(world: &weft::topology::SimpleCommunicator) {
     let err = Window::<u64>::try_allocate_shared(world, 1).unwrap_err();
     assert_eq!(err.class, ErrorClass::Comm, "{err}");
@@ -456,6 +546,8 @@ fn main() {
         "shared" => shared(&world),
         "unshared" => unshared(&world),
         "stream" => stream(&world),
+        "created" => created(&world),
+        "assertions" => assertions(&world),
         other => panic!("rma_suite: no case {other}"),
     }
     world.barrier();

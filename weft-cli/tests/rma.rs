@@ -104,6 +104,20 @@ fn many_operations_in_one_epoch_land_in_order() {
     }
 }
 
+#[test]
+fn a_window_over_the_programs_own_memory_gives_it_back_with_every_write() {
+    for n in [1, 2, 4] {
+        passes(n, "created");
+    }
+}
+
+#[test]
+fn fences_asserted_empty_do_not_synchronize_and_bad_assertions_are_errors() {
+    for n in [1, 2, 3] {
+        passes(n, "assertions");
+    }
+}
+
 /// The remote path (each operation an active message that the target's handler does on its own
 /// memory), forced on one node, over shared memory and over TCP: every case but `asleep` (a
 /// target computing outside the library delays remote operations until it calls in); with one
@@ -120,8 +134,16 @@ fn the_remote_path_forced_on_one_node_over_shared_memory_and_tcp() {
         ("errors", 3),
         ("shared", 2),
         ("stream", 3),
+        ("created", 3),
+        ("assertions", 2),
     ];
-    let tcp: &[(&str, u32)] = &[("counter", 3), ("atomics", 3), ("fence", 2), ("stream", 2)];
+    let tcp: &[(&str, u32)] = &[
+        ("counter", 3),
+        ("atomics", 3),
+        ("fence", 2),
+        ("stream", 2),
+        ("created", 2),
+    ];
     let tiny: &[(&str, u32)] = &[("counter", 3), ("pscw", 3), ("stream", 3)];
     for (transports, ops, cases) in [
         ("shm,tcp", "256", shm),

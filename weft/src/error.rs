@@ -49,13 +49,15 @@ pub enum ErrorClass {
     /// A one-sided call outside the epoch it needs, or an epoch call out of order
     /// (MPI_ERR_RMA_SYNC).
     RmaSync,
+    /// An assertion a synchronization call does not take (MPI_ERR_ASSERT).
+    Assert,
     /// An internal invariant failed: a bug in weft.
     Internal,
 }
 
 impl ErrorClass {
     /// Every class, in declaration order (`class as u8` indexes it).
-    const ALL: [ErrorClass; 22] = [
+    const ALL: [ErrorClass; 23] = [
         Self::Rank,
         Self::Tag,
         Self::Count,
@@ -77,6 +79,7 @@ impl ErrorClass {
         Self::Service,
         Self::Disp,
         Self::RmaSync,
+        Self::Assert,
         Self::Internal,
     ];
 

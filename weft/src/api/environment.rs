@@ -79,6 +79,13 @@ impl Universe {
     pub fn threading_support(&self) -> Threading {
         threading_support()
     }
+    /// One pass of the progress engine, without waiting: moves messages on and serves what
+    /// other processes asked of this one (their one-sided operations on windows it reaches by
+    /// messages, and on `create` windows' memory). A process computing outside the library
+    /// for long calls it now and then so others are not delayed. Whether anything moved.
+    pub fn progress(&self) -> bool {
+        runtime::with_call("progress", |rt| rt.engine.progress())
+    }
     /// Communication statistics of this rank so far.
     pub fn stats(&self) -> Stats {
         runtime::with_call("stats", |rt| rt.engine.stats().clone())

@@ -74,6 +74,7 @@ impl CError {
             W::Internal => MPI_ERR_INTERN,
             W::Disp => MPI_ERR_DISP,
             W::RmaSync => MPI_ERR_RMA_SYNC,
+            W::Assert => MPI_ERR_ASSERT,
             _ => MPI_ERR_OTHER,
         };
         CError::new(class, e.call, e.detail)

@@ -20,8 +20,9 @@
 //! - [`foreign`]: combiners a front end registers (the C compiler's `long double`), which
 //!   targets reached by messages use.
 //!
-//! To come (see issue 12): the fence assertions as optimizations.
+//! - [`assert`]: what a program asserts to a synchronization call (`MPI_MODE_*`).
 
+pub mod assert;
 pub mod atomic;
 pub mod foreign;
 pub mod gate;

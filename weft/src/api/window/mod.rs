@@ -19,12 +19,15 @@
 //! counter.free().unwrap();
 //! ```
 //!
-//! What works now: windows whose members are all on one node (`allocate`: Weft's memory, one
-//! node-shared segment), fence epochs, lock/unlock (shared, exclusive), lock_all, flush, and
-//! put, get, accumulate, get_accumulate, fetch_and_op and compare_and_swap, each done by the
-//! origin with loads, stores and the CPU's atomics, with no help from the target. Elements
-//! must be plain data (no padding, no bool or char). Windows across nodes are an Unsupported
-//! error until the remote path is built.
+//! What works now: `allocate` and `allocate_shared` (Weft's memory, node-shared), `create`
+//! over the program's own `Vec` (given back by [`Window::into_vec`]); fence epochs (with the
+//! [`Assert`]ions), lock/unlock (shared, exclusive), lock_all, post-start-complete-wait, flush
+//! and sync; put, get, accumulate, get_accumulate, fetch_and_op and compare_and_swap. Targets
+//! on this node are reached by the origin alone (loads, stores and the CPU's atomics on
+//! node-shared memory, cross-memory copies otherwise), targets on other nodes by messages
+//! their handler serves. Elements must be plain data (no padding, no bool or char). Not in
+//! this API yet (the C ABI has them): dynamic windows, derived datatypes, the request-based
+//! operations, the window's attributes and info.
 
 use super::collective::SystemOperation;
 use super::datatype::{Datatype, Equivalence};
@@ -40,9 +43,11 @@ use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
 use std::rc::Rc;
 
+pub use crate::rma::assert::Assert;
 pub use crate::rma::lock::LockKind;
 pub use pscw::{AccessEpoch, ExposureEpoch};
 
+mod create;
 mod pscw;
 mod shared;
 
@@ -58,6 +63,9 @@ pub struct Window<T> {
     locked: RefCell<Vec<Rank>>,
     /// Whether an exposure epoch (`post`) is open.
     exposed: Cell<bool>,
+    /// The program's memory a `create` window is over, given back by `free` (leaked when
+    /// the window is dropped unfreed: the others may still reach it).
+    memory: Option<create::Lent<T>>,
     /// Windows are used from the thread that owns the runtime (not `Send`, not `Sync`).
     _t: PhantomData<*mut T>,
 }
@@ -84,13 +92,19 @@ impl<T: Equivalence + Copy> Window<T> {
     /// [`Self::allocate`], returning errors: an element type that is not plain data, a
     /// communicator whose members span several nodes (not built yet), no room for the memory.
     pub fn try_allocate<C: AsCommunicator + ?Sized>(comm: &C, len: usize) -> Result<Window<T>> {
-        Self::make(comm, len, Flavor::Allocate, "Win_allocate")
+        Self::make(
+            comm,
+            (std::ptr::null_mut(), len),
+            Flavor::Allocate,
+            "Win_allocate",
+        )
     }
 
-    /// A window of `flavor` (Weft's memory) with `len` zeroed elements at this member.
+    /// A window of `flavor` with `len` elements at this member: zeroed ones of Weft's memory
+    /// (`base` null), or the program's at `base` (`create`).
     fn make<C: AsCommunicator + ?Sized>(
         comm: &C,
-        len: usize,
+        (base, len): (*mut T, usize),
         flavor: Flavor,
         call: &'static str,
     ) -> Result<Window<T>> {
@@ -132,7 +146,7 @@ impl<T: Equivalence + Copy> Window<T> {
                 c,
                 &rt.boot.node_of,
                 flavor,
-                (std::ptr::null_mut(), size),
+                (base.cast::<u8>(), size),
                 elem.max(1),
                 (&rt.tunables, call),
             )
@@ -143,6 +157,7 @@ impl<T: Equivalence + Copy> Window<T> {
             epoch: Cell::new(Open::None),
             locked: RefCell::new(Vec::new()),
             exposed: Cell::new(false),
+            memory: None,
             _t: PhantomData,
         })
     }
@@ -182,7 +197,20 @@ impl<T: Equivalence + Copy> Window<T> {
     /// `MPI_Win_lock(kind, target)`: a passive-target epoch on `target`, until the guard
     /// drops (`MPI_Win_unlock`). Waits while the lock is taken, progressing the runtime.
     pub fn lock(&self, target: Rank, kind: LockKind) -> Result<LockEpoch<'_, T>> {
+        self.lock_with(target, kind, Assert::NONE)
+    }
+
+    /// [`Self::lock`] with assertions: [`Assert::NO_CHECK`] (no other process holds or asks
+    /// for a conflicting lock meanwhile) lets a target reached by messages be reached without
+    /// a lock request. Other assertions are an `Assert` error.
+    pub fn lock_with(
+        &self,
+        target: Rank,
+        kind: LockKind,
+        assert: Assert,
+    ) -> Result<LockEpoch<'_, T>> {
         const CALL: &str = "Win_lock";
+        only_asserts(CALL, assert, Assert::NO_CHECK)?;
         if self.locked.borrow().contains(&target) {
             return Err(Error::new(
                 ErrorClass::RmaSync,
@@ -193,8 +221,12 @@ impl<T: Equivalence + Copy> Window<T> {
         self.data().part(CALL, target)?;
         self.open(CALL, Open::Locks)?;
         runtime::with_call(CALL, |rt| {
-            self.data()
-                .lock(&mut rt.engine, CALL, target, (kind, false))
+            self.data().lock(
+                &mut rt.engine,
+                CALL,
+                target,
+                (kind, assert.contains(Assert::NO_CHECK)),
+            )
         })?;
         self.locked.borrow_mut().push(target);
         Ok(LockEpoch {
@@ -207,17 +239,33 @@ impl<T: Equivalence + Copy> Window<T> {
     /// `MPI_Win_lock_all`: a shared passive-target epoch on every member, until the guard
     /// drops (`MPI_Win_unlock_all`).
     pub fn lock_all(&self) -> Result<LockAllEpoch<'_, T>> {
+        self.lock_all_with(Assert::NONE)
+    }
+
+    /// [`Self::lock_all`] with assertions ([`Assert::NO_CHECK`] only, as [`Self::lock_with`]).
+    pub fn lock_all_with(&self, assert: Assert) -> Result<LockAllEpoch<'_, T>> {
         const CALL: &str = "Win_lock_all";
+        only_asserts(CALL, assert, Assert::NO_CHECK)?;
         self.open(CALL, Open::LockAll)?;
-        runtime::with_call(CALL, |rt| self.data().lock_all(&mut rt.engine, CALL, false))
-            .inspect_err(|_| self.epoch.set(Open::None))?;
+        let nocheck = assert.contains(Assert::NO_CHECK);
+        runtime::with_call(CALL, |rt| {
+            self.data().lock_all(&mut rt.engine, CALL, nocheck)
+        })
+        .inspect_err(|_| self.epoch.set(Open::None))?;
         Ok(LockAllEpoch { win: self })
     }
 
     /// `MPI_Win_fence` opening a fence epoch, collective; the guard's [`FenceEpoch::fence`]
     /// separates epochs and [`FenceEpoch::end`] (or its drop) ends the last one.
     pub fn fence(&self) -> Result<FenceEpoch<'_, T>> {
+        self.fence_with(Assert::NONE)
+    }
+
+    /// [`Self::fence`] with assertions (`NO_STORE`, `NO_PUT`, `NO_PRECEDE`, `NO_SUCCEED`; see
+    /// [`FenceEpoch::fence_with`]).
+    pub fn fence_with(&self, assert: Assert) -> Result<FenceEpoch<'_, T>> {
         const CALL: &str = "Win_fence";
+        only_asserts(CALL, assert, FENCE_ASSERTS)?;
         if self.exposed.get() {
             return Err(Error::new(
                 ErrorClass::RmaSync,
@@ -226,7 +274,7 @@ impl<T: Equivalence + Copy> Window<T> {
             ));
         }
         self.open(CALL, Open::Fence)?;
-        runtime::with_call(CALL, |rt| self.data().fence(&mut rt.engine))
+        runtime::with_call(CALL, |rt| self.data().fence(&mut rt.engine, assert))
             .inspect_err(|_| self.epoch.set(Open::None))?;
         Ok(FenceEpoch {
             win: self,
@@ -234,19 +282,29 @@ impl<T: Equivalence + Copy> Window<T> {
         })
     }
 
-    /// `MPI_Win_free`, collective: waits until every member frees it.
-    pub fn free(mut self) -> Result<()> {
+    /// `MPI_Win_free`, collective: waits until every member frees it. A `create` window's
+    /// memory is dropped then (see [`Self::into_vec`] to keep it).
+    pub fn free(self) -> Result<()> {
+        self.free_lent().map(drop)
+    }
+
+    /// `MPI_Win_free`, giving back the memory a `create` window is over (`None` for Weft's
+    /// own), or leaking it on error (another member may still reach it).
+    fn free_lent(mut self) -> Result<Option<Vec<T>>> {
         let data = self.data.take().expect("not freed yet");
         runtime::with_call("Win_free", |rt| {
             WindowData::free(data, &mut rt.engine, &mut rt.contexts)
-        })
+        })?;
+        // SAFETY: every member has freed the window (the barrier in `free`), so no one
+        // reaches the memory any more; it is given back once (taken from `self`).
+        Ok(self.memory.take().map(|m| unsafe { m.give_back() }))
     }
 }
 
 impl<T> Drop for Window<T> {
     /// Dropped without [`Window::free`]: gives back the window's contexts, without waiting for
-    /// the others (the memory stays mapped until the last member lets it go, so no one loses
-    /// what it reaches).
+    /// the others (Weft's memory stays mapped until the last member lets it go, and a `create`
+    /// window's is leaked, so no one loses what it reaches).
     fn drop(&mut self) {
         if let Some(data) = self.data.take() {
             runtime::try_with(|rt| {
@@ -663,15 +721,51 @@ pub struct FenceEpoch<'w, T: Equivalence + Copy> {
 impl<T: Equivalence + Copy> FenceEpoch<'_, T> {
     /// `MPI_Win_fence` between two epochs, collective.
     pub fn fence(&mut self) -> Result<()> {
-        runtime::with_call("Win_fence", |rt| self.win.data().fence(&mut rt.engine))
+        self.fence_with(Assert::NONE)
+    }
+
+    /// [`Self::fence`] with assertions: `NO_STORE`, `NO_PUT`, and `NO_PRECEDE` and
+    /// `NO_SUCCEED`, which every member gives or none. A fence asserted both `NO_PRECEDE` and
+    /// `NO_SUCCEED` (an epoch with no operations) does not synchronize the members; the
+    /// others are hints.
+    pub fn fence_with(&mut self, assert: Assert) -> Result<()> {
+        const CALL: &str = "Win_fence";
+        only_asserts(CALL, assert, FENCE_ASSERTS)?;
+        runtime::with_call(CALL, |rt| self.win.data().fence(&mut rt.engine, assert))
     }
 
     /// The last `MPI_Win_fence`, collective: ends the epochs.
-    pub fn end(mut self) -> Result<()> {
+    pub fn end(self) -> Result<()> {
+        self.end_with(Assert::NONE)
+    }
+
+    /// [`Self::end`] with assertions (as [`Self::fence_with`]; `NO_SUCCEED` is what an end
+    /// means, but is the program's to assert, as every member must).
+    pub fn end_with(mut self, assert: Assert) -> Result<()> {
+        const CALL: &str = "Win_fence";
+        only_asserts(CALL, assert, FENCE_ASSERTS)?;
         self.ended = true;
         self.win.epoch.set(Open::None);
-        runtime::with_call("Win_fence", |rt| self.win.data().fence(&mut rt.engine))
+        runtime::with_call(CALL, |rt| self.win.data().fence(&mut rt.engine, assert))
     }
+}
+
+/// The assertions a fence takes.
+const FENCE_ASSERTS: Assert = Assert::NO_STORE
+    .union(Assert::NO_PUT)
+    .union(Assert::NO_PRECEDE)
+    .union(Assert::NO_SUCCEED);
+
+/// An `Assert` error naming `call` when `assert` has flags beyond `allowed`.
+fn only_asserts(call: &'static str, assert: Assert, allowed: Assert) -> Result<()> {
+    if allowed.contains(assert) {
+        return Ok(());
+    }
+    Err(Error::new(
+        ErrorClass::Assert,
+        call,
+        format!("{assert:?} asserts what this call does not take (it takes {allowed:?})"),
+    ))
 }
 
 impl<T: Equivalence + Copy> Access<T> for FenceEpoch<'_, T> {
@@ -690,7 +784,7 @@ impl<T: Equivalence + Copy> Drop for FenceEpoch<'_, T> {
         }
         self.win.epoch.set(Open::None);
         fatal(runtime::with_call("Win_fence", |rt| {
-            self.win.data().fence(&mut rt.engine)
+            self.win.data().fence(&mut rt.engine, Assert::NONE)
         }));
     }
 }

@@ -25,7 +25,8 @@ impl<T: Equivalence + Copy> Window<T> {
         comm: &C,
         len: usize,
     ) -> Result<Window<T>> {
-        Self::make(comm, len, Flavor::Shared, "Win_allocate_shared")
+        let weft_memory = (std::ptr::null_mut(), len);
+        Self::make(comm, weft_memory, Flavor::Shared, "Win_allocate_shared")
     }
 
     /// The number of elements in this member's part.

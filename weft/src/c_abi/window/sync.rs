@@ -4,6 +4,7 @@
 use super::{win, CWin};
 use crate::c_abi::abi::*;
 use crate::c_abi::errors::{guard, CError};
+use crate::rma::assert::Assert;
 use crate::rma::lock::LockKind;
 use crate::runtime;
 use crate::topology::Group;
@@ -22,6 +23,20 @@ fn check_assert(call: &'static str, assert: c_int) -> Result<(), CError> {
         ));
     }
     Ok(())
+}
+
+/// `assert`'s `MPI_MODE_*` bits (checked by [`check_assert`]) as Weft's [`Assert`].
+fn asserted(assert: c_int) -> Assert {
+    [
+        (MPI_MODE_NOCHECK, Assert::NO_CHECK),
+        (MPI_MODE_NOSTORE, Assert::NO_STORE),
+        (MPI_MODE_NOPUT, Assert::NO_PUT),
+        (MPI_MODE_NOPRECEDE, Assert::NO_PRECEDE),
+        (MPI_MODE_NOSUCCEED, Assert::NO_SUCCEED),
+    ]
+    .into_iter()
+    .filter(|&(mode, _)| assert & mode != 0)
+    .fold(Assert::NONE, |all, (_, a)| all | a)
 }
 
 fn sync_error(call: &'static str, detail: impl Into<String>) -> CError {
@@ -96,7 +111,7 @@ pub unsafe extern "C" fn win_fence(assert: c_int, win: *mut c_void) -> c_int {
         let w = self::win(CALL, win)?;
         check_assert(CALL, assert)?;
         check_no_epoch(CALL, w)?;
-        w.with(|d| runtime::with_call(CALL, |rt| d.fence(&mut rt.engine)))
+        w.with(|d| runtime::with_call(CALL, |rt| d.fence(&mut rt.engine, asserted(assert))))
             .map_err(CError::from_weft)?;
         w.epochs.borrow_mut().fence = assert & MPI_MODE_NOSUCCEED == 0;
         Ok(())
