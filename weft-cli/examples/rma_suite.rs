@@ -22,7 +22,9 @@
 //! given back by `into_vec` with every write in it), `assertions` (fences asserted
 //! `NO_PRECEDE | NO_SUCCEED` do not synchronize: rank 0 passes two before rank 1 enters them,
 //! which would hang with a barrier; a `NO_CHECK` lock; assertions a call does not take are
-//! `Assert` errors).
+//! `Assert` errors), `dynamic` (a dynamic window: each rank attaches a region and tells the
+//! others where it is; gets, puts and accumulates into the next rank's, beyond it a `Disp`
+//! error, and after its detach too; the memory given back by `into_regions`).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use weft::collective::SystemOperation;
@@ -522,6 +524,51 @@ fn assertions(world: &weft::topology::SimpleCommunicator) {
     win.free().expect("free");
 }
 
+fn dynamic(world: &weft::topology::SimpleCommunicator) {
+    let (n, me) = (world.size(), world.rank());
+    let (next, prev) = ((me + 1) % n, (me + n - 1) % n);
+    let win = Window::<u32>::create_dynamic(world);
+    let region = win.attach(vec![me as u32; 4]).expect("attach");
+    assert_eq!(region.len(), 4);
+    let mut disps = vec![0u64; n as usize];
+    world.all_gather_into(&(region.disp() as u64), &mut disps[..]);
+    let at = disps[next as usize] as usize;
+    let sum = SystemOperation::sum();
+    {
+        let all = win.lock_all().expect("lock_all");
+        let mut seen = [0; 4];
+        all.get(next, at, &mut seen).expect("get");
+        assert_eq!(seen, [next as u32; 4], "rank {next}'s region as attached");
+        all.put(next, at + 1, &[100 + me as u32]).expect("put");
+        all.accumulate(next, at + 2, &[5], &sum)
+            .expect("accumulate");
+        // A get (a put by message reports at the unlock): checked by the target when it is
+        // on another node.
+        let err = all.get(next, at + 3, &mut [0, 0]).unwrap_err();
+        assert_eq!(err.class, ErrorClass::Disp, "{err}");
+        all.unlock_all().expect("unlock_all");
+    }
+    world.barrier();
+    win.detach(region).expect("detach");
+    let err = win.detach(region).unwrap_err();
+    assert_eq!(err.class, ErrorClass::Arg, "{err}");
+    world.barrier();
+    {
+        let all = win.lock_all().expect("lock_all");
+        let err = all.get(next, at, &mut [0]).unwrap_err();
+        assert_eq!(err.class, ErrorClass::Disp, "{err}");
+    }
+    let err = win.attach(Vec::new()).unwrap_err();
+    assert_eq!(err.class, ErrorClass::Arg, "{err}");
+    let regions = win.into_regions().expect("into_regions");
+    let m = me as u32;
+    assert_eq!(
+        regions,
+        [vec![m, 100 + prev as u32, m + 5, m]],
+        "rank {me}'s region"
+    );
+}
+
 fn unshared(world: &weft::topology::SimpleCommunicator) {
     let err = Window::<u64>::try_allocate_shared(world, 1).unwrap_err();
     assert_eq!(err.class, ErrorClass::Comm, "{err}");
@@ -548,6 +595,7 @@ fn main() {
         "stream" => stream(&world),
         "created" => created(&world),
         "assertions" => assertions(&world),
+        "dynamic" => dynamic(&world),
         other => panic!("rma_suite: no case {other}"),
     }
     world.barrier();

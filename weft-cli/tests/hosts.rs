@@ -1197,6 +1197,9 @@ fn rma_suite_with_ranks_on_two_hosts() {
         ("round-robin", 2, "errors"),
         ("round-robin", 2, "unshared"),
         ("round-robin", 3, "stream"),
+        ("round-robin", 4, "created"),
+        ("round-robin", 3, "dynamic"),
+        ("block", 4, "assertions"),
     ] {
         let mut c = hosts.run_cmd(&format!("{h1}:2,{h2}:2"));
         c.args(["--map-by", map_by, "-n", &n.to_string()])

@@ -118,6 +118,13 @@ fn fences_asserted_empty_do_not_synchronize_and_bad_assertions_are_errors() {
     }
 }
 
+#[test]
+fn dynamic_windows_reach_attached_regions_only() {
+    for n in [1, 2, 3] {
+        passes(n, "dynamic");
+    }
+}
+
 /// The remote path (each operation an active message that the target's handler does on its own
 /// memory), forced on one node, over shared memory and over TCP: every case but `asleep` (a
 /// target computing outside the library delays remote operations until it calls in); with one
@@ -136,6 +143,7 @@ fn the_remote_path_forced_on_one_node_over_shared_memory_and_tcp() {
         ("stream", 3),
         ("created", 3),
         ("assertions", 2),
+        ("dynamic", 3),
     ];
     let tcp: &[(&str, u32)] = &[
         ("counter", 3),
@@ -143,6 +151,7 @@ fn the_remote_path_forced_on_one_node_over_shared_memory_and_tcp() {
         ("fence", 2),
         ("stream", 2),
         ("created", 2),
+        ("dynamic", 2),
     ];
     let tiny: &[(&str, u32)] = &[("counter", 3), ("pscw", 3), ("stream", 3)];
     for (transports, ops, cases) in [

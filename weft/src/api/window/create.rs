@@ -21,12 +21,22 @@ use std::mem::ManuallyDrop;
 /// raw pointers while the window lives. Dropping it leaks the memory (on purpose).
 #[derive(Debug)]
 pub(super) struct Lent<T> {
-    ptr: *mut T,
-    len: usize,
+    pub(super) ptr: *mut T,
+    pub(super) len: usize,
     capacity: usize,
 }
 
 impl<T> Lent<T> {
+    /// Takes `memory` apart, never to be dropped but by [`Lent::give_back`].
+    pub(super) fn new(memory: Vec<T>) -> Lent<T> {
+        let mut memory = ManuallyDrop::new(memory);
+        Lent {
+            ptr: memory.as_mut_ptr(),
+            len: memory.len(),
+            capacity: memory.capacity(),
+        }
+    }
+
     /// The `Vec` again.
     ///
     /// # Safety
@@ -52,20 +62,16 @@ impl<T: Equivalence + Copy> Window<T> {
     /// [`Self::create`], returning errors (as [`Window::try_allocate`]; the memory is dropped
     /// then).
     pub fn try_create<C: AsCommunicator + ?Sized>(comm: &C, memory: Vec<T>) -> Result<Window<T>> {
-        let mut memory = ManuallyDrop::new(memory);
-        let lent = Lent {
-            ptr: memory.as_mut_ptr(),
-            len: memory.len(),
-            capacity: memory.capacity(),
-        };
+        let lent = Lent::new(memory);
         match Self::make(comm, (lent.ptr, lent.len), Flavor::Create, "Win_create") {
-            Ok(mut w) => {
-                w.memory = Some(lent);
+            Ok(w) => {
+                w.lent.borrow_mut().push(lent);
                 Ok(w)
             }
             Err(e) => {
                 // No member goes on with a window that failed to be made: nobody reaches it.
-                drop(ManuallyDrop::into_inner(memory));
+                // SAFETY: taken apart above, given back once.
+                drop(unsafe { lent.give_back() });
                 Err(e)
             }
         }
@@ -73,9 +79,10 @@ impl<T: Equivalence + Copy> Window<T> {
 
     /// `MPI_Win_free`, collective, giving back the memory of a window made by
     /// [`Self::create`] with what the members wrote into it (an empty `Vec` for Weft's own
-    /// memory: read it with [`Window::read_local`] before). On error the memory is leaked, as
+    /// memory: read it with [`Window::read_local`] before; a dynamic window's regions one
+    /// after the other, see [`Window::into_regions`]). On error the memory is leaked, as
     /// another member may still reach it.
     pub fn into_vec(self) -> Result<Vec<T>> {
-        self.free_lent().map(Option::unwrap_or_default)
+        self.into_regions().map(|r| r.concat())
     }
 }

@@ -20,14 +20,15 @@
 //! ```
 //!
 //! What works now: `allocate` and `allocate_shared` (Weft's memory, node-shared), `create`
-//! over the program's own `Vec` (given back by [`Window::into_vec`]); fence epochs (with the
+//! over the program's own `Vec` (given back by [`Window::into_vec`]), dynamic windows
+//! (`create_dynamic`, `attach`, `detach`: [`Region`]); fence epochs (with the
 //! [`Assert`]ions), lock/unlock (shared, exclusive), lock_all, post-start-complete-wait, flush
 //! and sync; put, get, accumulate, get_accumulate, fetch_and_op and compare_and_swap. Targets
 //! on this node are reached by the origin alone (loads, stores and the CPU's atomics on
 //! node-shared memory, cross-memory copies otherwise), targets on other nodes by messages
 //! their handler serves. Elements must be plain data (no padding, no bool or char). Not in
-//! this API yet (the C ABI has them): dynamic windows, derived datatypes, the request-based
-//! operations, the window's attributes and info.
+//! this API yet (the C ABI has them): derived datatypes, the request-based operations, the
+//! window's attributes and info.
 
 use super::collective::SystemOperation;
 use super::datatype::{Datatype, Equivalence};
@@ -45,9 +46,11 @@ use std::rc::Rc;
 
 pub use crate::rma::assert::Assert;
 pub use crate::rma::lock::LockKind;
+pub use dynamic::Region;
 pub use pscw::{AccessEpoch, ExposureEpoch};
 
 mod create;
+mod dynamic;
 mod pscw;
 mod shared;
 
@@ -63,9 +66,10 @@ pub struct Window<T> {
     locked: RefCell<Vec<Rank>>,
     /// Whether an exposure epoch (`post`) is open.
     exposed: Cell<bool>,
-    /// The program's memory a `create` window is over, given back by `free` (leaked when
-    /// the window is dropped unfreed: the others may still reach it).
-    memory: Option<create::Lent<T>>,
+    /// The program's memory the window is over (a `create` window's, a dynamic window's
+    /// regions, detached ones too), given back by `free` (leaked when the window is dropped
+    /// unfreed: the others may still reach it).
+    lent: RefCell<Vec<create::Lent<T>>>,
     /// Windows are used from the thread that owns the runtime (not `Send`, not `Sync`).
     _t: PhantomData<*mut T>,
 }
@@ -157,7 +161,7 @@ impl<T: Equivalence + Copy> Window<T> {
             epoch: Cell::new(Open::None),
             locked: RefCell::new(Vec::new()),
             exposed: Cell::new(false),
-            memory: None,
+            lent: RefCell::new(Vec::new()),
             _t: PhantomData,
         })
     }
@@ -282,22 +286,25 @@ impl<T: Equivalence + Copy> Window<T> {
         })
     }
 
-    /// `MPI_Win_free`, collective: waits until every member frees it. A `create` window's
-    /// memory is dropped then (see [`Self::into_vec`] to keep it).
+    /// `MPI_Win_free`, collective: waits until every member frees it. The program's memory
+    /// the window is over is dropped then (see [`Self::into_vec`] to keep it).
     pub fn free(self) -> Result<()> {
-        self.free_lent().map(drop)
+        self.into_regions().map(drop)
     }
 
-    /// `MPI_Win_free`, giving back the memory a `create` window is over (`None` for Weft's
-    /// own), or leaking it on error (another member may still reach it).
-    fn free_lent(mut self) -> Result<Option<Vec<T>>> {
+    /// `MPI_Win_free`, giving back the program's memory the window is over, in the order it
+    /// was lent (none for Weft's own memory; one `Vec` for [`Self::create`]'s; every region
+    /// attached to a dynamic window, detached ones too), or leaking it on error (another
+    /// member may still reach it).
+    pub fn into_regions(mut self) -> Result<Vec<Vec<T>>> {
         let data = self.data.take().expect("not freed yet");
         runtime::with_call("Win_free", |rt| {
             WindowData::free(data, &mut rt.engine, &mut rt.contexts)
         })?;
+        let lent = std::mem::take(self.lent.get_mut());
         // SAFETY: every member has freed the window (the barrier in `free`), so no one
-        // reaches the memory any more; it is given back once (taken from `self`).
-        Ok(self.memory.take().map(|m| unsafe { m.give_back() }))
+        // reaches the memory any more; each is given back once (taken from `self`).
+        Ok(lent.into_iter().map(|m| unsafe { m.give_back() }).collect())
     }
 }
 
