@@ -736,6 +736,19 @@ impl WindowData {
         Ok(())
     }
 
+    /// [`WindowData::lock`]'s first look, with no runtime: takes target `target`'s word if
+    /// every member is reached directly and the word is free for `kind` now; whether it did
+    /// (if not, [`WindowData::lock`] waits, progressing the runtime, or sends the request).
+    #[inline]
+    pub fn try_lock_here(&self, target: i32, kind: LockKind) -> bool {
+        let t = match usize::try_from(target) {
+            Ok(t) if t < self.size() && !self.by_messages() => t,
+            _ => return false,
+        };
+        // The word's Acquire is 004's MEM_SYNC after the grant, as in `lock`.
+        self.entry(t).lock.try_lock(kind)
+    }
+
     /// `MPI_Win_unlock`: every access made directly is complete (they are all done when they
     /// return), so this releases the word; a member reached by messages releases it when the
     /// epoch's operations sent before are done there, and this waits for its answers.

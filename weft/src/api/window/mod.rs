@@ -200,6 +200,7 @@ impl<T: Equivalence + Copy> Window<T> {
 
     /// `MPI_Win_lock(kind, target)`: a passive-target epoch on `target`, until the guard
     /// drops (`MPI_Win_unlock`). Waits while the lock is taken, progressing the runtime.
+    #[inline(always)]
     pub fn lock(&self, target: Rank, kind: LockKind) -> Result<LockEpoch<'_, T>> {
         self.lock_with(target, kind, Assert::NONE)
     }
@@ -207,6 +208,7 @@ impl<T: Equivalence + Copy> Window<T> {
     /// [`Self::lock`] with assertions: [`Assert::NO_CHECK`] (no other process holds or asks
     /// for a conflicting lock meanwhile) lets a target reached by messages be reached without
     /// a lock request. Other assertions are an `Assert` error.
+    #[inline(always)]
     pub fn lock_with(
         &self,
         target: Rank,
@@ -224,14 +226,19 @@ impl<T: Equivalence + Copy> Window<T> {
         }
         self.data().part(CALL, target)?;
         self.open(CALL, Open::Locks)?;
-        runtime::with_call(CALL, |rt| {
-            self.data().lock(
-                &mut rt.engine,
-                CALL,
-                target,
-                (kind, assert.contains(Assert::NO_CHECK)),
-            )
-        })?;
+        // A free word is taken with no runtime; otherwise wait (or ask by message) in it.
+        if !self.data().try_lock_here(target, kind) {
+            let how = (kind, assert.contains(Assert::NO_CHECK));
+            runtime::with_call(CALL, |rt| {
+                self.data().lock(&mut rt.engine, CALL, target, how)
+            })
+            .inspect_err(|_| {
+                // No lock taken: the epoch `open` began is not open unless others are.
+                if self.locked.borrow().is_empty() {
+                    self.epoch.set(Open::None);
+                }
+            })?;
+        }
         self.locked.borrow_mut().push(target);
         Ok(LockEpoch {
             win: self,
@@ -379,6 +386,7 @@ pub trait Access<T: Equivalence + Copy> {
     }
 
     /// `MPI_Accumulate`: `target[disp + i] = data[i] op target[disp + i]`, element-wise atomic.
+    #[inline(always)]
     fn accumulate(
         &self,
         target: Rank,
@@ -393,6 +401,7 @@ pub trait Access<T: Equivalence + Copy> {
 
     /// `MPI_Get_accumulate`: as [`Access::accumulate`], the elements' values before into `old`
     /// (as long as `data`).
+    #[inline(always)]
     fn get_accumulate(
         &self,
         target: Rank,
@@ -427,6 +436,7 @@ pub trait Access<T: Equivalence + Copy> {
     }
 
     /// `MPI_Fetch_and_op`: one element, atomically; its value before.
+    #[inline(always)]
     fn fetch_and_op(&self, target: Rank, disp: usize, value: T, op: &SystemOperation) -> Result<T> {
         let mut old = [value];
         self.get_accumulate(target, disp, &[value], &mut old, op)
@@ -503,6 +513,7 @@ fn span(
 
 /// An accumulate of `data` (elements of `T`, as bytes) at element `disp` of `target`'s part,
 /// the old values into `old` when given.
+#[inline(always)]
 fn accumulate_at<T: Equivalence + Copy>(
     win: &Window<T>,
     call: &'static str,
@@ -551,6 +562,7 @@ fn accumulate_at<T: Equivalence + Copy>(
 /// One element of a node-shared part the CPU updates atomically in place: the accumulate
 /// done with no [`Located`] (`MPI_Fetch_and_op`'s fast path). `None`: not such an element
 /// (or a bad target or displacement): the general way decides and reports.
+#[inline(always)]
 fn lone_atomic(
     w: &WindowData,
     call: &'static str,
@@ -639,6 +651,7 @@ impl<T: Equivalence + Copy> LockEpoch<'_, T> {
     /// `MPI_Win_unlock`, as the drop does, returning what the drop cannot: an error one of
     /// the epoch's operations met at a target reached by messages (puts and accumulates by
     /// message return once started, and complete here).
+    #[inline(always)]
     pub fn unlock(self) -> Result<()> {
         let done = self.release();
         // Its fields are a reference and plain values: nothing to drop but the unlock, done.
@@ -646,6 +659,7 @@ impl<T: Equivalence + Copy> LockEpoch<'_, T> {
         done
     }
 
+    #[inline(always)]
     fn release(&self) -> Result<()> {
         let w = self.win;
         // The target was checked when the lock was taken.

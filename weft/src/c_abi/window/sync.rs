@@ -141,8 +141,13 @@ fn take_lock(
     assert: c_int,
 ) -> Result<(), CError> {
     let how = (kind, assert & MPI_MODE_NOCHECK != 0);
-    w.with(|d| runtime::with_call(call, |rt| d.lock(&mut rt.engine, call, t as c_int, how)))
-        .map_err(CError::from_weft)
+    w.with(|d| {
+        if d.try_lock_here(t as c_int, kind) {
+            return Ok(()); // free now: no runtime
+        }
+        runtime::with_call(call, |rt| d.lock(&mut rt.engine, call, t as c_int, how))
+    })
+    .map_err(CError::from_weft)
 }
 
 /// Releases target `t`'s lock of `kind` (a message to a target reached so).
