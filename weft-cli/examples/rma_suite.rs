@@ -9,8 +9,9 @@
 //! with flush), `fence` (a ring of puts between fences, then gets), `asleep` (rank 0 sleeps
 //! outside the library while the others complete passive-target epochs on it), `errors` (bad
 //! displacement, bad target, an operation outside its epoch, a second lock on one target, a
-//! fence inside a lock epoch, a get_accumulate result buffer too short: each a typed error
-//! naming the call and the values), `pscw` (post-start-complete-wait with overlapping groups:
+//! fence inside a lock epoch, a get_accumulate result buffer too short, a window of bool,
+//! memory attached to a window that is not dynamic: each a typed error naming the call and
+//! the values), `pscw` (post-start-complete-wait with overlapping groups:
 //! each rank exposes to and accesses both neighbours), `shared` (allocate_shared: own part by
 //! read_local/write_local, the neighbours' through shared_query's pointers), `unshared`
 //! (members on several nodes: allocate_shared is a clear error, and allocate works),
@@ -434,9 +435,18 @@ fn errors(world: &weft::topology::SimpleCommunicator) {
             "{err}"
         );
     }
-    // A type that is not plain data.
+    // A type that is not plain data, also over the program's memory.
     let err = Window::<bool>::try_allocate(world, 1).unwrap_err();
     assert_eq!(err.class, ErrorClass::Unsupported, "{err}");
+    let err = Window::try_create(world, vec![true]).unwrap_err();
+    assert_eq!(err.class, ErrorClass::Unsupported, "{err}");
+    // Only a dynamic window attaches memory.
+    let err = win.attach(vec![1]).unwrap_err();
+    assert_eq!(err.class, ErrorClass::Arg, "{err}");
+    assert!(
+        err.to_string().contains("Win_attach") && err.detail.contains("Allocate"),
+        "{err}"
+    );
     win.free().expect("free");
 }
 

@@ -140,7 +140,7 @@ fn take_lock(
     kind: LockKind,
     assert: c_int,
 ) -> Result<(), CError> {
-    let how = (kind, assert & MPI_MODE_NOCHECK != 0);
+    let how = (kind, asserted(assert).contains(Assert::NO_CHECK));
     w.with(|d| {
         if d.try_lock_here(t as c_int, kind) {
             return Ok(()); // free now: no runtime
@@ -226,7 +226,7 @@ pub unsafe extern "C" fn win_lock_all(assert: c_int, win: *mut c_void) -> c_int 
                 ));
             }
         }
-        let nocheck = assert & MPI_MODE_NOCHECK != 0;
+        let nocheck = asserted(assert).contains(Assert::NO_CHECK);
         w.with(|d| runtime::with_call(CALL, |rt| d.lock_all(&mut rt.engine, CALL, nocheck)))
             .map_err(CError::from_weft)?;
         let mut e = w.epochs.borrow_mut();
