@@ -85,6 +85,7 @@ macro_rules! on_width {
 /// # Safety
 /// `target` points to one element of `basic`, mapped for the call, which nothing touches
 /// meanwhile but atomic operations (this module's, from any process).
+#[inline]
 pub unsafe fn fetch_and_op(
     basic: Basic,
     op: SysOp,
@@ -118,7 +119,7 @@ pub unsafe fn fetch_and_op(
                 let mut current = a.load(Acquire);
                 loop {
                     let mut next = current.to_ne_bytes();
-                    op::apply_basic(op, basic, operand, &mut next);
+                    combine_one(op, basic, operand, &mut next);
                     let next = T::from_ne_bytes(next);
                     match a.compare_exchange_weak(current, next, AcqRel, Acquire) {
                         Ok(_) => break current,
@@ -137,6 +138,7 @@ pub unsafe fn fetch_and_op(
 ///
 /// # Safety
 /// As for [`fetch_and_op`].
+#[inline]
 pub unsafe fn compare_and_swap(
     basic: Basic,
     target: *mut u8,
@@ -162,29 +164,62 @@ pub unsafe fn compare_and_swap(
     Ok(())
 }
 
+/// `next = operand op next` for one element: the sums of floating-point numbers (the
+/// commonest accumulate the CPU has no instruction for) inline, the rest by the collectives'
+/// functions.
+#[inline(always)]
+fn combine_one(op: SysOp, basic: Basic, operand: &[u8], next: &mut [u8]) {
+    match (op, basic) {
+        (SysOp::Sum, Basic::F64) => {
+            let (x, y) = (f64::from_ne_bytes(fixed(operand)), f64::from_ne_bytes(fixed(next)));
+            next.copy_from_slice(&(y + x).to_ne_bytes());
+        }
+        (SysOp::Sum, Basic::F32) => {
+            let (x, y) = (f32::from_ne_bytes(fixed(operand)), f32::from_ne_bytes(fixed(next)));
+            next.copy_from_slice(&(y + x).to_ne_bytes());
+        }
+        _ => op::apply_basic(op, basic, operand, next),
+    }
+}
+
+/// The `N` bytes of one element (its length checked by [`check`]).
+#[inline(always)]
+fn fixed<const N: usize>(bytes: &[u8]) -> [u8; N] {
+    bytes.try_into().expect("checked length")
+}
+
 /// The checks both operations share: a lock-free element, and one element in each buffer.
+#[inline(always)]
 fn check(call: &'static str, basic: Basic, target: *const u8, lens: &[usize]) -> Result<()> {
+    if is_lock_free_at(basic, target) && lens.iter().all(|&l| l == basic.size()) {
+        return Ok(());
+    }
+    Err(refused(call, basic, target, lens))
+}
+
+/// What [`check`] refuses, and why.
+#[cold]
+#[inline(never)]
+fn refused(call: &'static str, basic: Basic, target: *const u8, lens: &[usize]) -> Error {
     if !is_lock_free_at(basic, target) {
-        return Err(Error::new(
+        return Error::new(
             ErrorClass::Unsupported,
             call,
             format!(
                 "an element of {basic:?} at {target:p} is not lock-free here (16 bytes, or not \
                  aligned to its size)"
             ),
-        ));
+        );
     }
-    if let Some(&bad) = lens.iter().find(|&&l| l != basic.size()) {
-        return Err(Error::new(
-            ErrorClass::Count,
-            call,
-            format!(
-                "a buffer of {bad} bytes for one element of {basic:?} ({} bytes)",
-                basic.size()
-            ),
-        ));
-    }
-    Ok(())
+    let bad = lens.iter().find(|&&l| l != basic.size()).copied().unwrap_or_default();
+    Error::new(
+        ErrorClass::Count,
+        call,
+        format!(
+            "a buffer of {bad} bytes for one element of {basic:?} ({} bytes)",
+            basic.size()
+        ),
+    )
 }
 
 #[cfg(test)]

@@ -62,7 +62,7 @@ fn any_held(stripes: &[LockWord], mut mask: u32, order: Ordering) -> bool {
 /// Runs `atomics` (the CPU's atomic instructions on elements in the pages whose element locks
 /// `mask` names) once no locker holds any of those locks, with `mine` (this origin's flag)
 /// raised while it runs.
-#[inline]
+#[inline(always)]
 pub fn through<R>(mine: &AtomicU64, stripes: &[LockWord], mask: u32, atomics: impl FnOnce() -> R) -> R {
     debug_assert_eq!(mine.load(Ordering::Relaxed), 0, "one thread at a time in a window's gate");
     loop {

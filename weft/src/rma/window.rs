@@ -461,7 +461,7 @@ impl WindowData {
     /// (`MPI_Fetch_and_op`: [`WindowData::lone_atomic`]) and of contiguous accumulates
     /// ([`WindowData::accumulate_in_place`]), which need no [`Located`]. `None` otherwise,
     /// and for every error: the general way ([`WindowData::locate`]) then decides and reports.
-    #[inline]
+    #[inline(always)]
     pub fn shared_span(&self, target: i32, disp: isize, len: usize) -> Option<Mapped> {
         // A window some reach by messages takes the general way, which progresses: a member
         // spinning on its own element must serve the others meanwhile (MPI's progress rule).
@@ -496,7 +496,7 @@ impl WindowData {
 
     /// Runs `atomic` (the CPU's atomic instructions on `lone`'s element) through the gate
     /// that keeps it apart from accumulates under the element locks.
-    #[inline]
+    #[inline(always)]
     pub fn lone_atomic<R>(&self, lone: &Mapped, atomic: impl FnOnce(*mut u8) -> R) -> R {
         gate::through(self.atomics_flag(), self.stripes(lone.target), lone.mask, || atomic(lone.at))
     }
@@ -763,18 +763,30 @@ impl WindowData {
     /// [`WindowData::unlock`] of a target reached directly (always so when
     /// [`WindowData::by_messages`] is false), with no runtime.
     pub fn unlock_here(&self, call: &'static str, target: i32, kind: LockKind) -> Result<()> {
-        let t = self.check_target(call, target)?;
-        if self.remote(t) {
-            return Err(Error::new(
-                ErrorClass::Internal,
-                call,
-                format!("target {target} is reached by messages, and this unlock has no runtime"),
-            ));
+        if self.try_unlock_here(target, kind) {
+            return Ok(());
         }
+        self.check_target(call, target)?;
+        Err(Error::new(
+            ErrorClass::Internal,
+            call,
+            format!("target {target} is reached by messages, and this unlock has no runtime"),
+        ))
+    }
+
+    /// Releases target `target`'s word of `kind` when it is reached directly (true); false,
+    /// and nothing done, for a target reached by messages or outside the group. Builds no
+    /// error: the C ABI's fast path.
+    #[inline(always)]
+    pub fn try_unlock_here(&self, target: i32, kind: LockKind) -> bool {
+        let t = match usize::try_from(target) {
+            Ok(t) if t < self.size() && !self.remote(t) => t,
+            _ => return false,
+        };
         // 004's MEM_SYNC before the lock is released is the word's Release (partner of the
         // Acquire in `lock`): our accesses happen before the next holder's.
         self.entry(t).lock.unlock(kind);
-        Ok(())
+        true
     }
 
     /// `MPI_Win_lock_all`: every member's lock word, shared, taken now for members reached

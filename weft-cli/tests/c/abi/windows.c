@@ -306,6 +306,80 @@ static void errors_and_attributes(void) {
     MPI_Win_free(&win);
 }
 
+/* The calls the C ABI takes on its fast path (contiguous predefined data alike on both sides,
+ * every member reached directly) at their edges, each result exact: MPI_NO_OP with no origin,
+ * sums of doubles, MPI_REPLACE, a multi-element accumulate, an element not aligned to its size
+ * (no CPU atomic), compare_and_swap both ways, empty operations; and what they leave to the
+ * general path: a flush or an operation on a target no epoch covers, locks released out of
+ * order. Each rank works on its right neighbour's part, which only it touches. */
+static void fast_paths(void) {
+    char *mem;
+    MPI_Win win;
+    MPI_Win_allocate(64, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win);
+    memset(mem, 0, 64);
+    MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+    MPI_Barrier(MPI_COMM_WORLD);
+    int t = (rank + 1) % size;
+    long five = 5, seven = 7, old = -1, got = -1;
+    double half = 1.5, dgot = 0;
+
+    MPI_Win_lock(MPI_LOCK_SHARED, t, 0, win);
+    expect(MPI_Win_flush(size, win), MPI_ERR_RANK, "target rank", "flush of no member");
+    if (t != rank) {
+        expect(MPI_Win_flush(rank, win), MPI_ERR_RMA_SYNC, "passive-target", "flush of an unlocked target");
+        expect(MPI_Fetch_and_op(&five, &old, MPI_LONG, rank, 0, MPI_SUM, win), MPI_ERR_RMA_SYNC, "covers target",
+               "fetch_and_op on an unlocked target");
+        /* Two locks, the first released first: the second still covers its target. */
+        MPI_Win_lock(MPI_LOCK_SHARED, rank, 0, win);
+        MPI_Win_unlock(t, win);
+        expect(MPI_Put(&five, 1, MPI_LONG, t, 0, 1, MPI_LONG, win), MPI_ERR_RMA_SYNC, "covers target",
+               "put after its lock was released");
+        expect(MPI_Win_flush(rank, win), MPI_SUCCESS, "", "flush of the lock still held");
+        MPI_Win_unlock(rank, win);
+    } else {
+        MPI_Win_unlock(t, win);
+    }
+    expect(MPI_Win_unlock(t, win), MPI_ERR_RMA_SYNC, "holds no lock", "unlock of a released lock");
+
+    MPI_Win_lock_all(0, win);
+    MPI_Fetch_and_op(NULL, &old, MPI_LONG, t, 0, MPI_NO_OP, win);
+    CHECK(old == 0, "fast: MPI_NO_OP fetched %ld, wanted 0", old);
+    MPI_Fetch_and_op(&five, &old, MPI_LONG, t, 0, MPI_SUM, win);
+    MPI_Fetch_and_op(&five, &old, MPI_LONG, t, 0, MPI_SUM, win);
+    CHECK(old == 5, "fast: fetch_and_op fetched %ld, wanted 5", old);
+    MPI_Accumulate(&half, 1, MPI_DOUBLE, t, 8, 1, MPI_DOUBLE, MPI_SUM, win);
+    MPI_Accumulate(&half, 1, MPI_DOUBLE, t, 8, 1, MPI_DOUBLE, MPI_SUM, win);
+    MPI_Get_accumulate(NULL, 0, MPI_DOUBLE, &dgot, 1, MPI_DOUBLE, t, 8, 1, MPI_DOUBLE, MPI_NO_OP, win);
+    CHECK(dgot == 3.0, "fast: sums of doubles %g, wanted 3", dgot);
+    int three[3] = {4, -2, 9}, more[3] = {1, 6, 2}, back[3] = {0, 0, 0};
+    MPI_Accumulate(three, 3, MPI_INT, t, 16, 3, MPI_INT, MPI_REPLACE, win);
+    MPI_Accumulate(more, 3, MPI_INT, t, 16, 3, MPI_INT, MPI_MAX, win);
+    MPI_Get(back, 3, MPI_INT, t, 16, 3, MPI_INT, win);
+    MPI_Win_flush(t, win);
+    CHECK(back[0] == 4 && back[1] == 6 && back[2] == 9, "fast: MAX of three ints %d %d %d", back[0], back[1], back[2]);
+    /* A long at byte 33: not aligned, so combined under the element locks. */
+    MPI_Fetch_and_op(&seven, &old, MPI_LONG, t, 33, MPI_SUM, win);
+    MPI_Fetch_and_op(&seven, &old, MPI_LONG, t, 33, MPI_SUM, win);
+    MPI_Get(&got, 1, MPI_LONG, t, 33, 1, MPI_LONG, win);
+    MPI_Win_flush(t, win);
+    CHECK(old == 7 && got == 14, "fast: misaligned fetch_and_op %ld then %ld, wanted 7, 14", old, got);
+    MPI_Compare_and_swap(&seven, &five, &old, MPI_LONG, t, 0, win); /* 10 != 5: unchanged */
+    CHECK(old == 10, "fast: compare_and_swap saw %ld, wanted 10", old);
+    long ten = 10;
+    MPI_Compare_and_swap(&seven, &ten, &old, MPI_LONG, t, 0, win);
+    MPI_Get(&got, 1, MPI_LONG, t, 0, 1, MPI_LONG, win);
+    MPI_Win_flush(t, win);
+    CHECK(old == 10 && got == 7, "fast: compare_and_swap swapped %ld to %ld, wanted 10 to 7", old, got);
+    expect(MPI_Put(&five, 0, MPI_LONG, t, 0, 0, MPI_LONG, win), MPI_SUCCESS, "", "empty put");
+    expect(MPI_Put(&five, 1, MPI_LONG, t, 64, 1, MPI_LONG, win), MPI_ERR_DISP, "displacement 64", "put past the part");
+    MPI_Win_unlock_all(win);
+    MPI_Barrier(MPI_COMM_WORLD);
+    long mine;
+    memcpy(&mine, mem + 33, sizeof mine);
+    CHECK(*(long *) mem == 7 && mine == 14, "fast: own part holds %ld and %ld", *(long *) mem, mine);
+    MPI_Win_free(&win);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -316,6 +390,7 @@ int main(int argc, char **argv) {
     if (size > 1) asleep(CREATE);
     if (size > 1) asleep(CREATE_MALLOC);
     errors_and_attributes();
+    fast_paths();
     if (failures == 0) printf("windows: rank %d of %d ok\n", rank, size);
     MPI_Finalize();
     return failures != 0;

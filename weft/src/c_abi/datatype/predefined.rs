@@ -5,6 +5,7 @@
 
 use super::shape::{Run, Shape};
 use crate::c_abi::abi::*;
+use crate::coll::op::{Basic, Elements};
 use crate::datatype::{map_of, TypeMap};
 use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
 use std::sync::OnceLock;
@@ -28,6 +29,10 @@ fn table() -> &'static Table {
 /// sees 0 takes the general path, which builds the table.
 static PLAIN: [AtomicU8; SPAN] = [const { AtomicU8::new(0) }; SPAN];
 
+/// Each predefined type of plain bytes that is one basic element: its [`Basic`]'s index plus
+/// one, else 0; filled as the table is built. Relaxed, as [`PLAIN`].
+static BASIC: [AtomicU8; SPAN] = [const { AtomicU8::new(0) }; SPAN];
+
 /// The element size of predefined type `handle` if its data is plain bytes: one load, for the
 /// fast paths. `None` for any other handle, and until the table is built (by the first call
 /// that asks the table for a predefined type).
@@ -37,6 +42,16 @@ pub(crate) fn plain_size(handle: usize) -> Option<usize> {
         .get(handle.wrapping_sub(MPI_DATATYPE_NULL))?
         .load(Relaxed);
     (size != 0).then_some(size as usize)
+}
+
+/// The one basic element predefined type `handle` is, if its data is plain bytes (as for
+/// [`plain_size`]): one load, for the one-sided fast paths' atomics.
+#[inline(always)]
+pub(crate) fn element(handle: usize) -> Option<Basic> {
+    let n = BASIC
+        .get(handle.wrapping_sub(MPI_DATATYPE_NULL))?
+        .load(Relaxed);
+    Basic::from_index(n.checked_sub(1)?)
 }
 
 /// The predefined type `handle`, if it is one.
@@ -127,6 +142,11 @@ impl Table {
         if map.is_contiguous() && !map.is_restricted() {
             let size = u8::try_from(map.size()).expect("a predefined type's size fits a byte");
             PLAIN[handle - MPI_DATATYPE_NULL].store(size, Relaxed);
+            if let Some(Elements::Basic(b)) = map.elements(false).filter(|_| size > 0) {
+                if b.size() == usize::from(size) {
+                    BASIC[handle - MPI_DATATYPE_NULL].store(b as u8 + 1, Relaxed);
+                }
+            }
         }
         self.shapes[handle - MPI_DATATYPE_NULL] = Some(shape);
         self.names[handle - MPI_DATATYPE_NULL] = Some(name);

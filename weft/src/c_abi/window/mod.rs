@@ -9,10 +9,14 @@
 //! - `sync`: fence, lock/unlock, lock_all, flush, sync, post-start-complete-wait;
 //! - `ops`: put, get, accumulate, get_accumulate, fetch_and_op, compare_and_swap and their
 //!   request-based forms, with derived datatypes on both sides;
+//! - `fast`: the small operations, the flushes, lock and unlock on windows reached directly,
+//!   with the handles decoded once and nothing built (the others fall through to `ops` and
+//!   `sync`);
 //! - `attrs`: attributes (the predefined `MPI_WIN_BASE` ... `MPI_WIN_MODEL` and keyed ones) and
 //!   error handlers.
 
 pub(crate) mod attrs;
+mod fast;
 pub(crate) mod ops;
 pub(crate) mod sync;
 

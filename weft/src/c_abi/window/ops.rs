@@ -7,7 +7,7 @@
 //! answers in), so a request-based one hands out a completed request (MPI's local completion;
 //! the flushes and the epoch's end complete it at the target).
 
-use super::{sync, win, CWin};
+use super::{fast, sync, win, CWin};
 use crate::c_abi::abi::*;
 use crate::c_abi::errors::{guard, CError};
 use crate::c_abi::handles::{self, CCount, Dt};
@@ -16,8 +16,7 @@ use crate::c_abi::p2p::Status;
 use crate::c_abi::requests::{self, CRequest};
 use crate::coll::op::{Basic, Elements, SysOp};
 use crate::rma::access::{Combiner, Located};
-use crate::rma::atomic;
-use crate::rma::window::{Mapped, WindowData};
+use crate::rma::window::WindowData;
 use crate::runtime;
 use std::borrow::Cow;
 use std::ffi::{c_int, c_void};
@@ -137,46 +136,6 @@ fn signature_mismatch(call: &'static str, what: &str, have: usize, want: usize) 
     )
 }
 
-/// The target's bytes of `count` elements of the predefined datatype `dt` at `disp`, when
-/// they lie in a node-shared part mapped here and an epoch covers the target: the fast paths'
-/// address (no spans, no packing). `None`: any other case, and every error (the general way
-/// decides and reports).
-fn mapped(
-    call: &'static str,
-    w: &CWin,
-    count: i64,
-    dt: *mut c_void,
-    rank: c_int,
-    disp: isize,
-) -> Option<Mapped> {
-    let size = crate::c_abi::datatype::predefined::plain_size(dt as usize)?;
-    let len = usize::try_from(count)
-        .ok()
-        .filter(|&n| n > 0)?
-        .checked_mul(size)?;
-    let at = w.with(|d| d.shared_span(rank, disp, len))?;
-    sync::covers(call, w, rank as usize).ok()?;
-    Some(at)
-}
-
-/// The window and [`mapped`]'s bytes for a put or get whose origin is the target's count and
-/// datatype (the fast path's case); `None` otherwise. An error only for a bad window handle
-/// (which the general way would report alike).
-fn mapped_alike<C: CCount>(
-    call: &'static str,
-    win: *mut c_void,
-    (ocount, odt): (C, *mut c_void),
-    (tcount, tdt): (C, *mut c_void),
-    rank: c_int,
-    disp: isize,
-) -> Result<Option<(&'static CWin, Mapped)>, CError> {
-    if odt != tdt || ocount.wide() != tcount.wide() {
-        return Ok(None);
-    }
-    let w = self::win(call, win)?;
-    Ok(mapped(call, w, tcount.wide(), tdt, rank, disp).map(|at| (w, at)))
-}
-
 /// `MPI_Put`'s body.
 #[allow(clippy::too_many_arguments)]
 unsafe fn put<C: CCount>(
@@ -190,13 +149,6 @@ unsafe fn put<C: CCount>(
     tdt: *mut c_void,
     win: *mut c_void,
 ) -> Result<(), CError> {
-    if let Some((w, at)) = mapped_alike(call, win, (ocount, odt), (tcount, tdt), rank, disp)? {
-        // SAFETY: the standard's contract: the origin buffer holds its elements, of a
-        // predefined datatype (contiguous).
-        let data = unsafe { handles::bytes(origin, at.len) };
-        w.with(|d| d.put_in_place(&at, data));
-        return Ok(());
-    }
     let o = Side::new(call, origin, ocount, odt)?;
     let t = Side::new(call, std::ptr::null(), tcount, tdt)?;
     let Some((w, at)) = target(call, win, rank, disp, &t)? else {
@@ -228,13 +180,6 @@ unsafe fn get<C: CCount>(
     tdt: *mut c_void,
     win: *mut c_void,
 ) -> Result<(), CError> {
-    if let Some((w, at)) = mapped_alike(call, win, (ocount, odt), (tcount, tdt), rank, disp)? {
-        // SAFETY: the standard's contract: the origin buffer has room for its elements, of a
-        // predefined datatype (contiguous).
-        let out = unsafe { handles::bytes_mut(origin, at.len) };
-        w.with(|d| d.get_in_place(&at, out));
-        return Ok(());
-    }
     let o = Side::new(call, origin, ocount, odt)?;
     let t = Side::new(call, std::ptr::null(), tcount, tdt)?;
     let Some((w, at)) = target(call, win, rank, disp, &t)? else {
@@ -388,6 +333,31 @@ fn predefined_of(handle: *mut c_void) -> Option<usize> {
     }
 }
 
+/// [`fast::accumulate`] when every side is the target's count and datatype (the origin's
+/// aside for `MPI_NO_OP`, which ignores it).
+///
+/// # Safety
+/// As for [`fast::accumulate`].
+#[inline(always)]
+unsafe fn fast_accumulate<C: CCount>(
+    call: &'static str,
+    origin: (*const c_void, C, *mut c_void),
+    result: Option<(*mut c_void, C, *mut c_void)>,
+    at: (c_int, isize),
+    (tcount, tdt): (C, *mut c_void),
+    op: *mut c_void,
+    win: *mut c_void,
+) -> Option<c_int> {
+    let alike = |c: C, d: *mut c_void| d == tdt && c.wide() == tcount.wide();
+    let origin_alike = op as usize == MPI_NO_OP || alike(origin.1, origin.2);
+    if !origin_alike || !result.is_none_or(|(_, c, d)| alike(c, d)) {
+        return None;
+    }
+    let bufs = (origin.0, result.map_or(std::ptr::null_mut(), |r| r.0));
+    // SAFETY: passed on: every side holds (has room for) the target's count and datatype.
+    unsafe { fast::accumulate(call, bufs, at, (tcount.wide(), tdt), op, win) }
+}
+
 /// `MPI_Get_accumulate`'s body (`MPI_Accumulate`'s when `result` is `None`).
 #[allow(clippy::too_many_arguments)]
 unsafe fn get_accumulate<C: CCount>(
@@ -400,18 +370,6 @@ unsafe fn get_accumulate<C: CCount>(
     op: *mut c_void,
     win: *mut c_void,
 ) -> Result<(), CError> {
-    let alike = |(_, c, d): (*const c_void, C, *mut c_void)| d == tdt && c.wide() == tcount.wide();
-    let no_op = op as usize == MPI_NO_OP;
-    if (no_op || alike(origin)) && result.is_none_or(|(b, c, d)| alike((b as *const c_void, c, d)))
-    {
-        let bufs = (origin.0, result.map(|r| r.0));
-        // SAFETY: passed on: the origin's and the result's elements, of the target's count and
-        // datatype.
-        if let Some(done) = unsafe { in_place(call, bufs, tcount.wide(), tdt, rank, disp, op, win) }
-        {
-            return done;
-        }
-    }
     let sys = acc_op(call, op)?;
     // MPI_NO_OP ignores the origin buffer (its count and datatype may be anything).
     let o = match sys {
@@ -473,6 +431,11 @@ pub unsafe extern "C" fn put_(
     win: *mut c_void,
 ) -> c_int {
     const CALL: &str = "MPI_Put";
+    let (o, t) = ((origin, ocount.wide(), odt), (tcount.wide(), tdt));
+    // SAFETY: passed on.
+    if let Some(rc) = unsafe { fast::put_or_get(CALL, false, o, (rank, disp), t, win) } {
+        return rc;
+    }
     // SAFETY: passed on.
     guard(CALL, win, || unsafe {
         put(CALL, origin, ocount, odt, rank, disp, tcount, tdt, win)
@@ -491,6 +454,11 @@ pub unsafe extern "C" fn put_c(
     win: *mut c_void,
 ) -> c_int {
     const CALL: &str = "MPI_Put_c";
+    let (o, t) = ((origin, ocount.wide(), odt), (tcount.wide(), tdt));
+    // SAFETY: passed on.
+    if let Some(rc) = unsafe { fast::put_or_get(CALL, false, o, (rank, disp), t, win) } {
+        return rc;
+    }
     // SAFETY: passed on.
     guard(CALL, win, || unsafe {
         put(CALL, origin, ocount, odt, rank, disp, tcount, tdt, win)
@@ -509,6 +477,14 @@ pub unsafe extern "C" fn get_(
     win: *mut c_void,
 ) -> c_int {
     const CALL: &str = "MPI_Get";
+    let (o, t) = (
+        (origin.cast_const(), ocount.wide(), odt),
+        (tcount.wide(), tdt),
+    );
+    // SAFETY: passed on.
+    if let Some(rc) = unsafe { fast::put_or_get(CALL, true, o, (rank, disp), t, win) } {
+        return rc;
+    }
     // SAFETY: passed on.
     guard(CALL, win, || unsafe {
         get(CALL, origin, ocount, odt, rank, disp, tcount, tdt, win)
@@ -527,6 +503,14 @@ pub unsafe extern "C" fn get_c(
     win: *mut c_void,
 ) -> c_int {
     const CALL: &str = "MPI_Get_c";
+    let (o, t) = (
+        (origin.cast_const(), ocount.wide(), odt),
+        (tcount.wide(), tdt),
+    );
+    // SAFETY: passed on.
+    if let Some(rc) = unsafe { fast::put_or_get(CALL, true, o, (rank, disp), t, win) } {
+        return rc;
+    }
     // SAFETY: passed on.
     guard(CALL, win, || unsafe {
         get(CALL, origin, ocount, odt, rank, disp, tcount, tdt, win)
@@ -546,6 +530,11 @@ pub unsafe extern "C" fn accumulate(
     win: *mut c_void,
 ) -> c_int {
     const CALL: &str = "MPI_Accumulate";
+    let (o, t) = ((origin, ocount, odt), (tcount, tdt));
+    // SAFETY: passed on.
+    if let Some(rc) = unsafe { fast_accumulate(CALL, o, None, (rank, disp), t, op, win) } {
+        return rc;
+    }
     guard(CALL, win, || {
         // SAFETY: passed on.
         unsafe {
@@ -576,6 +565,11 @@ pub unsafe extern "C" fn accumulate_c(
     win: *mut c_void,
 ) -> c_int {
     const CALL: &str = "MPI_Accumulate_c";
+    let (o, t) = ((origin, ocount, odt), (tcount, tdt));
+    // SAFETY: passed on.
+    if let Some(rc) = unsafe { fast_accumulate(CALL, o, None, (rank, disp), t, op, win) } {
+        return rc;
+    }
     guard(CALL, win, || {
         // SAFETY: passed on.
         unsafe {
@@ -609,6 +603,15 @@ pub unsafe extern "C" fn get_accumulate_(
     win: *mut c_void,
 ) -> c_int {
     const CALL: &str = "MPI_Get_accumulate";
+    let (o, r, t) = (
+        (origin, ocount, odt),
+        Some((result, rcount, rdt)),
+        (tcount, tdt),
+    );
+    // SAFETY: passed on.
+    if let Some(rc) = unsafe { fast_accumulate(CALL, o, r, (rank, disp), t, op, win) } {
+        return rc;
+    }
     guard(CALL, win, || {
         let r = Some((result, rcount, rdt));
         // SAFETY: passed on.
@@ -643,6 +646,15 @@ pub unsafe extern "C" fn get_accumulate_c(
     win: *mut c_void,
 ) -> c_int {
     const CALL: &str = "MPI_Get_accumulate_c";
+    let (o, r, t) = (
+        (origin, ocount, odt),
+        Some((result, rcount, rdt)),
+        (tcount, tdt),
+    );
+    // SAFETY: passed on.
+    if let Some(rc) = unsafe { fast_accumulate(CALL, o, r, (rank, disp), t, op, win) } {
+        return rc;
+    }
     guard(CALL, win, || {
         let r = Some((result, rcount, rdt));
         // SAFETY: passed on.
@@ -662,70 +674,6 @@ pub unsafe extern "C" fn get_accumulate_c(
 }
 export!(Get_accumulate_c, get_accumulate_c);
 
-/// The fast path of the accumulates (`MPI_Accumulate`, `MPI_Get_accumulate`,
-/// `MPI_Fetch_and_op`): `count` elements of one predefined type `dt`, contiguous on every
-/// side, at a node-shared part mapped here: one lock-free element by the CPU's atomics, more
-/// combined in place under the element locks: no packing, no spans, no allocation. `None`:
-/// any other case, and every error (the general way decides and reports).
-///
-/// # Safety
-/// The standard's contract: `count` elements of `dt` at `origin` (unless `op` is
-/// `MPI_NO_OP`) and room for as many at `result` when given, disjoint from the origin's.
-#[allow(clippy::too_many_arguments)]
-unsafe fn in_place(
-    call: &'static str,
-    (origin, result): (*const c_void, Option<*mut c_void>),
-    count: i64,
-    dt: *mut c_void,
-    rank: c_int,
-    disp: isize,
-    op: *mut c_void,
-    win: *mut c_void,
-) -> Option<Result<(), CError>> {
-    let size = crate::c_abi::datatype::predefined::plain_size(dt as usize)?;
-    let basic = match crate::c_abi::datatype::predefined::shape(dt as usize)?
-        .type_map()
-        .elements(false)?
-    {
-        Elements::Basic(b) if b.size() == size => b,
-        _ => return None,
-    };
-    let sys = acc_op(call, op).ok()?;
-    if !crate::coll::op::applies(sys, Elements::Basic(basic)) {
-        return None;
-    }
-    let w = self::win(call, win).ok()?;
-    let at = mapped(call, w, count, dt, rank, disp)?;
-    let len = at.len;
-    let operand = match sys {
-        SysOp::NoOp => &[],
-        // SAFETY: the caller's promise.
-        _ => unsafe { handles::bytes(origin, len) },
-    };
-    // SAFETY: the caller's promise.
-    let old = result.map(|r| unsafe { handles::bytes_mut(r, len) });
-    if count > 1 || !atomic::is_lock_free_at(basic, at.at) {
-        w.with(|d| d.accumulate_in_place(&at, sys, basic, operand, old));
-        return Some(Ok(()));
-    }
-    let (zeros, mut scratch) = ([0u8; 16], [0u8; 16]);
-    let operand = if operand.is_empty() {
-        &zeros[..size]
-    } else {
-        operand
-    };
-    let old = old.unwrap_or(&mut scratch[..size]);
-    let done = w.with(|d| {
-        d.lone_atomic(&at, |at| {
-            // SAFETY: `at` heads one element of `basic` within the target's part, mapped
-            // here, which origins touch only atomically in accumulate epochs, and the gate
-            // keeps lockers' plain updates away meanwhile.
-            unsafe { atomic::fetch_and_op(basic, sys, at, operand, old) }
-        })
-    });
-    Some(done.map_err(|e| CError::from_weft(crate::error::Error::new(e.class, call, e.detail))))
-}
-
 pub unsafe extern "C" fn fetch_and_op(
     origin: *const c_void,
     result: *mut c_void,
@@ -736,12 +684,12 @@ pub unsafe extern "C" fn fetch_and_op(
     win: *mut c_void,
 ) -> c_int {
     const CALL: &str = "MPI_Fetch_and_op";
+    let (bufs, target) = ((origin, result), (1, dt));
+    // SAFETY: passed on: one element of `dt` at each buffer.
+    if let Some(rc) = unsafe { fast::accumulate(CALL, bufs, (rank, disp), target, op, win) } {
+        return rc;
+    }
     guard(CALL, win, || {
-        // SAFETY: passed on: one element of `dt` at each buffer.
-        let fast = unsafe { in_place(CALL, (origin, Some(result)), 1, dt, rank, disp, op, win) };
-        if let Some(done) = fast {
-            return done;
-        }
         let r = Some((result, 1, dt));
         // SAFETY: passed on: one element of `dt` at each buffer.
         unsafe { get_accumulate(CALL, (origin, 1, dt), r, rank, disp, (1, dt), op, win) }
@@ -759,6 +707,11 @@ pub unsafe extern "C" fn compare_and_swap(
     win: *mut c_void,
 ) -> c_int {
     const CALL: &str = "MPI_Compare_and_swap";
+    let bufs = (origin, compare, result);
+    // SAFETY: passed on: one element of `dt` at each buffer.
+    if let Some(rc) = unsafe { fast::compare_and_swap(CALL, bufs, (rank, disp), dt, win) } {
+        return rc;
+    }
     guard(CALL, win, || {
         let s = Side::new(CALL, origin, 1, dt)?;
         if !s.dt.type_map().is_contiguous() || s.dt.runs.len() != 1 || s.dt.runs[0].count != 1 {

@@ -11,7 +11,7 @@ use crate::topology::Group;
 use std::ffi::{c_int, c_void};
 
 /// The assertions a synchronization call accepts (`MPI_MODE_*`).
-const MODES: c_int =
+pub(super) const MODES: c_int =
     MPI_MODE_NOCHECK | MPI_MODE_NOPRECEDE | MPI_MODE_NOPUT | MPI_MODE_NOSTORE | MPI_MODE_NOSUCCEED;
 
 fn check_assert(call: &'static str, assert: c_int) -> Result<(), CError> {
@@ -163,6 +163,9 @@ pub unsafe extern "C" fn win_lock(
     win: *mut c_void,
 ) -> c_int {
     const CALL: &str = "MPI_Win_lock";
+    if let Some(rc) = super::fast::lock(CALL, lock_type, rank, assert, win) {
+        return rc;
+    }
     guard(CALL, win, || {
         let w = self::win(CALL, win)?;
         let kind = lock_kind(CALL, lock_type)?;
@@ -191,6 +194,9 @@ export!(Win_lock, win_lock);
 
 pub unsafe extern "C" fn win_unlock(rank: c_int, win: *mut c_void) -> c_int {
     const CALL: &str = "MPI_Win_unlock";
+    if let Some(rc) = super::fast::unlock(CALL, rank, win) {
+        return rc;
+    }
     guard(CALL, win, || {
         let w = self::win(CALL, win)?;
         if rank == MPI_PROC_NULL {
@@ -255,6 +261,12 @@ export!(Win_unlock_all, win_unlock_all);
 /// `sync`: `MPI_Win_sync`, which orders the program's own loads and stores too, so its
 /// barrier is never skipped (a flush's is after nothing but the CPU's atomics).
 fn flush(call: &'static str, win: *mut c_void, rank: Option<c_int>, sync: bool) -> c_int {
+    if let Some(rc) = (!sync)
+        .then(|| super::fast::flush(call, win, rank))
+        .flatten()
+    {
+        return rc;
+    }
     guard(call, win, || {
         let w = self::win(call, win)?;
         if let Some(r) = rank.filter(|&r| r != MPI_PROC_NULL) {
