@@ -416,17 +416,11 @@ impl WindowData {
     }
 
     /// Checks that `target` is a member.
+    #[inline(always)]
     pub fn check_target(&self, call: &'static str, target: i32) -> Result<usize> {
         match usize::try_from(target) {
             Ok(t) if t < self.size() => Ok(t),
-            _ => Err(Error::new(
-                ErrorClass::Rank,
-                call,
-                format!(
-                    "target rank {target} is outside the window's group (size {})",
-                    self.size()
-                ),
-            )),
+            _ => Err(outside_group(call, target, self.size())),
         }
     }
 
@@ -1020,4 +1014,14 @@ impl WindowData {
         mask.release(self.comm.pair);
         done
     }
+}
+
+/// [`WindowData::check_target`]'s error.
+#[cold]
+fn outside_group(call: &'static str, target: i32, size: usize) -> Error {
+    Error::new(
+        ErrorClass::Rank,
+        call,
+        format!("target rank {target} is outside the window's group (size {size})"),
+    )
 }

@@ -183,6 +183,7 @@ impl<T: Equivalence + Copy> Window<T> {
     }
 
     /// Opens an epoch of `kind`, if none of another kind is open.
+    #[inline(always)]
     fn open(&self, call: &'static str, kind: Open) -> Result<()> {
         match self.epoch.get() {
             Open::None => {
@@ -224,7 +225,7 @@ impl<T: Equivalence + Copy> Window<T> {
                 format!("this process already holds a lock on target {target} of this window"),
             ));
         }
-        self.data().part(CALL, target)?;
+        self.data().check_target(CALL, target)?;
         self.open(CALL, Open::Locks)?;
         // A free word is taken with no runtime; otherwise wait (or ask by message) in it.
         if !self.data().try_lock_here(target, kind) {
@@ -674,6 +675,7 @@ impl<T: Equivalence + Copy> LockEpoch<'_, T> {
 }
 
 impl<T: Equivalence + Copy> Drop for LockEpoch<'_, T> {
+    #[inline(always)]
     fn drop(&mut self) {
         let _ = self.release();
     }
@@ -681,7 +683,21 @@ impl<T: Equivalence + Copy> Drop for LockEpoch<'_, T> {
 
 /// Releases `target`'s lock of `kind`: by itself when the window reaches every member
 /// directly, otherwise in the runtime (a message to a target reached so).
+#[inline(always)]
 fn unlock(data: &WindowData, call: &'static str, target: Rank, kind: LockKind) -> Result<()> {
+    if data.try_unlock_here(target, kind) {
+        return Ok(()); // reached directly: no runtime, no error to build
+    }
+    unlock_by_messages(data, call, target, kind)
+}
+
+/// [`unlock`] of a target reached by messages (or an error).
+fn unlock_by_messages(
+    data: &WindowData,
+    call: &'static str,
+    target: Rank,
+    kind: LockKind,
+) -> Result<()> {
     if data.by_messages() {
         runtime::with_call(call, |rt| data.unlock(&mut rt.engine, call, target, kind))
     } else {
