@@ -128,7 +128,9 @@ fn dynamic_windows_reach_attached_regions_only() {
 /// The remote path (each operation an active message that the target's handler does on its own
 /// memory), forced on one node, over shared memory and over TCP: every case but `asleep` (a
 /// target computing outside the library delays remote operations until it calls in); with one
-/// operation in flight at a time (`WEFT_RMA_OPS=1`: each waits for the one before) too.
+/// operation in flight at a time (`WEFT_RMA_OPS=1`, `WEFT_RMA_OPS_GLOBAL=0`: each waits for the
+/// one before) and lock_all's state kept for one target (`WEFT_RMA_TARGETS=1`: a second falls
+/// back to window-wide state) too.
 #[test]
 fn the_remote_path_forced_on_one_node_over_shared_memory_and_tcp() {
     let shm: &[(&str, u32)] = &[
@@ -153,17 +155,25 @@ fn the_remote_path_forced_on_one_node_over_shared_memory_and_tcp() {
         ("created", 2),
         ("dynamic", 2),
     ];
-    let tiny: &[(&str, u32)] = &[("counter", 3), ("pscw", 3), ("stream", 3)];
-    for (transports, ops, cases) in [
-        ("shm,tcp", "256", shm),
-        ("tcp", "256", tcp),
-        ("shm,tcp", "1", tiny),
+    let tiny: &[(&str, u32)] = &[
+        ("counter", 3),
+        ("pscw", 3),
+        ("stream", 3),
+        ("atomics", 4),
+        ("dynamic", 3),
+    ];
+    for (transports, (ops, global, targets), cases) in [
+        ("shm,tcp", ("256", "1024", "256"), shm),
+        ("tcp", ("256", "1024", "256"), tcp),
+        ("shm,tcp", ("1", "0", "1"), tiny),
     ] {
         for &(case, n) in cases {
             let env = [
                 ("WEFT_RMA_MESSAGES", "1"),
                 ("WEFT_TRANSPORTS", transports),
                 ("WEFT_RMA_OPS", ops),
+                ("WEFT_RMA_OPS_GLOBAL", global),
+                ("WEFT_RMA_TARGETS", targets),
             ];
             passes_with(n, case, &env);
         }

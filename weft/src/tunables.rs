@@ -142,7 +142,11 @@ tunables! {
     rma_messages: bool = "WEFT_RMA_MESSAGES", "0",
         "One-sided operations, locks, post and complete on other members of a window go as active messages that the target serves when it calls into the library (the path for members on other nodes), rather than straight into node-shared memory or by cross-memory copy; 1 forces it for members on this node too (set it alike on every rank)";
     rma_ops: usize = "WEFT_RMA_OPS", "256",
-        "One-sided operations by message (puts and accumulates of up to 64 KiB that fetch nothing return once started, their data copied) a member keeps in flight on one window before it waits for the oldest; a flush, unlock, fence, complete or free waits for them all (at least 1)";
+        "One-sided operations by message (puts and accumulates of up to 64 KiB that fetch nothing return once started, their data copied) a member keeps in flight on one window from the window's own pool; beyond it they take slots of the process's (WEFT_RMA_OPS_GLOBAL), and with both used up one waits for one of the window's first; a flush, fence, complete or free waits for them all, an unlock for its target's (at least 1)";
+    rma_ops_global: usize = "WEFT_RMA_OPS_GLOBAL", "1024",
+        "One-sided operations by message a member keeps in flight beyond its windows' own WEFT_RMA_OPS, over all its windows together (0: none beyond each window's own)";
+    rma_targets: usize = "WEFT_RMA_TARGETS", "256",
+        "Targets reached by messages a lock_all epoch keeps state for (each locked on first contact); on reaching one more it falls back to window-wide state: every member reached by messages is sent its lock then, and unlock_all releases them all (at least 1)";
     transports: Transports = "WEFT_TRANSPORTS", "shm,tcp",
         "Transports ranks may use besides self, from shm and tcp: same-node peers use shm when listed, every other pair tcp (tcp alone forces TCP between every pair)";
     connect: ConnectMode = "WEFT_CONNECT", "lazy",

@@ -571,21 +571,22 @@ impl WindowData {
         }
         if let Some(kind) = release {
             match self.start_plain(eng, call, t, Kind::Unlock, lock_code(kind)) {
-                Ok(handle) => self.table.keep(InFlight { handle, call, data: None }),
+                Ok(handle) => self.table.keep(t, InFlight { handle, call, data: None }),
                 Err(e) => {
                     first.get_or_insert(e);
                 }
             }
         }
-        // Every target's requests, not only t's: the table keeps one queue.
-        let done = self.table.complete(eng, call);
+        // t's requests alone: t does what this origin sends in order, the release last.
+        let done = self.table.complete_target(eng, call, t);
         first.map_or(done, Err)
     }
 
     /// Sends the message kept unsent (if any), with the release of `unlock` after it.
     fn send_unsent<F: Fabric>(&self, eng: &mut Engine<F>, u: Unsent, unlock: Option<LockKind>) -> Result<()> {
+        let t = u.t;
         let flight = self.start_unsent(eng, u, unlock, None)?;
-        self.table.keep(flight);
+        self.table.keep(t, flight);
         Ok(())
     }
 
@@ -679,12 +680,34 @@ impl WindowData {
         (n > 0 && offset < OFFSET_LIMIT && fits).then_some(offset)
     }
 
+    /// The members this one reaches by messages (window ranks).
+    fn remote_members(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.size()).filter(|&t| self.remote(t))
+    }
+
+    /// A lock_all epoch that reached as many targets as it keeps state for falls back to
+    /// window-wide state: every member reached by messages not sent its shared lock yet is
+    /// sent it now (each request taking a slot as an operation's does), and the per-target
+    /// state goes.
+    fn lock_every_member<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str) -> Result<()> {
+        let sent = self.table.go_wide();
+        for t in self.remote_members().filter(|t| !sent.contains(t)) {
+            if let (_, Some(oldest)) = self.table.contact(t) {
+                table::wait(eng, call, oldest)?;
+            }
+            let handle = self.start_plain(eng, call, t, Kind::Lock, lock_code(LockKind::Shared))?;
+            self.table.keep(t, InFlight { handle, call, data: None });
+        }
+        Ok(())
+    }
+
     /// `MPI_Win_unlock_all` for the members reached by messages: unlocks those whose shared
     /// lock went with an operation, and waits for everything in flight.
     pub(super) fn unlock_all_by_message<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str) -> Result<()> {
         let mut first = None;
         let unsent = self.table.take_unsent();
-        let mut locked = self.table.unlock_all();
+        // Fallen back to window-wide state: every member reached by messages holds its lock.
+        let mut locked = self.table.unlock_all().unwrap_or_else(|| self.remote_members().collect());
         if let Some(u) = unsent {
             // Its target's release goes with it.
             let with = locked.iter().position(|&t| t == u.t).map(|i| locked.swap_remove(i));
@@ -694,7 +717,7 @@ impl WindowData {
         }
         for t in locked {
             match self.start_plain(eng, call, t, Kind::Unlock, lock_code(LockKind::Shared)) {
-                Ok(handle) => self.table.keep(InFlight { handle, call, data: None }),
+                Ok(handle) => self.table.keep(t, InFlight { handle, call, data: None }),
                 Err(e) => {
                     first.get_or_insert(e);
                 }
@@ -710,13 +733,16 @@ impl WindowData {
     /// the oldest request in flight if the table is full. The target's world rank.
     fn contact<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str, t: usize, one: bool) -> Result<(u32, Option<LockKind>)> {
         self.send_any_unsent(eng, call)?;
+        if self.table.outgrown(t) {
+            self.lock_every_member(eng, call)?;
+        }
         let (mut lock, oldest) = self.table.contact(t);
         let waited = oldest.map_or(Ok(()), |oldest| table::wait(eng, call, oldest));
         // The lock counts as sent from here: it goes now unless the operation takes it (which
         // an error in the wait stops).
         if let Some(kind) = lock.filter(|_| !one || waited.is_err()) {
             let handle = self.start_plain(eng, call, t, Kind::Lock, lock_code(kind))?;
-            self.table.keep(InFlight { handle, call, data: None });
+            self.table.keep(t, InFlight { handle, call, data: None });
             lock = None;
         }
         waited?;
@@ -830,7 +856,7 @@ impl WindowData {
         for (i, handle) in started.into_iter().enumerate() {
             // The data goes with the last request: the table waits for its requests in order.
             let data = if i == last { kept.take() } else { None };
-            self.table.keep(InFlight { handle, call, data });
+            self.table.keep(at.target, InFlight { handle, call, data });
         }
         Ok(())
     }
@@ -1021,7 +1047,7 @@ impl WindowData {
             let h = unsafe { eng.am_start((peer, self.comm_pair()), what.encode(), RawBuf::new(&kept), kept.len(), out) };
             match h {
                 Ok(handle) if with_reply => waiting.push((handle, kept)),
-                Ok(handle) => self.table.keep(InFlight { handle, call, data: Some(kept) }),
+                Ok(handle) => self.table.keep(at.target, InFlight { handle, call, data: Some(kept) }),
                 Err(e) => {
                     failed = Some(Error::new(e.class, call, e.detail));
                     break;

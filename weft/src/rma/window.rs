@@ -33,7 +33,7 @@ use super::assert::Assert;
 use super::gate;
 use super::lock::{LockKind, LockWord};
 use super::remote::Count;
-use super::table::{ByRank, OpTable};
+use super::table::{ByRank, Limits, OpTable};
 use crate::comm::context::ContextMask;
 use crate::comm::node_memory::{Allocated, NodeSegment};
 use crate::comm::program_memory;
@@ -257,7 +257,11 @@ impl WindowData {
             posts_seen: Cell::new(0),
             completions_seen: Cell::new(0),
             fence_owed: Cell::new(true),
-            table: OpTable::new(tunables.rma_ops),
+            table: OpTable::new(Limits {
+                own: tunables.rma_ops,
+                shared: tunables.rma_ops_global,
+                targets: tunables.rma_targets,
+            }),
             mapped: RefCell::default(),
         });
         super::remote::serve(eng, &data);
