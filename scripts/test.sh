@@ -63,6 +63,10 @@ python3 scripts/mpi4py-tests.py --check-known
 echo "== MPICH's test suite on Weft's C ABI (failures allowed only as listed in scripts/mpich-known-failures.txt)"
 python3 scripts/mpich-tests.py --timeout 30
 
+echo "== MPICH's rma directory by messages on one node with the smallest pools (WEFT_RMA_OPS=1: each operation waits for the one before; WEFT_RMA_TARGETS=1: lock_all falls back to window-wide state)"
+WEFT_RMA_MESSAGES=1 WEFT_RMA_OPS=1 WEFT_RMA_OPS_GLOBAL=0 WEFT_RMA_TARGETS=1 \
+    python3 scripts/mpich-tests.py --dirs rma --timeout 60 --no-build
+
 echo "== MPICH's rma directory with the ranks on two test hosts (windows across hosts: their remote path over TCP)"
 # Slower than on one node: every lock, operation and unlock on the other host is a round trip
 # over TCP between namespaces, 3 ranks on 2 CPUs (atomic_rmw_cas: 28 s of 10,000 rounds).

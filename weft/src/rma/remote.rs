@@ -626,6 +626,14 @@ impl WindowData {
         sent.and(done)
     }
 
+    /// [`WindowData::complete_by_message`] of what went to member `t` alone (the message kept
+    /// unsent goes first, whichever its target): `MPI_Win_flush(t)`.
+    pub(super) fn complete_target_by_message<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str, t: usize) -> Result<()> {
+        let sent = self.send_any_unsent(eng, call);
+        let done = self.table.complete_target(eng, call, t);
+        sent.and(done)
+    }
+
     /// One message of argument `arg` with `payload` (`unit` bytes an element) to member `t`,
     /// after the lock request `lock` if any, not sent yet.
     fn unsent(&self, call: &'static str, t: usize, (arg, unit): (Arg, usize), payload: &[u8], lock: Option<LockKind>) -> Unsent {

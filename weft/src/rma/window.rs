@@ -838,6 +838,16 @@ impl WindowData {
         self.complete_then(eng, call, Self::sync_memory)
     }
 
+    /// [`WindowData::flush`] of the operations on member `target` alone (`MPI_Win_flush` and
+    /// `MPI_Win_flush_local` of one target): those by messages to others stay in flight.
+    pub fn flush_target<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str, target: i32) -> Result<()> {
+        let t = self.check_target(call, target)?;
+        let done = self.complete_target_by_message(eng, call, t);
+        self.flush_memory();
+        eng.progress();
+        done
+    }
+
     fn complete_then<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str, barrier: fn(&Self)) -> Result<()> {
         let done = self.complete_by_message(eng, call);
         barrier(self);
