@@ -56,7 +56,7 @@ fn covered(w: &CWin, t: c_int, passive: bool) -> bool {
         || (!passive && (e.fence || e.access.as_ref().is_some_and(|a| a.contains(&t))))
 }
 
-/// The target's bytes for `count` elements of `dt` at `disp`, each of `size` bytes, when an
+/// The target's `len` bytes at displacement `disp` (none for an empty operation), when an
 /// epoch covers the target and they lie in a part mapped here.
 #[inline(always)]
 fn span(w: &CWin, d: &WindowData, (rank, disp): (c_int, isize), len: usize) -> Option<Mapped> {
@@ -67,7 +67,8 @@ fn span(w: &CWin, d: &WindowData, (rank, disp): (c_int, isize), len: usize) -> O
     covered(w, rank, false).then_some(at)
 }
 
-/// The bytes of `count` elements of `dt`: a predefined type of plain bytes, a positive count.
+/// The bytes of `count` elements of `dt`, when it is a predefined type of plain bytes and the
+/// count is not negative.
 #[inline(always)]
 fn plain_len(count: i64, dt: *mut c_void) -> Option<usize> {
     let size = predefined::plain_size(dt as usize)?;

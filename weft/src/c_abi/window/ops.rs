@@ -420,258 +420,128 @@ unsafe fn get_accumulate<C: CCount>(
     Ok(())
 }
 
-pub unsafe extern "C" fn put_(
-    origin: *const c_void,
-    ocount: c_int,
-    odt: *mut c_void,
-    rank: c_int,
-    disp: isize,
-    tcount: c_int,
-    tdt: *mut c_void,
+/// `MPI_Put` and `MPI_Get` in either count form: the fast path, else the general one under
+/// `guard`.
+///
+/// # Safety
+/// The standard's contract for the origin buffer.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn put_or_get_entry<C: CCount>(
+    call: &'static str,
+    get: bool,
+    (origin, ocount, odt): (*mut c_void, C, *mut c_void),
+    (rank, disp): (c_int, isize),
+    (tcount, tdt): (C, *mut c_void),
     win: *mut c_void,
 ) -> c_int {
-    const CALL: &str = "MPI_Put";
-    let (o, t) = ((origin, ocount.wide(), odt), (tcount.wide(), tdt));
+    let (o, t) = (
+        (origin.cast_const(), ocount.wide(), odt),
+        (tcount.wide(), tdt),
+    );
     // SAFETY: passed on.
-    if let Some(rc) = unsafe { fast::put_or_get(CALL, false, o, (rank, disp), t, win) } {
+    if let Some(rc) = unsafe { fast::put_or_get(call, get, o, (rank, disp), t, win) } {
         return rc;
     }
     // SAFETY: passed on.
-    guard(CALL, win, || unsafe {
-        put(CALL, origin, ocount, odt, rank, disp, tcount, tdt, win)
+    guard(call, win, || unsafe {
+        match get {
+            true => self::get(call, origin, ocount, odt, rank, disp, tcount, tdt, win),
+            false => put(call, origin, ocount, odt, rank, disp, tcount, tdt, win),
+        }
     })
+}
+
+/// `MPI_Accumulate` (`result` none) and `MPI_Get_accumulate` in either count form: the fast
+/// path, else the general one under `guard`.
+///
+/// # Safety
+/// The standard's contract for the origin and result buffers.
+#[inline(always)]
+unsafe fn get_accumulate_entry<C: CCount>(
+    call: &'static str,
+    origin: (*const c_void, C, *mut c_void),
+    result: Option<(*mut c_void, C, *mut c_void)>,
+    at: (c_int, isize),
+    target: (C, *mut c_void),
+    op: *mut c_void,
+    win: *mut c_void,
+) -> c_int {
+    // SAFETY: passed on.
+    if let Some(rc) = unsafe { fast_accumulate(call, origin, result, at, target, op, win) } {
+        return rc;
+    }
+    // SAFETY: passed on.
+    guard(call, win, || unsafe {
+        get_accumulate(call, origin, result, at.0, at.1, target, op, win)
+    })
+}
+
+/// `MPI_Put` and `MPI_Get`, in both count forms.
+macro_rules! put_get {
+    ($($name:ident, $fn:ident, $count:ty, $get:expr;)*) => {$(
+        pub unsafe extern "C" fn $fn(
+            origin: *mut c_void,
+            ocount: $count,
+            odt: *mut c_void,
+            rank: c_int,
+            disp: isize,
+            tcount: $count,
+            tdt: *mut c_void,
+            win: *mut c_void,
+        ) -> c_int {
+            const CALL: &str = concat!("MPI_", stringify!($name));
+            let (o, t) = ((origin, ocount, odt), (tcount, tdt));
+            // SAFETY: passed on.
+            unsafe { put_or_get_entry(CALL, $get, o, (rank, disp), t, win) }
+        }
+    )*};
+}
+
+put_get! {
+    Put, put_, c_int, false;
+    Put_c, put_c, i64, false;
+    Get, get_, c_int, true;
+    Get_c, get_c, i64, true;
 }
 export!(Put, put_);
-
-pub unsafe extern "C" fn put_c(
-    origin: *const c_void,
-    ocount: i64,
-    odt: *mut c_void,
-    rank: c_int,
-    disp: isize,
-    tcount: i64,
-    tdt: *mut c_void,
-    win: *mut c_void,
-) -> c_int {
-    const CALL: &str = "MPI_Put_c";
-    let (o, t) = ((origin, ocount.wide(), odt), (tcount.wide(), tdt));
-    // SAFETY: passed on.
-    if let Some(rc) = unsafe { fast::put_or_get(CALL, false, o, (rank, disp), t, win) } {
-        return rc;
-    }
-    // SAFETY: passed on.
-    guard(CALL, win, || unsafe {
-        put(CALL, origin, ocount, odt, rank, disp, tcount, tdt, win)
-    })
-}
 export!(Put_c, put_c);
-
-pub unsafe extern "C" fn get_(
-    origin: *mut c_void,
-    ocount: c_int,
-    odt: *mut c_void,
-    rank: c_int,
-    disp: isize,
-    tcount: c_int,
-    tdt: *mut c_void,
-    win: *mut c_void,
-) -> c_int {
-    const CALL: &str = "MPI_Get";
-    let (o, t) = (
-        (origin.cast_const(), ocount.wide(), odt),
-        (tcount.wide(), tdt),
-    );
-    // SAFETY: passed on.
-    if let Some(rc) = unsafe { fast::put_or_get(CALL, true, o, (rank, disp), t, win) } {
-        return rc;
-    }
-    // SAFETY: passed on.
-    guard(CALL, win, || unsafe {
-        get(CALL, origin, ocount, odt, rank, disp, tcount, tdt, win)
-    })
-}
 export!(Get, get_);
-
-pub unsafe extern "C" fn get_c(
-    origin: *mut c_void,
-    ocount: i64,
-    odt: *mut c_void,
-    rank: c_int,
-    disp: isize,
-    tcount: i64,
-    tdt: *mut c_void,
-    win: *mut c_void,
-) -> c_int {
-    const CALL: &str = "MPI_Get_c";
-    let (o, t) = (
-        (origin.cast_const(), ocount.wide(), odt),
-        (tcount.wide(), tdt),
-    );
-    // SAFETY: passed on.
-    if let Some(rc) = unsafe { fast::put_or_get(CALL, true, o, (rank, disp), t, win) } {
-        return rc;
-    }
-    // SAFETY: passed on.
-    guard(CALL, win, || unsafe {
-        get(CALL, origin, ocount, odt, rank, disp, tcount, tdt, win)
-    })
-}
 export!(Get_c, get_c);
 
-pub unsafe extern "C" fn accumulate(
-    origin: *const c_void,
-    ocount: c_int,
-    odt: *mut c_void,
-    rank: c_int,
-    disp: isize,
-    tcount: c_int,
-    tdt: *mut c_void,
-    op: *mut c_void,
-    win: *mut c_void,
-) -> c_int {
-    const CALL: &str = "MPI_Accumulate";
-    let (o, t) = ((origin, ocount, odt), (tcount, tdt));
-    // SAFETY: passed on.
-    if let Some(rc) = unsafe { fast_accumulate(CALL, o, None, (rank, disp), t, op, win) } {
-        return rc;
-    }
-    guard(CALL, win, || {
-        // SAFETY: passed on.
-        unsafe {
-            get_accumulate(
-                CALL,
-                (origin, ocount, odt),
-                None,
-                rank,
-                disp,
-                (tcount, tdt),
-                op,
-                win,
-            )
+/// `MPI_Accumulate` and `MPI_Get_accumulate` (with a result buffer), in both count forms.
+macro_rules! accumulates {
+    ($($name:ident, $fn:ident, $count:ty $(, $result:ident, $rcount:ident, $rdt:ident)?;)*) => {$(
+        pub unsafe extern "C" fn $fn(
+            origin: *const c_void,
+            ocount: $count,
+            odt: *mut c_void,
+            $($result: *mut c_void, $rcount: $count, $rdt: *mut c_void,)?
+            rank: c_int,
+            disp: isize,
+            tcount: $count,
+            tdt: *mut c_void,
+            op: *mut c_void,
+            win: *mut c_void,
+        ) -> c_int {
+            const CALL: &str = concat!("MPI_", stringify!($name));
+            let result = None $(.or(Some(($result, $rcount, $rdt))))?;
+            let (o, t) = ((origin, ocount, odt), (tcount, tdt));
+            // SAFETY: passed on.
+            unsafe { get_accumulate_entry(CALL, o, result, (rank, disp), t, op, win) }
         }
-    })
+    )*};
+}
+
+accumulates! {
+    Accumulate, accumulate, c_int;
+    Accumulate_c, accumulate_c, i64;
+    Get_accumulate, get_accumulate_, c_int, result, rcount, rdt;
+    Get_accumulate_c, get_accumulate_c, i64, result, rcount, rdt;
 }
 export!(Accumulate, accumulate);
-
-pub unsafe extern "C" fn accumulate_c(
-    origin: *const c_void,
-    ocount: i64,
-    odt: *mut c_void,
-    rank: c_int,
-    disp: isize,
-    tcount: i64,
-    tdt: *mut c_void,
-    op: *mut c_void,
-    win: *mut c_void,
-) -> c_int {
-    const CALL: &str = "MPI_Accumulate_c";
-    let (o, t) = ((origin, ocount, odt), (tcount, tdt));
-    // SAFETY: passed on.
-    if let Some(rc) = unsafe { fast_accumulate(CALL, o, None, (rank, disp), t, op, win) } {
-        return rc;
-    }
-    guard(CALL, win, || {
-        // SAFETY: passed on.
-        unsafe {
-            get_accumulate(
-                CALL,
-                (origin, ocount, odt),
-                None,
-                rank,
-                disp,
-                (tcount, tdt),
-                op,
-                win,
-            )
-        }
-    })
-}
 export!(Accumulate_c, accumulate_c);
-
-pub unsafe extern "C" fn get_accumulate_(
-    origin: *const c_void,
-    ocount: c_int,
-    odt: *mut c_void,
-    result: *mut c_void,
-    rcount: c_int,
-    rdt: *mut c_void,
-    rank: c_int,
-    disp: isize,
-    tcount: c_int,
-    tdt: *mut c_void,
-    op: *mut c_void,
-    win: *mut c_void,
-) -> c_int {
-    const CALL: &str = "MPI_Get_accumulate";
-    let (o, r, t) = (
-        (origin, ocount, odt),
-        Some((result, rcount, rdt)),
-        (tcount, tdt),
-    );
-    // SAFETY: passed on.
-    if let Some(rc) = unsafe { fast_accumulate(CALL, o, r, (rank, disp), t, op, win) } {
-        return rc;
-    }
-    guard(CALL, win, || {
-        let r = Some((result, rcount, rdt));
-        // SAFETY: passed on.
-        unsafe {
-            get_accumulate(
-                CALL,
-                (origin, ocount, odt),
-                r,
-                rank,
-                disp,
-                (tcount, tdt),
-                op,
-                win,
-            )
-        }
-    })
-}
 export!(Get_accumulate, get_accumulate_);
-
-pub unsafe extern "C" fn get_accumulate_c(
-    origin: *const c_void,
-    ocount: i64,
-    odt: *mut c_void,
-    result: *mut c_void,
-    rcount: i64,
-    rdt: *mut c_void,
-    rank: c_int,
-    disp: isize,
-    tcount: i64,
-    tdt: *mut c_void,
-    op: *mut c_void,
-    win: *mut c_void,
-) -> c_int {
-    const CALL: &str = "MPI_Get_accumulate_c";
-    let (o, r, t) = (
-        (origin, ocount, odt),
-        Some((result, rcount, rdt)),
-        (tcount, tdt),
-    );
-    // SAFETY: passed on.
-    if let Some(rc) = unsafe { fast_accumulate(CALL, o, r, (rank, disp), t, op, win) } {
-        return rc;
-    }
-    guard(CALL, win, || {
-        let r = Some((result, rcount, rdt));
-        // SAFETY: passed on.
-        unsafe {
-            get_accumulate(
-                CALL,
-                (origin, ocount, odt),
-                r,
-                rank,
-                disp,
-                (tcount, tdt),
-                op,
-                win,
-            )
-        }
-    })
-}
 export!(Get_accumulate_c, get_accumulate_c);
 
 pub unsafe extern "C" fn fetch_and_op(

@@ -280,10 +280,12 @@ fn flush(call: &'static str, win: *mut c_void, rank: Option<c_int>, sync: bool) 
             }
         }
         w.with(|d| match (d.by_messages(), sync) {
-            (true, false) => runtime::with_call(call, |rt| match rank.filter(|&r| r != MPI_PROC_NULL) {
-                Some(r) => d.flush_target(&mut rt.engine, call, r),
-                None => d.flush(&mut rt.engine, call),
-            }),
+            (true, false) => {
+                runtime::with_call(call, |rt| match rank.filter(|&r| r != MPI_PROC_NULL) {
+                    Some(r) => d.flush_target(&mut rt.engine, call, r),
+                    None => d.flush(&mut rt.engine, call),
+                })
+            }
             (true, true) => runtime::with_call(call, |rt| d.sync(&mut rt.engine, call)),
             // Every member reached directly: the barrier alone, no runtime to enter.
             (false, false) => {
