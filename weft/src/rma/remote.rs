@@ -578,7 +578,7 @@ impl WindowData {
             }
         }
         // t's requests alone: t does what this origin sends in order, the release last.
-        let done = self.table.complete_target(eng, call, t);
+        let done = self.table.complete_only(eng, call, Some(t));
         first.map_or(done, Err)
     }
 
@@ -621,16 +621,14 @@ impl WindowData {
     /// Waits for everything this window started by messages (the message kept unsent sent
     /// first): a flush, fence, complete or free. The first error, as `call`'s.
     pub(super) fn complete_by_message<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str) -> Result<()> {
-        let sent = self.send_any_unsent(eng, call);
-        let done = self.table.complete(eng, call);
-        sent.and(done)
+        self.complete_by_message_only(eng, call, None)
     }
 
-    /// [`WindowData::complete_by_message`] of what went to member `t` alone (the message kept
-    /// unsent goes first, whichever its target): `MPI_Win_flush(t)`.
-    pub(super) fn complete_target_by_message<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str, t: usize) -> Result<()> {
+    /// [`WindowData::complete_by_message`], of what went to member `t` alone when it is some
+    /// (the message kept unsent goes first, whichever its target): `MPI_Win_flush(t)`.
+    pub(super) fn complete_by_message_only<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str, t: Option<usize>) -> Result<()> {
         let sent = self.send_any_unsent(eng, call);
-        let done = self.table.complete_target(eng, call, t);
+        let done = self.table.complete_only(eng, call, t);
         sent.and(done)
     }
 

@@ -311,16 +311,13 @@ impl OpTable {
     /// read its data), each target's oldest first: a flush, fence, complete or free, once the
     /// message kept unsent went. The first error, as `call`'s.
     pub(super) fn complete<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str) -> Result<()> {
-        self.complete_for(eng, call, None)
+        self.complete_only(eng, call, None)
     }
 
-    /// [`OpTable::complete`] of the requests to `t` alone (an unlock: the target does what
-    /// one origin sends in order, so the others need not be waited for).
-    pub(super) fn complete_target<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str, t: usize) -> Result<()> {
-        self.complete_for(eng, call, Some(t))
-    }
-
-    fn complete_for<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str, t: Option<usize>) -> Result<()> {
+    /// [`OpTable::complete`], of the requests to `t` alone when it is some (an unlock or a
+    /// flush of one target: the target does what one origin sends in order, so the others
+    /// need not be waited for).
+    pub(super) fn complete_only<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str, t: Option<usize>) -> Result<()> {
         debug_assert!(self.inner.borrow().unsent.is_none(), "the unsent message went first");
         let mut first = None;
         // One at a time: the table is not borrowed while the engine progresses.

@@ -774,7 +774,7 @@ impl WindowData {
 
     /// Releases target `target`'s word of `kind` when it is reached directly (true); false,
     /// and nothing done, for a target reached by messages or outside the group. Builds no
-    /// error: the C ABI's fast path.
+    /// error: the unlock of the Rust API's lock epoch and of the C ABI's fast path.
     #[inline(always)]
     pub fn try_unlock_here(&self, target: i32, kind: LockKind) -> bool {
         let t = match usize::try_from(target) {
@@ -829,27 +829,25 @@ impl WindowData {
     /// By messages, it progresses too: a member waiting in a loop of flushes or syncs for
     /// what others write serves their messages meanwhile.
     pub fn flush<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str) -> Result<()> {
-        self.complete_then(eng, call, Self::flush_memory)
+        self.complete_then(eng, call, None, Self::flush_memory)
     }
 
     /// `MPI_Win_sync`: [`WindowData::flush`] with the memory barrier always (it orders the
     /// program's own loads and stores on the window too).
     pub fn sync<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str) -> Result<()> {
-        self.complete_then(eng, call, Self::sync_memory)
+        self.complete_then(eng, call, None, Self::sync_memory)
     }
 
     /// [`WindowData::flush`] of the operations on member `target` alone (`MPI_Win_flush` and
     /// `MPI_Win_flush_local` of one target): those by messages to others stay in flight.
     pub fn flush_target<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str, target: i32) -> Result<()> {
         let t = self.check_target(call, target)?;
-        let done = self.complete_target_by_message(eng, call, t);
-        self.flush_memory();
-        eng.progress();
-        done
+        self.complete_then(eng, call, Some(t), Self::flush_memory)
     }
 
-    fn complete_then<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str, barrier: fn(&Self)) -> Result<()> {
-        let done = self.complete_by_message(eng, call);
+    /// Waits for what went by messages (to `only`, when some), then `barrier`.
+    fn complete_then<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str, only: Option<usize>, barrier: fn(&Self)) -> Result<()> {
+        let done = self.complete_by_message_only(eng, call, only);
         barrier(self);
         if self.by_messages() {
             eng.progress();
