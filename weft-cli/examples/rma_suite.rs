@@ -25,12 +25,17 @@
 //! which would hang with a barrier; a `NO_CHECK` lock; assertions a call does not take are
 //! `Assert` errors), `dynamic` (a dynamic window: each rank attaches a region and tells the
 //! others where it is; gets, puts and accumulates into the next rank's, beyond it a `Disp`
-//! error, and after its detach too; the memory given back by `into_regions`).
+//! error, and after its detach too; the memory given back by `into_regions`), `typed` (the
+//! attributes and info; put, get, accumulate and get_accumulate with a strided target
+//! datatype and a strided origin view, in fence epochs; sides of different sizes, an
+//! accumulate of another type, a layout past the part: typed errors; the request-based
+//! operations in a lock_all epoch).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use weft::collective::SystemOperation;
+use weft::datatype::{MutView, UserDatatype};
 use weft::traits::*;
-use weft::window::{Access, Assert, LockKind, Window};
+use weft::window::{Access, Assert, Flavor, LockKind, MemoryModel, RequestAccess, Target, Window};
 use weft::ErrorClass;
 
 const ROUNDS: u64 = 50;
@@ -579,6 +584,126 @@ fn dynamic(world: &weft::topology::SimpleCommunicator) {
     );
 }
 
+fn typed(world: &weft::topology::SimpleCommunicator) {
+    const LEN: usize = 16;
+    let (n, me) = (world.size(), world.rank());
+    let (next, prev) = ((me + 1) % n, (me + n - 1) % n);
+    let win = Window::<i32>::allocate(world, LEN);
+    assert_eq!(win.flavor(), Flavor::Allocate);
+    assert_eq!(win.model(), MemoryModel::Unified);
+    assert_eq!((win.disp_unit(), win.local_len()), (4, LEN));
+    assert!(!win.base().is_null());
+    let info = win.info();
+    assert!(
+        info.contains(&("accumulate_ordering".into(), "rar,raw,war,waw".into())),
+        "{info:?}"
+    );
+    // Every other element, from element 1 of the target's part (and of a local buffer).
+    let every_other = UserDatatype::vector(4, 1, 2, &i32::equivalent_datatype());
+    let sum = SystemOperation::sum();
+    {
+        let mut f = win.fence().expect("fence");
+        let mine: Vec<i32> = (0..4).map(|k| me * 10 + k).collect();
+        f.put_typed(&mine[..], Target::new(next, 1, 1, &every_other))
+            .expect("put_typed");
+        f.accumulate_typed(
+            &[1, 1, 1, 1][..],
+            Target::new(next, 8, 1, &every_other),
+            &sum,
+        )
+        .expect("accumulate_typed");
+        f.fence().expect("fence");
+        // The target's strided elements into a strided origin buffer.
+        let mut spread = [-1i32; 8];
+        {
+            // SAFETY: one element of the vector type (7 ints) fits in 8.
+            let mut view =
+                unsafe { MutView::with_count_and_datatype(&mut spread[..], 1, &every_other) };
+            f.get_typed(&mut view, Target::new(next, 1, 1, &every_other))
+                .expect("get_typed");
+        }
+        let theirs = |k: i32| me * 10 + k;
+        assert_eq!(
+            spread,
+            [theirs(0), -1, theirs(1), -1, theirs(2), -1, theirs(3), -1],
+            "rank {next}'s strided elements as rank {me} put them"
+        );
+        let mut old = [0i32; 4];
+        f.get_accumulate_typed(
+            &[5, 5, 5, 5][..],
+            &mut old[..],
+            Target::new(next, 8, 1, &every_other),
+            &sum,
+        )
+        .expect("get_accumulate_typed");
+        assert_eq!(old, [1; 4], "the accumulate before");
+        // Errors: sides of different sizes, an accumulate of another type than the window's.
+        let err = f
+            .put_typed(&[1i32; 3][..], Target::new(next, 1, 1, &every_other))
+            .unwrap_err();
+        assert_eq!(err.class, ErrorClass::Type, "{err}");
+        assert!(
+            err.to_string().contains("Put") && err.detail.contains("12 bytes"),
+            "{err}"
+        );
+        let doubles = UserDatatype::vector(2, 1, 2, &f64::equivalent_datatype());
+        let err = f
+            .accumulate_typed(&[1.0f64, 2.0][..], Target::new(next, 0, 1, &doubles), &sum)
+            .unwrap_err();
+        assert_eq!(err.class, ErrorClass::Type, "{err}");
+        let err = f
+            .get_typed(
+                &mut [0i32; 4][..],
+                Target::new(next, LEN - 2, 1, &every_other),
+            )
+            .unwrap_err();
+        assert_eq!(err.class, ErrorClass::Disp, "{err}");
+        f.end().expect("fence");
+    }
+    let mut local = [0i32; LEN];
+    {
+        let e = win.lock(me, LockKind::Shared).expect("lock");
+        e.get(me, 0, &mut local).expect("get");
+    }
+    let from = |k: usize| prev * 10 + k as i32;
+    for (i, &v) in local.iter().enumerate() {
+        let want = match i {
+            1 | 3 | 5 | 7 => from((i - 1) / 2),
+            8 | 10 | 12 | 14 => 6,
+            _ => 0,
+        };
+        assert_eq!(v, want, "rank {me}'s element {i}: {local:?}");
+    }
+    // Every member has read its part before the others write it again.
+    world.barrier();
+    // The request-based operations, in a lock_all epoch.
+    let all = win.lock_all().expect("lock_all");
+    // Buffers outlive the scope their requests belong to.
+    let (data, three) = ([me + 100; 2], [3]);
+    let (mut back, mut old, mut spare) = ([0; 2], [0], [0]);
+    weft::request::scope(|scope| {
+        all.rput(scope, next, 0, &data).expect("rput").wait();
+        all.flush().expect("flush");
+        let got = all
+            .rget(scope, next, 0, &mut back)
+            .expect("rget")
+            .wait_for_data();
+        assert_eq!(got, [me + 100, me + 100], "rget after rput");
+        all.raccumulate(scope, next, 2, &three, &sum)
+            .expect("raccumulate")
+            .wait();
+        let r = all
+            .rget_accumulate(scope, next, 2, &[4], &mut old, &sum)
+            .expect("rget_accumulate");
+        assert_eq!(r.wait_for_data(), [3], "the value rget_accumulate saw");
+        let err = all.rget(scope, n, 0, &mut spare).unwrap_err();
+        assert_eq!(err.class, ErrorClass::Rank, "{err}");
+        assert!(err.to_string().contains("Rget"), "{err}");
+    });
+    all.unlock_all().expect("unlock_all");
+    win.free().expect("free");
+}
+
 fn unshared(world: &weft::topology::SimpleCommunicator) {
     let err = Window::<u64>::try_allocate_shared(world, 1).unwrap_err();
     assert_eq!(err.class, ErrorClass::Comm, "{err}");
@@ -606,6 +731,7 @@ fn main() {
         "created" => created(&world),
         "assertions" => assertions(&world),
         "dynamic" => dynamic(&world),
+        "typed" => typed(&world),
         other => panic!("rma_suite: no case {other}"),
     }
     world.barrier();

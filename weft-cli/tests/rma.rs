@@ -125,6 +125,13 @@ fn dynamic_windows_reach_attached_regions_only() {
     }
 }
 
+#[test]
+fn datatypes_on_both_sides_request_based_operations_and_attributes() {
+    for n in [1, 2, 3] {
+        passes(n, "typed");
+    }
+}
+
 /// The remote path (each operation an active message that the target's handler does on its own
 /// memory), forced on one node, over shared memory and over TCP: every case but `asleep` (a
 /// target computing outside the library delays remote operations until it calls in); with one
@@ -146,6 +153,7 @@ fn the_remote_path_forced_on_one_node_over_shared_memory_and_tcp() {
         ("created", 3),
         ("assertions", 2),
         ("dynamic", 3),
+        ("typed", 3),
     ];
     let tcp: &[(&str, u32)] = &[
         ("counter", 3),
@@ -154,6 +162,7 @@ fn the_remote_path_forced_on_one_node_over_shared_memory_and_tcp() {
         ("stream", 2),
         ("created", 2),
         ("dynamic", 2),
+        ("typed", 2),
     ];
     let tiny: &[(&str, u32)] = &[
         ("counter", 3),
@@ -161,6 +170,7 @@ fn the_remote_path_forced_on_one_node_over_shared_memory_and_tcp() {
         ("stream", 3),
         ("atomics", 4),
         ("dynamic", 3),
+        ("typed", 2),
     ];
     for (transports, (ops, global, targets), cases) in [
         ("shm,tcp", ("256", "1024", "256"), shm),

@@ -51,13 +51,16 @@ pub enum ErrorClass {
     RmaSync,
     /// An assertion a synchronization call does not take (MPI_ERR_ASSERT).
     Assert,
+    /// A datatype that does not fit the call: sides of different sizes, elements of another
+    /// type than the call needs (MPI_ERR_TYPE).
+    Type,
     /// An internal invariant failed: a bug in weft.
     Internal,
 }
 
 impl ErrorClass {
     /// Every class, in declaration order (`class as u8` indexes it).
-    const ALL: [ErrorClass; 23] = [
+    const ALL: [ErrorClass; 24] = [
         Self::Rank,
         Self::Tag,
         Self::Count,
@@ -80,6 +83,7 @@ impl ErrorClass {
         Self::Disp,
         Self::RmaSync,
         Self::Assert,
+        Self::Type,
         Self::Internal,
     ];
 

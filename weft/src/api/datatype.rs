@@ -221,6 +221,23 @@ impl TypeMap {
         Some(map)
     }
 
+    /// The byte blocks of `count` elements back to back (offsets from the first's address):
+    /// one block when they lie contiguous.
+    #[doc(hidden)]
+    pub fn blocks_of(&self, count: usize) -> Vec<(isize, usize)> {
+        if let Some(one) = self.repeated(count) {
+            return one.blocks().to_vec();
+        }
+        let extent = self.extent as isize;
+        (0..count as isize)
+            .flat_map(|i| {
+                self.blocks
+                    .iter()
+                    .map(move |&(off, len)| (i * extent + off, len))
+            })
+            .collect()
+    }
+
     /// The map of a complex number of two `f32` (`double`: of two `f64`), reducible as one.
     #[doc(hidden)]
     pub const fn complex(double: bool) -> TypeMap {

@@ -292,6 +292,14 @@ impl<'a, D: ?Sized, S: Scope<'a>> Request<'a, D, S> {
     }
 }
 
+impl<'a, D: ?Sized, S: Scope<'a>> std::fmt::Debug for Request<'a, D, S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Request")
+            .field("handle", &self.handle)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<'a, D: ?Sized, S: Scope<'a>> Drop for Request<'a, D, S> {
     fn drop(&mut self) {
         // Settle before the fields (a staging buffer, a packed copy) go.

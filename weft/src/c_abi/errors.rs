@@ -75,6 +75,7 @@ impl CError {
             W::Disp => MPI_ERR_DISP,
             W::RmaSync => MPI_ERR_RMA_SYNC,
             W::Assert => MPI_ERR_ASSERT,
+            W::Type => MPI_ERR_TYPE,
             _ => MPI_ERR_OTHER,
         };
         CError::new(class, e.call, e.detail)

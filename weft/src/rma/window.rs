@@ -59,6 +59,18 @@ pub(super) const STRIPES: usize = 16;
 /// Regions a member of a dynamic window may have attached at once.
 pub const MAX_REGIONS: usize = 1024;
 
+/// Weft's values of the standard's window info keys (`MPI_Win_get_info`): every member may
+/// lock, accumulates are ordered and may mix operations, sizes and units may differ, and
+/// `allocate_shared`'s parts are contiguous.
+pub const INFO: [(&str, &str); 6] = [
+    ("no_locks", "false"),
+    ("accumulate_ordering", "rar,raw,war,waw"),
+    ("accumulate_ops", "same_op_no_op"),
+    ("same_size", "false"),
+    ("same_disp_unit", "false"),
+    ("alloc_shared_noncontig", "false"),
+];
+
 /// How a window's memory was made (`MPI_WIN_CREATE_FLAVOR`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Flavor {

@@ -26,19 +26,20 @@
 //! and sync; put, get, accumulate, get_accumulate, fetch_and_op and compare_and_swap. Targets
 //! on this node are reached by the origin alone (loads, stores and the CPU's atomics on
 //! node-shared memory, cross-memory copies otherwise), targets on other nodes by messages
-//! their handler serves. Elements must be plain data (no padding, no bool or char). Not in
-//! this API yet (the C ABI has them): derived datatypes, the request-based operations, the
-//! window's attributes and info.
+//! their handler serves. Elements must be plain data (no padding, no bool or char).
+//! Datatypes on both sides: the `_typed` operations ([`Target`]); request-based operations
+//! in passive-target epochs ([`RequestAccess`]); the attributes and info (`flavor`, `model`,
+//! `disp_unit`, `base`, `info`).
 
 use super::collective::SystemOperation;
-use super::datatype::{Datatype, Equivalence};
+use super::datatype::{Buffer, BufferMut, Datatype, Equivalence};
 use super::topology::{AsCommunicator, Rank};
 use crate::coll::op::{Basic, Elements};
 use crate::error::{fatal, Error, ErrorClass, Result};
 use crate::rma::access::{Combiner, Located};
 use crate::rma::atomic;
 use crate::rma::remote;
-use crate::rma::window::{Flavor, WindowData};
+use crate::rma::window::WindowData;
 use crate::runtime;
 use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
@@ -46,13 +47,20 @@ use std::rc::Rc;
 
 pub use crate::rma::assert::Assert;
 pub use crate::rma::lock::LockKind;
+pub use crate::rma::window::Flavor;
+pub use attributes::MemoryModel;
 pub use dynamic::Region;
 pub use pscw::{AccessEpoch, ExposureEpoch};
+pub use requests::RequestAccess;
+pub use typed::Target;
 
+mod attributes;
 mod create;
 mod dynamic;
 mod pscw;
+mod requests;
 mod shared;
+mod typed;
 
 /// A window of elements of `T` at every member of a communicator (`MPI_Win`).
 #[derive(Debug)]
@@ -475,6 +483,71 @@ pub trait Access<T: Equivalence + Copy> {
             w.compare_and_swap(&mut rt.engine, CALL, &at, Some(basic), c, s, out)
         })?;
         Ok(old[0])
+    }
+
+    /// `MPI_Put` with datatypes on both sides: `origin`'s data (a slice, or a
+    /// [`View`](crate::datatype::View) of a derived datatype) into the layout `to` names at
+    /// its target. Both sides must hold the same bytes of data (a `Type` error otherwise).
+    fn put_typed<B, D>(&self, origin: &B, to: Target<'_, D>) -> Result<()>
+    where
+        B: Buffer + ?Sized,
+        D: Datatype + ?Sized,
+    {
+        self.covers("Put", to.rank)?;
+        typed::put(self.window(), &origin.layout(), &to)
+    }
+
+    /// `MPI_Get` with datatypes on both sides: the layout `from` names at its target into
+    /// `out` (a slice, or a [`MutView`](crate::datatype::MutView) of a derived datatype).
+    fn get_typed<B, D>(&self, out: &mut B, from: Target<'_, D>) -> Result<()>
+    where
+        B: BufferMut + ?Sized,
+        D: Datatype + ?Sized,
+    {
+        self.covers("Get", from.rank)?;
+        // SAFETY: the layout of `out`, borrowed mutably for the call.
+        unsafe { typed::get(self.window(), &out.layout_mut(), &from) }
+    }
+
+    /// `MPI_Accumulate` with datatypes on both sides: `origin`'s elements combined by `op`
+    /// into the layout `to` names, element-wise atomic. Both sides' datatypes must be made
+    /// of the window's element type (`T` as one predefined type).
+    fn accumulate_typed<B, D>(
+        &self,
+        origin: &B,
+        to: Target<'_, D>,
+        op: &SystemOperation,
+    ) -> Result<()>
+    where
+        B: Buffer + ?Sized,
+        D: Datatype + ?Sized,
+    {
+        const CALL: &str = "Accumulate";
+        self.covers(CALL, to.rank)?;
+        let sides = (&origin.layout(), None);
+        // SAFETY: no result buffer.
+        unsafe { typed::get_accumulate(self.window(), CALL, sides, &to, op.sys_op()) }
+    }
+
+    /// `MPI_Get_accumulate` with datatypes on every side: as [`Access::accumulate_typed`],
+    /// the values before into `result` (laid out as its own datatype says).
+    fn get_accumulate_typed<B, R, D>(
+        &self,
+        origin: &B,
+        result: &mut R,
+        to: Target<'_, D>,
+        op: &SystemOperation,
+    ) -> Result<()>
+    where
+        B: Buffer + ?Sized,
+        R: BufferMut + ?Sized,
+        D: Datatype + ?Sized,
+    {
+        const CALL: &str = "Get_accumulate";
+        self.covers(CALL, to.rank)?;
+        let sides = (&origin.layout(), Some(&result.layout_mut()));
+        // SAFETY: the result's layout, borrowed mutably for the call.
+        unsafe { typed::get_accumulate(self.window(), CALL, sides, &to, op.sys_op()) }
     }
 
     /// `MPI_Win_flush` (and `flush_local`): the epoch's operations so far are complete and

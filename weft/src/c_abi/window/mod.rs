@@ -685,17 +685,10 @@ pub unsafe extern "C" fn win_get_info(win: *mut c_void, out: *mut *mut c_void) -
     guard(CALL, win, || {
         let w = self::win(CALL, win)?;
         // Weft's values for the standard's keys, then the program's for the others.
-        let mut entries: Vec<(String, String)> = [
-            ("no_locks", "false"),
-            ("accumulate_ordering", "rar,raw,war,waw"),
-            ("accumulate_ops", "same_op_no_op"),
-            ("same_size", "false"),
-            ("same_disp_unit", "false"),
-            ("alloc_shared_noncontig", "false"),
-        ]
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
+        let mut entries: Vec<(String, String)> = crate::rma::window::INFO
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         for (k, v) in w.hints.borrow().iter() {
             match entries.iter_mut().find(|(old, _)| old == k) {
                 // The program's hints that do not change what Weft does are reported as given.

@@ -86,18 +86,7 @@ impl Side {
 
     /// Its layout as blocks (offset from its address, length), for the target side.
     fn blocks(&self) -> Vec<(isize, usize)> {
-        let map = self.dt.type_map();
-        if let Some(one) = map.repeated(self.count) {
-            return one.blocks().to_vec();
-        }
-        let extent = map.extent() as isize;
-        (0..self.count as isize)
-            .flat_map(|i| {
-                map.blocks()
-                    .iter()
-                    .map(move |&(off, len)| (i * extent + off, len))
-            })
-            .collect()
+        self.dt.type_map().blocks_of(self.count)
     }
 }
 

@@ -1,0 +1,98 @@
+//! The request-based operations (`MPI_Rput`, `MPI_Rget`, `MPI_Raccumulate`,
+//! `MPI_Rget_accumulate`), which MPI allows in passive-target epochs only: methods of
+//! [`LockEpoch`] and [`LockAllEpoch`] ([`RequestAccess`]), so one outside such an epoch does
+//! not compile.
+//!
+//! Every operation here is complete at the origin when it returns (done by the origin itself,
+//! or by messages with its data copied out or its answer in), so the request it hands out is
+//! complete already: MPI's local completion, the origin's buffer free to reuse (or holding
+//! what a get brought). A flush or the epoch's end completes the operation at the target.
+
+use super::{Access, LockAllEpoch, LockEpoch};
+use crate::api::collective::SystemOperation;
+use crate::api::datatype::Equivalence;
+use crate::api::request::{Request, Scope};
+use crate::api::topology::Rank;
+use crate::error::{Error, Result};
+use crate::runtime;
+
+/// The request-based operations of a passive-target epoch. Each does what the operation of
+/// [`Access`] with the name without its `r` does, and hands out a request for it (complete
+/// already: see the module's comment), registered with `scope` and borrowing the buffer.
+pub trait RequestAccess<T: Equivalence + Copy>: Access<T> {
+    /// `MPI_Rput`: [`Access::put`], as a request.
+    fn rput<'a, S: Scope<'a>>(
+        &self,
+        scope: S,
+        target: Rank,
+        disp: usize,
+        data: &'a [T],
+    ) -> Result<Request<'a, [T], S>> {
+        const CALL: &str = "Rput";
+        self.put(target, disp, data).map_err(|e| renamed(CALL, e))?;
+        completed(CALL, scope, data)
+    }
+
+    /// `MPI_Rget`: [`Access::get`], as a request ([`Request::wait_for_data`] gives `out`
+    /// back).
+    fn rget<'a, S: Scope<'a>>(
+        &self,
+        scope: S,
+        target: Rank,
+        disp: usize,
+        out: &'a mut [T],
+    ) -> Result<Request<'a, [T], S>> {
+        const CALL: &str = "Rget";
+        self.get(target, disp, out).map_err(|e| renamed(CALL, e))?;
+        completed(CALL, scope, out)
+    }
+
+    /// `MPI_Raccumulate`: [`Access::accumulate`], as a request.
+    fn raccumulate<'a, S: Scope<'a>>(
+        &self,
+        scope: S,
+        target: Rank,
+        disp: usize,
+        data: &'a [T],
+        op: &SystemOperation,
+    ) -> Result<Request<'a, [T], S>> {
+        const CALL: &str = "Raccumulate";
+        self.accumulate(target, disp, data, op)
+            .map_err(|e| renamed(CALL, e))?;
+        completed(CALL, scope, data)
+    }
+
+    /// `MPI_Rget_accumulate`: [`Access::get_accumulate`], as a request whose data is `old`.
+    fn rget_accumulate<'a, S: Scope<'a>>(
+        &self,
+        scope: S,
+        target: Rank,
+        disp: usize,
+        data: &[T],
+        old: &'a mut [T],
+        op: &SystemOperation,
+    ) -> Result<Request<'a, [T], S>> {
+        const CALL: &str = "Rget_accumulate";
+        self.get_accumulate(target, disp, data, old, op)
+            .map_err(|e| renamed(CALL, e))?;
+        completed(CALL, scope, old)
+    }
+}
+
+impl<T: Equivalence + Copy> RequestAccess<T> for LockEpoch<'_, T> {}
+impl<T: Equivalence + Copy> RequestAccess<T> for LockAllEpoch<'_, T> {}
+
+/// The error of the operation a request-based one made, naming the request-based call.
+fn renamed(call: &'static str, e: Error) -> Error {
+    Error::new(e.class, call, e.detail)
+}
+
+/// A complete request for an operation done on `data`, registered with `scope`.
+fn completed<'a, D: ?Sized, S: Scope<'a>>(
+    call: &'static str,
+    scope: S,
+    data: &'a D,
+) -> Result<Request<'a, D, S>> {
+    let h = runtime::with_call(call, |rt| Ok(rt.engine.completed_request()))?;
+    Ok(Request::new(h, data, None, scope))
+}
