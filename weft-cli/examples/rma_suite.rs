@@ -681,7 +681,35 @@ fn typed(world: &weft::topology::SimpleCommunicator) {
     // Buffers outlive the scope their requests belong to.
     let (data, three) = ([me + 100; 2], [3]);
     let (mut back, mut old, mut spare) = ([0; 2], [0], [0]);
+    let (mine, ones, mut typed_old) = ([me; 4], [1; 4], [0; 4]);
+    let mut spread = [-1i32; 8];
+    // SAFETY: one element of the vector type (7 ints) fits in 8.
+    let mut view = unsafe { MutView::with_count_and_datatype(&mut spread[..], 1, &every_other) };
     weft::request::scope(|scope| {
+        // Typed forms on every other element: from 9 (zero so far) and from 8 (6 each).
+        let odd = Target::new(next, 9, 1, &every_other);
+        all.rput_typed(scope, &mine[..], odd)
+            .expect("rput_typed")
+            .wait();
+        all.flush().expect("flush");
+        all.rget_typed(scope, &mut view, odd)
+            .expect("rget_typed")
+            .wait();
+        let even = Target::new(next, 8, 1, &every_other);
+        all.raccumulate_typed(scope, &ones[..], even, &sum)
+            .expect("raccumulate_typed")
+            .wait();
+        let r = all
+            .rget_accumulate_typed(scope, &ones[..], &mut typed_old[..], even, &sum)
+            .expect("rget_accumulate_typed");
+        assert_eq!(
+            r.wait_for_data(),
+            [7; 4],
+            "the values rget_accumulate_typed saw"
+        );
+        let err = all.rput_typed(scope, &ones[..3], odd).unwrap_err();
+        assert_eq!(err.class, ErrorClass::Type, "{err}");
+        assert!(err.to_string().contains("Rput"), "{err}");
         all.rput(scope, next, 0, &data).expect("rput").wait();
         all.flush().expect("flush");
         let got = all
@@ -700,6 +728,11 @@ fn typed(world: &weft::topology::SimpleCommunicator) {
         assert_eq!(err.class, ErrorClass::Rank, "{err}");
         assert!(err.to_string().contains("Rget"), "{err}");
     });
+    assert_eq!(
+        spread,
+        [me, -1, me, -1, me, -1, me, -1],
+        "rget_typed after rput_typed"
+    );
     all.unlock_all().expect("unlock_all");
     win.free().expect("free");
 }

@@ -1,16 +1,17 @@
 //! The request-based operations (`MPI_Rput`, `MPI_Rget`, `MPI_Raccumulate`,
 //! `MPI_Rget_accumulate`), which MPI allows in passive-target epochs only: methods of
 //! [`LockEpoch`] and [`LockAllEpoch`] ([`RequestAccess`]), so one outside such an epoch does
-//! not compile.
+//! not compile. Each has a slice form and one with datatypes on both sides (`_typed`, as
+//! [`Access::put_typed`] and the others).
 //!
 //! Every operation here is complete at the origin when it returns (done by the origin itself,
 //! or by messages with its data copied out or its answer in), so the request it hands out is
 //! complete already: MPI's local completion, the origin's buffer free to reuse (or holding
 //! what a get brought). A flush or the epoch's end completes the operation at the target.
 
-use super::{Access, LockAllEpoch, LockEpoch};
+use super::{Access, LockAllEpoch, LockEpoch, Target};
 use crate::api::collective::SystemOperation;
-use crate::api::datatype::Equivalence;
+use crate::api::datatype::{Buffer, BufferMut, Datatype, Equivalence};
 use crate::api::request::{Request, Scope};
 use crate::api::topology::Rank;
 use crate::error::{Error, Result};
@@ -76,6 +77,83 @@ pub trait RequestAccess<T: Equivalence + Copy>: Access<T> {
         self.get_accumulate(target, disp, data, old, op)
             .map_err(|e| renamed(CALL, e))?;
         completed(CALL, scope, old)
+    }
+
+    /// `MPI_Rput` with datatypes on both sides: [`Access::put_typed`], as a request.
+    fn rput_typed<'a, S, B, D>(
+        &self,
+        scope: S,
+        origin: &'a B,
+        to: Target<'_, D>,
+    ) -> Result<Request<'a, B, S>>
+    where
+        S: Scope<'a>,
+        B: Buffer + ?Sized,
+        D: Datatype + ?Sized,
+    {
+        const CALL: &str = "Rput";
+        self.put_typed(origin, to).map_err(|e| renamed(CALL, e))?;
+        completed(CALL, scope, origin)
+    }
+
+    /// `MPI_Rget` with datatypes on both sides: [`Access::get_typed`], as a request
+    /// ([`Request::wait_for_data`] gives `out` back).
+    fn rget_typed<'a, S, B, D>(
+        &self,
+        scope: S,
+        out: &'a mut B,
+        from: Target<'_, D>,
+    ) -> Result<Request<'a, B, S>>
+    where
+        S: Scope<'a>,
+        B: BufferMut + ?Sized,
+        D: Datatype + ?Sized,
+    {
+        const CALL: &str = "Rget";
+        self.get_typed(out, from).map_err(|e| renamed(CALL, e))?;
+        completed(CALL, scope, out)
+    }
+
+    /// `MPI_Raccumulate` with datatypes on both sides: [`Access::accumulate_typed`], as a
+    /// request.
+    fn raccumulate_typed<'a, S, B, D>(
+        &self,
+        scope: S,
+        origin: &'a B,
+        to: Target<'_, D>,
+        op: &SystemOperation,
+    ) -> Result<Request<'a, B, S>>
+    where
+        S: Scope<'a>,
+        B: Buffer + ?Sized,
+        D: Datatype + ?Sized,
+    {
+        const CALL: &str = "Raccumulate";
+        self.accumulate_typed(origin, to, op)
+            .map_err(|e| renamed(CALL, e))?;
+        completed(CALL, scope, origin)
+    }
+
+    /// `MPI_Rget_accumulate` with datatypes on every side: [`Access::get_accumulate_typed`],
+    /// as a request whose data is `result`.
+    fn rget_accumulate_typed<'a, S, B, R, D>(
+        &self,
+        scope: S,
+        origin: &B,
+        result: &'a mut R,
+        to: Target<'_, D>,
+        op: &SystemOperation,
+    ) -> Result<Request<'a, R, S>>
+    where
+        S: Scope<'a>,
+        B: Buffer + ?Sized,
+        R: BufferMut + ?Sized,
+        D: Datatype + ?Sized,
+    {
+        const CALL: &str = "Rget_accumulate";
+        self.get_accumulate_typed(origin, result, to, op)
+            .map_err(|e| renamed(CALL, e))?;
+        completed(CALL, scope, result)
     }
 }
 

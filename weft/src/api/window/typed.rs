@@ -17,7 +17,7 @@ use std::borrow::Cow;
 /// Where an operation with datatypes reaches its target: `count` elements of `datatype`,
 /// laid out from element `disp` of member `rank`'s part (MPI's target rank, displacement,
 /// count and datatype).
-#[derive(Clone, Copy, Debug)]
+#[derive(Debug)]
 pub struct Target<'d, D: ?Sized> {
     /// The member.
     pub rank: Rank,
@@ -28,6 +28,15 @@ pub struct Target<'d, D: ?Sized> {
     /// The layout of one element, its blocks in bytes from where the previous one ends.
     pub datatype: &'d D,
 }
+
+// By hand: a derive would ask `D: Copy`, and the datatype is only borrowed.
+impl<D: ?Sized> Clone for Target<'_, D> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<D: ?Sized> Copy for Target<'_, D> {}
 
 impl<'d, D: Datatype + ?Sized> Target<'d, D> {
     /// `count` elements of `datatype` from element `disp` of member `rank`'s part.
