@@ -691,7 +691,9 @@ fn typed(world: &weft::topology::SimpleCommunicator) {
         all.rput_typed(scope, &mine[..], odd)
             .expect("rput_typed")
             .wait();
-        all.flush().expect("flush");
+        all.flush_target(next).expect("flush_target");
+        let err = all.flush_target(n).unwrap_err();
+        assert_eq!(err.class, ErrorClass::Rank, "{err}");
         all.rget_typed(scope, &mut view, odd)
             .expect("rget_typed")
             .wait();

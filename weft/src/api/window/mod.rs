@@ -719,6 +719,25 @@ impl<T: Equivalence + Copy> Access<T> for LockEpoch<'_, T> {
         }
         Ok(())
     }
+
+    /// `MPI_Win_flush(target)`: the epoch's operations are complete; those of other lock
+    /// epochs of this process on the window, by messages, may stay in flight.
+    fn flush(&self) -> Result<()> {
+        flush_target(self.win.data(), self.target)
+    }
+}
+
+/// `MPI_Win_flush` (and `flush_local`) of one target: its operations so far are complete.
+fn flush_target(w: &WindowData, target: Rank) -> Result<()> {
+    const CALL: &str = "Win_flush";
+    match w.by_messages() {
+        true => runtime::with_call(CALL, |rt| w.flush_target(&mut rt.engine, CALL, target)),
+        false => {
+            w.check_target(CALL, target)?;
+            w.flush_memory();
+            Ok(())
+        }
+    }
 }
 
 impl<T: Equivalence + Copy> LockEpoch<'_, T> {
@@ -792,6 +811,13 @@ impl<T: Equivalence + Copy> Access<T> for LockAllEpoch<'_, T> {
 }
 
 impl<T: Equivalence + Copy> LockAllEpoch<'_, T> {
+    /// `MPI_Win_flush(target)` (and `MPI_Win_flush_local(target)`): the epoch's operations
+    /// on `target` are complete and visible to whatever this process does next; those by
+    /// messages to other targets may stay in flight ([`Access::flush`] completes them all).
+    pub fn flush_target(&self, target: Rank) -> Result<()> {
+        flush_target(self.win.data(), target)
+    }
+
     /// `MPI_Win_unlock_all`, as the drop does, returning what the drop cannot (see
     /// [`LockEpoch::unlock`]).
     pub fn unlock_all(self) -> Result<()> {
