@@ -30,8 +30,7 @@ pub trait RequestAccess<T: Equivalence + Copy>: Access<T> {
         data: &'a [T],
     ) -> Result<Request<'a, [T], S>> {
         const CALL: &str = "Rput";
-        self.put(target, disp, data).map_err(|e| renamed(CALL, e))?;
-        completed(CALL, scope, data)
+        as_request(CALL, self.put(target, disp, data), scope, data)
     }
 
     /// `MPI_Rget`: [`Access::get`], as a request ([`Request::wait_for_data`] gives `out`
@@ -44,8 +43,7 @@ pub trait RequestAccess<T: Equivalence + Copy>: Access<T> {
         out: &'a mut [T],
     ) -> Result<Request<'a, [T], S>> {
         const CALL: &str = "Rget";
-        self.get(target, disp, out).map_err(|e| renamed(CALL, e))?;
-        completed(CALL, scope, out)
+        as_request(CALL, self.get(target, disp, out), scope, out)
     }
 
     /// `MPI_Raccumulate`: [`Access::accumulate`], as a request.
@@ -58,9 +56,7 @@ pub trait RequestAccess<T: Equivalence + Copy>: Access<T> {
         op: &SystemOperation,
     ) -> Result<Request<'a, [T], S>> {
         const CALL: &str = "Raccumulate";
-        self.accumulate(target, disp, data, op)
-            .map_err(|e| renamed(CALL, e))?;
-        completed(CALL, scope, data)
+        as_request(CALL, self.accumulate(target, disp, data, op), scope, data)
     }
 
     /// `MPI_Rget_accumulate`: [`Access::get_accumulate`], as a request whose data is `old`.
@@ -74,9 +70,12 @@ pub trait RequestAccess<T: Equivalence + Copy>: Access<T> {
         op: &SystemOperation,
     ) -> Result<Request<'a, [T], S>> {
         const CALL: &str = "Rget_accumulate";
-        self.get_accumulate(target, disp, data, old, op)
-            .map_err(|e| renamed(CALL, e))?;
-        completed(CALL, scope, old)
+        as_request(
+            CALL,
+            self.get_accumulate(target, disp, data, old, op),
+            scope,
+            old,
+        )
     }
 
     /// `MPI_Rput` with datatypes on both sides: [`Access::put_typed`], as a request.
@@ -92,8 +91,7 @@ pub trait RequestAccess<T: Equivalence + Copy>: Access<T> {
         D: Datatype + ?Sized,
     {
         const CALL: &str = "Rput";
-        self.put_typed(origin, to).map_err(|e| renamed(CALL, e))?;
-        completed(CALL, scope, origin)
+        as_request(CALL, self.put_typed(origin, to), scope, origin)
     }
 
     /// `MPI_Rget` with datatypes on both sides: [`Access::get_typed`], as a request
@@ -110,8 +108,7 @@ pub trait RequestAccess<T: Equivalence + Copy>: Access<T> {
         D: Datatype + ?Sized,
     {
         const CALL: &str = "Rget";
-        self.get_typed(out, from).map_err(|e| renamed(CALL, e))?;
-        completed(CALL, scope, out)
+        as_request(CALL, self.get_typed(out, from), scope, out)
     }
 
     /// `MPI_Raccumulate` with datatypes on both sides: [`Access::accumulate_typed`], as a
@@ -129,9 +126,7 @@ pub trait RequestAccess<T: Equivalence + Copy>: Access<T> {
         D: Datatype + ?Sized,
     {
         const CALL: &str = "Raccumulate";
-        self.accumulate_typed(origin, to, op)
-            .map_err(|e| renamed(CALL, e))?;
-        completed(CALL, scope, origin)
+        as_request(CALL, self.accumulate_typed(origin, to, op), scope, origin)
     }
 
     /// `MPI_Rget_accumulate` with datatypes on every side: [`Access::get_accumulate_typed`],
@@ -151,26 +146,27 @@ pub trait RequestAccess<T: Equivalence + Copy>: Access<T> {
         D: Datatype + ?Sized,
     {
         const CALL: &str = "Rget_accumulate";
-        self.get_accumulate_typed(origin, result, to, op)
-            .map_err(|e| renamed(CALL, e))?;
-        completed(CALL, scope, result)
+        as_request(
+            CALL,
+            self.get_accumulate_typed(origin, result, to, op),
+            scope,
+            result,
+        )
     }
 }
 
 impl<T: Equivalence + Copy> RequestAccess<T> for LockEpoch<'_, T> {}
 impl<T: Equivalence + Copy> RequestAccess<T> for LockAllEpoch<'_, T> {}
 
-/// The error of the operation a request-based one made, naming the request-based call.
-fn renamed(call: &'static str, e: Error) -> Error {
-    Error::new(e.class, call, e.detail)
-}
-
-/// A complete request for an operation done on `data`, registered with `scope`.
-fn completed<'a, D: ?Sized, S: Scope<'a>>(
+/// The request for an operation `done` on `data`: complete, registered with `scope`; or the
+/// operation's error, naming the request-based call.
+fn as_request<'a, D: ?Sized, S: Scope<'a>>(
     call: &'static str,
+    done: Result<()>,
     scope: S,
     data: &'a D,
 ) -> Result<Request<'a, D, S>> {
+    done.map_err(|e| Error::new(e.class, call, e.detail))?;
     let h = runtime::with_call(call, |rt| Ok(rt.engine.completed_request()))?;
     Ok(Request::new(h, data, None, scope))
 }
