@@ -29,7 +29,11 @@
 //! attributes and info; put, get, accumulate and get_accumulate with a strided target
 //! datatype and a strided origin view, in fence epochs; sides of different sizes, an
 //! accumulate of another type, a layout past the part: typed errors; the request-based
-//! operations in a lock_all epoch).
+//! operations in a lock_all epoch), `lazy` (lock epochs on other members take the word at
+//! their first operation: an empty one completes while the target holds its own lock, which
+//! would hang were the word taken; two windows locked in one order and operated on in
+//! opposite orders by different ranks do not deadlock, the counters exact; loads and stores
+//! through `shared_query`'s pointers stay protected by exclusive epochs).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use weft::collective::SystemOperation;
@@ -739,6 +743,78 @@ fn typed(world: &weft::topology::SimpleCommunicator) {
     win.free().expect("free");
 }
 
+fn lazy(world: &weft::topology::SimpleCommunicator) {
+    let (n, me) = (world.size(), world.rank());
+    let (a, b) = (
+        Window::<u64>::allocate(world, 1),
+        Window::<u64>::allocate(world, 1),
+    );
+    // An empty epoch on a target holding its own lock (taken eagerly: its loads and stores
+    // are protected too) does not wait for it.
+    let own = (me == 0).then(|| a.lock(0, LockKind::Exclusive).expect("lock"));
+    world.barrier();
+    if me == 0 {
+        for r in 1..n {
+            world.process_at_rank(r).receive::<u64>();
+        }
+    } else {
+        drop(a.lock(0, LockKind::Exclusive).expect("lock"));
+        drop(a.lock(0, LockKind::Shared).expect("lock"));
+        world.process_at_rank(0).send(&1u64);
+    }
+    drop(own);
+    // Both windows locked in one order; odd ranks operate on b first, even ones on a: the
+    // deferred lock on a is taken at b's lock call, so the order of acquisition is the
+    // program's and nobody deadlocks.
+    let bump = |e: &weft::window::LockEpoch<'_, u64>| {
+        let mut v = [0u64];
+        e.get(0, 0, &mut v).expect("get");
+        e.put(0, 0, &[v[0] + 1]).expect("put");
+    };
+    for _ in 0..ROUNDS {
+        let ea = a.lock(0, LockKind::Exclusive).expect("lock a");
+        let eb = b.lock(0, LockKind::Exclusive).expect("lock b");
+        if me % 2 == 1 {
+            bump(&eb);
+            bump(&ea);
+        } else {
+            bump(&ea);
+            bump(&eb);
+        }
+        drop(eb);
+        drop(ea);
+    }
+    world.barrier();
+    for w in [&a, &b] {
+        let e = w.lock(0, LockKind::Shared).expect("lock");
+        let mut v = [0u64];
+        e.get(0, 0, &mut v).expect("get");
+        assert_eq!(v[0], n as u64 * ROUNDS, "a lock epoch lost an increment");
+    }
+    world.barrier();
+    // Loads and stores through shared_query's pointer are protected by exclusive epochs.
+    let (p, _) = a.shared_query(0).expect("shared_query");
+    for _ in 0..ROUNDS * 10 {
+        let _e = a.lock(0, LockKind::Exclusive).expect("lock");
+        // SAFETY: rank 0's part, mapped for the window's life; the exclusive lock keeps every
+        // other access away, its Acquire and Release order these with theirs.
+        unsafe { p.write_volatile(p.read_volatile() + 1) };
+    }
+    world.barrier();
+    a.sync().expect("sync");
+    // SAFETY: as above; every write is before the barrier, ordered by the last unlock's
+    // Release, the barrier and the sync.
+    let v = unsafe { p.read_volatile() };
+    assert_eq!(
+        v,
+        n as u64 * ROUNDS * 11,
+        "a store through shared_query's pointer was lost"
+    );
+    world.barrier();
+    a.free().expect("free");
+    b.free().expect("free");
+}
+
 fn unshared(world: &weft::topology::SimpleCommunicator) {
     let err = Window::<u64>::try_allocate_shared(world, 1).unwrap_err();
     assert_eq!(err.class, ErrorClass::Comm, "{err}");
@@ -767,6 +843,7 @@ fn main() {
         "assertions" => assertions(&world),
         "dynamic" => dynamic(&world),
         "typed" => typed(&world),
+        "lazy" => lazy(&world),
         other => panic!("rma_suite: no case {other}"),
     }
     world.barrier();

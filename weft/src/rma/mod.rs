@@ -14,6 +14,8 @@
 //! - `remote`: the same operations, the lock, post and complete as internal active messages
 //!   to the window's handler at the target, which does them on its own memory: for members
 //!   on other nodes (and all others when `WEFT_RMA_MESSAGES` forces it on one node);
+//! - `lazy`: lock epochs on targets reached directly, their word taken at the first
+//!   operation (an empty epoch never touches it), in the order the locks were asked for;
 //! - `table`: the origin's operation table for targets reached by messages: lazy locks, puts
 //!   and accumulates left in flight until the epoch's end, the latest kept unsent for the
 //!   unlock to go with (004);
@@ -30,6 +32,8 @@ pub mod lock;
 // Its lock words live in shared memory, which loom's atomics cannot.
 #[cfg(not(loom))]
 pub mod access;
+#[cfg(not(loom))]
+pub mod lazy;
 #[cfg(not(loom))]
 pub mod remote;
 #[cfg(not(loom))]

@@ -162,6 +162,8 @@ pub struct WindowData {
     /// barriers, its creation's and post-start-complete-wait's messages travel on its
     /// contexts.
     comm: CommData,
+    /// Its members (the communicator's size, kept here: every operation checks its target).
+    members: usize,
     seg: NodeSegment,
     flavor: Flavor,
     /// Whether this member reaches every other member by active messages (the remote path,
@@ -214,6 +216,13 @@ pub struct Exposure {
     posted: Vec<Handle>,
 }
 
+impl Drop for WindowData {
+    fn drop(&mut self) {
+        // A lock deferred on this window by an epoch the program forgot names it no more.
+        super::lazy::forget_window(self);
+    }
+}
+
 impl WindowData {
     /// Makes a window of `flavor` over `comm`, collective: this member's part is `size` bytes
     /// (zeroed, for the segment flavours) or, for `create`, the program's `base`. `node_of[w]`
@@ -261,6 +270,7 @@ impl WindowData {
         let seg = Self::lay_out(eng, &own, node_of, flavor, (base, size), disp_unit, call)
             .inspect_err(|_| mask.release(pair))?;
         let data = Rc::new(WindowData {
+            members: own.group.members().len(),
             comm: own,
             seg,
             flavor,
@@ -382,8 +392,9 @@ impl WindowData {
     }
 
     /// The number of members.
+    #[inline(always)]
     pub fn size(&self) -> usize {
-        self.comm.group.members().len()
+        self.members
     }
 
     /// The window's flavour.
@@ -720,7 +731,8 @@ impl WindowData {
     /// itself, for this origin, when the epoch's first operation asks
     /// ([`WindowData::lock_by_message`]); with `nocheck` (`MPI_MODE_NOCHECK`: the program
     /// promises no other process locks the target meanwhile) not at all. (The word of a
-    /// member reached directly is taken anyway: it costs less than remembering not to.)
+    /// member reached directly is taken anyway; the front ends defer it to the epoch's first
+    /// operation where that is sound: `lazy`.)
     pub fn lock<F: Fabric>(
         &self,
         eng: &mut Engine<F>,

@@ -3,8 +3,10 @@
  * exact counters under exclusive locks, concurrent fetch_and_op, a compare_and_swap spin
  * lock, a fence ring of derived datatypes, post-start-complete-wait, MAXLOC pairs, direct
  * pointers from MPI_Win_shared_query, a target asleep outside the library while the others
- * finish lock epochs on it, attributes, names, and the error paths with the window's error
- * handler. Prints "windows: rank R of N ok". Weft's own test. */
+ * finish lock epochs on it, lock epochs on other ranks that take the lock at their first
+ * operation (an empty one while the target holds its own lock, two windows operated on in
+ * opposite orders, stores through MPI_Win_shared_query's pointers under exclusive locks),
+ * attributes, names, and the error paths with the window's error handler. Prints "windows: rank R of N ok". Weft's own test. */
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
@@ -380,6 +382,69 @@ static void fast_paths(void) {
     MPI_Win_free(&win);
 }
 
+/* Lock epochs on another rank's part take its lock at their first operation: an empty one
+ * completes while the target holds its own lock (this would hang were the lock taken); two
+ * windows locked in one order and operated on in opposite orders (the second lock call takes
+ * the first, deferred, lock: no deadlock), through the fast path and a derived datatype's
+ * general path; stores through MPI_Win_shared_query's pointers stay protected. */
+static void lazy_locks(void) {
+    long *a, *b;
+    MPI_Win wa, wb;
+    MPI_Win_allocate(sizeof(long), sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &a, &wa);
+    MPI_Win_allocate(sizeof(long), sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &b, &wb);
+    *a = *b = 0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+        MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, wa);
+        for (int r = 1; r < size; r++) MPI_Recv(NULL, 0, MPI_BYTE, r, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Win_unlock(0, wa);
+    } else {
+        MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, wa);
+        MPI_Win_flush(0, wa);
+        MPI_Win_unlock(0, wa);
+        MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, wa);
+        MPI_Win_unlock(0, wa);
+        MPI_Send(NULL, 0, MPI_BYTE, 0, 7, MPI_COMM_WORLD);
+    }
+    MPI_Datatype one; /* one long as a derived datatype: the general path */
+    MPI_Type_contiguous(1, MPI_LONG, &one);
+    MPI_Type_commit(&one);
+    for (int i = 0; i < ROUNDS; i++) {
+        MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, wa);
+        MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, wb);
+        for (int k = 0; k < 2; k++) {
+            MPI_Win w = (k == rank % 2) ? wa : wb;
+            MPI_Datatype t = (i % 2) ? one : MPI_LONG;
+            long v;
+            MPI_Get(&v, 1, t, 0, 0, 1, t, w);
+            MPI_Win_flush(0, w);
+            v++;
+            MPI_Put(&v, 1, t, 0, 0, 1, t, w);
+        }
+        MPI_Win_unlock(0, wb);
+        MPI_Win_unlock(0, wa);
+    }
+    MPI_Type_free(&one);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) CHECK(*a == (long) size * ROUNDS && *b == (long) size * ROUNDS, "lazy: counters %ld %ld", *a, *b);
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Aint bytes;
+    int unit;
+    long *p;
+    MPI_Win_shared_query(wa, 0, &bytes, &unit, &p);
+    CHECK(p != NULL && bytes == sizeof(long), "lazy: shared_query of rank 0's part");
+    for (int i = 0; p && i < ROUNDS * 10; i++) {
+        MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, wa);
+        *(volatile long *) p += 1;
+        MPI_Win_unlock(0, wa);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Win_sync(wa);
+    if (rank == 0) CHECK(*a == (long) size * ROUNDS * 11, "lazy: a store through shared_query's pointer was lost: %ld", *a);
+    MPI_Win_free(&wb);
+    MPI_Win_free(&wa);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -391,6 +456,7 @@ int main(int argc, char **argv) {
     if (size > 1) asleep(CREATE_MALLOC);
     errors_and_attributes();
     fast_paths();
+    lazy_locks();
     if (failures == 0) printf("windows: rank %d of %d ok\n", rank, size);
     MPI_Finalize();
     return failures != 0;

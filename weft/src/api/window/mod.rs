@@ -38,6 +38,7 @@ use crate::coll::op::{Basic, Elements};
 use crate::error::{fatal, Error, ErrorClass, Result};
 use crate::rma::access::{Combiner, Located};
 use crate::rma::atomic;
+use crate::rma::lazy;
 use crate::rma::remote;
 use crate::rma::window::WindowData;
 use crate::runtime;
@@ -74,6 +75,9 @@ pub struct Window<T> {
     locked: RefCell<Vec<Rank>>,
     /// Whether an exposure epoch (`post`) is open.
     exposed: Cell<bool>,
+    /// Whether `shared_query` handed out pointers to the parts (lock epochs are not deferred
+    /// then: see `lazy`).
+    raw_access: Cell<bool>,
     /// The program's memory the window is over (a `create` window's, a dynamic window's
     /// regions, detached ones too), given back by `free` (leaked when the window is dropped
     /// unfreed: the others may still reach it).
@@ -169,11 +173,13 @@ impl<T: Equivalence + Copy> Window<T> {
             epoch: Cell::new(Open::None),
             locked: RefCell::new(Vec::new()),
             exposed: Cell::new(false),
+            raw_access: Cell::new(false),
             lent: RefCell::new(Vec::new()),
             _t: PhantomData,
         })
     }
 
+    #[inline(always)]
     fn data(&self) -> &WindowData {
         self.data
             .as_ref()
@@ -235,24 +241,31 @@ impl<T: Equivalence + Copy> Window<T> {
         }
         self.data().check_target(CALL, target)?;
         self.open(CALL, Open::Locks)?;
-        // A free word is taken with no runtime; otherwise wait (or ask by message) in it.
-        if !self.data().try_lock_here(target, kind) {
+        let opened = || {
+            // No lock taken: the epoch `open` began is not open unless others are.
+            if self.locked.borrow().is_empty() {
+                self.epoch.set(Open::None);
+            }
+        };
+        // Locks are taken in the order asked for: a deferred one first.
+        lazy::take_deferred(&wait_lock(CALL)).inspect_err(|_| opened())?;
+        let deferred = lazy::may_defer(self.data(), target, self.raw_access.get());
+        if deferred {
+            lazy::defer(self.data(), target, kind);
+        } else if !self.data().try_lock_here(target, kind) {
+            // A free word is taken with no runtime; otherwise wait (or ask by message) in it.
             let how = (kind, assert.contains(Assert::NO_CHECK));
             runtime::with_call(CALL, |rt| {
                 self.data().lock(&mut rt.engine, CALL, target, how)
             })
-            .inspect_err(|_| {
-                // No lock taken: the epoch `open` began is not open unless others are.
-                if self.locked.borrow().is_empty() {
-                    self.epoch.set(Open::None);
-                }
-            })?;
+            .inspect_err(|_| opened())?;
         }
         self.locked.borrow_mut().push(target);
         Ok(LockEpoch {
             win: self,
             target,
             kind,
+            deferred: Cell::new(deferred),
         })
     }
 
@@ -267,6 +280,8 @@ impl<T: Equivalence + Copy> Window<T> {
         const CALL: &str = "Win_lock_all";
         only_asserts(CALL, assert, Assert::NO_CHECK)?;
         self.open(CALL, Open::LockAll)?;
+        // Locks are taken in the order asked for: a deferred one (on another window) first.
+        lazy::take_deferred(&wait_lock(CALL)).inspect_err(|_| self.epoch.set(Open::None))?;
         let nocheck = assert.contains(Assert::NO_CHECK);
         runtime::with_call(CALL, |rt| {
             self.data().lock_all(&mut rt.engine, CALL, nocheck)
@@ -700,6 +715,9 @@ pub struct LockEpoch<'w, T: Equivalence + Copy> {
     win: &'w Window<T>,
     target: Rank,
     kind: LockKind,
+    /// Whether the lock was deferred and the epoch has made no operation yet (`lazy`): the
+    /// lock word is taken by the first, or by this process's next lock call.
+    deferred: Cell<bool>,
 }
 
 impl<T: Equivalence + Copy> Access<T> for LockEpoch<'_, T> {
@@ -716,6 +734,10 @@ impl<T: Equivalence + Copy> Access<T> for LockEpoch<'_, T> {
                     self.target
                 ),
             ));
+        }
+        if self.deferred.get() {
+            lazy::take_if(self.win.data(), target, &wait_lock(call))?;
+            self.deferred.set(false);
         }
         Ok(())
     }
@@ -755,8 +777,13 @@ impl<T: Equivalence + Copy> LockEpoch<'_, T> {
     #[inline(always)]
     fn release(&self) -> Result<()> {
         let w = self.win;
+        // A deferred lock still deferred: no word to release.
+        let held = !(self.deferred.get() && lazy::cancel_if(w.data(), self.target));
         // The target was checked when the lock was taken.
-        let done = unlock(w.data(), "Win_unlock", self.target, self.kind);
+        let done = match held {
+            true => unlock(w.data(), "Win_unlock", self.target, self.kind),
+            false => Ok(()),
+        };
         let mut locked = w.locked.borrow_mut();
         locked.retain(|&t| t != self.target);
         if locked.is_empty() {
@@ -771,6 +798,11 @@ impl<T: Equivalence + Copy> Drop for LockEpoch<'_, T> {
     fn drop(&mut self) {
         let _ = self.release();
     }
+}
+
+/// Waits for a lock word someone else holds, progressing the runtime (a deferred lock taken).
+fn wait_lock(call: &'static str) -> impl Fn(&WindowData, Rank, LockKind) -> Result<()> {
+    move |w, t, kind| runtime::with_call(call, |rt| w.lock(&mut rt.engine, call, t, (kind, false)))
 }
 
 /// Releases `target`'s lock of `kind`: by itself when the window reaches every member

@@ -18,9 +18,9 @@ use crate::c_abi::abi::*;
 use crate::c_abi::datatype::predefined;
 use crate::c_abi::{handles, op, state};
 use crate::coll::op::{applies, Basic, Elements, SysOp};
-use crate::rma::atomic;
 use crate::rma::lock::LockKind;
 use crate::rma::window::{Mapped, WindowData};
+use crate::rma::{atomic, lazy};
 use std::ffi::{c_int, c_void};
 
 /// Window `win` and its data, when the call may be taken here: the library is running and
@@ -56,15 +56,33 @@ fn covered(w: &CWin, t: c_int, passive: bool) -> bool {
         || (!passive && (e.fence || e.access.as_ref().is_some_and(|a| a.contains(&t))))
 }
 
+/// Whether target `t`'s lock is held, if this process's epoch on it deferred it (`rma::lazy`):
+/// taken here at the epoch's first operation when its word is free (false when someone else
+/// holds it: the general path waits).
+#[inline(always)]
+fn taken(w: &CWin, d: &WindowData, t: c_int) -> bool {
+    let Ok(e) = w.epochs.try_borrow() else {
+        return false;
+    };
+    if e.deferred.get().is_none_or(|x| x as c_int != t) {
+        return true;
+    }
+    let held = lazy::try_take_if(d, t);
+    if held {
+        e.deferred.set(None);
+    }
+    held
+}
+
 /// The target's `len` bytes at displacement `disp` (none for an empty operation), when an
-/// epoch covers the target and they lie in a part mapped here.
+/// epoch covers the target (its lock taken) and they lie in a part mapped here.
 #[inline(always)]
 fn span(w: &CWin, d: &WindowData, (rank, disp): (c_int, isize), len: usize) -> Option<Mapped> {
     if len == 0 {
         return None;
     }
     let at = d.shared_span(rank, disp, len)?;
-    covered(w, rank, false).then_some(at)
+    (covered(w, rank, false) && taken(w, d, rank)).then_some(at)
 }
 
 /// The bytes of `count` elements of `dt`, when it is a predefined type of plain bytes and the
@@ -231,7 +249,15 @@ pub(super) fn lock(
     let (w, d) = direct(call, win)?;
     let t = usize::try_from(rank).ok().filter(|&t| t < d.size())?;
     let mut e = w.epochs.try_borrow_mut().ok()?;
-    if e.lock_all || e.locks.iter().any(|&(x, _)| x == t) || !d.try_lock_here(rank, kind) {
+    // Locks are taken in the order asked for: a deferred one first (`rma::lazy`).
+    if e.lock_all || e.locks.iter().any(|&(x, _)| x == t) || !lazy::try_take_deferred() {
+        return None;
+    }
+    let deferred = lazy::may_defer(d, rank, e.raw_access);
+    if deferred {
+        lazy::defer(d, rank, kind);
+        e.deferred.set(Some(t));
+    } else if !d.try_lock_here(rank, kind) {
         return None;
     }
     e.locks.push((t, kind));
@@ -246,7 +272,12 @@ pub(super) fn unlock(call: &'static str, rank: c_int, win: *mut c_void) -> Optio
     let t = usize::try_from(rank).ok().filter(|&t| t < d.size())?;
     let mut e = w.epochs.try_borrow_mut().ok()?;
     let at = e.locks.iter().position(|&(x, _)| x == t)?;
-    if !d.try_unlock_here(rank, e.locks[at].1) {
+    // A lock deferred and never taken (no operation): no word to release.
+    let never_taken = e.deferred.get() == Some(t) && {
+        e.deferred.set(None);
+        lazy::cancel_if(d, rank)
+    };
+    if !never_taken && !d.try_unlock_here(rank, e.locks[at].1) {
         return None;
     }
     // Not `swap_remove`: the last entry (the usual one) would be copied onto itself, a

@@ -5,7 +5,9 @@ use super::{win, CWin};
 use crate::c_abi::abi::*;
 use crate::c_abi::errors::{guard, CError};
 use crate::rma::assert::Assert;
+use crate::rma::lazy;
 use crate::rma::lock::LockKind;
+use crate::rma::window::WindowData;
 use crate::runtime;
 use crate::topology::Group;
 use std::ffi::{c_int, c_void};
@@ -43,20 +45,42 @@ fn sync_error(call: &'static str, detail: impl Into<String>) -> CError {
     CError::new(MPI_ERR_RMA_SYNC, call, detail)
 }
 
-/// Checks that an epoch this process has open covers `target` (a window rank).
+/// Checks that an epoch this process has open covers `target` (a window rank), and takes
+/// its lock if it was deferred (the epoch's first operation: see `rma::lazy`).
 pub(super) fn covers(call: &'static str, w: &CWin, target: usize) -> Result<(), CError> {
-    let e = w.epochs.borrow();
-    let covered = e.fence
-        || e.lock_all
-        || e.locks.iter().any(|&(t, _)| t == target)
-        || e.access.as_ref().is_some_and(|a| a.contains(&target));
-    if !covered {
-        return Err(sync_error(
-            call,
-            format!("no epoch this process has open on the window covers target {target}"),
-        ));
+    let deferred = {
+        let e = w.epochs.borrow();
+        let covered = e.fence
+            || e.lock_all
+            || e.locks.iter().any(|&(t, _)| t == target)
+            || e.access.as_ref().is_some_and(|a| a.contains(&target));
+        if !covered {
+            return Err(sync_error(
+                call,
+                format!("no epoch this process has open on the window covers target {target}"),
+            ));
+        }
+        e.deferred.get() == Some(target)
+    };
+    if deferred {
+        w.with(|d| lazy::take_if(d, target as c_int, &wait_lock(call)))
+            .map_err(CError::from_weft)?;
+        w.epochs.borrow().deferred.set(None);
     }
     Ok(())
+}
+
+/// Waits for a lock word someone else holds, progressing the runtime (a deferred lock taken).
+fn wait_lock(
+    call: &'static str,
+) -> impl Fn(&WindowData, c_int, LockKind) -> crate::error::Result<()> {
+    move |d, t, kind| runtime::with_call(call, |rt| d.lock(&mut rt.engine, call, t, (kind, false)))
+}
+
+/// Takes the lock this process deferred (on any window), if any: before another lock call
+/// or a `shared_query`, so locks are taken in the order asked for.
+pub(super) fn take_deferred(call: &'static str) -> Result<(), CError> {
+    lazy::take_deferred(&wait_lock(call)).map_err(CError::from_weft)
 }
 
 /// Checks that no epoch is open but a fence's (for MPI_Win_free, and for a fence).
@@ -183,14 +207,39 @@ pub unsafe extern "C" fn win_lock(
                 ));
             }
         }
-        take_lock(CALL, w, t, kind, assert)?;
+        take_deferred(CALL)?;
+        let raw_access = w.epochs.borrow().raw_access;
+        let deferred = w.with(|d| {
+            let deferred = lazy::may_defer(d, t as c_int, raw_access);
+            if deferred {
+                lazy::defer(d, t as c_int, kind);
+            }
+            deferred
+        });
+        if !deferred {
+            take_lock(CALL, w, t, kind, assert)?;
+        }
         let mut e = w.epochs.borrow_mut();
         e.locks.push((t, kind));
+        if deferred {
+            e.deferred.set(Some(t));
+        }
         e.fence = false;
         Ok(())
     })
 }
 export!(Win_lock, win_lock);
+
+/// At the unlock of target `t`: whether its lock was deferred and never taken (an epoch with
+/// no operation), forgotten now.
+pub(super) fn unlock_deferred(w: &CWin, t: usize) -> bool {
+    let e = w.epochs.borrow();
+    if e.deferred.get() != Some(t) {
+        return false;
+    }
+    e.deferred.set(None);
+    w.with(|d| lazy::cancel_if(d, t as c_int))
+}
 
 pub unsafe extern "C" fn win_unlock(rank: c_int, win: *mut c_void) -> c_int {
     const CALL: &str = "MPI_Win_unlock";
@@ -213,6 +262,9 @@ pub unsafe extern "C" fn win_unlock(rank: c_int, win: *mut c_void) -> c_int {
             })?;
             e.locks.remove(at).1
         };
+        if unlock_deferred(w, t) {
+            return Ok(()); // never taken: no word to release
+        }
         release_lock(CALL, w, t, kind)
     })
 }
@@ -232,6 +284,8 @@ pub unsafe extern "C" fn win_lock_all(assert: c_int, win: *mut c_void) -> c_int 
                 ));
             }
         }
+        // Locks are taken in the order asked for: a deferred one (on another window) first.
+        take_deferred(CALL)?;
         let nocheck = asserted(assert).contains(Assert::NO_CHECK);
         w.with(|d| runtime::with_call(CALL, |rt| d.lock_all(&mut rt.engine, CALL, nocheck)))
             .map_err(CError::from_weft)?;
