@@ -141,9 +141,7 @@ fn datatypes_on_both_sides_request_based_operations_and_attributes() {
 
 /// The remote path (each operation an active message that the target's handler does on its own
 /// memory), forced on one node, over shared memory and over TCP: every case but `asleep` (a
-/// target computing outside the library delays remote operations until it calls in) and `lazy`
-/// (its two windows operated on in opposite orders deadlock there: the operation table takes
-/// its lazy locks in operation order, not lock-call order; docs/rma.md, "Left"); with one
+/// target computing outside the library delays remote operations until it calls in); with one
 /// operation in flight at a time (`WEFT_RMA_OPS=1`, `WEFT_RMA_OPS_GLOBAL=0`: each waits for the
 /// one before) and lock_all's state kept for one target (`WEFT_RMA_TARGETS=1`: a second falls
 /// back to window-wide state) too.
@@ -163,6 +161,7 @@ fn the_remote_path_forced_on_one_node_over_shared_memory_and_tcp() {
         ("assertions", 2),
         ("dynamic", 3),
         ("typed", 3),
+        ("lazy", 3),
     ];
     let tcp: &[(&str, u32)] = &[
         ("counter", 3),
@@ -180,6 +179,7 @@ fn the_remote_path_forced_on_one_node_over_shared_memory_and_tcp() {
         ("atomics", 4),
         ("dynamic", 3),
         ("typed", 2),
+        ("lazy", 3),
     ];
     for (transports, (ops, global, targets), cases) in [
         ("shm,tcp", ("256", "1024", "256"), shm),

@@ -13,12 +13,15 @@
 //!
 //! At most one lock is deferred per process: every other lock call (`lock`, `lock_all`, on
 //! any window) takes a deferred one first, so locks are taken in the order the program asked
-//! for them, and a program whose lock order cannot deadlock still cannot. The front ends keep
+//! for them, and a program whose lock order cannot deadlock still cannot. A lock on a member
+//! reached by messages, which the operation table defers itself (004's lazy lock), takes this
+//! slot too: the next lock call settles it (sends the request if nothing went yet, and waits
+//! for the grant), where 004's design alone would take locks in operation order. The front ends keep
 //! the epochs (which lock is still deferred); a word held by someone else is waited for with
 //! the runtime, which they pass in as `wait` ([`WindowData::lock`]).
 
 use super::lock::LockKind;
-use super::window::{Flavor, WindowData};
+use super::window::WindowData;
 use crate::error::Result;
 use std::cell::Cell;
 
@@ -63,16 +66,15 @@ fn set_slot(d: Option<Deferred>) {
     DEFERRED.with(|slot| slot.set(d));
 }
 
-/// Waits for a lock word held by someone else: `(window, target, kind)`.
+/// Takes a deferred lock the caller could not take at once, with the runtime:
+/// `(window, target, kind)` ([`WindowData::take_deferred_lock`]).
 pub type Wait<'a> = &'a dyn Fn(&WindowData, i32, LockKind) -> Result<()>;
 
-/// Whether `MPI_Win_lock` of `target` on `data` may be deferred (see the module's rules);
-/// `raw_access` says whether pointers to other members' parts were handed out.
+/// Whether `MPI_Win_lock` of `target` on `data` may be deferred (see the module's rules).
 #[inline(always)]
-pub fn may_defer(data: &WindowData, target: i32, raw_access: bool) -> bool {
-    !raw_access
+pub fn may_defer(data: &WindowData, target: i32) -> bool {
+    !data.loads_and_stores()
         && usize::try_from(target).is_ok_and(|t| t != data.rank())
-        && data.flavor() != Flavor::Shared
         && !data.by_messages()
 }
 

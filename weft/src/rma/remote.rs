@@ -545,12 +545,35 @@ impl WindowData {
     /// sent for the lock at all.
     pub(super) fn lock_by_message(&self, t: usize, kind: LockKind, nocheck: bool) -> Result<()> {
         self.table.lock(t, kind, nocheck);
+        if !nocheck {
+            // The program's next lock call settles it first (`lazy`: locks in the order asked).
+            super::lazy::defer(self, t as i32, kind);
+        }
         Ok(())
+    }
+
+    /// A lock on member `t` reached by messages that the table defers is settled: requested
+    /// now if nothing went yet, and its grant waited for (with everything in flight to `t`),
+    /// so that the program's next lock is taken after it (`lazy`'s order). Nothing is sent for
+    /// a lock already released, or taken with `MPI_MODE_NOCHECK`.
+    pub(super) fn settle_lock_by_message<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str, t: usize) -> Result<()> {
+        self.send_any_unsent(eng, call)?;
+        let (lock, oldest) = self.table.contact(t);
+        if let Some(oldest) = oldest {
+            table::wait(eng, call, oldest)?;
+        }
+        if let Some(kind) = lock {
+            let handle = self.start_plain(eng, call, t, Kind::Lock, lock_code(kind))?;
+            self.table.keep(t, InFlight { handle, call, data: None });
+        }
+        self.table.complete_only(eng, call, Some(t))
     }
 
     /// `MPI_Win_unlock` of member `t` reached by messages: its handler releases the word after
     /// the epoch's operations (nothing is sent if the epoch had none); waits for every answer.
     pub(super) fn unlock_by_message<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str, t: usize, kind: LockKind) -> Result<()> {
+        // Released: no later lock call settles it.
+        super::lazy::cancel_if(self, t as i32);
         let unsent = self.table.take_unsent();
         let lock = self.table.unlock(t);
         let mut first = None;

@@ -177,6 +177,9 @@ pub struct WindowData {
     /// Whether this member did anything but the CPU's atomics on the window since its last
     /// memory barrier: a flush owes one then (see [`WindowData::flush_memory`]).
     fence_owed: Cell<bool>,
+    /// Whether the program was handed pointers to other members' parts (`shared_query`):
+    /// their loads and stores are protected by lock epochs then, so no lock is deferred.
+    raw_access: Cell<bool>,
     /// What this member has in flight by messages, per target contacted.
     pub(super) table: OpTable,
     /// The node-shared parts of other members of a `create` window, mapped on first contact.
@@ -279,6 +282,7 @@ impl WindowData {
             posts_seen: Cell::new(0),
             completions_seen: Cell::new(0),
             fence_owed: Cell::new(true),
+            raw_access: Cell::new(false),
             table: OpTable::new(Limits {
                 own: tunables.rma_ops,
                 shared: tunables.rma_ops_global,
@@ -742,7 +746,13 @@ impl WindowData {
     ) -> Result<()> {
         let t = self.check_target(call, target)?;
         if self.remote(t) {
-            return self.lock_by_message(t, kind, nocheck);
+            self.lock_by_message(t, kind, nocheck)?;
+            if !nocheck && self.loads_and_stores() {
+                // The program's loads and stores need the lock held now: no deferring.
+                super::lazy::cancel_if(self, target);
+                self.settle_lock_by_message(eng, call, t)?;
+            }
+            return Ok(());
         }
         if self.by_messages() {
             // Requests by message waiting for this word are granted first, in their order.
@@ -756,6 +766,37 @@ impl WindowData {
             std::thread::yield_now();
         });
         Ok(())
+    }
+
+    /// `MPI_Win_shared_query` handed out a pointer to a part: from now on lock epochs protect
+    /// loads and stores too, and take their lock when they begin.
+    pub fn note_raw_access(&self) {
+        self.raw_access.set(true);
+    }
+
+    /// Whether lock epochs protect the program's loads and stores through pointers to other
+    /// members' parts (an `allocate_shared` window's, or any once `shared_query` gave them
+    /// out), so their lock is taken when they begin, never deferred (`lazy`).
+    #[inline(always)]
+    pub fn loads_and_stores(&self) -> bool {
+        self.raw_access.get() || self.flavor == Flavor::Shared
+    }
+
+    /// Takes the lock `lazy` deferred on target `target` (before the program's next lock call,
+    /// or at the epoch's first operation): its word, waiting while it is held; for a member
+    /// reached by messages, the request and its grant ([`WindowData::settle_lock_by_message`]).
+    pub fn take_deferred_lock<F: Fabric>(
+        &self,
+        eng: &mut Engine<F>,
+        call: &'static str,
+        target: i32,
+        kind: LockKind,
+    ) -> Result<()> {
+        let t = self.check_target(call, target)?;
+        if self.remote(t) {
+            return self.settle_lock_by_message(eng, call, t);
+        }
+        self.lock(eng, call, target, (kind, false))
     }
 
     /// [`WindowData::lock`]'s first look, with no runtime: takes target `target`'s word if

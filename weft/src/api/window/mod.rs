@@ -75,9 +75,6 @@ pub struct Window<T> {
     locked: RefCell<Vec<Rank>>,
     /// Whether an exposure epoch (`post`) is open.
     exposed: Cell<bool>,
-    /// Whether `shared_query` handed out pointers to the parts (lock epochs are not deferred
-    /// then: see `lazy`).
-    raw_access: Cell<bool>,
     /// The program's memory the window is over (a `create` window's, a dynamic window's
     /// regions, detached ones too), given back by `free` (leaked when the window is dropped
     /// unfreed: the others may still reach it).
@@ -173,7 +170,6 @@ impl<T: Equivalence + Copy> Window<T> {
             epoch: Cell::new(Open::None),
             locked: RefCell::new(Vec::new()),
             exposed: Cell::new(false),
-            raw_access: Cell::new(false),
             lent: RefCell::new(Vec::new()),
             _t: PhantomData,
         })
@@ -249,7 +245,7 @@ impl<T: Equivalence + Copy> Window<T> {
         };
         // Locks are taken in the order asked for: a deferred one first.
         lazy::take_deferred(&wait_lock(CALL)).inspect_err(|_| opened())?;
-        let deferred = lazy::may_defer(self.data(), target, self.raw_access.get());
+        let deferred = lazy::may_defer(self.data(), target);
         if deferred {
             lazy::defer(self.data(), target, kind);
         } else if !self.data().try_lock_here(target, kind) {
@@ -802,7 +798,11 @@ impl<T: Equivalence + Copy> Drop for LockEpoch<'_, T> {
 
 /// Waits for a lock word someone else holds, progressing the runtime (a deferred lock taken).
 fn wait_lock(call: &'static str) -> impl Fn(&WindowData, Rank, LockKind) -> Result<()> {
-    move |w, t, kind| runtime::with_call(call, |rt| w.lock(&mut rt.engine, call, t, (kind, false)))
+    move |w, t, kind| {
+        runtime::with_call(call, |rt| {
+            w.take_deferred_lock(&mut rt.engine, call, t, kind)
+        })
+    }
 }
 
 /// Releases `target`'s lock of `kind`: by itself when the window reaches every member

@@ -93,7 +93,7 @@ impl<T: Equivalence + Copy> Window<T> {
         let p = d.part(CALL, rank)?;
         // Loads and stores through the pointer are protected by lock epochs: none deferred
         // from now on, and one deferred now is taken.
-        self.raw_access.set(true);
+        d.note_raw_access();
         crate::rma::lazy::take_deferred(&super::wait_lock(CALL))?;
         Ok((p.base as *mut T, p.size / std::mem::size_of::<T>().max(1)))
     }

@@ -253,7 +253,7 @@ pub(super) fn lock(
     if e.lock_all || e.locks.iter().any(|&(x, _)| x == t) || !lazy::try_take_deferred() {
         return None;
     }
-    let deferred = lazy::may_defer(d, rank, e.raw_access);
+    let deferred = lazy::may_defer(d, rank);
     if deferred {
         lazy::defer(d, rank, kind);
         e.deferred.set(Some(t));

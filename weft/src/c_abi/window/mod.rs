@@ -67,9 +67,6 @@ struct Epochs {
     /// The target of those whose lock was deferred (`rma::lazy`) and whose epoch has made no
     /// operation yet: its word is taken by the first, or by this process's next lock call.
     deferred: Cell<Option<usize>>,
-    /// Whether `MPI_Win_shared_query` handed out pointers to the parts (no lock is deferred
-    /// then: loads and stores through them are protected by lock epochs).
-    raw_access: bool,
     lock_all: bool,
     /// The targets of an access epoch (`MPI_Win_start`).
     access: Option<Vec<usize>>,
@@ -574,7 +571,7 @@ unsafe fn shared_query(
         };
         // Loads and stores through the pointer are protected by lock epochs: none deferred
         // from now on, and one deferred now is taken.
-        w.epochs.borrow_mut().raw_access = true;
+        w.with(|d| d.note_raw_access());
         sync::take_deferred(call)?;
         // SAFETY: checked non-null; the standard's contract: an MPI_Aint, an int (or an
         // MPI_Aint in the large form) and a pointer's address.

@@ -74,7 +74,11 @@ pub(super) fn covers(call: &'static str, w: &CWin, target: usize) -> Result<(), 
 fn wait_lock(
     call: &'static str,
 ) -> impl Fn(&WindowData, c_int, LockKind) -> crate::error::Result<()> {
-    move |d, t, kind| runtime::with_call(call, |rt| d.lock(&mut rt.engine, call, t, (kind, false)))
+    move |d, t, kind| {
+        runtime::with_call(call, |rt| {
+            d.take_deferred_lock(&mut rt.engine, call, t, kind)
+        })
+    }
 }
 
 /// Takes the lock this process deferred (on any window), if any: before another lock call
@@ -208,9 +212,8 @@ pub unsafe extern "C" fn win_lock(
             }
         }
         take_deferred(CALL)?;
-        let raw_access = w.epochs.borrow().raw_access;
         let deferred = w.with(|d| {
-            let deferred = lazy::may_defer(d, t as c_int, raw_access);
+            let deferred = lazy::may_defer(d, t as c_int);
             if deferred {
                 lazy::defer(d, t as c_int, kind);
             }
