@@ -1,8 +1,8 @@
 //! The one-sided calls small-operation latency is made of, on windows whose every member this
 //! process reaches directly (node-shared parts, mapped here): `MPI_Put` and `MPI_Get`,
 //! `MPI_Accumulate`, `MPI_Get_accumulate` and `MPI_Fetch_and_op`, `MPI_Compare_and_swap`, of
-//! contiguous predefined data alike on both sides; the flushes; `MPI_Win_lock` of a free word
-//! and `MPI_Win_unlock`. Like `c_abi::fast_path` for `MPI_Send`: the handles decoded and the
+//! contiguous predefined data alike on both sides; the flushes; `MPI_Win_lock` (deferred to the
+//! epoch's first operation, `rma::lazy`, or of a free word) and `MPI_Win_unlock`. Like `c_abi::fast_path` for `MPI_Send`: the handles decoded and the
 //! arguments checked once, no allocation, nothing returned through memory, all of it inlined
 //! into the C function.
 //!
@@ -229,7 +229,8 @@ pub(super) fn flush(call: &'static str, win: *mut c_void, rank: Option<c_int>) -
     Some(MPI_SUCCESS)
 }
 
-/// `MPI_Win_lock` of a word that is free now (the general path waits for a held one).
+/// `MPI_Win_lock`, deferred (`rma::lazy`), or of a word that is free now (the general path
+/// waits for a held one).
 #[inline(always)]
 pub(super) fn lock(
     call: &'static str,
