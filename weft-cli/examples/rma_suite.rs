@@ -31,7 +31,8 @@
 //! accumulate of another type, a layout past the part: typed errors; the request-based
 //! operations in a lock_all epoch), `lazy` (lock epochs on other members take the word at
 //! their first operation: an empty one completes while the target holds its own lock, which
-//! would hang were the word taken; two windows locked in one order and operated on in
+//! would hang were the word taken; several targets of one window locked and released out of
+//! order, a fence opening after; two windows locked in one order and operated on in
 //! opposite orders by different ranks do not deadlock, the counters exact; loads and stores
 //! through `shared_query`'s pointers stay protected by exclusive epochs).
 
@@ -763,6 +764,19 @@ fn lazy(world: &weft::topology::SimpleCommunicator) {
         world.process_at_rank(0).send(&1u64);
     }
     drop(own);
+    // Several targets locked on one window, released out of order: each held until its drop.
+    if n >= 3 {
+        let e1 = a.lock(1, LockKind::Shared).expect("lock 1");
+        let e2 = a.lock(2, LockKind::Shared).expect("lock 2");
+        drop(e1);
+        let err = a.lock(2, LockKind::Shared).unwrap_err();
+        assert_eq!(err.class, ErrorClass::RmaSync, "{err}");
+        let e1 = a.lock(1, LockKind::Shared).expect("lock 1 again");
+        drop(e2);
+        drop(e1);
+    }
+    // Every lock released: a fence epoch opens.
+    a.fence().expect("fence").end().expect("fence");
     // Both windows locked in one order; odd ranks operate on b first, even ones on a: the
     // deferred lock on a is taken at b's lock call, so the order of acquisition is the
     // program's and nobody deadlocks.

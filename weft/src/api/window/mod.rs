@@ -71,8 +71,10 @@ pub struct Window<T> {
     basic: Option<Basic>,
     /// What this process has open on the window now.
     epoch: Cell<Open>,
-    /// The targets this process holds a lock on (a few at a time: MPI allows several).
-    locked: RefCell<Vec<Rank>>,
+    /// The targets this process holds a lock on (MPI allows several): the first in `held`
+    /// ([`NO_TARGET`]: none, and then none in `more`), any others in `more`.
+    held: Cell<Rank>,
+    more: RefCell<Vec<Rank>>,
     /// Whether an exposure epoch (`post`) is open.
     exposed: Cell<bool>,
     /// The program's memory the window is over (a `create` window's, a dynamic window's
@@ -82,6 +84,9 @@ pub struct Window<T> {
     /// Windows are used from the thread that owns the runtime (not `Send`, not `Sync`).
     _t: PhantomData<*mut T>,
 }
+
+/// No target (`Window::held`'s "no lock held").
+const NO_TARGET: Rank = -1;
 
 /// Which kind of epoch is open at this process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -168,7 +173,8 @@ impl<T: Equivalence + Copy> Window<T> {
             data: Some(data),
             basic,
             epoch: Cell::new(Open::None),
-            locked: RefCell::new(Vec::new()),
+            held: Cell::new(NO_TARGET),
+            more: RefCell::new(Vec::new()),
             exposed: Cell::new(false),
             lent: RefCell::new(Vec::new()),
             _t: PhantomData,
@@ -228,7 +234,7 @@ impl<T: Equivalence + Copy> Window<T> {
     ) -> Result<LockEpoch<'_, T>> {
         const CALL: &str = "Win_lock";
         only_asserts(CALL, assert, Assert::NO_CHECK)?;
-        if self.locked.borrow().contains(&target) {
+        if self.holds(target) {
             return Err(Error::new(
                 ErrorClass::RmaSync,
                 CALL,
@@ -239,7 +245,7 @@ impl<T: Equivalence + Copy> Window<T> {
         self.open(CALL, Open::Locks)?;
         let opened = || {
             // No lock taken: the epoch `open` began is not open unless others are.
-            if self.locked.borrow().is_empty() {
+            if self.held.get() == NO_TARGET {
                 self.epoch.set(Open::None);
             }
         };
@@ -256,13 +262,25 @@ impl<T: Equivalence + Copy> Window<T> {
             })
             .inspect_err(|_| opened())?;
         }
-        self.locked.borrow_mut().push(target);
+        match self.held.get() {
+            NO_TARGET => self.held.set(target),
+            _ => self.more.borrow_mut().push(target),
+        }
         Ok(LockEpoch {
             win: self,
             target,
             kind,
             deferred: Cell::new(deferred),
         })
+    }
+
+    /// Whether this process holds a lock on `target`.
+    #[inline(always)]
+    fn holds(&self, target: Rank) -> bool {
+        match self.held.get() {
+            NO_TARGET => false,
+            first => first == target || self.more.borrow().contains(&target),
+        }
     }
 
     /// `MPI_Win_lock_all`: a shared passive-target epoch on every member, until the guard
@@ -780,9 +798,13 @@ impl<T: Equivalence + Copy> LockEpoch<'_, T> {
             true => unlock(w.data(), "Win_unlock", self.target, self.kind),
             false => Ok(()),
         };
-        let mut locked = w.locked.borrow_mut();
-        locked.retain(|&t| t != self.target);
-        if locked.is_empty() {
+        if w.held.get() == self.target {
+            // Another held lock, if any, moves up.
+            w.held.set(w.more.borrow_mut().pop().unwrap_or(NO_TARGET));
+        } else {
+            w.more.borrow_mut().retain(|&t| t != self.target);
+        }
+        if w.held.get() == NO_TARGET {
             w.epoch.set(Open::None);
         }
         done
