@@ -41,13 +41,17 @@ impl Deferred {
         self.target == target && std::ptr::eq(self.window, window)
     }
 
-    /// Takes its word if it is free now; whether it did.
+    /// Takes its word if it is free now, and then leaves the slot; whether it did.
     #[inline(always)]
     fn try_take(&self) -> bool {
         // SAFETY: the window is live while its lock is deferred (see `window`).
         let window = unsafe { &*self.window };
         // The word's Acquire is 004's MEM_SYNC after the grant, as in an eager lock.
-        window.try_lock_here(self.target, self.kind)
+        let taken = window.try_lock_here(self.target, self.kind);
+        if taken {
+            set_slot(None);
+        }
+        taken
     }
 }
 
@@ -103,16 +107,7 @@ pub fn take_deferred(wait: Wait<'_>) -> Result<()> {
 /// deferred one's word is held by someone else, and it stays deferred).
 #[inline(always)]
 pub fn try_take_deferred() -> bool {
-    match slot() {
-        None => true,
-        Some(d) => {
-            let taken = d.try_take();
-            if taken {
-                set_slot(None);
-            }
-            taken
-        }
-    }
+    slot().is_none_or(|d| d.try_take())
 }
 
 /// Takes `target`'s lock on `window` if it is the one deferred (the epoch's first operation);
@@ -131,13 +126,7 @@ pub fn take_if(window: &WindowData, target: i32, wait: Wait<'_>) -> Result<()> {
 #[inline(always)]
 pub fn try_take_if(window: &WindowData, target: i32) -> bool {
     match slot() {
-        Some(d) if d.is(window, target) => {
-            let taken = d.try_take();
-            if taken {
-                set_slot(None);
-            }
-            taken
-        }
+        Some(d) if d.is(window, target) => d.try_take(),
         _ => true,
     }
 }
@@ -170,7 +159,7 @@ fn take(d: Deferred, wait: Wait<'_>) -> Result<()> {
     if !d.try_take() {
         // SAFETY: the window is live while its lock is deferred (see `Deferred::window`).
         wait(unsafe { &*d.window }, d.target, d.kind)?;
+        set_slot(None);
     }
-    set_slot(None);
     Ok(())
 }

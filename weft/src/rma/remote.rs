@@ -545,7 +545,7 @@ impl WindowData {
     /// sent for the lock at all.
     pub(super) fn lock_by_message(&self, t: usize, kind: LockKind, nocheck: bool) -> Result<()> {
         self.table.lock(t, kind, nocheck);
-        if !nocheck {
+        if !nocheck && !self.loads_and_stores() {
             // The program's next lock call settles it first (`lazy`: locks in the order asked).
             super::lazy::defer(self, t as i32, kind);
         }
@@ -557,15 +557,8 @@ impl WindowData {
     /// so that the program's next lock is taken after it (`lazy`'s order). Nothing is sent for
     /// a lock already released, or taken with `MPI_MODE_NOCHECK`.
     pub(super) fn settle_lock_by_message<F: Fabric>(&self, eng: &mut Engine<F>, call: &'static str, t: usize) -> Result<()> {
-        self.send_any_unsent(eng, call)?;
-        let (lock, oldest) = self.table.contact(t);
-        if let Some(oldest) = oldest {
-            table::wait(eng, call, oldest)?;
-        }
-        if let Some(kind) = lock {
-            let handle = self.start_plain(eng, call, t, Kind::Lock, lock_code(kind))?;
-            self.table.keep(t, InFlight { handle, call, data: None });
-        }
+        // As an operation's first contact would: the lock request goes if it has not.
+        self.contact(eng, call, t, false)?;
         self.table.complete_only(eng, call, Some(t))
     }
 

@@ -748,8 +748,7 @@ impl WindowData {
         if self.remote(t) {
             self.lock_by_message(t, kind, nocheck)?;
             if !nocheck && self.loads_and_stores() {
-                // The program's loads and stores need the lock held now: no deferring.
-                super::lazy::cancel_if(self, target);
+                // The program's loads and stores need the lock held now: not deferred.
                 self.settle_lock_by_message(eng, call, t)?;
             }
             return Ok(());
